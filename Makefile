@@ -1,0 +1,56 @@
+# gangsched — every target works on a fresh machine: it makes what it needs.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+NODES ?= 4
+NODE_CPU ?= 4
+NODE_MEMORY ?= 16Gi
+NODE_GPUS ?= 0
+WITH_KUBE_SCHEDULER ?= 0
+WITH_CONTROLLER_MANAGER ?= 0
+PYTEST_ARGS ?=
+
+.PHONY: test unit e2e lint binaries cluster-up cluster-down bench bench-core clean
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e '.[dev]'
+	touch $@
+
+## Build (or reuse from ~/.cache/gangsched) the pinned control-plane binaries.
+binaries:
+	@bash cluster/build.sh >/dev/null
+
+## The whole suite: unit tests of the core, then end-to-end tests on a real control plane.
+test: $(VENV)/.installed binaries
+	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+unit: $(VENV)/.installed
+	$(BIN)/python -m pytest tests/unit $(PYTEST_ARGS)
+
+e2e: $(VENV)/.installed binaries
+	$(BIN)/python -m pytest tests/e2e $(PYTEST_ARGS)
+
+lint: $(VENV)/.installed
+	$(BIN)/ruff check gangsched devcluster tests bench
+	$(BIN)/mypy
+	$(BIN)/lint-imports
+
+cluster-up: $(VENV)/.installed binaries
+	@$(BIN)/python -m devcluster up --nodes $(NODES) --node-cpu $(NODE_CPU) \
+	  --node-memory $(NODE_MEMORY) --node-gpus $(NODE_GPUS) \
+	  $(if $(filter 1,$(WITH_KUBE_SCHEDULER)),--with-kube-scheduler) \
+	  $(if $(filter 1,$(WITH_CONTROLLER_MANAGER)),--with-controller-manager)
+
+cluster-down: $(VENV)/.installed
+	@$(BIN)/python -m devcluster down
+
+## Benchmarks write their figures to bench/results/.
+bench: bench-core
+
+bench-core: $(VENV)/.installed
+	$(BIN)/python -m bench.core
+
+clean:
+	rm -rf $(VENV) .cluster .pytest_cache .mypy_cache .ruff_cache .hypothesis

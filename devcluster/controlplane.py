@@ -1,0 +1,489 @@
+"""A real Kubernetes control plane on 127.0.0.1, for tests, the demo and benchmarks.
+
+It runs etcd, kube-apiserver (client-certificate auth, RBAC on) and the KWOK
+controller, which plays kubelet for fake nodes; kube-scheduler and
+kube-controller-manager on request. Binaries come from ``cluster/build.sh``
+(built through the Go module proxy at pinned versions, cached outside the
+repository).
+
+ServiceAccounts: the ``ServiceAccount`` admission plugin is turned off, as
+envtest does, so pods can be created in any namespace without a ``default``
+ServiceAccount and without a token controller. When kube-controller-manager
+runs, its serviceaccount controller still creates ``default`` accounts.
+
+Every process is started in its own session and recorded in ``state.json``;
+``stop()`` (also from another process, through :func:`stop_from_state`)
+terminates them all and waits until none is left.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import socket
+import ssl
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pykube
+
+from devcluster.certs import CertFiles, make_certs
+
+REPO = Path(__file__).resolve().parent.parent
+STAGES = Path(__file__).resolve().parent / "kwok-stages.yaml"
+KWOK_LABEL = ("type", "kwok")
+READY_TIMEOUT_S = 60.0
+
+
+class ClusterError(RuntimeError):
+    """The control plane could not start; the message carries the failing log's tail."""
+
+
+def ensure_binaries() -> Path:
+    """Build or reuse the pinned control-plane binaries; returns their directory.
+
+    Progress of a cold build goes to stderr so a user sees minutes of work
+    explained rather than a silent hang.
+    """
+    override = os.environ.get("GANGSCHED_BIN_DIR")
+    if override:
+        return Path(override)
+    out = subprocess.run(
+        ["bash", str(REPO / "cluster" / "build.sh")],
+        check=True,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    return Path(out.stdout.strip().splitlines()[-1])
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@dataclass
+class NodeShape:
+    """The allocatable every fake node of a shape reports."""
+
+    cpu: str = "4"
+    memory: str = "16Gi"
+    gpus: int = 0
+    pods: int = 110
+
+
+@dataclass
+class ClusterOptions:
+    nodes: int = 4
+    shape: NodeShape = field(default_factory=NodeShape)
+    with_kube_scheduler: bool = False
+    with_controller_manager: bool = False
+
+
+@dataclass
+class LocalCluster:
+    """One local control plane living in ``workdir``."""
+
+    workdir: Path
+    bin_dir: Path
+    options: ClusterOptions = field(default_factory=ClusterOptions)
+    ports: dict[str, int] = field(default_factory=dict)
+    pids: dict[str, int] = field(default_factory=dict)
+    _procs: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
+    _client: pykube.HTTPClient | None = None
+
+    # ---- paths -----------------------------------------------------------
+    @property
+    def kubeconfig(self) -> Path:
+        return self.workdir / "kubeconfig"
+
+    @property
+    def logs(self) -> Path:
+        return self.workdir / "logs"
+
+    @property
+    def server(self) -> str:
+        return f"https://127.0.0.1:{self.ports['apiserver']}"
+
+    # ---- lifecycle -------------------------------------------------------
+    def start(self, *, die_with_parent: bool = True) -> None:
+        """Start every component and wait until the API answers and nodes are Ready.
+
+        With ``die_with_parent`` the kernel terminates the components if this
+        Python process dies, so an interrupted test run leaves nothing behind.
+        """
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        self.logs.mkdir(exist_ok=True)
+        certs = make_certs(self.workdir / "pki")
+        for name in ("etcd", "etcd_peer", "apiserver", "kwok", "scheduler", "kcm"):
+            self.ports[name] = free_port()
+        self._write_kubeconfig(certs)
+        try:
+            self._spawn("etcd", self._etcd_args(), die_with_parent)
+            self._wait_http(f"http://127.0.0.1:{self.ports['etcd']}/health", "etcd")
+            self._spawn("kube-apiserver", self._apiserver_args(certs), die_with_parent)
+            self._wait_http(f"{self.server}/readyz", "kube-apiserver", certs)
+            self._spawn("kwok", self._kwok_args(), die_with_parent)
+            if self.options.with_kube_scheduler:
+                self._spawn("kube-scheduler", self._scheduler_args(), die_with_parent)
+            if self.options.with_controller_manager:
+                self._spawn("kube-controller-manager", self._kcm_args(certs), die_with_parent)
+            self._save_state()
+            self.ensure_nodes(self.options.nodes, self.options.shape)
+        except BaseException:
+            self.stop()
+            raise
+
+    def stop(self) -> None:
+        stop_pids(self.pids)
+        self.pids.clear()
+        self._procs.clear()
+        with contextlib.suppress(FileNotFoundError):
+            (self.workdir / "state.json").unlink()
+
+    def _spawn(self, name: str, args: Sequence[str], die_with_parent: bool) -> None:
+        log = (self.logs / f"{name}.log").open("ab")
+        proc = subprocess.Popen(
+            [str(self.bin_dir / name.split("@")[0]), *args],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+            preexec_fn=_die_with_parent if die_with_parent else None,
+            cwd=self.workdir,
+        )
+        self._procs[name] = proc
+        self.pids[name] = proc.pid
+
+    def _check_alive(self) -> None:
+        for name, proc in self._procs.items():
+            if proc.poll() is not None:
+                raise ClusterError(f"{name} exited with {proc.returncode}:\n{self._tail(name)}")
+
+    def _tail(self, name: str, lines: int = 30) -> str:
+        path = self.logs / f"{name}.log"
+        if not path.exists():
+            return ""
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+
+    def _wait_http(self, url: str, name: str, certs: CertFiles | None = None) -> None:
+        context = None
+        if certs is not None:
+            context = ssl.create_default_context(cafile=str(certs.ca_cert))
+            context.load_cert_chain(str(certs.admin_cert), str(certs.admin_key))
+        deadline = time.monotonic() + READY_TIMEOUT_S
+        while True:
+            self._check_alive()
+            try:
+                with urllib.request.urlopen(url, context=context, timeout=2) as response:
+                    if response.status == 200:
+                        return
+            except (urllib.error.URLError, ConnectionError, TimeoutError, ssl.SSLError):
+                pass
+            if time.monotonic() > deadline:
+                raise ClusterError(f"{name} not ready after {READY_TIMEOUT_S}s:\n{self._tail(name)}")
+            time.sleep(0.2)
+
+    # ---- component flags ---------------------------------------------------
+    def _etcd_args(self) -> list[str]:
+        client = f"http://127.0.0.1:{self.ports['etcd']}"
+        peer = f"http://127.0.0.1:{self.ports['etcd_peer']}"
+        return [
+            "--name=local",
+            f"--data-dir={self.workdir / 'etcd'}",
+            f"--listen-client-urls={client}",
+            f"--advertise-client-urls={client}",
+            f"--listen-peer-urls={peer}",
+            f"--initial-advertise-peer-urls={peer}",
+            f"--initial-cluster=local={peer}",
+            "--unsafe-no-fsync",
+            "--log-level=warn",
+        ]
+
+    def _apiserver_args(self, certs: CertFiles) -> list[str]:
+        return [
+            f"--etcd-servers=http://127.0.0.1:{self.ports['etcd']}",
+            "--bind-address=127.0.0.1",
+            "--advertise-address=127.0.0.1",
+            f"--secure-port={self.ports['apiserver']}",
+            f"--tls-cert-file={certs.serving_cert}",
+            f"--tls-private-key-file={certs.serving_key}",
+            f"--client-ca-file={certs.ca_cert}",
+            f"--service-account-key-file={certs.sa_public}",
+            f"--service-account-signing-key-file={certs.sa_private}",
+            "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+            "--service-cluster-ip-range=10.0.0.0/24",
+            "--authorization-mode=RBAC",
+            "--disable-admission-plugins=ServiceAccount",
+            "--allow-privileged=true",
+            "--profiling=false",
+            "--v=1",
+        ]
+
+    def _kwok_args(self) -> list[str]:
+        return [
+            f"--kubeconfig={self.kubeconfig}",
+            f"--config={STAGES}",
+            "--manage-all-nodes=false",
+            f"--manage-nodes-with-label-selector={KWOK_LABEL[0]}={KWOK_LABEL[1]}",
+            f"--server-address=127.0.0.1:{self.ports['kwok']}",
+            "--cidr=10.244.0.1/16",
+            "--node-ip=10.1.0.1",
+        ]
+
+    def _scheduler_args(self) -> list[str]:
+        return [
+            f"--kubeconfig={self.kubeconfig}",
+            f"--authentication-kubeconfig={self.kubeconfig}",
+            f"--authorization-kubeconfig={self.kubeconfig}",
+            "--bind-address=127.0.0.1",
+            f"--secure-port={self.ports['scheduler']}",
+            "--leader-elect=false",
+        ]
+
+    def _kcm_args(self, certs: CertFiles) -> list[str]:
+        return [
+            f"--kubeconfig={self.kubeconfig}",
+            f"--authentication-kubeconfig={self.kubeconfig}",
+            f"--authorization-kubeconfig={self.kubeconfig}",
+            "--bind-address=127.0.0.1",
+            f"--secure-port={self.ports['kcm']}",
+            "--leader-elect=false",
+            "--controllers=job,namespace,garbage-collector,serviceaccount,replicaset,deployment,podgc",
+            f"--root-ca-file={certs.ca_cert}",
+            f"--service-account-private-key-file={certs.sa_private}",
+        ]
+
+    def _write_kubeconfig(self, certs: CertFiles) -> None:
+        config = {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [
+                {
+                    "name": "local",
+                    "cluster": {
+                        "server": f"https://127.0.0.1:{self.ports['apiserver']}",
+                        "certificate-authority": str(certs.ca_cert),
+                    },
+                }
+            ],
+            "users": [
+                {
+                    "name": "admin",
+                    "user": {
+                        "client-certificate": str(certs.admin_cert),
+                        "client-key": str(certs.admin_key),
+                    },
+                }
+            ],
+            "contexts": [{"name": "local", "context": {"cluster": "local", "user": "admin"}}],
+            "current-context": "local",
+        }
+        self.kubeconfig.write_text(json.dumps(config, indent=2))
+
+    def _save_state(self) -> None:
+        state = {"pids": self.pids, "ports": self.ports, "bin_dir": str(self.bin_dir)}
+        (self.workdir / "state.json").write_text(json.dumps(state, indent=2))
+
+    # ---- using the cluster -------------------------------------------------
+    @property
+    def client(self) -> pykube.HTTPClient:
+        if self._client is None:
+            self._client = pykube.HTTPClient(pykube.KubeConfig.from_file(str(self.kubeconfig)))
+        return self._client
+
+    def kubectl(
+        self, *args: str, input: str | None = None, check: bool = True, timeout: float = 60
+    ) -> subprocess.CompletedProcess[str]:
+        """Run the real kubectl against this cluster (text in and out)."""
+        result = subprocess.run(
+            [str(self.bin_dir / "kubectl"), f"--kubeconfig={self.kubeconfig}", *args],
+            input=input,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
+        if check and result.returncode != 0:
+            raise subprocess.CalledProcessError(
+                result.returncode, result.args, result.stdout, result.stderr
+            )
+        return result
+
+    def apply_crds(self) -> None:
+        """Install the project's CRDs and wait until the API serves them."""
+        crds = sorted((REPO / "crds").glob("*.scheduling.gangsched.io.yaml"))
+        files = [arg for path in crds for arg in ("-f", str(path))]
+        self.kubectl("apply", "--server-side", "--force-conflicts", *files)
+        self.kubectl(
+            "wait", "--for=condition=Established", "--timeout=60s",
+            "crd/podgroups.scheduling.gangsched.io", "crd/queues.scheduling.gangsched.io",
+        )
+
+    def ensure_nodes(
+        self,
+        count: int,
+        shape: NodeShape | None = None,
+        *,
+        prefix: str = "kwok-node",
+        labels: dict[str, str] | None = None,
+        taints: list[dict[str, str]] | None = None,
+        wait: bool = True,
+    ) -> list[str]:
+        """Make exactly ``count`` fake nodes named ``{prefix}-{i}`` exist with this shape.
+
+        Nodes of the prefix beyond ``count`` and nodes whose shape differs are
+        deleted and recreated; reshaping a cluster this way takes well under a
+        second, so tests ask for the cluster they need instead of restarting it.
+        """
+        shape = shape or self.options.shape
+        wanted = {f"{prefix}-{i}": _node_manifest(f"{prefix}-{i}", shape, labels, taints)
+                  for i in range(count)}
+        existing = {
+            n.name: n
+            for n in pykube.Node.objects(self.client).filter(
+                selector={KWOK_LABEL[0]: KWOK_LABEL[1]}
+            )
+            if n.name.startswith(prefix + "-") and n.name[len(prefix) + 1:].isdigit()
+        }
+        for name, node in existing.items():
+            if name not in wanted or node.obj.get("metadata", {}).get("annotations", {}).get(
+                "gangsched.io/shape"
+            ) != wanted[name]["metadata"]["annotations"]["gangsched.io/shape"]:
+                node.delete()
+                self._wait_node_gone(name)
+        current = {n.name for n in pykube.Node.objects(self.client)}
+        for name, manifest in wanted.items():
+            if name not in current:
+                pykube.Node(self.client, manifest).create()
+        if wait:
+            self.wait_nodes_ready(list(wanted))
+        return list(wanted)
+
+    def _wait_node_gone(self, name: str, timeout: float = 10.0) -> None:
+        deadline = time.monotonic() + timeout
+        while pykube.Node.objects(self.client).get_or_none(name=name) is not None:
+            if time.monotonic() > deadline:
+                raise ClusterError(f"node {name} not deleted after {timeout}s")
+            time.sleep(0.1)
+
+    def delete_nodes(self, prefix: str) -> None:
+        for node in pykube.Node.objects(self.client):
+            if node.name.startswith(prefix + "-"):
+                node.delete()
+
+    def wait_nodes_ready(self, names: list[str], timeout: float = 30.0) -> None:
+        deadline = time.monotonic() + timeout
+        pending = set(names)
+        while pending:
+            self._check_alive()
+            for name in list(pending):
+                node = pykube.Node.objects(self.client).get_or_none(name=name)
+                conditions = (node.obj.get("status", {}).get("conditions") or []) if node else []
+                if any(c["type"] == "Ready" and c["status"] == "True" for c in conditions):
+                    pending.discard(name)
+            if pending and time.monotonic() > deadline:
+                raise ClusterError(f"nodes not Ready after {timeout}s: {sorted(pending)}\n"
+                                   f"{self._tail('kwok')}")
+            if pending:
+                time.sleep(0.2)
+
+
+def _node_manifest(
+    name: str,
+    shape: NodeShape,
+    labels: dict[str, str] | None,
+    taints: list[dict[str, str]] | None,
+) -> dict[str, object]:
+    allocatable = {"cpu": shape.cpu, "memory": shape.memory, "pods": str(shape.pods)}
+    if shape.gpus:
+        allocatable["nvidia.com/gpu"] = str(shape.gpus)
+    shape_key = json.dumps([allocatable, labels or {}, taints or []], sort_keys=True)
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {
+            "name": name,
+            "labels": {
+                KWOK_LABEL[0]: KWOK_LABEL[1],
+                "kubernetes.io/hostname": name,
+                "kubernetes.io/os": "linux",
+                "kubernetes.io/arch": "amd64",
+                **(labels or {}),
+            },
+            "annotations": {"kwok.x-k8s.io/node": "fake", "gangsched.io/shape": shape_key},
+        },
+        "spec": {"taints": taints or []},
+        "status": {"allocatable": allocatable, "capacity": dict(allocatable)},
+    }
+
+
+def _die_with_parent() -> None:
+    """Ask the kernel to SIGTERM this child when the Python parent dies."""
+    import ctypes
+
+    libc = ctypes.CDLL("libc.so.6", use_errno=True)
+    pr_set_pdeathsig = 1
+    libc.prctl(pr_set_pdeathsig, signal.SIGTERM)
+
+
+def stop_pids(pids: dict[str, int], timeout: float = 10.0) -> None:
+    """Terminate each process group, then kill what is left, and wait until all are gone."""
+    for pid in pids.values():
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(pid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout
+    for pid in pids.values():
+        while _alive(pid):
+            if time.monotonic() > deadline:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(pid, signal.SIGKILL)
+            time.sleep(0.05)
+
+
+def _alive(pid: int) -> bool:
+    with contextlib.suppress(ChildProcessError):
+        done, _ = os.waitpid(pid, os.WNOHANG)
+        if done == pid:
+            return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # A zombie of another parent still answers kill(0): read its state.
+    with contextlib.suppress(FileNotFoundError):
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        return stat.rsplit(")", 1)[1].split()[0] != "Z"
+    return False
+
+
+def stop_from_state(workdir: Path) -> list[int]:
+    """Stop a cluster started by another process (``make cluster-down``); returns its ports."""
+    path = workdir / "state.json"
+    if not path.exists():
+        return []
+    state = json.loads(path.read_text())
+    stop_pids({k: int(v) for k, v in state["pids"].items()})
+    path.unlink()
+    return [int(p) for p in state["ports"].values()]
+
+
+@contextlib.contextmanager
+def running_cluster(workdir: Path, options: ClusterOptions) -> Iterator[LocalCluster]:
+    cluster = LocalCluster(workdir=workdir, bin_dir=ensure_binaries(), options=options)
+    started = time.monotonic()
+    cluster.start()
+    print(f"[devcluster] ready in {time.monotonic() - started:.1f}s at {cluster.server}",
+          file=sys.stderr)
+    try:
+        yield cluster
+    finally:
+        cluster.stop()

@@ -1,0 +1,7 @@
+"""gangsched: a gang scheduler for Kubernetes.
+
+Pods that set ``schedulerName: gang`` are placed all-or-nothing with the rest
+of their gang; every other pod stays with kube-scheduler.
+"""
+
+__version__ = "0.1.0"

@@ -1,0 +1,5 @@
+"""Allows ``python -m gangsched``."""
+
+from gangsched.cli import main
+
+main()

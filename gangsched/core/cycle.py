@@ -1,0 +1,383 @@
+"""One scheduling cycle: order gangs, admit PodGroups, keep reservations, place gangs in turn.
+
+The cycle is a pure function of a ``CycleInput``: the shell takes a frozen
+snapshot, passes the clock in, and gets back placements to bind and reasons to
+report. Nothing here binds, logs or reads the time, so a cycle can be replayed
+from its input in a test and gives the same answer every time.
+
+The flow, in the spirit of Volcano's allocate action:
+
+1. Replacements for gangs that already run go first, because a running gang
+   that cannot get a dead worker back holds all its other workers idle.
+2. Every other gang with pending pods is taken in fair order: the queue
+   furthest below its weighted dominant share, then priority, then age.
+3. A gang with ``min_resources`` is placed only once admitted, and while
+   admitted the part of its ``min_resources`` its bound pods do not yet use is
+   reserved: no other gang's placement may eat into it. This is what lets a
+   Spark driver start and its executors, created later, still find room.
+4. A gang that has waited past ``starvation_seconds`` holds its room against
+   the gangs after it, so a stream of small gangs cannot starve a large one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from gangsched.core.fairness import dominant_share, gang_order, lowest_share
+from gangsched.core.model import Gang, GangKey, NodeName, Policy, QueueName
+from gangsched.core.placement import Capacity, Placement, Snapshot, Unplaceable
+from gangsched.core.resources import Resources
+
+DEFAULT_QUEUE = QueueName("default")
+
+
+@dataclass(frozen=True, slots=True)
+class QueueSpec:
+    """What the cycle needs of a Queue: its weight, its cap, whether it takes new gangs.
+
+    ``capability`` caps only the resources it names; a resource it does not
+    name is not limited, as in Volcano.
+    """
+
+    name: QueueName
+    weight: int = 1
+    capability: Resources | None = None
+    open: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class CycleInput:
+    """Everything one cycle decides from; the clock is ``now`` so the cycle never reads it.
+
+    ``gangs`` holds every active gang, including admitted gangs with no
+    pending pods: a Spark job whose driver runs and whose executors do not yet
+    exist still holds a reservation. ``bound_requests`` are the summed
+    effective requests of each gang's non-terminal bound pods; they measure
+    both what a gang has used of its reservation and its queue's allocation.
+    """
+
+    snapshot: Snapshot
+    gangs: tuple[Gang, ...]
+    bound_requests: Mapping[GangKey, Resources]
+    queues: Mapping[QueueName, QueueSpec]
+    admitted: frozenset[GangKey]
+    waiting_since: Mapping[GangKey, float]
+    now: float
+    policy: Policy
+    starvation_seconds: float = 60.0
+
+
+@dataclass(frozen=True, slots=True)
+class CycleResult:
+    """What the shell acts on.
+
+    ``placements`` are in the order to bind. ``unplaceable`` has one entry for
+    every gang with pending pods that was not placed, so every waiting pod
+    gets a reason. ``admitted`` is the set to pass back as the next cycle's
+    input; ``newly_admitted`` are the gangs whose PodGroup turns Inqueue now.
+    """
+
+    placements: tuple[Placement, ...]
+    unplaceable: tuple[Unplaceable, ...]
+    admitted: frozenset[GangKey]
+    newly_admitted: tuple[GangKey, ...]
+
+
+def run_cycle(inp: CycleInput) -> CycleResult:
+    """Decide, for one snapshot, which gangs to place where and why the others wait."""
+    return _Cycle(inp).run()
+
+
+def within_capability(amount: Resources, capability: Resources) -> bool:
+    """Whether ``amount`` stays under ``capability`` on every resource the cap names.
+
+    Not ``Resources.fits``: a cap that names only cpu must not turn every
+    memory request into an overrun.
+    """
+    return all(amount.get(name) <= limit for name, limit in capability.items())
+
+
+def outstanding(min_resources: Resources, used: Resources) -> Resources:
+    """What of a reservation is still unused: per resource ``max(0, min - used)``.
+
+    Clamped at zero because a gang that uses more of one resource than its
+    ``min_resources`` does not thereby give another resource back.
+    """
+    return Resources.of(
+        {name: max(0, amount - used.get(name)) for name, amount in min_resources.items()}
+    )
+
+
+def _total(amounts: Iterable[Resources]) -> Resources:
+    total = Resources.zero()
+    for amount in amounts:
+        total = total + amount
+    return total
+
+
+class _Cycle:
+    """The mutable bookkeeping of one cycle, thrown away when it returns.
+
+    It keeps running totals (free room, reservations, queue allocations)
+    rather than summing them for every gang, so a cycle stays linear in the
+    number of gangs.
+    """
+
+    def __init__(self, inp: CycleInput) -> None:
+        self.inp = inp
+        keys = [gang.key for gang in inp.gangs]
+        if len(set(keys)) != len(keys):
+            raise ValueError("CycleInput.gangs holds two gangs with the same key")
+        self.gangs = sorted(inp.gangs, key=lambda gang: gang.key)
+        self.queues = dict(inp.queues)
+        # A default queue exists without anyone creating it.
+        self.queues.setdefault(DEFAULT_QUEUE, QueueSpec(DEFAULT_QUEUE))
+
+        schedulable = [
+            usage.node
+            for _, usage in sorted(inp.snapshot.nodes.items())
+            if usage.node.ready and not usage.node.unschedulable
+        ]
+        self.schedulable: tuple[NodeName, ...] = tuple(node.name for node in schedulable)
+        self.cluster_total = _total(node.allocatable for node in schedulable)
+        self.capacity = Capacity.from_snapshot(inp.snapshot)
+        self.free = self._measure_free()
+
+        self.bound: dict[GangKey, Resources] = {
+            gang.key: inp.bound_requests.get(gang.key, Resources.zero()) for gang in self.gangs
+        }
+        self.allocated: dict[QueueName, Resources] = {name: Resources.zero() for name in self.queues}
+        for gang in self.gangs:
+            if gang.queue in self.queues:
+                self.allocated[gang.queue] = self.allocated[gang.queue] + self.bound[gang.key]
+
+        present = set(keys)
+        self.admitted: set[GangKey] = {key for key in inp.admitted if key in present}
+        self.newly_admitted: list[GangKey] = []
+        # A gang with bound members was admitted in an earlier life even if the
+        # shell lost the set (a restart): its pods already run.
+        for gang in self.gangs:
+            if gang.bound > 0 and gang.key not in self.admitted:
+                self._admit(gang)
+
+        self.holding: dict[GangKey, Resources] = {}
+        self.reserved = Resources.zero()
+        self.queue_reserved: dict[QueueName, Resources] = {
+            name: Resources.zero() for name in self.queues
+        }
+        for gang in self.gangs:
+            if gang.key in self.admitted:
+                self._hold(gang, outstanding(gang.min_resources, self.bound[gang.key]))
+
+        self.starving: GangKey | None = None
+        self.placements: list[Placement] = []
+        self.unplaceable: list[Unplaceable] = []
+
+    def run(self) -> CycleResult:
+        waiting = [gang for gang in self.gangs if gang.pending]
+        for gang in waiting:
+            if gang.queue not in self.queues:
+                self.unplaceable.append(
+                    Unplaceable(gang.key, f"queue {gang.queue!r} does not exist")
+                )
+        known = [gang for gang in waiting if gang.queue in self.queues]
+
+        replacements = sorted((g for g in known if _is_running(g)), key=gang_order)
+        for gang in replacements:
+            self._place(gang)
+
+        per_queue: dict[QueueName, list[Gang]] = {}
+        for gang in sorted((g for g in known if not _is_running(g)), key=gang_order):
+            per_queue.setdefault(gang.queue, []).append(gang)
+        # Reversed so the next gang of a queue is a cheap pop() from the end.
+        for gangs in per_queue.values():
+            gangs.reverse()
+        while per_queue:
+            name = lowest_share(
+                {
+                    queue: dominant_share(
+                        self.allocated[queue], self.cluster_total, self.queues[queue].weight
+                    )
+                    for queue in per_queue
+                }
+            )
+            gang = per_queue[name].pop()
+            if not per_queue[name]:
+                del per_queue[name]
+            self._consider(gang)
+
+        return CycleResult(
+            placements=tuple(self.placements),
+            unplaceable=tuple(self.unplaceable),
+            admitted=frozenset(self.admitted),
+            newly_admitted=tuple(self.newly_admitted),
+        )
+
+    # -- stages ---------------------------------------------------------------
+
+    def _consider(self, gang: Gang) -> None:
+        """Admit the gang if it is not yet, then place it."""
+        if gang.key not in self.admitted:
+            queue = self.queues[gang.queue]
+            if not queue.open:
+                # A closed queue's gangs cannot run however long they wait, so
+                # they hold nothing for starvation either.
+                self.unplaceable.append(
+                    Unplaceable(gang.key, f"queue {queue.name!r} is closed: it admits no new gangs")
+                )
+                return
+            refusal = self._admission_refusal(gang)
+            if refusal is not None:
+                self._wait(gang, refusal)
+                return
+            self._admit(gang)
+            self._hold(gang, outstanding(gang.min_resources, self.bound[gang.key]))
+        self._place(gang)
+
+    def _admission_refusal(self, gang: Gang) -> str | None:
+        """Why the gang cannot be admitted now, or None when it can.
+
+        Checked against the room left after this cycle's earlier placements
+        and every reservation already promised, because admitting a gang is
+        itself a promise: it would be broken if two admitted gangs counted on
+        the same free CPUs.
+        """
+        if gang.min_resources.is_zero:
+            return None
+        need = outstanding(gang.min_resources, self.bound[gang.key])
+        queue = self.queues[gang.queue]
+        if queue.capability is not None:
+            committed = self.allocated[queue.name] + self.queue_reserved[queue.name]
+            if not within_capability(committed + need, queue.capability):
+                return (
+                    f"waiting for admission: minResources {gang.min_resources} would exceed "
+                    f"queue {queue.name!r} capability {queue.capability} "
+                    f"(allocated {self.allocated[queue.name]}, "
+                    f"reserved {self.queue_reserved[queue.name]})"
+                )
+        if not (self.reserved + need).fits(self.free):
+            return (
+                f"waiting for admission: minResources {gang.min_resources} do not fit: "
+                f"{self.free} free on schedulable nodes, {self.reserved} of it reserved "
+                f"by admitted gangs (short {(self.reserved + need).short_of(self.free)})"
+            )
+        return None
+
+    def _place(self, gang: Gang) -> None:
+        """Place the gang all-or-nothing, then keep it only if reservations and the cap allow.
+
+        The placement is tried on the scratch capacity first and released
+        again when refused, so a refused gang leaves no trace: the gangs after
+        it see exactly the room they would have seen without it.
+        """
+        decision = self.capacity.place(gang, gang.policy or self.inp.policy)
+        if isinstance(decision, Unplaceable):
+            self._wait(gang, decision.reason)
+            return
+        requests = {pod.key: pod.requests for pod in gang.pending}
+        placed = _total(requests[pod] for pod, _ in decision.assignments)
+        bound_after = self.bound[gang.key] + placed
+        own_before = self.holding.get(gang.key, Resources.zero())
+        own_after = (
+            outstanding(gang.min_resources, bound_after)
+            if gang.key in self.admitted
+            else Resources.zero()
+        )
+        free_after = self._free_after(placed)
+
+        others = self.reserved - own_before
+        if not others.fits(free_after):
+            self.capacity.release(decision)
+            self._wait(gang, self._reserved_reason(gang, others, placed, free_after))
+            return
+
+        queue = self.queues[gang.queue]
+        if queue.capability is not None:
+            allocated_after = self.allocated[queue.name] + placed
+            reserved_after = self.queue_reserved[queue.name] - own_before + own_after
+            if not within_capability(allocated_after + reserved_after, queue.capability):
+                self.capacity.release(decision)
+                self._wait(
+                    gang,
+                    f"queue {queue.name!r} capability {queue.capability} would be exceeded: "
+                    f"allocated {self.allocated[queue.name]}, reserved by admitted gangs "
+                    f"{reserved_after}, this gang {placed}",
+                )
+                return
+
+        self.placements.append(decision)
+        self.free = free_after
+        self.bound[gang.key] = bound_after
+        self.allocated[queue.name] = self.allocated[queue.name] + placed
+        self._hold(gang, own_after)
+
+    def _wait(self, gang: Gang, reason: str) -> None:
+        """Record why the gang waits; the first starving one also holds its room.
+
+        Only the first starving gang in order holds room, so that two starving
+        giants cannot between them lock the whole cluster; the next one gets its
+        turn once the first is placed. A gang that needs more than the
+        schedulable nodes have in all holds nothing: waiting cannot help it.
+        """
+        since = self.inp.waiting_since.get(gang.key)
+        waited = None if since is None else self.inp.now - since
+        if self.starving is None and waited is not None and waited >= self.inp.starvation_seconds:
+            pending = _total(pod.requests for pod in gang.pending)
+            hold = Resources.max_each(
+                outstanding(gang.min_resources, self.bound[gang.key]), pending
+            )
+            if hold.fits(self.cluster_total):
+                self.starving = gang.key
+                self._hold(gang, Resources.max_each(self.holding.get(gang.key, hold), hold))
+                reason = f"starving for {int(waited)}s: holding {hold} for it; {reason}"
+            else:
+                reason = (
+                    f"starving for {int(waited)}s but needs {hold}, more than the "
+                    f"schedulable nodes have ({self.cluster_total}); {reason}"
+                )
+        self.unplaceable.append(Unplaceable(gang.key, reason))
+
+    # -- bookkeeping ----------------------------------------------------------
+
+    def _admit(self, gang: Gang) -> None:
+        self.admitted.add(gang.key)
+        self.newly_admitted.append(gang.key)
+
+    def _hold(self, gang: Gang, amount: Resources) -> None:
+        """Set what the gang holds, keeping the cluster and queue totals in step."""
+        before = self.holding.get(gang.key, Resources.zero())
+        if amount.is_zero:
+            self.holding.pop(gang.key, None)
+        else:
+            self.holding[gang.key] = amount
+        self.reserved = self.reserved - before + amount
+        if gang.queue in self.queue_reserved:
+            self.queue_reserved[gang.queue] = self.queue_reserved[gang.queue] - before + amount
+
+    def _measure_free(self) -> Resources:
+        return _total(self.capacity.free(name) for name in self.schedulable)
+
+    def _free_after(self, placed: Resources) -> Resources:
+        """The free room on schedulable nodes once ``placed`` is taken from it.
+
+        Subtracting is exact: a pod only lands where it fits, so it never
+        takes from room a node does not have.
+        """
+        return self.free - placed
+
+    def _reserved_reason(
+        self, gang: Gang, others: Resources, placed: Resources, free_after: Resources
+    ) -> str:
+        starving = ""
+        if self.starving is not None and self.starving != gang.key:
+            starving = f" ({self.holding[self.starving]} of it held for starving gang {self.starving})"
+        return (
+            f"resources reserved by admitted gangs: {others}{starving}; "
+            f"placing {placed} would leave {free_after} free"
+        )
+
+
+def _is_running(gang: Gang) -> bool:
+    """A gang with at least ``min_member`` bound: its pending pods replace dead members."""
+    return gang.bound > 0 and gang.bound >= gang.min_member

@@ -1,0 +1,114 @@
+"""The plain data the scheduling core reasons about.
+
+Everything here is frozen and built once at the edge (``gangsched.core.kubeobjects``
+turns API objects into these), so a cycle can share them freely and a snapshot
+can never be torn by a watch event arriving mid-cycle.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import NewType
+
+from gangsched.core.resources import Resources
+
+NodeName = NewType("NodeName", str)
+PodKey = NewType("PodKey", str)
+"""``namespace/name`` of a pod."""
+GangKey = NewType("GangKey", str)
+"""``namespace/group`` of a PodGroup; a pod with no group is ``namespace/pod:<name>``."""
+QueueName = NewType("QueueName", str)
+
+
+class Policy(str, Enum):
+    """How members of a gang are spread over nodes."""
+
+    BINPACK = "binpack"
+    SPREAD = "spread"
+
+
+@dataclass(frozen=True, slots=True)
+class Taint:
+    key: str
+    value: str
+    effect: str  # NoSchedule, PreferNoSchedule, NoExecute
+
+
+@dataclass(frozen=True, slots=True)
+class Toleration:
+    key: str  # empty with operator Exists tolerates every taint
+    operator: str  # Equal or Exists
+    value: str
+    effect: str  # empty matches every effect
+
+
+@dataclass(frozen=True, slots=True)
+class SelectorRequirement:
+    """One requirement of a node selector term (matchExpressions or matchFields)."""
+
+    key: str
+    operator: str  # In, NotIn, Exists, DoesNotExist, Gt, Lt
+    values: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class SelectorTerm:
+    """Terms are ORed; the requirements inside one term are ANDed."""
+
+    match_expressions: tuple[SelectorRequirement, ...] = ()
+    match_fields: tuple[SelectorRequirement, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Node:
+    name: NodeName
+    allocatable: Resources
+    labels: tuple[tuple[str, str], ...] = ()
+    taints: tuple[Taint, ...] = ()
+    unschedulable: bool = False
+    ready: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class PodPlacementRules:
+    """What restricts the nodes a pod may go to; identical rules share fit results."""
+
+    node_selector: tuple[tuple[str, str], ...] = ()
+    required_affinity: tuple[SelectorTerm, ...] = ()  # empty: no restriction
+    tolerations: tuple[Toleration, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Pod:
+    key: PodKey
+    requests: Resources
+    """Effective request as kube-scheduler computes it, including the pod count."""
+    rules: PodPlacementRules = field(default_factory=PodPlacementRules)
+    node_name: NodeName | None = None
+    priority: int = 0
+    created: float = 0.0
+    """Creation time in seconds since the epoch; orders pods of equal priority."""
+    gang: GangKey | None = None
+    terminal: bool = False
+    """Succeeded or Failed: holds no resources on its node."""
+
+
+@dataclass(frozen=True, slots=True)
+class Gang:
+    """A group of pods placed all-or-nothing.
+
+    ``pending`` are the members waiting for a node; ``bound`` members already
+    have one and count toward ``min_member``.
+    """
+
+    key: GangKey
+    min_member: int
+    pending: tuple[Pod, ...]
+    bound: int = 0
+    queue: QueueName = QueueName("default")
+    min_resources: Resources = field(default_factory=Resources.zero)
+    priority: int = 0
+    created: float = 0.0
+    policy: Policy | None = None
+    """Overrides the scheduler's policy for this gang when set."""

@@ -1,0 +1,435 @@
+"""The PodGroup and Queue CRDs, enforced by the real kube-apiserver.
+
+The scheduler trusts what the API server stored: it never re-validates a
+PodGroup. So these tests prove, through the real kubectl, that the schemas
+install, that defaults land, that the printer columns read well, and that
+each kind of bad object is refused with a message a user can act on (the
+assertions are on kubectl's stderr, the text the user sees).
+
+Every invalid object is a known-good object with exactly one field broken,
+so a rejection can only be due to that field.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import subprocess
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import pytest
+
+from devcluster.controlplane import REPO, LocalCluster
+
+pytestmark = pytest.mark.e2e
+
+GROUP = "scheduling.gangsched.io"
+API_VERSION = f"{GROUP}/v1alpha1"
+CRDS = REPO / "crds"
+
+Manifest = dict[str, object]
+
+
+@dataclass(frozen=True, slots=True)
+class Scope:
+    """Where this module's objects live, so they can all be removed at the end.
+
+    Queues are cluster-scoped, so they cannot go in the namespace; they carry
+    the `label` instead and are deleted by selector.
+    """
+
+    namespace: str
+    label: str
+
+
+@pytest.fixture(scope="module")
+def scope(cluster: LocalCluster) -> Iterator[Scope]:
+    cluster.apply_crds()
+    run = uuid.uuid4().hex[:8]
+    found = Scope(namespace=f"crds-{run}", label=f"gangsched-test=crds-{run}")
+    cluster.kubectl("create", "namespace", found.namespace)
+    yield found
+    cluster.kubectl("delete", "queues", "-l", found.label, "--wait=false")
+    cluster.kubectl("delete", "namespace", found.namespace, "--wait=false")
+
+
+def podgroup(name: str, spec: Manifest | None = None) -> Manifest:
+    body: Manifest = {
+        "apiVersion": API_VERSION,
+        "kind": "PodGroup",
+        "metadata": {"name": name},
+    }
+    if spec is not None:
+        body["spec"] = spec
+    return body
+
+
+def queue(scope: Scope, name: str, spec: Manifest | None = None) -> Manifest:
+    key, value = scope.label.split("=")
+    body: Manifest = {
+        "apiVersion": API_VERSION,
+        "kind": "Queue",
+        "metadata": {"name": name, "labels": {key: value}},
+    }
+    if spec is not None:
+        body["spec"] = spec
+    return body
+
+
+def create(
+    cluster: LocalCluster, scope: Scope, body: Manifest, *, check: bool = True
+) -> subprocess.CompletedProcess[str]:
+    return cluster.kubectl(
+        "create", "-n", scope.namespace, "-f", "-", input=json.dumps(body), check=check
+    )
+
+
+def patch_status(
+    cluster: LocalCluster,
+    kind: str,
+    name: str,
+    status: Manifest,
+    *,
+    namespace: str = "",
+    check: bool = True,
+) -> subprocess.CompletedProcess[str]:
+    """Merge-patch `status` through the status subresource, as the scheduler writes it."""
+    where = ("-n", namespace) if namespace else ()
+    patch = json.dumps({"status": status})
+    return cluster.kubectl(
+        "patch",
+        kind,
+        name,
+        *where,
+        "--subresource=status",
+        "--type=merge",
+        "-p",
+        patch,
+        check=check,
+    )
+
+
+def get_json(cluster: LocalCluster, scope: Scope, kind: str, name: str) -> Manifest:
+    out = cluster.kubectl("get", kind, name, "-n", scope.namespace, "-o", "json").stdout
+    loaded: Manifest = json.loads(out)
+    return loaded
+
+
+def table(cluster: LocalCluster, *args: str) -> list[list[str]]:
+    """`kubectl get` default output, split into header and rows of cells."""
+    out = cluster.kubectl("get", *args).stdout
+    return [line.split() for line in out.splitlines() if line.strip()]
+
+
+# -- installation -----------------------------------------------------------
+
+
+@pytest.mark.parametrize("plural", ["podgroups", "queues"])
+def test_crd_is_established_with_its_names(
+    cluster: LocalCluster, scope: Scope, plural: str
+) -> None:
+    crd = f"{plural}.{GROUP}"
+    for condition in ("Established", "NamesAccepted"):
+        jsonpath = f"jsonpath={{.status.conditions[?(@.type=='{condition}')].status}}"
+        status = cluster.kubectl("get", "crd", crd, "-o", jsonpath).stdout
+        assert status == "True", f"{crd} {condition}={status!r}"
+
+
+def test_short_names_and_category_resolve(cluster: LocalCluster, scope: Scope) -> None:
+    create(cluster, scope, podgroup("named", {"minMember": 1}))
+    create(cluster, scope, queue(scope, f"named-{scope.namespace}"))
+    assert "named" in cluster.kubectl("get", "pg", "-n", scope.namespace, "-o", "name").stdout
+    assert f"named-{scope.namespace}" in cluster.kubectl("get", "q", "-o", "name").stdout
+    assert f"named-{scope.namespace}" in cluster.kubectl("get", "queue", "-o", "name").stdout
+    both = cluster.kubectl("get", "gangsched", "-n", scope.namespace, "-o", "name").stdout
+    assert f"podgroup.{GROUP}/named" in both
+    assert f"queue.{GROUP}/named-{scope.namespace}" in both
+
+
+def test_default_queue_manifest_applies(cluster: LocalCluster, scope: Scope) -> None:
+    cluster.kubectl("apply", "-f", str(CRDS / "default-queue.yaml"))
+    spec = get_json(cluster, scope, "queue", "default")["spec"]
+    assert spec == {"weight": 1, "state": "Open"}
+
+
+# -- valid objects and defaults ---------------------------------------------
+
+
+def test_podgroup_defaults_apply_even_without_a_spec(cluster: LocalCluster, scope: Scope) -> None:
+    create(cluster, scope, podgroup("bare"))
+    assert get_json(cluster, scope, "pg", "bare")["spec"] == {"minMember": 1, "queue": "default"}
+
+
+def test_podgroup_with_every_field_is_accepted_as_written(
+    cluster: LocalCluster, scope: Scope
+) -> None:
+    spec: Manifest = {
+        "minMember": 3,
+        "minResources": {
+            "cpu": "500m",
+            "memory": "2Gi",
+            "ephemeral-storage": "1e9",
+            "nvidia.com/gpu": 4,
+            "hugepages-2Mi": 0,
+        },
+        "queue": "team-a.batch",
+        "priorityClassName": "high-priority",
+        "scheduleTimeoutSeconds": 600,
+    }
+    create(cluster, scope, podgroup("full", spec))
+    assert get_json(cluster, scope, "pg", "full")["spec"] == spec
+
+
+def test_queue_defaults_apply(cluster: LocalCluster, scope: Scope) -> None:
+    name = f"defaults-{scope.namespace}"
+    create(cluster, scope, queue(scope, name, {"capability": {"cpu": 8, "memory": "32Gi"}}))
+    assert get_json(cluster, scope, "queue", name)["spec"] == {
+        "weight": 1,
+        "state": "Open",
+        "capability": {"cpu": 8, "memory": "32Gi"},
+    }
+
+
+def test_status_is_a_subresource(cluster: LocalCluster, scope: Scope) -> None:
+    """Status sent with the object is dropped; only the status subresource writes it.
+
+    This is what keeps a user's `kubectl apply` from clobbering what the
+    scheduler observed, and the scheduler's status writes from bumping the
+    generation.
+    """
+    body = podgroup("status", {"minMember": 2})
+    body["status"] = {"phase": "Running", "running": 2}
+    create(cluster, scope, body)
+    assert "status" not in get_json(cluster, scope, "pg", "status")
+
+    status = {
+        "phase": "Inqueue",
+        "scheduled": 1,
+        "observedGeneration": 1,
+        "conditions": [
+            {
+                "type": "Admitted",
+                "status": "True",
+                "reason": "Admitted",
+                "message": "minResources fit in queue default",
+                "lastTransitionTime": "2025-01-01T00:00:00Z",
+                "observedGeneration": 1,
+            }
+        ],
+    }
+    patch_status(cluster, "pg", "status", status, namespace=scope.namespace)
+    stored = get_json(cluster, scope, "pg", "status")
+    assert stored["status"] == status
+    assert stored["metadata"]["generation"] == 1  # type: ignore[index]
+
+
+# -- printer columns --------------------------------------------------------
+
+
+def test_kubectl_get_pg_shows_the_printer_columns(cluster: LocalCluster, scope: Scope) -> None:
+    create(cluster, scope, podgroup("spark-1", {"minMember": 3, "queue": "spark"}))
+    status: Manifest = {"phase": "Running", "scheduled": 3, "running": 2}
+    patch_status(cluster, "pg", "spark-1", status, namespace=scope.namespace)
+    header, row = table(cluster, "pg", "spark-1", "-n", scope.namespace)
+    assert header == ["NAME", "PHASE", "MINMEMBER", "SCHEDULED", "RUNNING", "QUEUE", "AGE"]
+    assert row[:6] == ["spark-1", "Running", "3", "3", "2", "spark"]
+
+
+def test_kubectl_get_queue_shows_the_printer_columns(cluster: LocalCluster, scope: Scope) -> None:
+    name = f"columns-{scope.namespace}"
+    create(cluster, scope, queue(scope, name, {"weight": 3, "state": "Closed"}))
+    patch_status(cluster, "queue", name, {"running": 2, "pending": 5, "allocated": {"cpu": "6"}})
+    header, row = table(cluster, "queue", name)
+    assert header == ["NAME", "STATE", "WEIGHT", "RUNNING", "PENDING", "AGE"]
+    assert row[:5] == [name, "Closed", "3", "2", "5"]
+
+
+# -- invalid objects --------------------------------------------------------
+
+GOOD_PODGROUP: Manifest = {
+    "minMember": 3,
+    "minResources": {"cpu": "3", "memory": "6Gi"},
+    "queue": "default",
+    "scheduleTimeoutSeconds": 300,
+}
+GOOD_QUEUE: Manifest = {"weight": 2, "capability": {"cpu": "8", "memory": "32Gi"}, "state": "Open"}
+
+QUANTITY_HINT = "values must be non-negative Kubernetes quantities such as 500m, 2Gi or 4"
+KEY_HINT = "keys must be resource names such as cpu, memory, ephemeral-storage or nvidia.com/gpu"
+
+
+@dataclass(frozen=True, slots=True)
+class Bad:
+    """One field of a known-good object broken, and what the user must be told."""
+
+    kind: str
+    path: tuple[str, ...]
+    value: object
+    expected: tuple[str, ...]
+
+
+BAD_SPECS = {
+    "minMember-0": Bad(
+        "PodGroup",
+        ("minMember",),
+        0,
+        ("spec.minMember: Invalid value: 0", "should be greater than or equal to 1"),
+    ),
+    "minMember-two": Bad(
+        "PodGroup",
+        ("minMember",),
+        "two",
+        ("spec.minMember", "must be of type integer"),
+    ),
+    "minResources-cpu-lots": Bad(
+        "PodGroup",
+        ("minResources", "cpu"),
+        "lots",
+        ("spec.minResources[cpu]", f'minResources {QUANTITY_HINT}, not "lots"'),
+    ),
+    "minResources-negative-int": Bad(
+        "PodGroup",
+        ("minResources", "nvidia.com/gpu"),
+        -2,
+        ("spec.minResources[nvidia.com/gpu]", f'minResources {QUANTITY_HINT}, not "-2"'),
+    ),
+    "minResources-bad-key": Bad(
+        "PodGroup",
+        ("minResources", "gpus!"),
+        1,
+        ("spec.minResources", f"minResources {KEY_HINT}"),
+    ),
+    "scheduleTimeoutSeconds--5": Bad(
+        "PodGroup",
+        ("scheduleTimeoutSeconds",),
+        -5,
+        ("spec.scheduleTimeoutSeconds: Invalid value: -5", "should be greater than or equal to 1"),
+    ),
+    "unknown-spec-field": Bad(
+        "PodGroup",
+        ("minMembers",),
+        3,
+        ('unknown field "spec.minMembers"',),
+    ),
+    "queue-not-a-name": Bad(
+        "PodGroup",
+        ("queue",),
+        "Team_A",
+        ("spec.queue", "queue must be the name of a Queue: lowercase letters, digits"),
+    ),
+    "priorityClassName-not-a-name": Bad(
+        "PodGroup",
+        ("priorityClassName",),
+        "High Priority",
+        ("spec.priorityClassName", "priorityClassName must be the name of a PriorityClass"),
+    ),
+    "weight-0": Bad(
+        "Queue",
+        ("weight",),
+        0,
+        ("spec.weight: Invalid value: 0", "should be greater than or equal to 1"),
+    ),
+    "weight--1": Bad(
+        "Queue",
+        ("weight",),
+        -1,
+        ("spec.weight: Invalid value: -1", "should be greater than or equal to 1"),
+    ),
+    "state-Paused": Bad(
+        "Queue",
+        ("state",),
+        "Paused",
+        ('spec.state: Unsupported value: "Paused"', 'supported values: "Open", "Closed"'),
+    ),
+    "capability-memory-negative": Bad(
+        "Queue",
+        ("capability", "memory"),
+        "-1Gi",
+        ("spec.capability[memory]", f'capability {QUANTITY_HINT}, not "-1Gi"'),
+    ),
+    "capability-bad-key": Bad(
+        "Queue",
+        ("capability", "GPU count"),
+        "2",
+        ("spec.capability", f"capability {KEY_HINT}"),
+    ),
+    "unknown-queue-field": Bad(
+        "Queue",
+        ("priority",),
+        10,
+        ('unknown field "spec.priority"',),
+    ),
+}
+
+
+def broken(good: Manifest, path: tuple[str, ...], value: object) -> Manifest:
+    spec = copy.deepcopy(good)
+    node = spec
+    for key in path[:-1]:
+        child = node[key]
+        assert isinstance(child, dict)
+        node = child
+    node[path[-1]] = value
+    return spec
+
+
+@pytest.mark.parametrize("bad", BAD_SPECS.values(), ids=BAD_SPECS.keys())
+def test_invalid_spec_is_rejected_with_a_readable_message(
+    cluster: LocalCluster, scope: Scope, bad: Bad
+) -> None:
+    name = f"bad-{uuid.uuid4().hex[:8]}"
+    if bad.kind == "PodGroup":
+        body = podgroup(name, broken(GOOD_PODGROUP, bad.path, bad.value))
+    else:
+        body = queue(scope, name, broken(GOOD_QUEUE, bad.path, bad.value))
+    result = create(cluster, scope, body, check=False)
+    assert result.returncode != 0, f"accepted: {json.dumps(body)}"
+    for text in bad.expected:
+        assert text in result.stderr
+
+
+def test_good_objects_the_bad_ones_are_made_from_are_accepted(
+    cluster: LocalCluster, scope: Scope
+) -> None:
+    create(cluster, scope, podgroup("good", GOOD_PODGROUP))
+    create(cluster, scope, queue(scope, f"good-{scope.namespace}", GOOD_QUEUE))
+
+
+BAD_STATUSES = {
+    "phase-Bogus": (
+        {"phase": "Bogus"},
+        ('status.phase: Unsupported value: "Bogus"', '"Pending", "Inqueue", "Running"'),
+    ),
+    "running-negative": (
+        {"running": -1},
+        ("status.running: Invalid value: -1", "should be greater than or equal to 0"),
+    ),
+    "condition-status-Maybe": (
+        {
+            "conditions": [
+                {
+                    "type": "Admitted",
+                    "status": "Maybe",
+                    "reason": "Admitted",
+                    "message": "",
+                    "lastTransitionTime": "2025-01-01T00:00:00Z",
+                }
+            ]
+        },
+        ('status.conditions[0].status: Unsupported value: "Maybe"',),
+    ),
+}
+
+
+@pytest.mark.parametrize(("status", "expected"), BAD_STATUSES.values(), ids=BAD_STATUSES.keys())
+def test_invalid_status_is_rejected_by_the_status_subresource(
+    cluster: LocalCluster, scope: Scope, status: Manifest, expected: tuple[str, ...]
+) -> None:
+    name = f"bad-status-{uuid.uuid4().hex[:8]}"
+    create(cluster, scope, podgroup(name, {"minMember": 1}))
+    result = patch_status(cluster, "pg", name, status, namespace=scope.namespace, check=False)
+    assert result.returncode != 0, f"accepted status {status}"
+    for text in expected:
+        assert text in result.stderr
