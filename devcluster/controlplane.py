@@ -258,7 +258,9 @@ class LocalCluster:
             "--bind-address=127.0.0.1",
             f"--secure-port={self.ports['kcm']}",
             "--leader-elect=false",
-            "--controllers=job,namespace,garbage-collector,serviceaccount,replicaset,deployment,podgc",
+            "--controllers=job-controller,namespace-controller,garbage-collector-controller,"
+            "serviceaccount-controller,replicaset-controller,deployment-controller,"
+            "pod-garbage-collector-controller",
             f"--root-ca-file={certs.ca_cert}",
             f"--service-account-private-key-file={certs.sa_private}",
         ]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import subprocess
@@ -95,8 +96,16 @@ def _listening(port: int) -> bool:
 
 
 def _processes_under(path: Path) -> list[str]:
-    out = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True, check=True)
-    return [line for line in out.stdout.splitlines() if str(path) in line]
+    """Command lines of live processes that mention the cluster's directory."""
+    found = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            args = cmdline.read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if str(path) in args:
+            found.append(args)
+    return found
 
 
 def test_make_cluster_up_then_down_leaves_nothing(tmp_path: Path) -> None:
@@ -116,8 +125,6 @@ def test_make_cluster_up_then_down_leaves_nothing(tmp_path: Path) -> None:
         capture_output=True, text=True, check=True,
     )
     assert len(nodes.stdout.split()) == 2
-    import json
-
     state = json.loads((workdir / "state.json").read_text())
     ports = [int(p) for name, p in state["ports"].items() if name in ("etcd", "apiserver")]
     assert all(_listening(p) for p in ports)
