@@ -10,6 +10,8 @@ ServiceAccounts: the ``ServiceAccount`` admission plugin is turned off, as
 envtest does, so pods can be created in any namespace without a ``default``
 ServiceAccount and without a token controller. When kube-controller-manager
 runs, its serviceaccount controller still creates ``default`` accounts.
+``TaintNodesByCondition`` is off too: it taints every new node not-ready until
+the node-lifecycle controller lifts it, and KWOK nodes are Ready at once.
 
 Every process is started in its own session and recorded in ``state.json``;
 ``stop()`` (also from another process, through :func:`stop_from_state`)
@@ -223,7 +225,7 @@ class LocalCluster:
             "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
             "--service-cluster-ip-range=10.0.0.0/24",
             "--authorization-mode=RBAC",
-            "--disable-admission-plugins=ServiceAccount",
+            "--disable-admission-plugins=ServiceAccount,TaintNodesByCondition",
             "--allow-privileged=true",
             "--profiling=false",
             "--v=1",
@@ -437,18 +439,41 @@ def _die_with_parent() -> None:
     libc.prctl(pr_set_pdeathsig, signal.SIGTERM)
 
 
-def stop_pids(pids: dict[str, int], timeout: float = 10.0) -> None:
-    """Terminate each process group, then kill what is left, and wait until all are gone."""
-    for pid in pids.values():
+STOP_ORDER = ("kwok", "kube-scheduler", "kube-controller-manager", "kube-apiserver", "etcd")
+
+
+def stop_pids(pids: dict[str, int], grace: float = 5.0) -> None:
+    """Stop clients before the API server and etcd last, each with SIGTERM then SIGKILL.
+
+    The API server drains watches for a long time on SIGTERM; a test cluster
+    has nothing worth draining, so it gets a short grace before SIGKILL.
+    """
+    ordered = sorted(pids.items(), key=lambda item: (
+        STOP_ORDER.index(item[0]) if item[0] in STOP_ORDER else -1))
+    for _, pid in ordered:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(pid, signal.SIGTERM)
-    deadline = time.monotonic() + timeout
-    for pid in pids.values():
+        deadline = time.monotonic() + grace
         while _alive(pid):
             if time.monotonic() > deadline:
                 with contextlib.suppress(ProcessLookupError, PermissionError):
                     os.killpg(pid, signal.SIGKILL)
             time.sleep(0.05)
+
+
+def wait_ports_closed(ports: list[int], timeout: float = 10.0) -> list[int]:
+    """Ports still listening after ``timeout``: a process may close its sockets after it is reaped."""
+    deadline = time.monotonic() + timeout
+    while True:
+        open_ports = [p for p in ports if _listening(p)]
+        if not open_ports or time.monotonic() > deadline:
+            return open_ports
+        time.sleep(0.1)
+
+
+def _listening(port: int) -> bool:
+    with socket.socket() as s:
+        return s.connect_ex(("127.0.0.1", port)) == 0
 
 
 def _alive(pid: int) -> bool:
@@ -467,15 +492,18 @@ def _alive(pid: int) -> bool:
     return False
 
 
-def stop_from_state(workdir: Path) -> list[int]:
-    """Stop a cluster started by another process (``make cluster-down``); returns its ports."""
+def stop_from_state(workdir: Path) -> list[int] | None:
+    """Stop a cluster started by another process (``make cluster-down``).
+
+    Returns None when no cluster was running, else the ports left listening.
+    """
     path = workdir / "state.json"
     if not path.exists():
-        return []
+        return None
     state = json.loads(path.read_text())
     stop_pids({k: int(v) for k, v in state["pids"].items()})
     path.unlink()
-    return [int(p) for p in state["ports"].values()]
+    return wait_ports_closed([int(p) for p in state["ports"].values()])
 
 
 @contextlib.contextmanager

@@ -23,9 +23,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from fractions import Fraction
 
 from gangsched.core.fairness import dominant_share, gang_order, lowest_share
-from gangsched.core.model import Gang, GangKey, NodeName, Policy, QueueName
+from gangsched.core.model import Gang, GangKey, Policy, QueueName
 from gangsched.core.placement import Capacity, Placement, Snapshot, Unplaceable
 from gangsched.core.resources import Resources
 
@@ -134,20 +135,22 @@ class _Cycle:
         # A default queue exists without anyone creating it.
         self.queues.setdefault(DEFAULT_QUEUE, QueueSpec(DEFAULT_QUEUE))
 
+        nodes = inp.snapshot.nodes
         schedulable = [
-            usage.node
-            for _, usage in sorted(inp.snapshot.nodes.items())
-            if usage.node.ready and not usage.node.unschedulable
+            nodes[name].node
+            for name in sorted(nodes)
+            if nodes[name].node.ready and not nodes[name].node.unschedulable
         ]
-        self.schedulable: tuple[NodeName, ...] = tuple(node.name for node in schedulable)
         self.cluster_total = _total(node.allocatable for node in schedulable)
         self.capacity = Capacity.from_snapshot(inp.snapshot)
-        self.free = self._measure_free()
+        # Kept as a running total from here on (see _free_after) rather than
+        # summed over the nodes again for every gang.
+        self.free = self.capacity.free_total()
 
         self.bound: dict[GangKey, Resources] = {
             gang.key: inp.bound_requests.get(gang.key, Resources.zero()) for gang in self.gangs
         }
-        self.allocated: dict[QueueName, Resources] = {name: Resources.zero() for name in self.queues}
+        self.allocated = {name: Resources.zero() for name in self.queues}
         for gang in self.gangs:
             if gang.queue in self.queues:
                 self.allocated[gang.queue] = self.allocated[gang.queue] + self.bound[gang.key]
@@ -193,19 +196,18 @@ class _Cycle:
         # Reversed so the next gang of a queue is a cheap pop() from the end.
         for gangs in per_queue.values():
             gangs.reverse()
-        while per_queue:
-            name = lowest_share(
-                {
-                    queue: dominant_share(
-                        self.allocated[queue], self.cluster_total, self.queues[queue].weight
-                    )
-                    for queue in per_queue
-                }
-            )
-            gang = per_queue[name].pop()
-            if not per_queue[name]:
-                del per_queue[name]
-            self._consider(gang)
+        # The merge: always serve the queue furthest below its share, and
+        # recharge it for what it just got, so weights hold within one cycle
+        # and not only across many.
+        shares = {queue: self._share(queue) for queue in per_queue}
+        while shares:
+            name = lowest_share(shares)
+            queue_gangs = per_queue[name]
+            self._consider(queue_gangs.pop())
+            if queue_gangs:
+                shares[name] = self._share(name)
+            else:
+                del shares[name]
 
         return CycleResult(
             placements=tuple(self.placements),
@@ -271,7 +273,7 @@ class _Cycle:
         again when refused, so a refused gang leaves no trace: the gangs after
         it see exactly the room they would have seen without it.
         """
-        decision = self.capacity.place(gang, gang.policy or self.inp.policy)
+        decision = self.capacity.place(gang, self.inp.policy)
         if isinstance(decision, Unplaceable):
             self._wait(gang, decision.reason)
             return
@@ -329,7 +331,7 @@ class _Cycle:
             )
             if hold.fits(self.cluster_total):
                 self.starving = gang.key
-                self._hold(gang, Resources.max_each(self.holding.get(gang.key, hold), hold))
+                self._hold(gang, hold)
                 reason = f"starving for {int(waited)}s: holding {hold} for it; {reason}"
             else:
                 reason = (
@@ -339,6 +341,9 @@ class _Cycle:
         self.unplaceable.append(Unplaceable(gang.key, reason))
 
     # -- bookkeeping ----------------------------------------------------------
+
+    def _share(self, queue: QueueName) -> Fraction:
+        return dominant_share(self.allocated[queue], self.cluster_total, self.queues[queue].weight)
 
     def _admit(self, gang: Gang) -> None:
         self.admitted.add(gang.key)
@@ -355,9 +360,6 @@ class _Cycle:
         if gang.queue in self.queue_reserved:
             self.queue_reserved[gang.queue] = self.queue_reserved[gang.queue] - before + amount
 
-    def _measure_free(self) -> Resources:
-        return _total(self.capacity.free(name) for name in self.schedulable)
-
     def _free_after(self, placed: Resources) -> Resources:
         """The free room on schedulable nodes once ``placed`` is taken from it.
 
@@ -371,7 +373,8 @@ class _Cycle:
     ) -> str:
         starving = ""
         if self.starving is not None and self.starving != gang.key:
-            starving = f" ({self.holding[self.starving]} of it held for starving gang {self.starving})"
+            held = self.holding[self.starving]
+            starving = f" ({held} of it held for starving gang {self.starving})"
         return (
             f"resources reserved by admitted gangs: {others}{starving}; "
             f"placing {placed} would leave {free_after} free"

@@ -7,11 +7,20 @@ Jobs run as on a real cluster.
 
 from __future__ import annotations
 
+import signal
+import subprocess
+import sys
+import time
 from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 
 from devcluster.controlplane import ClusterOptions, LocalCluster, running_cluster
+from tests.e2e.workspace import Workspace
+
+FOREIGN_CRDS = Path(__file__).parent / "foreign-crds"
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -25,4 +34,64 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
     options = ClusterOptions(nodes=0, with_kube_scheduler=True, with_controller_manager=True)
     with running_cluster(tmp_path_factory.mktemp("cluster"), options) as local:
         local.apply_crds()
+        local.kubectl("apply", "-f", str(FOREIGN_CRDS))
+        local.kubectl("wait", "--for=condition=Established", "--timeout=60s",
+                      "crd/podgroups.scheduling.x-k8s.io", "crd/podgroups.scheduling.volcano.sh")
         yield local
+
+
+@pytest.fixture
+def ws(cluster: LocalCluster) -> Iterator[Workspace]:
+    """A fresh namespace for one test, emptied and deleted afterwards."""
+    workspace = Workspace(cluster)
+    yield workspace
+    workspace.close()
+
+
+@dataclass
+class SchedulerProcess:
+    """gangsched running as users run it: the ``gangsched run`` command, in its own process."""
+
+    proc: subprocess.Popen[bytes]
+    log_path: Path
+
+    def logs(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+
+def start_gangsched(cluster: LocalCluster, log_path: Path, *extra: str) -> SchedulerProcess:
+    log = log_path.open("ab")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "gangsched", "run", f"--kubeconfig={cluster.kubeconfig}",
+         "--metrics-port=0", "--log-format=console", "--log-level=debug", *extra],
+        stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+    )
+    running = SchedulerProcess(proc, log_path)
+    deadline = time.monotonic() + 30
+    while "scheduler_started" not in running.logs():
+        if proc.poll() is not None or time.monotonic() > deadline:
+            proc.kill()
+            raise RuntimeError(f"gangsched did not start:\n{running.logs()[-3000:]}")
+        time.sleep(0.1)
+    return running
+
+
+def stop_gangsched(running: SchedulerProcess, timeout: float = 10) -> int:
+    running.proc.send_signal(signal.SIGTERM)
+    try:
+        return running.proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        running.proc.kill()
+        running.proc.wait()
+        raise
+
+
+@pytest.fixture(scope="session")
+def gangsched(
+    cluster: LocalCluster, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[SchedulerProcess]:
+    """One scheduler for the session; its log is printed when a test fails."""
+    running = start_gangsched(cluster, tmp_path_factory.mktemp("gangsched") / "gangsched.log")
+    yield running
+    code = stop_gangsched(running)
+    assert code == 0, running.logs()[-3000:]

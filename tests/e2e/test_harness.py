@@ -111,8 +111,16 @@ def _processes_under(path: Path) -> list[str]:
 def test_make_cluster_up_then_down_leaves_nothing(tmp_path: Path) -> None:
     workdir = tmp_path / "cluster"
     env = {**os.environ, "GANGSCHED_CLUSTER_DIR": str(workdir)}
+    try:
+        _check_up_then_down(workdir, env)
+    finally:  # never leave a cluster behind, whatever failed
+        subprocess.run(["make", "-s", "cluster-down"], cwd=REPO, env=env,
+                       capture_output=True, timeout=120)
+
+
+def _check_up_then_down(workdir: Path, env: dict[str, str]) -> None:
     up = subprocess.run(
-        ["make", "-s", "cluster-up", "NODES=2", "NODE_GPUS=1"],
+        ["make", "-s", "cluster-up", "NODES=2", "NODE_GPUS=1", "WITH_KUBE_SCHEDULER=1"],
         cwd=REPO, env=env, capture_output=True, text=True, timeout=300,
     )
     assert up.returncode == 0, up.stderr

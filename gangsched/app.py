@@ -1,0 +1,119 @@
+"""Wires the process together: one event loop holding kopf, the watches, the loop, metrics.
+
+Start order matters: the scheduling loop starts only after pods and nodes are
+listed in full, because a cycle over a partial view would see free room where
+other schedulers' pods already sit.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+from dataclasses import dataclass
+
+import kopf
+import structlog
+from kubernetes_asyncio import client, config
+from prometheus_client import start_http_server
+
+from gangsched import handlers
+from gangsched.binder import Binder
+from gangsched.core.model import Policy
+from gangsched.mirror import Mirror
+from gangsched.reflector import Reflector
+from gangsched.reporting import Reporter
+from gangsched.scheduler import Scheduler, SchedulerConfig
+
+log = structlog.get_logger(__name__)
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    kubeconfig: str | None
+    scheduler_name: str
+    namespaces: tuple[str, ...]
+    policy: Policy
+    bind_concurrency: int
+    metrics_port: int
+    starvation_seconds: float
+
+
+async def _api_client(kubeconfig: str | None) -> client.ApiClient:
+    configuration = client.Configuration()
+    if kubeconfig:
+        await config.load_kube_config(config_file=kubeconfig,
+                                      client_configuration=configuration)
+    else:
+        config.load_incluster_config(client_configuration=configuration)
+    return client.ApiClient(configuration)
+
+
+async def run(options: RunOptions) -> None:
+    if options.kubeconfig:
+        os.environ["KUBECONFIG"] = options.kubeconfig  # kopf's login reads it
+    api = await _api_client(options.kubeconfig)
+    core = client.CoreV1Api(api)
+    mirror = Mirror(scheduler_name=options.scheduler_name,
+                    namespaces=frozenset(options.namespaces))
+    scheduler = Scheduler(
+        mirror=mirror,
+        binder=Binder(core, options.bind_concurrency),
+        reporter=Reporter(api),
+        config=SchedulerConfig(policy=options.policy,
+                               starvation_s=options.starvation_seconds),
+    )
+    reflectors = [
+        Reflector("nodes", core.list_node, mirror, scheduler.trigger),
+        Reflector("pods", core.list_pod_for_all_namespaces, mirror, scheduler.trigger),
+    ]
+    registry = kopf.OperatorRegistry()
+    handlers.register(registry, mirror, scheduler.trigger, in_cluster=not options.kubeconfig)
+    if options.metrics_port:
+        start_http_server(options.metrics_port)
+
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    tasks = [asyncio.create_task(r.run(), name=f"watch-{r.kind}") for r in reflectors]
+    operator = asyncio.create_task(
+        kopf.operator(
+            registry=registry,
+            standalone=True,
+            clusterwide=not options.namespaces,
+            namespaces=options.namespaces,
+            stop_flag=stop,
+        ),
+        name="kopf",
+    )
+    # kopf installs its own SIGINT/SIGTERM handlers when it starts; ours replace
+    # them afterwards so a signal stops every part of the process, not kopf alone.
+    await asyncio.sleep(0.5)
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+
+    async def schedule_when_synced() -> None:
+        await asyncio.gather(*(r.synced.wait() for r in reflectors))
+        await scheduler.reporter.ensure_default_queue()
+        log.info("scheduler_started", scheduler_name=options.scheduler_name,
+                 nodes=len(mirror.nodes), pods=len(mirror.pods), policy=options.policy.value)
+        scheduler.trigger()
+        await scheduler.run()
+
+    tasks.append(asyncio.create_task(schedule_when_synced(), name="scheduler"))
+    waiter = asyncio.create_task(stop.wait())
+    done, _ = await asyncio.wait([waiter, operator, *tasks], return_when=asyncio.FIRST_COMPLETED)
+    for task in done:
+        if task is not waiter and task.exception() is not None:
+            log.error("task_failed", task=task.get_name(), error=repr(task.exception()))
+    log.info("stopping")
+    stop.set()
+    for task in tasks:
+        task.cancel()
+    with contextlib.suppress(asyncio.TimeoutError):
+        await asyncio.wait_for(scheduler.drain(), timeout=3)
+    with contextlib.suppress(asyncio.TimeoutError, asyncio.CancelledError):
+        await asyncio.wait_for(operator, timeout=5)
+    await asyncio.gather(*tasks, return_exceptions=True)
+    await api.close()
+    log.info("stopped")

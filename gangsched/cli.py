@@ -1,0 +1,68 @@
+"""The ``gangsched`` command. Every flag also reads ``GANGSCHED_<FLAG>`` from the environment."""
+
+from __future__ import annotations
+
+import asyncio
+
+import click
+
+from gangsched import __version__
+from gangsched.core.model import Policy
+
+
+@click.group(context_settings={"auto_envvar_prefix": "GANGSCHED"})
+@click.version_option(__version__)
+def main() -> None:
+    """A gang scheduler for Kubernetes."""
+
+
+@main.command()
+@click.option("--kubeconfig", envvar=["GANGSCHED_KUBECONFIG", "KUBECONFIG"],
+              type=click.Path(exists=True, dir_okay=False),
+              help="Kubeconfig file; in-cluster service account when absent.")
+@click.option("--scheduler-name", default="gang", show_default=True,
+              help="Pods with this spec.schedulerName are ours.")
+@click.option("--namespace", "namespaces", multiple=True,
+              help="Only schedule pods of this namespace (repeatable); all by default.")
+@click.option("--policy", type=click.Choice([p.value for p in Policy]), default="binpack",
+              show_default=True, help="Placement policy; a PodGroup may override it by "
+              "the scheduling.gangsched.io/policy annotation.")
+@click.option("--bind-concurrency", type=click.IntRange(1, 512), default=32, show_default=True,
+              help="Binding calls in flight at once.")
+@click.option("--metrics-port", type=click.IntRange(0, 65535), default=8080, show_default=True,
+              help="Prometheus metrics port; 0 turns metrics off.")
+@click.option("--starvation-seconds", type=click.FloatRange(0), default=60.0,
+              show_default=True, help="After this long unplaced, a gang holds its room "
+              "against gangs ordered after it.")
+@click.option("--log-format", type=click.Choice(["json", "console"]), default="json",
+              show_default=True)
+@click.option("--log-level", type=click.Choice(["debug", "info", "warning", "error"]),
+              default="info", show_default=True)
+def run(
+    kubeconfig: str | None,
+    scheduler_name: str,
+    namespaces: tuple[str, ...],
+    policy: str,
+    bind_concurrency: int,
+    metrics_port: int,
+    starvation_seconds: float,
+    log_format: str,
+    log_level: str,
+) -> None:
+    """Run the scheduler until SIGTERM or SIGINT."""
+    from gangsched import app, logs
+
+    logs.configure(log_format, log_level)
+    asyncio.run(
+        app.run(
+            app.RunOptions(
+                kubeconfig=kubeconfig,
+                scheduler_name=scheduler_name,
+                namespaces=namespaces,
+                policy=Policy(policy),
+                bind_concurrency=bind_concurrency,
+                metrics_port=metrics_port,
+                starvation_seconds=starvation_seconds,
+            )
+        )
+    )

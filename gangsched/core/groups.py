@@ -1,0 +1,194 @@
+"""PodGroups of every flavour we honour, reduced to one spec, and their status.
+
+gangsched's own PodGroup, scheduler-plugins' (``scheduling.x-k8s.io``) and
+Volcano's (``scheduling.volcano.sh``) say the same thing with different
+fields; operators such as Kubeflow's training-operator or Spark create the
+latter two, so honouring them is what lets those users switch by changing
+only ``schedulerName``. Membership of a pod is read from any of the three
+markers below.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any
+
+from gangsched.core.cycle import DEFAULT_QUEUE
+from gangsched.core.kubeobjects import ObjectError
+from gangsched.core.model import GangKey, PodKey, QueueName
+from gangsched.core.quantity import QuantityError
+from gangsched.core.resources import Resources
+
+GROUP_LABEL = "scheduling.gangsched.io/pod-group"
+COSCHEDULING_LABEL = "scheduling.x-k8s.io/pod-group"
+VOLCANO_ANNOTATION = "scheduling.k8s.io/group-name"
+
+
+class Flavor(str, Enum):
+    """Which API a PodGroup came from; status is written back in that API's shape."""
+
+    GANGSCHED = "scheduling.gangsched.io/v1alpha1"
+    COSCHEDULING = "scheduling.x-k8s.io/v1alpha1"
+    VOLCANO = "scheduling.volcano.sh/v1beta1"
+
+    @property
+    def group(self) -> str:
+        return self.value.split("/")[0]
+
+    @property
+    def version(self) -> str:
+        return self.value.split("/")[1]
+
+
+class Phase(str, Enum):
+    PENDING = "Pending"
+    INQUEUE = "Inqueue"
+    RUNNING = "Running"
+    SUCCEEDED = "Succeeded"
+    FAILED = "Failed"
+    UNSCHEDULABLE = "Unschedulable"
+
+    @property
+    def finished(self) -> bool:
+        return self in (Phase.SUCCEEDED, Phase.FAILED)
+
+
+def group_name_of(labels: Mapping[str, str], annotations: Mapping[str, str]) -> str | None:
+    """The PodGroup a pod belongs to, by gangsched label, scheduler-plugins label or
+    Volcano annotation, in that order; None for a pod that is a gang of its own."""
+    for value in (
+        labels.get(GROUP_LABEL),
+        labels.get(COSCHEDULING_LABEL),
+        annotations.get(VOLCANO_ANNOTATION),
+    ):
+        if value:
+            return value
+    return None
+
+
+def gang_key(namespace: str, group: str) -> GangKey:
+    return GangKey(f"{namespace}/{group}")
+
+
+def solo_gang_key(pod: PodKey) -> GangKey:
+    """A pod without a group is a gang of one; the prefix keeps it apart from group names."""
+    namespace, name = pod.split("/", 1)
+    return GangKey(f"{namespace}/pod:{name}")
+
+
+@dataclass(frozen=True, slots=True)
+class GroupSpec:
+    key: GangKey
+    flavor: Flavor
+    min_member: int
+    min_resources: Resources
+    queue: QueueName
+    created: float
+    generation: int = 0
+    timeout_seconds: int | None = None
+    priority_class: str | None = None
+
+
+def group_from_api(obj: Mapping[str, Any], flavor: Flavor, created: float) -> GroupSpec:
+    """Read a PodGroup of any flavour; an empty spec (Spark's default) means minMember 1.
+
+    Raises ObjectError naming the group and field, so one bad group is reported
+    on its own status and never stops the scheduler.
+    """
+    meta = obj.get("metadata") or {}
+    key = gang_key(str(meta.get("namespace", "")), str(meta.get("name", "")))
+    spec = obj.get("spec") or {}
+    if not isinstance(spec, Mapping):
+        raise ObjectError(f"podgroup {key}: spec is not an object")
+    min_member = spec.get("minMember", 1)
+    if min_member is None:
+        min_member = 1
+    if not isinstance(min_member, int) or isinstance(min_member, bool) or min_member < 0:
+        raise ObjectError(f"podgroup {key}: minMember {min_member!r} is not a whole number ≥ 0")
+    raw_resources = spec.get("minResources") or {}
+    if not isinstance(raw_resources, Mapping):
+        raise ObjectError(f"podgroup {key}: minResources is not a map")
+    try:
+        min_resources = Resources.parse(raw_resources)
+    except QuantityError as error:
+        raise ObjectError(f"podgroup {key}: minResources: {error}") from error
+    queue = spec.get("queue") or DEFAULT_QUEUE
+    timeout = spec.get("scheduleTimeoutSeconds")
+    if timeout is not None and (not isinstance(timeout, int) or timeout < 0):
+        raise ObjectError(f"podgroup {key}: scheduleTimeoutSeconds {timeout!r} is not ≥ 0")
+    priority_class = spec.get("priorityClassName") or None
+    return GroupSpec(
+        key=key,
+        flavor=flavor,
+        min_member=max(1, min_member),
+        min_resources=min_resources,
+        queue=QueueName(str(queue)),
+        created=created,
+        generation=int(meta.get("generation") or 0),
+        timeout_seconds=timeout,
+        priority_class=str(priority_class) if priority_class else None,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class MemberCounts:
+    """Members of one group by state; ``scheduled`` counts pods with a node, assumed or bound."""
+
+    pending: int = 0
+    scheduled: int = 0
+    running: int = 0
+    succeeded: int = 0
+    failed: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class GroupStatus:
+    phase: Phase
+    counts: MemberCounts
+    reason: str
+    message: str
+
+
+def group_status(
+    spec: GroupSpec,
+    counts: MemberCounts,
+    *,
+    admitted: bool,
+    waiting_reason: str | None,
+    waited_seconds: float,
+) -> GroupStatus:
+    """The phase a group is in and why, from its members and the last cycle's verdict.
+
+    A group that outlived ``scheduleTimeoutSeconds`` without being placed turns
+    Unschedulable but keeps waiting: the timeout tells people, it does not
+    give up on their job.
+    """
+    live = counts.scheduled  # non-terminal members with a node
+    done = counts.succeeded + counts.failed
+    total = counts.pending + live + done
+    if total > 0 and counts.pending == 0 and live == 0 and done >= spec.min_member:
+        if counts.failed and counts.succeeded < spec.min_member:
+            return GroupStatus(Phase.FAILED, counts, "MembersFailed",
+                               f"{counts.failed} of {total} members failed")
+        return GroupStatus(Phase.SUCCEEDED, counts, "MembersSucceeded",
+                           f"{counts.succeeded} of {total} members succeeded")
+    if live + counts.succeeded >= spec.min_member and live > 0:
+        return GroupStatus(Phase.RUNNING, counts, "GangScheduled",
+                           f"{live} members placed, minMember {spec.min_member}")
+    if waiting_reason and spec.timeout_seconds is not None and (
+        waited_seconds >= spec.timeout_seconds
+    ):
+        return GroupStatus(
+            Phase.UNSCHEDULABLE, counts, "ScheduleTimeout",
+            f"not placed within {spec.timeout_seconds}s: {waiting_reason}",
+        )
+    if admitted:
+        message = waiting_reason or (
+            f"admitted; {live} of {spec.min_member} members placed"
+        )
+        return GroupStatus(Phase.INQUEUE, counts, "Admitted" if not waiting_reason
+                           else "Unschedulable", message)
+    return GroupStatus(Phase.PENDING, counts, "Unschedulable" if waiting_reason else "Waiting",
+                       waiting_reason or "waiting for its members")

@@ -1,0 +1,460 @@
+"""Packing one gang's pods onto groups of equivalent nodes.
+
+The unit here is a *state*: ``(free, mask)``, the free resources of a node
+and the set of the gang's pod types that may still go there (eligible by
+rules and fitting). Nodes in the same state are interchangeable for this
+gang, so the search chooses states, not nodes, and a cluster of thousands of
+identical nodes is a handful of states. Placing a pod moves one node from its
+state to ``(free - request, mask')``.
+
+Two passes:
+
+* a greedy pass shaped by the policy, which answers almost every gang and is
+  exact when the gang has one kind of pod (each node then takes
+  ``capacity(node)`` pods independently of the others);
+* when it falls short and the gang mixes pod kinds, a depth-first search
+  over states, complete on small instances, bounded by a step budget. When
+  the budget runs out the greedy answer stands, which was "does not fit",
+  and the caller says the search was cut short.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Collection, Iterable, Iterator, Sequence
+from dataclasses import dataclass
+
+from gangsched.core.model import NodeName, Pod, PodPlacementRules, Policy
+from gangsched.core.resources import Resources, is_extended
+
+__all__ = ["SEARCH_BUDGET", "SEARCH_MAX_PODS", "PodType", "Search", "StateKey", "capacity"]
+
+SEARCH_BUDGET = 20_000
+"""Search steps allowed per gang before giving up on the exhaustive search."""
+SEARCH_MAX_PODS = 200
+"""Gangs with more pending pods than this get the greedy answer only."""
+
+UNBOUNDED = 1 << 62
+
+StateKey = tuple[Resources, int]
+"""(free resources, bitmask of pod types that may still go there)."""
+
+
+@dataclass(slots=True)
+class PodType:
+    """Pods of one gang with identical requests and rules: interchangeable."""
+
+    requests: Resources
+    rules: PodPlacementRules
+    pods: list[Pod]
+    bit: int
+    items: tuple[tuple[str, int], ...]
+
+    @staticmethod
+    def group(pods: Iterable[Pod], largest: Resources) -> list[PodType]:
+        """Group identical pods, biggest first.
+
+        Big pods go first because they have the fewest places to go; the
+        size is the dominant share of the largest node, so a GPU is "bigger"
+        than a few CPUs on a cluster where GPUs are scarce.
+        """
+        grouped: dict[tuple[Resources, PodPlacementRules], list[Pod]] = {}
+        for pod in pods:
+            grouped.setdefault((pod.requests, pod.rules), []).append(pod)
+
+        def size(entry: tuple[tuple[Resources, PodPlacementRules], list[Pod]]) -> tuple[int, ...]:
+            requests = entry[0][0]
+            shares = []
+            for name, amount in requests.amounts.items():
+                most = largest.get(name)
+                # Per-million of the largest node; a resource no node has is huge.
+                shares.append(amount * 1_000_000 // most if most > 0 else UNBOUNDED)
+            shares.sort(reverse=True)
+            return tuple(-share for share in shares)
+
+        ordered = sorted(grouped.items(), key=size)
+        return [
+            PodType(
+                requests=requests,
+                rules=rules,
+                pods=members,
+                bit=1 << index,
+                items=tuple(sorted(requests.amounts.items())),
+            )
+            for index, ((requests, rules), members) in enumerate(ordered)
+        ]
+
+
+def capacity(free: Resources, items: tuple[tuple[str, int], ...]) -> int:
+    """How many pods asking ``items`` fit in ``free`` (UNBOUNDED if they ask nothing)."""
+    amounts = free.amounts
+    best = UNBOUNDED
+    for name, amount in items:
+        have = amounts.get(name, 0)
+        if have < amount:
+            return 0
+        if amount > 0:
+            count = have // amount
+            if count < best:
+                best = count
+    return best
+
+
+class _Pool:
+    """The nodes currently in one state: untouched ones first, then ones this gang used."""
+
+    __slots__ = ("fresh", "left", "used")
+
+    def __init__(self, members: Sequence[Collection[NodeName]]) -> None:
+        self.fresh: Iterator[NodeName] = itertools.chain.from_iterable(members)
+        self.left = sum(len(group) for group in members)
+        self.used: list[NodeName] = []
+
+    def __len__(self) -> int:
+        return self.left + len(self.used)
+
+
+class _BudgetExhausted(Exception):
+    pass
+
+
+class Search:
+    """One gang against one view of the free nodes; used once and thrown away."""
+
+    def __init__(
+        self,
+        view: dict[StateKey, list[Collection[NodeName]]],
+        types: list[PodType],
+        need: int,
+        policy: Policy,
+        budget: int = SEARCH_BUDGET,
+    ) -> None:
+        self.view = view
+        self.types = types
+        self.need = need
+        self.policy = policy
+        self.budget = budget
+        self.exhausted = False
+        self._fitmask: dict[Resources, int] = {}
+        self._strand: dict[tuple[Resources, int], int] = {}
+        self._order: dict[StateKey, tuple[tuple[int, ...], int]] = {}
+        self._names: tuple[str, ...] = ()
+
+    # -------------------------------------------------------------- helpers
+
+    def fitmask(self, free: Resources) -> int:
+        """Bits of the pod types that fit in ``free`` (rules aside)."""
+        mask = self._fitmask.get(free)
+        if mask is None:
+            mask = 0
+            for kind in self.types:
+                if capacity(free, kind.items) > 0:
+                    mask |= kind.bit
+            self._fitmask[free] = mask
+        return mask
+
+    def _stranded(self, free: Resources, kind: PodType) -> int:
+        """Free devices (GPUs...) on the node that this pod would not use.
+
+        Putting a pod there makes those devices harder to use whole: a CPU
+        pod on an idle GPU node eats the CPU a GPU job would need.
+        """
+        key = (free, kind.bit)
+        value = self._strand.get(key)
+        if value is None:
+            asked = kind.requests.amounts
+            value = sum(
+                amount
+                for name, amount in free.amounts.items()
+                if amount > 0 and name not in asked and is_extended(name)
+            )
+            self._strand[key] = value
+        return value
+
+    def _order_key(self, key: StateKey) -> tuple[tuple[int, ...], int]:
+        """A total order in which a node comes strictly later after taking a pod.
+
+        Descending free resources, lexicographically. Within a run of
+        identical pods the search only moves forward in this order, which
+        visits each way of spreading the run over nodes exactly once.
+        """
+        found = self._order.get(key)
+        if found is None:
+            amounts = key[0].amounts
+            found = (tuple(-amounts.get(name, 0) for name in self._names), key[1])
+            self._order[key] = found
+        return found
+
+    def _after(self, key: StateKey, kind: PodType, count: int) -> StateKey:
+        free = key[0] - kind.requests.scale(count)
+        return (free, key[1] & self.fitmask(free))
+
+    # -------------------------------------------------------------- greedy
+
+    def pools(self) -> dict[StateKey, _Pool]:
+        return {key: _Pool(members) for key, members in self.view.items()}
+
+    def greedy(
+        self, pools: dict[StateKey, _Pool], runs: list[tuple[PodType, list[Pod]]]
+    ) -> list[tuple[Pod, NodeName]]:
+        """Place what fits, run by run, the way the policy likes it."""
+        placed: list[tuple[Pod, NodeName]] = []
+        mine: dict[NodeName, int] = {}
+        for kind, pods in runs:
+            if self.policy is Policy.SPREAD:
+                self._spread_run(pools, kind, pods, placed, mine)
+            else:
+                self._binpack_run(pools, kind, pods, placed)
+        return placed
+
+    def _binpack_run(
+        self,
+        pools: dict[StateKey, _Pool],
+        kind: PodType,
+        pods: list[Pod],
+        placed: list[tuple[Pod, NodeName]],
+    ) -> None:
+        """Fewest nodes, tightest fit.
+
+        A node that can take the whole rest of the run is preferred, the
+        tightest such node first, so the pods fill a partly used node
+        exactly and whole nodes stay whole for larger gangs. Otherwise the
+        node that takes the most. Before both: do not strand devices.
+        """
+        bit = kind.bit
+        remaining = len(pods)
+        position = 0
+        while remaining > 0:
+            best: tuple[int, int, int, int] | None = None
+            best_key: StateKey | None = None
+            for key, pool in pools.items():
+                if not key[1] & bit or not len(pool):
+                    continue
+                room = capacity(key[0], kind.items)
+                if room >= remaining:
+                    score = (self._stranded(key[0], kind), 0, room, 0 if pool.used else 1)
+                else:
+                    score = (self._stranded(key[0], kind), 1, -room, 0 if pool.used else 1)
+                if best is None or score < best:
+                    best, best_key = score, key
+            if best_key is None:
+                return
+            take = min(capacity(best_key[0], kind.items), remaining)
+            node = self._take(pools, best_key, prefer_used=True)
+            self._move(pools, node, self._after(best_key, kind, take))
+            for pod in pods[position : position + take]:
+                placed.append((pod, node))
+            position += take
+            remaining -= take
+
+    def _spread_run(
+        self,
+        pools: dict[StateKey, _Pool],
+        kind: PodType,
+        pods: list[Pod],
+        placed: list[tuple[Pod, NodeName]],
+        mine: dict[NodeName, int],
+    ) -> None:
+        """As many nodes as possible: each pod goes to a node the gang has not used yet
+        (one that strands no devices first, then the roomiest); only when none is
+        left does a node take a second member."""
+        bit = kind.bit
+        for pod in pods:
+            best: tuple[int, int, int] | None = None
+            best_key: StateKey | None = None
+            for key, pool in pools.items():
+                if not key[1] & bit or not len(pool):
+                    continue
+                crowd = 0 if pool.left else min(mine.get(node, 0) for node in pool.used)
+                score = (crowd, self._stranded(key[0], kind), -capacity(key[0], kind.items))
+                if best is None or score < best:
+                    best, best_key = score, key
+            if best_key is None:
+                return
+            node = self._take(pools, best_key, prefer_used=False, mine=mine)
+            mine[node] = mine.get(node, 0) + 1
+            self._move(pools, node, self._after(best_key, kind, 1))
+            placed.append((pod, node))
+
+    @staticmethod
+    def _take(
+        pools: dict[StateKey, _Pool],
+        key: StateKey,
+        prefer_used: bool,
+        mine: dict[NodeName, int] | None = None,
+    ) -> NodeName:
+        pool = pools[key]
+        if pool.used and (prefer_used or not pool.left):
+            if mine is None:
+                node = pool.used.pop()
+            else:
+                node = min(pool.used, key=lambda name: mine.get(name, 0))
+                pool.used.remove(node)
+        else:
+            pool.left -= 1
+            node = next(pool.fresh)
+        if not len(pool):
+            del pools[key]
+        return node
+
+    @staticmethod
+    def _move(pools: dict[StateKey, _Pool], node: NodeName, key: StateKey) -> None:
+        if not key[1]:
+            return  # nothing of this gang fits there any more
+        pool = pools.get(key)
+        if pool is None:
+            pool = pools[key] = _Pool(())
+        pool.used.append(node)
+
+    # -------------------------------------------------------------- exhaustive
+
+    def solve(self) -> list[tuple[Pod, NodeName]] | None:
+        """Greedy, then (if needed and allowed) the exhaustive search, then extras.
+
+        Returns the assignments, or None when the gang cannot be placed
+        (``exhausted`` tells whether that is proven or the budget ran out).
+        """
+        pools = self.pools()
+        runs = [(kind, kind.pods) for kind in self.types]
+        greedy = self.greedy(pools, runs)
+        if self.need == 0:
+            # Only optional pods: greedy places every one that fits on its
+            # own; none fitting is a refusal, not an empty placement.
+            return greedy or None
+        if len(greedy) >= self.need:
+            return greedy
+        if len(self.types) == 1:
+            return None  # greedy is exact for one kind of pod
+        total = sum(len(kind.pods) for kind in self.types)
+        if total > SEARCH_MAX_PODS:
+            self.exhausted = True
+            return None
+        chosen = self._search()
+        if chosen is None:
+            return None
+        pools = self.pools()
+        assignments: list[tuple[Pod, NodeName]] = []
+        used = [0] * len(self.types)
+        for index, key in chosen:
+            kind = self.types[index]
+            node = self._take(pools, key, prefer_used=self.policy is Policy.BINPACK)
+            self._move(pools, node, self._after(key, kind, 1))
+            assignments.append((kind.pods[used[index]], node))
+            used[index] += 1
+        rest = [(kind, kind.pods[used[i]:]) for i, kind in enumerate(self.types)]
+        return assignments + self.greedy(pools, [run for run in rest if run[1]])
+
+    def _search(self) -> list[tuple[int, StateKey]] | None:
+        names: set[str] = set()
+        for key in self.view:
+            names.update(key[0].amounts)
+        for kind in self.types:
+            names.update(kind.requests.amounts)
+        self._names = tuple(sorted(names))
+
+        counts = {key: sum(len(group) for group in members) for key, members in self.view.items()}
+        sequence: list[int] = []
+        run_end: list[int] = []
+        for index, kind in enumerate(self.types):
+            end = len(sequence) + len(kind.pods)
+            sequence.extend([index] * len(kind.pods))
+            run_end.extend([end] * len(kind.pods))
+        chosen: list[tuple[int, StateKey]] = []
+        steps = 0
+        size = len(sequence)
+        binpack = self.policy is Policy.BINPACK
+
+        def bound_ok(position: int, placed: int) -> bool:
+            """Prune when even the most optimistic count cannot reach ``need``."""
+            remaining = self._remaining(sequence, run_end, position)
+            most = 0
+            for index, left in remaining.items():
+                kind = self.types[index]
+                room = 0
+                for key, count in counts.items():
+                    if count and key[1] & kind.bit:
+                        room += count * capacity(key[0], kind.items)
+                        if room >= left:
+                            break
+                most += min(room, left)
+            if placed + most < self.need:
+                return False
+            if placed + size - position > self.need:
+                return True
+            # Every remaining pod must go somewhere: aggregate demand vs supply.
+            demand: dict[str, int] = {}
+            bits = 0
+            for index, left in remaining.items():
+                bits |= self.types[index].bit
+                for name, amount in self.types[index].items:
+                    demand[name] = demand.get(name, 0) + amount * left
+            for name, amount in demand.items():
+                supply = 0
+                for key, count in counts.items():
+                    if count and key[1] & bits:
+                        have = key[0].amounts.get(name, 0)
+                        if have > 0:
+                            supply += have * count
+                if supply < amount:
+                    return False
+            return True
+
+        def visit(position: int, placed: int, last: StateKey | None) -> bool:
+            nonlocal steps
+            if placed >= self.need:
+                return True
+            if position >= size or placed + size - position < self.need:
+                return False
+            steps += 1
+            if steps > self.budget:
+                raise _BudgetExhausted
+            if not bound_ok(position, placed):
+                return False
+            index = sequence[position]
+            kind = self.types[index]
+            floor = self._order_key(last) if last is not None else None
+            options = []
+            for key, count in counts.items():
+                if not count or not key[1] & kind.bit:
+                    continue
+                order = self._order_key(key)
+                if floor is not None and order < floor:
+                    continue
+                room = capacity(key[0], kind.items)
+                stranded = self._stranded(key[0], kind)
+                options.append(((stranded, room if binpack else -room), order, key))
+            options.sort(key=lambda option: (option[0], option[1]))
+            for _, _, key in options:
+                after = self._after(key, kind, 1)
+                counts[key] -= 1
+                if after[1]:
+                    counts[after] = counts.get(after, 0) + 1
+                chosen.append((index, key))
+                same_run = run_end[position] > position + 1
+                if visit(position + 1, placed + 1, key if same_run else None):
+                    return True
+                chosen.pop()
+                if after[1]:
+                    counts[after] -= 1
+                counts[key] += 1
+            # Leave the rest of this run unplaced (only the tail of a run, so
+            # which identical pods stay pending is never a separate choice).
+            end = run_end[position]
+            return placed + size - end >= self.need and visit(end, placed, None)
+
+        try:
+            found = visit(0, 0, None)
+        except _BudgetExhausted:
+            self.exhausted = True
+            return None
+        return chosen if found else None
+
+    @staticmethod
+    def _remaining(sequence: list[int], run_end: list[int], position: int) -> dict[int, int]:
+        remaining: dict[int, int] = {}
+        cursor = position
+        while cursor < len(sequence):
+            end = run_end[cursor]
+            remaining[sequence[cursor]] = end - cursor
+            cursor = end
+        return remaining

@@ -1,0 +1,270 @@
+"""The scheduler's mirror of the cluster: nodes, pods, PodGroups, Queues, assumed binds.
+
+Watches write into it; each cycle reads one frozen ``View`` of it. Both run on
+the one event loop and neither awaits while touching it, so a view is never
+torn by an event arriving half-way.
+
+Assume → confirm / forget / expire, as kube-scheduler's cache: a pod being
+bound is assumed on its node at once, so the next cycle cannot hand its room
+to another gang; the watch reporting ``nodeName`` confirms it; a failed bind
+forgets it; an assumption the watch never confirms expires after a bound time.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+from typing import Any
+
+import structlog
+
+from gangsched.core.cycle import DEFAULT_QUEUE, QueueSpec
+from gangsched.core.gangs import Member
+from gangsched.core.groups import Flavor, GroupSpec, gang_key, group_from_api, group_name_of
+from gangsched.core.kubeobjects import ObjectError, node_from_api, pod_from_api
+from gangsched.core.model import GangKey, Node, NodeName, Pod, PodKey, Policy, QueueName
+from gangsched.core.placement import Placement, Snapshot
+from gangsched.core.quantity import QuantityError
+from gangsched.core.resources import Resources
+
+log = structlog.get_logger(__name__)
+
+POLICY_ANNOTATION = "scheduling.gangsched.io/policy"
+RawObject = Mapping[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class PodRecord:
+    pod: Pod
+    uid: str
+    ours: bool
+    group: GangKey | None
+    phase: str
+    scheduled_message: str | None
+    """Message of a ``PodScheduled=False`` condition already on the pod, to skip rewriting it."""
+
+
+@dataclass(frozen=True, slots=True)
+class GroupRecord:
+    key: GangKey
+    flavor: Flavor
+    uid: str
+    spec: GroupSpec | None
+    error: str | None
+    status: Mapping[str, Any]
+    policy: Policy | None
+
+
+@dataclass(frozen=True, slots=True)
+class View:
+    """One cycle's frozen view of the mirror."""
+
+    snapshot: Snapshot
+    members: tuple[Member, ...]
+    groups: Mapping[GangKey, GroupRecord]
+    queues: Mapping[QueueName, QueueSpec]
+    pods: Mapping[PodKey, PodRecord]
+
+
+def created_at(meta: Mapping[str, Any]) -> float:
+    stamp = meta.get("creationTimestamp")
+    if not stamp:
+        return 0.0
+    try:
+        return datetime.fromisoformat(str(stamp).replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return 0.0
+
+
+@dataclass
+class Mirror:
+    scheduler_name: str
+    namespaces: frozenset[str] = frozenset()
+    """Namespaces whose pods are ours; empty means every namespace."""
+    nodes: dict[NodeName, Node] = field(default_factory=dict)
+    pods: dict[PodKey, PodRecord] = field(default_factory=dict)
+    groups: dict[GangKey, GroupRecord] = field(default_factory=dict)
+    queues: dict[QueueName, QueueSpec] = field(default_factory=dict)
+    queue_errors: dict[QueueName, str] = field(default_factory=dict)
+    assumed: dict[PodKey, tuple[NodeName, float]] = field(default_factory=dict)
+    bad_pods: dict[PodKey, str] = field(default_factory=dict)
+
+    # ---- watch sink (pods, nodes) -----------------------------------------
+    def replace(self, kind: str, objects: list[RawObject]) -> None:
+        if kind == "nodes":
+            self.nodes.clear()
+        else:
+            self.pods.clear()
+            self.bad_pods.clear()
+        for obj in objects:
+            self.upsert(kind, obj)
+        if kind == "pods":
+            for key in [k for k in self.assumed if k not in self.pods]:
+                del self.assumed[key]
+
+    def upsert(self, kind: str, obj: RawObject) -> None:
+        if kind == "nodes":
+            self._upsert_node(obj)
+        else:
+            self._upsert_pod(obj)
+
+    def delete(self, kind: str, obj: RawObject) -> None:
+        meta = obj.get("metadata") or {}
+        if kind == "nodes":
+            self.nodes.pop(NodeName(str(meta.get("name"))), None)
+            return
+        key = PodKey(f"{meta.get('namespace')}/{meta.get('name')}")
+        self.pods.pop(key, None)
+        self.assumed.pop(key, None)
+        self.bad_pods.pop(key, None)
+
+    def _upsert_node(self, obj: RawObject) -> None:
+        try:
+            node = node_from_api(obj)
+        except ObjectError as error:
+            log.warning("node_invalid", error=str(error))
+            return
+        self.nodes[node.name] = node
+
+    def _upsert_pod(self, obj: RawObject) -> None:
+        meta = obj.get("metadata") or {}
+        spec = obj.get("spec") or {}
+        namespace = str(meta.get("namespace", ""))
+        key = PodKey(f"{namespace}/{meta.get('name')}")
+        ours = spec.get("schedulerName") == self.scheduler_name and (
+            not self.namespaces or namespace in self.namespaces
+        )
+        try:
+            pod = pod_from_api(obj)
+        except ObjectError as error:
+            self.pods.pop(key, None)
+            if ours and not spec.get("nodeName"):
+                self.bad_pods[key] = str(error)
+            return
+        self.bad_pods.pop(key, None)
+        group_name = group_name_of(meta.get("labels") or {}, meta.get("annotations") or {})
+        status = obj.get("status") or {}
+        scheduled = next(
+            (c for c in status.get("conditions") or [] if c.get("type") == "PodScheduled"), None
+        )
+        self.pods[key] = PodRecord(
+            pod=pod,
+            uid=str(meta.get("uid", "")),
+            ours=ours,
+            group=gang_key(namespace, group_name) if group_name else None,
+            phase=str(status.get("phase", "Pending")),
+            scheduled_message=(
+                scheduled.get("message") if scheduled and scheduled.get("status") == "False"
+                else None
+            ),
+        )
+        if pod.node_name is not None:
+            self.assumed.pop(key, None)  # confirmed by the watch
+
+    # ---- PodGroups and Queues (from kopf event handlers) --------------------
+    def upsert_group(self, flavor: Flavor, body: RawObject) -> GroupRecord:
+        meta = body.get("metadata") or {}
+        key = gang_key(str(meta.get("namespace", "")), str(meta.get("name", "")))
+        spec: GroupSpec | None = None
+        error: str | None = None
+        try:
+            spec = group_from_api(body, flavor, created_at(meta))
+        except ObjectError as exc:
+            error = str(exc)
+        annotations = meta.get("annotations") or {}
+        policy_text = annotations.get(POLICY_ANNOTATION)
+        policy = None
+        if policy_text:
+            try:
+                policy = Policy(policy_text)
+            except ValueError:
+                error = error or (
+                    f"podgroup {key}: annotation {POLICY_ANNOTATION}={policy_text!r} "
+                    f"is not one of {', '.join(p.value for p in Policy)}"
+                )
+        record = GroupRecord(
+            key=key, flavor=flavor, uid=str(meta.get("uid", "")), spec=spec, error=error,
+            status=dict(body.get("status") or {}), policy=policy,
+        )
+        current = self.groups.get(key)
+        if current is None or current.flavor == flavor or current.spec is None:
+            self.groups[key] = record
+        return record
+
+    def delete_group(self, flavor: Flavor, body: RawObject) -> None:
+        meta = body.get("metadata") or {}
+        key = gang_key(str(meta.get("namespace", "")), str(meta.get("name", "")))
+        current = self.groups.get(key)
+        if current is not None and current.flavor == flavor:
+            del self.groups[key]
+
+    def upsert_queue(self, body: RawObject) -> None:
+        meta = body.get("metadata") or {}
+        spec = body.get("spec") or {}
+        name = QueueName(str(meta.get("name", "")))
+        capability: Resources | None = None
+        try:
+            if spec.get("capability"):
+                capability = Resources.parse(spec["capability"])
+        except QuantityError as error:
+            self.queue_errors[name] = f"queue {name}: capability: {error}"
+            capability = None
+        else:
+            self.queue_errors.pop(name, None)
+        self.queues[name] = QueueSpec(
+            name=name,
+            weight=max(1, int(spec.get("weight") or 1)),
+            capability=capability,
+            open=spec.get("state", "Open") != "Closed",
+        )
+
+    def delete_queue(self, body: RawObject) -> None:
+        self.queues.pop(QueueName(str((body.get("metadata") or {}).get("name", ""))), None)
+
+    # ---- assume / forget / expire -------------------------------------------
+    def assume(self, placement: Placement, now: float) -> None:
+        for pod_key, node in placement.assignments:
+            self.assumed[pod_key] = (node, now)
+
+    def forget(self, pod_key: PodKey) -> None:
+        self.assumed.pop(pod_key, None)
+
+    def expire(self, now: float, ttl: float) -> list[PodKey]:
+        stale = [key for key, (_, since) in self.assumed.items() if now - since > ttl]
+        for key in stale:
+            del self.assumed[key]
+        return stale
+
+    # ---- the per-cycle view -------------------------------------------------
+    def view(self) -> View:
+        pods: list[Pod] = []
+        members: list[Member] = []
+        for key, record in self.pods.items():
+            pod = record.pod
+            assumed = self.assumed.get(key)
+            if assumed is not None and pod.node_name is None:
+                pod = replace(pod, node_name=assumed[0])
+            pods.append(pod)
+            if record.ours:
+                members.append(
+                    Member(
+                        pod=pod,
+                        group=record.group,
+                        running=record.phase == "Running",
+                        succeeded=record.phase == "Succeeded",
+                        failed=record.phase == "Failed",
+                    )
+                )
+        queues = dict(self.queues)
+        queues.setdefault(DEFAULT_QUEUE, QueueSpec(name=DEFAULT_QUEUE))
+        return View(
+            snapshot=Snapshot.build(self.nodes.values(), pods),
+            members=tuple(members),
+            groups=dict(self.groups),
+            queues=queues,
+            pods=dict(self.pods),
+        )
+
+    def pods_of(self, keys: Iterable[PodKey]) -> list[PodRecord]:
+        return [self.pods[k] for k in keys if k in self.pods]

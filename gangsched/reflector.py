@@ -1,0 +1,148 @@
+"""List+watch of one resource kind, feeding a sink with raw JSON objects.
+
+Raw dicts (``_preload_content=False``) rather than client models: converting
+thousands of pods into generated model classes costs more than the whole
+scheduling pass, and the core reads plain dicts at its edge anyway.
+
+The reflector lists, hands the sink the complete set (``replace``), then
+watches from the list's resourceVersion. A 410 Gone (history compacted) or a
+broken stream leads to a fresh list, so the sink never misses a deletion.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import aiohttp
+import structlog
+from kubernetes_asyncio.client.exceptions import ApiException
+
+log = structlog.get_logger(__name__)
+
+RawObject = Mapping[str, Any]
+ListCall = Callable[..., Awaitable[Any]]
+
+
+class Sink(Protocol):
+    def replace(self, kind: str, objects: list[RawObject]) -> None: ...
+
+    def upsert(self, kind: str, obj: RawObject) -> None: ...
+
+    def delete(self, kind: str, obj: RawObject) -> None: ...
+
+
+class Gone(Exception):
+    """The watch's resourceVersion is too old: re-list."""
+
+
+async def raise_for_status(response: aiohttp.ClientResponse) -> None:
+    """Turn a non-2xx raw response into Gone or ApiException, releasing it.
+
+    Calls made with ``_preload_content=False`` skip the client's own status
+    check, so every such call goes through here.
+    """
+    if 200 <= response.status <= 299:
+        return
+    body = await response.text()
+    response.release()
+    if response.status == 410:
+        raise Gone()
+    raise ApiException(status=response.status, reason=f"{response.reason}: {body[:300]}")
+
+
+async def json_lines(response: aiohttp.ClientResponse) -> AsyncIterator[RawObject]:
+    """Decode a watch stream, one JSON event a line, without a line-length limit."""
+    buffer = b""
+    async for chunk in response.content.iter_any():
+        buffer += chunk
+        *lines, buffer = buffer.split(b"\n")
+        for line in lines:
+            if line.strip():
+                yield json.loads(line)
+    if buffer.strip():
+        yield json.loads(buffer)
+
+
+@dataclass
+class Reflector:
+    kind: str
+    list_call: ListCall
+    sink: Sink
+    on_change: Callable[[], None]
+    watch_timeout_s: int = 300
+    synced: asyncio.Event = field(default_factory=asyncio.Event)
+
+    async def run(self) -> None:
+        backoff = 0.2
+        while True:
+            try:
+                version = await self._list()
+                self.synced.set()
+                backoff = 0.2
+                while True:
+                    version = await self._watch(version)
+            except Gone:
+                log.info("watch_expired", kind=self.kind)
+            except ApiException as error:
+                if error.status == 404:
+                    # The resource is not served (an optional CRD): look again later.
+                    self.synced.set()
+                    await asyncio.sleep(30)
+                    continue
+                log.warning("list_watch_failed", kind=self.kind, status=error.status,
+                            reason=error.reason)
+            except (aiohttp.ClientError, asyncio.TimeoutError, json.JSONDecodeError) as error:
+                log.warning("list_watch_failed", kind=self.kind, error=str(error))
+            await asyncio.sleep(backoff)
+            backoff = min(backoff * 2, 10.0)
+
+    async def _list(self) -> str:
+        response = await self.list_call(_preload_content=False)
+        await raise_for_status(response)
+        try:
+            body = json.loads(await response.read())
+        finally:
+            response.release()
+        items: list[RawObject] = body.get("items") or []
+        kind = body.get("kind", "").removesuffix("List")
+        api_version = body.get("apiVersion", "")
+        for item in items:  # list items come without kind/apiVersion
+            if isinstance(item, dict):
+                item.setdefault("kind", kind)
+                item.setdefault("apiVersion", api_version)
+        self.sink.replace(self.kind, items)
+        self.on_change()
+        return str(body.get("metadata", {}).get("resourceVersion", ""))
+
+    async def _watch(self, version: str) -> str:
+        response = await self.list_call(
+            watch=True,
+            resource_version=version,
+            allow_watch_bookmarks=True,
+            timeout_seconds=self.watch_timeout_s,
+            _preload_content=False,
+            _request_timeout=self.watch_timeout_s + 30,
+        )
+        await raise_for_status(response)
+        try:
+            async for event in json_lines(response):
+                kind, obj = event.get("type"), event.get("object") or {}
+                if kind == "ERROR":
+                    if obj.get("code") == 410:
+                        raise Gone()
+                    raise ApiException(status=obj.get("code", 500), reason=obj.get("message"))
+                version = str(obj.get("metadata", {}).get("resourceVersion", version))
+                if kind == "BOOKMARK":
+                    continue
+                if kind == "DELETED":
+                    self.sink.delete(self.kind, obj)
+                else:
+                    self.sink.upsert(self.kind, obj)
+                self.on_change()
+        finally:
+            response.release()
+        return version

@@ -1,0 +1,348 @@
+"""What users see of the scheduler's decisions: pod conditions, Events, group and queue status.
+
+Every write is skipped when it would change nothing, and ``FailedScheduling``
+Events are rate-limited per pod: a gang that waits an hour must not write an
+Event every cycle. Writes go out on background tasks so a slow API server
+never stalls a scheduling cycle; failures are logged and retried by the next
+change, never raised into the cycle.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Awaitable, Callable, Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+import aiohttp
+import structlog
+from kubernetes_asyncio import client
+from kubernetes_asyncio.client.exceptions import ApiException
+
+from gangsched.core.groups import Flavor, GroupStatus, Phase
+from gangsched.core.model import NodeName, PodKey, QueueName
+from gangsched.core.resources import Resources, format_amount
+from gangsched.mirror import GroupRecord, PodRecord
+
+log = structlog.get_logger(__name__)
+
+EVENT_INTERVAL_S = 60.0
+MERGE_PATCH = "application/merge-patch+json"
+COMPONENT = "gangsched"
+
+
+def _now_iso() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _quantities(resources: Resources) -> dict[str, str]:
+    return {name: format_amount(name, amount) for name, amount in resources.items()}
+
+
+# Phases of the foreign PodGroup APIs, by our phase.
+_COSCHEDULING_PHASE = {
+    Phase.PENDING: "Pending",
+    Phase.INQUEUE: "Scheduling",
+    Phase.RUNNING: "Running",
+    Phase.SUCCEEDED: "Finished",
+    Phase.FAILED: "Failed",
+    Phase.UNSCHEDULABLE: "Pending",
+}
+_VOLCANO_PHASE = {
+    Phase.PENDING: "Pending",
+    Phase.INQUEUE: "Inqueue",
+    Phase.RUNNING: "Running",
+    Phase.SUCCEEDED: "Completed",
+    Phase.FAILED: "Completed",
+    Phase.UNSCHEDULABLE: "Pending",
+}
+
+
+class Reporter:
+    def __init__(self, api: client.ApiClient, concurrency: int = 16) -> None:
+        self._core = client.CoreV1Api(api)
+        self._custom = client.CustomObjectsApi(api)
+        self._slots = asyncio.Semaphore(concurrency)
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._last_event: dict[tuple[str, str], tuple[str, float]] = {}
+        self._written_status: dict[str, Mapping[str, Any]] = {}
+        self._pod_messages: dict[PodKey, str] = {}
+        self._loop_time: Callable[[], float] = asyncio.get_event_loop().time
+
+    # ---- plumbing -------------------------------------------------------------
+    def _spawn(self, what: str, make: Callable[[], Awaitable[Any]]) -> None:
+        async def run() -> None:
+            async with self._slots:
+                try:
+                    result = await make()
+                    if isinstance(result, aiohttp.ClientResponse):
+                        result.release()
+                except ApiException as error:
+                    if error.status != 404:  # the object went away: nothing to report on
+                        log.warning("report_failed", what=what, status=error.status,
+                                    reason=str(error.reason)[:200])
+                except (aiohttp.ClientError, asyncio.TimeoutError) as error:
+                    log.warning("report_failed", what=what, error=str(error))
+
+        task = asyncio.create_task(run())
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def drain(self) -> None:
+        """Wait for the writes under way (used at shutdown and by tests)."""
+        while self._tasks:
+            await asyncio.gather(*list(self._tasks), return_exceptions=True)
+
+    def _event_due(self, key: tuple[str, str], message: str) -> bool:
+        now = self._loop_time()
+        last = self._last_event.get(key)
+        if last is not None and last[0] == message and now - last[1] < EVENT_INTERVAL_S:
+            return False
+        self._last_event[key] = (message, now)
+        return True
+
+    def event(
+        self,
+        involved: Mapping[str, str],
+        *,
+        kind: str,
+        reason: str,
+        message: str,
+        type_: str = "Normal",
+    ) -> None:
+        namespace = involved.get("namespace", "default")
+        stamp = _now_iso()
+        body = {
+            "apiVersion": "v1",
+            "kind": "Event",
+            "metadata": {"generateName": f"{involved['name']}.", "namespace": namespace},
+            "involvedObject": {**involved, "kind": kind},
+            "reason": reason,
+            "message": message[:1024],
+            "type": type_,
+            "source": {"component": COMPONENT},
+            "reportingComponent": COMPONENT,
+            "reportingInstance": COMPONENT,
+            "firstTimestamp": stamp,
+            "lastTimestamp": stamp,
+            "count": 1,
+        }
+        self._spawn(
+            f"event {reason}",
+            lambda: self._core.create_namespaced_event(namespace, body, _preload_content=False),
+        )
+
+    # ---- pods -------------------------------------------------------------------
+    def pod_unschedulable(self, record: PodRecord, message: str) -> None:
+        """``PodScheduled=False/Unschedulable`` as kube-scheduler writes it: autoscalers read it."""
+        self._unschedulable(record.pod.key, record.uid, record.scheduled_message, message)
+
+    def pod_invalid(self, pod: PodKey, error: str) -> None:
+        """A pod of ours the core cannot read (a malformed quantity) waits, saying why."""
+        self._unschedulable(pod, "", None, f"invalid pod: {error}")
+
+    def _unschedulable(
+        self, pod: PodKey, uid: str, current: str | None, message: str
+    ) -> None:
+        namespace, name = pod.split("/", 1)
+        if current != message and self._pod_messages.get(pod) != message:
+            self._pod_messages[pod] = message
+            body = {
+                "status": {
+                    "conditions": [
+                        {
+                            "type": "PodScheduled",
+                            "status": "False",
+                            "reason": "Unschedulable",
+                            "message": message,
+                            "lastTransitionTime": _now_iso(),
+                        }
+                    ]
+                }
+            }
+            self._spawn(
+                f"pod condition {pod}",
+                lambda: self._core.patch_namespaced_pod_status(
+                    name, namespace, body, _preload_content=False
+                ),
+            )
+        if self._event_due(("pod", pod), message):
+            involved = {"apiVersion": "v1", "namespace": namespace, "name": name}
+            if uid:
+                involved["uid"] = uid
+            self.event(involved, kind="Pod", reason="FailedScheduling", message=message,
+                       type_="Warning")
+
+    def pod_scheduled(self, record: PodRecord, node: NodeName, gang: str) -> None:
+        self._pod_messages.pop(record.pod.key, None)
+        self._last_event.pop(("pod", record.pod.key), None)
+        namespace, name = record.pod.key.split("/", 1)
+        self.event(
+            {"apiVersion": "v1", "namespace": namespace, "name": name, "uid": record.uid},
+            kind="Pod",
+            reason="Scheduled",
+            message=f"Successfully assigned {record.pod.key} to {node} with gang {gang}",
+        )
+
+    # ---- PodGroups --------------------------------------------------------------
+    def group_status(self, group: GroupRecord, status: GroupStatus, observed: int) -> None:
+        body = self._status_body(group, status, observed)
+        key = f"{group.flavor.value}/{group.key}"
+        if self._written_status.get(key) == body:
+            return
+        previous = self._written_status.get(key)
+        self._written_status[key] = body
+        namespace, name = group.key.split("/", 1)
+        self._patch_group_status(group, body)
+        old_phase = (previous or {}).get("phase")
+        if status.phase in (Phase.UNSCHEDULABLE, Phase.PENDING) and status.reason not in (
+            "Waiting", "Admitted"
+        ) and self._event_due(("podgroup", key), status.message):
+            self.event(
+                {"apiVersion": group.flavor.value, "namespace": namespace, "name": name,
+                 "uid": group.uid},
+                kind="PodGroup", reason=status.reason, message=status.message, type_="Warning",
+            )
+        elif old_phase != body.get("phase") and status.phase in (Phase.RUNNING, Phase.INQUEUE):
+            self.event(
+                {"apiVersion": group.flavor.value, "namespace": namespace, "name": name,
+                 "uid": group.uid},
+                kind="PodGroup", reason=status.reason, message=status.message,
+            )
+
+    def _patch_group_status(self, group: GroupRecord, body: Mapping[str, Any]) -> None:
+        """Volcano's PodGroup CRD has no status subresource: its status is patched in place."""
+        namespace, name = group.key.split("/", 1)
+        patch = (
+            self._custom.patch_namespaced_custom_object
+            if group.flavor is Flavor.VOLCANO
+            else self._custom.patch_namespaced_custom_object_status
+        )
+        self._spawn(
+            f"podgroup status {group.key}",
+            lambda: patch(
+                group.flavor.group, group.flavor.version, namespace, "podgroups", name,
+                {"status": body}, _content_type=MERGE_PATCH,
+            ),
+        )
+
+    def forget_group(self, group: GroupRecord) -> None:
+        self._written_status.pop(f"{group.flavor.value}/{group.key}", None)
+
+    def _status_body(
+        self, group: GroupRecord, status: GroupStatus, observed: int
+    ) -> dict[str, Any]:
+        counts = status.counts
+        previous_conditions = group.status.get("conditions") or []
+        if group.flavor is Flavor.GANGSCHED:
+            condition_status = "True" if status.phase in (
+                Phase.RUNNING, Phase.SUCCEEDED, Phase.FAILED) else "False"
+            condition = {
+                "type": "Scheduled",
+                "status": condition_status,
+                "reason": status.reason,
+                "message": status.message[:1024],
+                "observedGeneration": observed,
+                "lastTransitionTime": _transition(previous_conditions, "Scheduled",
+                                                  condition_status),
+            }
+            return {
+                "phase": status.phase.value,
+                "scheduled": counts.scheduled + counts.succeeded + counts.failed,
+                "running": counts.running,
+                "succeeded": counts.succeeded,
+                "failed": counts.failed,
+                "observedGeneration": observed,
+                "conditions": [condition],
+            }
+        if group.flavor is Flavor.COSCHEDULING:
+            return {
+                "phase": _COSCHEDULING_PHASE[status.phase],
+                "scheduled": counts.scheduled + counts.succeeded + counts.failed,
+                "running": counts.running,
+                "succeeded": counts.succeeded,
+                "failed": counts.failed,
+            }
+        body: dict[str, Any] = {
+            "phase": _VOLCANO_PHASE[status.phase],
+            "running": counts.running,
+            "succeeded": counts.succeeded,
+            "failed": counts.failed,
+        }
+        if status.phase in (Phase.PENDING, Phase.UNSCHEDULABLE, Phase.INQUEUE) and (
+            status.reason not in ("Waiting", "Admitted")
+        ):
+            body["conditions"] = [
+                {
+                    "type": "Unschedulable",
+                    "status": "True",
+                    "reason": "NotEnoughResources",
+                    "message": status.message[:1024],
+                    "transitionID": COMPONENT,
+                    "lastTransitionTime": _transition(previous_conditions, "Unschedulable",
+                                                      "True"),
+                }
+            ]
+        return body
+
+    def group_invalid(self, group: GroupRecord) -> None:
+        """An invalid PodGroup is reported on its own status and as an Event, and skipped."""
+        message = group.error or "invalid"
+        body: dict[str, Any] = {"phase": "Pending"}
+        if group.flavor is Flavor.GANGSCHED:
+            body["conditions"] = [{
+                "type": "Scheduled", "status": "False", "reason": "InvalidSpec",
+                "message": message[:1024], "observedGeneration": 0,
+                "lastTransitionTime": _now_iso(),
+            }]
+        key = f"{group.flavor.value}/{group.key}"
+        if self._written_status.get(key, {}).get("conditions", [{}])[0].get(
+            "message"
+        ) == message[:1024]:
+            return
+        self._written_status[key] = body
+        namespace, name = group.key.split("/", 1)
+        self._patch_group_status(group, body)
+        self.event(
+            {"apiVersion": group.flavor.value, "namespace": namespace, "name": name,
+             "uid": group.uid},
+            kind="PodGroup", reason="InvalidSpec", message=message, type_="Warning",
+        )
+
+    # ---- Queues -------------------------------------------------------------------
+    def queue_status(
+        self, name: QueueName, allocated: Resources, pending: int, running: int
+    ) -> None:
+        body = {"allocated": _quantities(allocated), "pending": pending, "running": running}
+        key = f"queue/{name}"
+        if self._written_status.get(key) == body:
+            return
+        self._written_status[key] = body
+        self._spawn(
+            f"queue status {name}",
+            lambda: self._custom.patch_cluster_custom_object_status(
+                "scheduling.gangsched.io", "v1alpha1", "queues", name, {"status": body},
+                _content_type=MERGE_PATCH,
+            ),
+        )
+
+    async def ensure_default_queue(self) -> None:
+        body = {
+            "apiVersion": "scheduling.gangsched.io/v1alpha1",
+            "kind": "Queue",
+            "metadata": {"name": "default"},
+            "spec": {"weight": 1, "state": "Open"},
+        }
+        with contextlib.suppress(ApiException):
+            await self._custom.create_cluster_custom_object(
+                "scheduling.gangsched.io", "v1alpha1", "queues", body
+            )
+
+
+def _transition(conditions: list[Mapping[str, Any]], type_: str, status: str) -> str:
+    """Keep lastTransitionTime while a condition's status stays the same."""
+    for condition in conditions:
+        if condition.get("type") == type_ and condition.get("status") == status:
+            return str(condition.get("lastTransitionTime") or _now_iso())
+    return _now_iso()

@@ -1,0 +1,234 @@
+"""The scheduling loop: wake on change, take a view, run the pure cycle, act on it.
+
+One cycle at a time, debounced: a burst of watch events (an operator creating
+64 pods) becomes one cycle over all of them, not 64 cycles over a growing
+gang. The cycle itself is synchronous and pure; only binding and reporting
+await, on tasks of their own, after the placements are assumed in the mirror.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+
+import structlog
+from prometheus_client import Counter, Gauge, Histogram
+
+from gangsched.binder import Binder, BindOutcome
+from gangsched.core.cycle import CycleInput, CycleResult, run_cycle
+from gangsched.core.gangs import Gathered, gather
+from gangsched.core.groups import GroupStatus, MemberCounts, Phase, group_status
+from gangsched.core.model import GangKey, Policy, QueueName
+from gangsched.core.placement import Placement
+from gangsched.core.resources import Resources
+from gangsched.mirror import Mirror, View
+from gangsched.reporting import Reporter
+
+log = structlog.get_logger(__name__)
+
+CYCLES = Counter("gangsched_cycles_total", "Scheduling cycles run")
+CYCLE_SECONDS = Histogram(
+    "gangsched_cycle_seconds", "Wall time of one scheduling cycle",
+    buckets=(0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5),
+)
+GANGS_PLACED = Counter("gangsched_gangs_placed_total", "Gangs placed")
+PODS_BOUND = Counter("gangsched_pods_bound_total", "Pods bound")
+BIND_FAILURES = Counter("gangsched_bind_failures_total", "Binding calls that failed")
+GANGS_WAITING = Gauge("gangsched_gangs_waiting", "Gangs with pending pods not placed")
+
+
+@dataclass
+class SchedulerConfig:
+    policy: Policy = Policy.BINPACK
+    debounce_s: float = 0.05
+    resync_s: float = 5.0
+    assume_ttl_s: float = 60.0
+    starvation_s: float = 60.0
+
+
+@dataclass
+class Scheduler:
+    mirror: Mirror
+    binder: Binder
+    reporter: Reporter
+    config: SchedulerConfig = field(default_factory=SchedulerConfig)
+    clock: Callable[[], float] = time.time
+    admitted: frozenset[GangKey] = frozenset()
+    waiting_since: dict[GangKey, float] = field(default_factory=dict)
+    _wake: asyncio.Event = field(default_factory=asyncio.Event)
+    _binds: set[asyncio.Task[None]] = field(default_factory=set)
+    _cycle_no: int = 0
+
+    def trigger(self) -> None:
+        self._wake.set()
+
+    async def run(self) -> None:
+        while True:
+            try:
+                await asyncio.wait_for(self._wake.wait(), timeout=self.config.resync_s)
+            except TimeoutError:
+                pass  # resync: timeouts and starvation advance with the clock alone
+            await asyncio.sleep(self.config.debounce_s)
+            self._wake.clear()
+            self.cycle()
+
+    async def drain(self) -> None:
+        while self._binds:
+            await asyncio.gather(*list(self._binds), return_exceptions=True)
+        await self.reporter.drain()
+
+    # ---- one cycle ------------------------------------------------------------
+    def cycle(self) -> CycleResult:
+        self._cycle_no += 1
+        started = time.perf_counter()
+        now = self.clock()
+        for pod in self.mirror.expire(now, self.config.assume_ttl_s):
+            log.warning("assumption_expired", pod=pod)
+        view = self.mirror.view()
+        groups = {k: g.spec for k, g in view.groups.items() if g.spec is not None}
+        policies = {k: g.policy for k, g in view.groups.items() if g.policy is not None}
+        gathered = gather(view.members, groups, policies)
+        keys = {gang.key for gang in gathered.gangs}
+        result = run_cycle(
+            CycleInput(
+                snapshot=view.snapshot,
+                gangs=gathered.gangs,
+                bound_requests=gathered.bound_requests,
+                queues=view.queues,
+                admitted=self.admitted & keys,
+                waiting_since={k: v for k, v in self.waiting_since.items() if k in keys},
+                now=now,
+                policy=self.config.policy,
+                starvation_seconds=self.config.starvation_s,
+            )
+        )
+        self.admitted = result.admitted
+        elapsed = time.perf_counter() - started
+        CYCLES.inc()
+        CYCLE_SECONDS.observe(elapsed)
+        GANGS_WAITING.set(len(result.unplaceable))
+        bound_log = log.bind(cycle=self._cycle_no)
+
+        reasons = {u.gang: u.reason for u in result.unplaceable}
+        for gang in list(self.waiting_since):
+            if gang not in reasons:
+                del self.waiting_since[gang]
+        for gang in reasons:
+            self.waiting_since.setdefault(gang, now)
+
+        for placement in result.placements:
+            self.mirror.assume(placement, now)
+            GANGS_PLACED.inc()
+            bound_log.info(
+                "gang_placed",
+                gang=placement.gang,
+                pods=len(placement.assignments),
+                nodes=sorted({node for _, node in placement.assignments}),
+                cycle_ms=round(elapsed * 1000, 2),
+            )
+            task = asyncio.create_task(self._bind(placement))
+            self._binds.add(task)
+            task.add_done_callback(self._binds.discard)
+
+        self._report(view, gathered, result, reasons, now)
+        if result.unplaceable:
+            bound_log.debug("gangs_waiting", count=len(result.unplaceable),
+                            cycle_ms=round(elapsed * 1000, 2))
+        return result
+
+    async def _bind(self, placement: Placement) -> None:
+        outcomes = await self.binder.bind_gang(placement)
+        failed = [o for o in outcomes if not o.bound]
+        for outcome in outcomes:
+            record = self.mirror.pods.get(outcome.pod)
+            if outcome.bound:
+                PODS_BOUND.inc()
+                if record is not None:
+                    self.reporter.pod_scheduled(record, outcome.node, placement.gang)
+            else:
+                BIND_FAILURES.inc()
+                self.mirror.forget(outcome.pod)
+        if failed:
+            self._log_failures(placement, failed, len(outcomes))
+            self.trigger()  # retry the rest on other nodes at once
+
+    def _log_failures(self, placement: Placement, failed: list[BindOutcome], total: int) -> None:
+        for outcome in failed:
+            log.warning("bind_failed", gang=placement.gang, pod=outcome.pod, node=outcome.node,
+                        status=outcome.status, detail=outcome.detail)
+        log.warning("gang_partly_bound", gang=placement.gang, bound=total - len(failed),
+                    failed=len(failed))
+
+    # ---- reporting --------------------------------------------------------------
+    def _report(
+        self,
+        view: View,
+        gathered: Gathered,
+        result: CycleResult,
+        reasons: Mapping[GangKey, str],
+        now: float,
+    ) -> None:
+        placed = {p.gang for p in result.placements}
+        for gang in gathered.gangs:
+            reason = reasons.get(gang.key)
+            if reason is None:
+                continue
+            for pod in gang.pending:
+                record = view.pods.get(pod.key)
+                if record is not None:
+                    self.reporter.pod_unschedulable(record, reason)
+        for key, pods in gathered.orphans.items():
+            group = view.groups.get(key)
+            message = (
+                f"PodGroup {key} is invalid: {group.error}" if group is not None and group.error
+                else f"waiting for PodGroup {key} to exist"
+            )
+            for pod in pods:
+                record = view.pods.get(pod.key)
+                if record is not None:
+                    self.reporter.pod_unschedulable(record, message)
+        for pod_key, error in self.mirror.bad_pods.items():
+            self.reporter.pod_invalid(pod_key, error)
+
+        statuses: dict[GangKey, GroupStatus] = {}
+        for key, group in view.groups.items():
+            if group.spec is None:
+                self.reporter.group_invalid(group)
+                continue
+            counts = gathered.counts.get(key)
+            status = group_status(
+                group.spec,
+                counts or MemberCounts(),
+                admitted=key in result.admitted or key in placed,
+                waiting_reason=reasons.get(key),
+                waited_seconds=now - self.waiting_since.get(key, now),
+            )
+            if key in placed and status.phase in (Phase.PENDING, Phase.INQUEUE):
+                status = GroupStatus(Phase.INQUEUE, status.counts, "Binding",
+                                     "members placed, binding")
+            statuses[key] = status
+            self.reporter.group_status(group, status, group.spec.generation)
+        self._report_queues(view, gathered, statuses)
+
+    def _report_queues(
+        self, view: View, gathered: Gathered, statuses: Mapping[GangKey, GroupStatus]
+    ) -> None:
+        allocated: dict[QueueName, Resources] = {q: Resources.zero() for q in view.queues}
+        pending: dict[QueueName, int] = dict.fromkeys(view.queues, 0)
+        running: dict[QueueName, int] = dict.fromkeys(view.queues, 0)
+        for gang in gathered.gangs:
+            queue = gang.queue if gang.queue in allocated else QueueName("default")
+            allocated[queue] = allocated[queue] + gathered.bound_requests.get(
+                gang.key, Resources.zero()
+            )
+            status = statuses.get(gang.key)
+            if status is None:
+                continue
+            if status.phase is Phase.RUNNING:
+                running[queue] += 1
+            elif not status.phase.finished:
+                pending[queue] += 1
+        for queue in view.queues:
+            self.reporter.queue_status(queue, allocated[queue], pending[queue], running[queue])

@@ -1,0 +1,87 @@
+"""Scenario 2: a blocker pod holds one of two GPUs; a 2-GPU gang waits whole, then binds together."""
+
+from __future__ import annotations
+
+import time
+from datetime import datetime
+
+import pytest
+
+from devcluster.controlplane import LocalCluster, NodeShape
+from tests.e2e.conftest import SchedulerProcess
+from tests.e2e.workspace import (
+    Workspace,
+    bound,
+    node_of,
+    phase_of,
+    scheduled_condition,
+    wait_for,
+)
+
+GPU_NODES = NodeShape(cpu="8", memory="32Gi", gpus=1)
+
+
+@pytest.fixture
+def gpu_nodes(cluster: LocalCluster) -> None:
+    cluster.ensure_nodes(2, GPU_NODES, prefix="node")
+
+
+def _bind_time(pod: dict[str, object]) -> float:
+    for condition in pod["status"]["conditions"]:  # type: ignore[index]
+        if condition["type"] == "PodScheduled" and condition["status"] == "True":
+            return datetime.fromisoformat(condition["lastTransitionTime"]).timestamp()
+    raise AssertionError("pod has no PodScheduled=True condition")
+
+
+@pytest.mark.usefixtures("gpu_nodes")
+def test_kube_scheduler_binds_part_of_the_gang(ws: Workspace) -> None:
+    ws.create(ws.pod("blocker", gpus=1, scheduler="kube"))
+    wait_for(lambda: phase_of(ws.pods()["blocker"]) == "Running", timeout=30, what="blocker")
+    ws.create(*(ws.pod(f"worker-{i}", gpus=1, scheduler="kube") for i in range(2)))
+    wait_for(lambda: len(bound(ws.pods().values())) == 2, timeout=30,
+             what="kube-scheduler to bind one worker")
+    time.sleep(2)
+    workers = [p for n, p in ws.pods().items() if n.startswith("worker")]
+    assert len(bound(workers)) == 1, "kube-scheduler leaves the job half placed"
+
+
+@pytest.mark.usefixtures("gpu_nodes")
+def test_gang_waits_whole_until_the_blocker_goes(
+    ws: Workspace, gangsched: SchedulerProcess
+) -> None:
+    ws.create(ws.pod("blocker", gpus=1, scheduler="kube"))
+    wait_for(lambda: phase_of(ws.pods()["blocker"]) == "Running", timeout=30, what="blocker")
+    ws.create(ws.podgroup("train", min_member=2))
+    ws.create(*(ws.pod(f"worker-{i}", gpus=1, group="train") for i in range(2)))
+
+    def both_unschedulable() -> bool:
+        workers = [p for n, p in ws.pods().items() if n.startswith("worker")]
+        conditions = [scheduled_condition(p) for p in workers]
+        return all(c and c["reason"] == "Unschedulable" for c in conditions)
+
+    wait_for(both_unschedulable, timeout=30, what="PodScheduled=False on both workers")
+    time.sleep(2)
+    workers = [p for n, p in ws.pods().items() if n.startswith("worker")]
+    assert bound(workers) == [], "no member of a gang that does not fit may be bound"
+    message = scheduled_condition(workers[0])["message"]  # type: ignore[index]
+    assert "nvidia.com/gpu" in message, message
+    events = ws.events("worker-0")
+    assert any(e["reason"] == "FailedScheduling" for e in events)
+    group = ws.podgroup_obj("train")
+    assert group["status"]["phase"] in ("Pending", "Inqueue")
+    assert "nvidia.com/gpu" in group["status"]["conditions"][0]["message"]
+
+    ws.delete_pod("blocker")
+    wait_for(lambda: len(bound(p for n, p in ws.pods().items() if n.startswith("worker"))) == 2,
+             timeout=30, what="both workers to bind")
+    workers = [p for n, p in ws.pods().items() if n.startswith("worker")]
+    assert {node_of(p) for p in workers} == {"node-0", "node-1"}
+    wait_for(lambda: all(phase_of(p) == "Running" for n, p in ws.pods().items()
+                         if n.startswith("worker")), timeout=30, what="workers running")
+    workers = [p for n, p in ws.pods().items() if n.startswith("worker")]
+    times = [_bind_time(p) for p in workers]
+    assert max(times) - min(times) <= 2.0
+    wait_for(lambda: ws.podgroup_obj("train")["status"].get("phase") == "Running",
+             timeout=20, what="PodGroup Running")
+    assert any(e["reason"] == "Scheduled" and "node-" in e["message"]
+               for e in ws.events("worker-0"))
