@@ -192,7 +192,9 @@ class LocalCluster:
             except (urllib.error.URLError, ConnectionError, TimeoutError, ssl.SSLError):
                 pass
             if time.monotonic() > deadline:
-                raise ClusterError(f"{name} not ready after {READY_TIMEOUT_S}s:\n{self._tail(name)}")
+                raise ClusterError(
+                    f"{name} not ready after {READY_TIMEOUT_S}s:\n{self._tail(name)}"
+                )
             time.sleep(0.2)
 
     # ---- component flags ---------------------------------------------------
@@ -462,7 +464,7 @@ def stop_pids(pids: dict[str, int], grace: float = 5.0) -> None:
 
 
 def wait_ports_closed(ports: list[int], timeout: float = 10.0) -> list[int]:
-    """Ports still listening after ``timeout``: a process may close its sockets after it is reaped."""
+    """Ports still listening after ``timeout``; sockets may close just after a process is reaped."""
     deadline = time.monotonic() + timeout
     while True:
         open_ports = [p for p in ports if _listening(p)]

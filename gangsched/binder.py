@@ -58,7 +58,7 @@ class Binder:
                 response = await self._core.create_namespaced_pod_binding(
                     name, namespace, body, _preload_content=False
                 )
-            except (aiohttp.ClientError, asyncio.TimeoutError) as error:
+            except (TimeoutError, aiohttp.ClientError) as error:
                 return BindOutcome(pod, node, 0, str(error))
             try:
                 detail = "" if 200 <= response.status <= 299 else (await response.text())[:300]

@@ -95,7 +95,7 @@ class Reflector:
                     continue
                 log.warning("list_watch_failed", kind=self.kind, status=error.status,
                             reason=error.reason)
-            except (aiohttp.ClientError, asyncio.TimeoutError, json.JSONDecodeError) as error:
+            except (TimeoutError, aiohttp.ClientError, json.JSONDecodeError) as error:
                 log.warning("list_watch_failed", kind=self.kind, error=str(error))
             await asyncio.sleep(backoff)
             backoff = min(backoff * 2, 10.0)

@@ -82,7 +82,7 @@ class Reporter:
                     if error.status != 404:  # the object went away: nothing to report on
                         log.warning("report_failed", what=what, status=error.status,
                                     reason=str(error.reason)[:200])
-                except (aiohttp.ClientError, asyncio.TimeoutError) as error:
+                except (TimeoutError, aiohttp.ClientError) as error:
                     log.warning("report_failed", what=what, error=str(error))
 
         task = asyncio.create_task(run())

@@ -9,6 +9,7 @@ await, on tasks of their own, after the placements are assumed in the mirror.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -66,10 +67,9 @@ class Scheduler:
 
     async def run(self) -> None:
         while True:
-            try:
+            # The resync timeout: schedule timeouts and starvation advance with the clock alone.
+            with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), timeout=self.config.resync_s)
-            except TimeoutError:
-                pass  # resync: timeouts and starvation advance with the clock alone
             await asyncio.sleep(self.config.debounce_s)
             self._wake.clear()
             self.cycle()

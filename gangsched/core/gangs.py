@@ -11,7 +11,8 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 
-from gangsched.core.groups import DEFAULT_QUEUE, GroupSpec, MemberCounts, solo_gang_key
+from gangsched.core.cycle import DEFAULT_QUEUE
+from gangsched.core.groups import GroupSpec, MemberCounts, solo_gang_key
 from gangsched.core.model import Gang, GangKey, Pod, Policy
 from gangsched.core.resources import Resources
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from enum import Enum
+from enum import StrEnum
 from typing import Any
 
 from gangsched.core.cycle import DEFAULT_QUEUE
@@ -26,7 +26,7 @@ COSCHEDULING_LABEL = "scheduling.x-k8s.io/pod-group"
 VOLCANO_ANNOTATION = "scheduling.k8s.io/group-name"
 
 
-class Flavor(str, Enum):
+class Flavor(StrEnum):
     """Which API a PodGroup came from; status is written back in that API's shape."""
 
     GANGSCHED = "scheduling.gangsched.io/v1alpha1"
@@ -42,7 +42,7 @@ class Flavor(str, Enum):
         return self.value.split("/")[1]
 
 
-class Phase(str, Enum):
+class Phase(StrEnum):
     PENDING = "Pending"
     INQUEUE = "Inqueue"
     RUNNING = "Running"

@@ -8,7 +8,7 @@ can never be torn by a watch event arriving mid-cycle.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from enum import Enum
+from enum import StrEnum
 from typing import NewType
 
 from gangsched.core.resources import Resources
@@ -21,7 +21,7 @@ GangKey = NewType("GangKey", str)
 QueueName = NewType("QueueName", str)
 
 
-class Policy(str, Enum):
+class Policy(StrEnum):
     """How members of a gang are spread over nodes."""
 
     BINPACK = "binpack"

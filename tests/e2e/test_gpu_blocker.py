@@ -1,4 +1,4 @@
-"""Scenario 2: a blocker pod holds one of two GPUs; a 2-GPU gang waits whole, then binds together."""
+"""Scenario 2: a blocker holds one of two GPUs; a 2-GPU gang waits whole, then binds at once."""
 
 from __future__ import annotations
 
