@@ -323,8 +323,13 @@ class _Cycle:
         schedulable nodes have in all holds nothing: waiting cannot help it.
         """
         since = self.inp.waiting_since.get(gang.key)
-        waited = None if since is None else self.inp.now - since
-        if self.starving is None and waited is not None and waited >= self.inp.starvation_seconds:
+        waited = 0.0 if since is None else self.inp.now - since
+        # A partly bound gang needs no waiting time to be urgent: its bound
+        # members are stranded until the rest is placed.
+        urgent = _partly_bound(gang) or (
+            since is not None and waited >= self.inp.starvation_seconds
+        )
+        if self.starving is None and urgent:
             pending = _total(pod.requests for pod in gang.pending)
             hold = Resources.max_each(
                 outstanding(gang.min_resources, self.bound[gang.key]), pending
@@ -332,7 +337,11 @@ class _Cycle:
             if hold.fits(self.cluster_total):
                 self.starving = gang.key
                 self._hold(gang, hold)
-                reason = f"starving for {int(waited)}s: holding {hold} for it; {reason}"
+                why = (
+                    f"partly bound ({gang.bound} of {gang.min_member})" if _partly_bound(gang)
+                    else f"starving for {int(waited)}s"
+                )
+                reason = f"{why}: holding {hold} for it; {reason}"
             else:
                 reason = (
                     f"starving for {int(waited)}s but needs {hold}, more than the "
@@ -382,5 +391,12 @@ class _Cycle:
 
 
 def _is_running(gang: Gang) -> bool:
-    """A gang with at least ``min_member`` bound: its pending pods replace dead members."""
-    return gang.bound > 0 and gang.bound >= gang.min_member
+    """A gang with members bound goes first: its pending pods replace dead members or
+    complete a gang whose binding was cut short, and until they are placed the bound
+    members hold their nodes without making progress."""
+    return gang.bound > 0
+
+
+def _partly_bound(gang: Gang) -> bool:
+    """Fewer than ``min_member`` bound: the gang holds nodes and cannot start."""
+    return 0 < gang.bound < gang.min_member
