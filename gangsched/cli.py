@@ -18,28 +18,37 @@ def main() -> None:
     """A gang scheduler for Kubernetes."""
 
 
+def _env(flag: str) -> str:
+    return "GANGSCHED_" + flag.upper().replace("-", "_")
+
+
 @main.command()
-@click.option("--kubeconfig", envvar=["GANGSCHED_KUBECONFIG", "KUBECONFIG"],
+@click.option("--kubeconfig", envvar=[_env("kubeconfig"), "KUBECONFIG"],
               type=click.Path(exists=True, dir_okay=False),
               help="Kubeconfig file; in-cluster service account when absent.")
-@click.option("--scheduler-name", envvar="GANGSCHED_SCHEDULER_NAME", default="gang", show_default=True,
-              help="Pods with this spec.schedulerName are ours.")
-@click.option("--namespace", "namespaces", envvar="GANGSCHED_NAMESPACE", multiple=True,
+@click.option("--scheduler-name", envvar=_env("scheduler-name"), default="gang",
+              show_default=True, help="Pods with this spec.schedulerName are ours.")
+@click.option("--namespace", "namespaces", envvar=_env("namespace"), multiple=True,
               help="Only schedule pods of this namespace (repeatable); all by default.")
-@click.option("--policy", envvar="GANGSCHED_POLICY", type=click.Choice([p.value for p in Policy]), default="binpack",
-              show_default=True, help="Placement policy; a PodGroup may override it by "
-              "the scheduling.gangsched.io/policy annotation.")
-@click.option("--bind-concurrency", envvar="GANGSCHED_BIND_CONCURRENCY", type=click.IntRange(1, 512), default=32, show_default=True,
+@click.option("--policy", envvar=_env("policy"), type=click.Choice([p.value for p in Policy]),
+              default="binpack", show_default=True,
+              help="Placement policy; a PodGroup may override it by the "
+              "scheduling.gangsched.io/policy annotation.")
+@click.option("--bind-concurrency", envvar=_env("bind-concurrency"),
+              type=click.IntRange(1, 512), default=32, show_default=True,
               help="Binding calls in flight at once.")
-@click.option("--metrics-port", envvar="GANGSCHED_METRICS_PORT", type=click.IntRange(0, 65535), default=8080, show_default=True,
+@click.option("--metrics-port", envvar=_env("metrics-port"), type=click.IntRange(0, 65535),
+              default=8080, show_default=True,
               help="Prometheus metrics port; 0 turns metrics off.")
-@click.option("--starvation-seconds", envvar="GANGSCHED_STARVATION_SECONDS", type=click.FloatRange(0), default=60.0,
-              show_default=True, help="After this long unplaced, a gang holds its room "
-              "against gangs ordered after it.")
-@click.option("--log-format", envvar="GANGSCHED_LOG_FORMAT", type=click.Choice(["json", "console"]), default="json",
+@click.option("--starvation-seconds", envvar=_env("starvation-seconds"),
+              type=click.FloatRange(0), default=60.0, show_default=True,
+              help="After this long unplaced, a gang holds its room against gangs "
+              "ordered after it.")
+@click.option("--log-format", envvar=_env("log-format"), type=click.Choice(["json", "console"]),
+              default="json", show_default=True)
+@click.option("--log-level", envvar=_env("log-level"),
+              type=click.Choice(["debug", "info", "warning", "error"]), default="info",
               show_default=True)
-@click.option("--log-level", envvar="GANGSCHED_LOG_LEVEL", type=click.Choice(["debug", "info", "warning", "error"]),
-              default="info", show_default=True)
 def run(
     kubeconfig: str | None,
     scheduler_name: str,

@@ -230,3 +230,30 @@ def small_snapshots(draw: st.DrawFn, max_nodes: int = 6) -> Snapshot:
             )
         )
     return Snapshot.build(nodes, existing)
+
+
+@st.composite
+def tight_instances(draw: st.DrawFn, max_nodes: int = 6, max_pods: int = 6) -> tuple[Snapshot, Gang]:
+    """Bins and items of two dimensions that barely fit, where packing order matters.
+
+    Random clusters are mostly easy (plenty of room, or hopeless); these are
+    the instances where a first-fit answer is wrong and the search must work.
+    """
+    cores = st.sampled_from(["1", "2", "3", "4"])
+    gibs = st.sampled_from(["1Gi", "2Gi", "3Gi", "4Gi"])
+    count = draw(st.integers(1, max_nodes))
+    nodes = [node(f"n{i}", cpu=draw(cores), memory=draw(gibs), gpu=draw(st.sampled_from([0, 1, 2])))
+             for i in range(count)]
+    shapes = draw(st.lists(
+        st.fixed_dictionaries({
+            "cpu": st.sampled_from(["500m", "1", "1500m", "2", "3"]),
+            "memory": st.sampled_from(["512Mi", "1Gi", "2Gi", "3Gi"]),
+            "gpu": st.sampled_from([0, 0, 1]),
+        }),
+        min_size=2, max_size=3,
+    ))
+    members = [pod(f"ns/p{i}", **draw(st.sampled_from(shapes)))  # type: ignore[arg-type]
+               for i in range(draw(st.integers(2, max_pods)))]
+    min_member = draw(st.sampled_from([len(members), len(members), len(members) - 1, 1]))
+    policy = draw(st.sampled_from([Policy.BINPACK, Policy.SPREAD]))
+    return Snapshot.build(nodes, []), gang("ns/g", members, min_member=min_member, policy=policy)
