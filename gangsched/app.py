@@ -11,11 +11,17 @@ import asyncio
 import contextlib
 import os
 import signal
+import socket
+import uuid
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 import kopf
 import structlog
 from kubernetes_asyncio import client, config
+from kubernetes_asyncio.leaderelection.electionconfig import Config as ElectionConfig
+from kubernetes_asyncio.leaderelection.leaderelection import LeaderElection
+from kubernetes_asyncio.leaderelection.resourcelock.leaselock import LeaseLock
 from prometheus_client import start_http_server
 
 from gangsched import handlers
@@ -38,6 +44,9 @@ class RunOptions:
     bind_concurrency: int
     metrics_port: int
     starvation_seconds: float
+    leader_elect: bool = False
+    lease_namespace: str = "default"
+    lease_name: str = "gangsched"
 
 
 async def _api_client(kubeconfig: str | None) -> client.ApiClient:
@@ -50,7 +59,38 @@ async def _api_client(kubeconfig: str | None) -> client.ApiClient:
     return client.ApiClient(configuration)
 
 
-async def run(options: RunOptions) -> None:
+async def lead(
+    options: RunOptions, api: client.ApiClient, schedule: Callable[[], Awaitable[None]]
+) -> None:
+    """Schedule only while holding the Lease, so two replicas never bind the same room twice.
+
+    Followers keep their watches and mirror warm, so a new leader schedules
+    within one lease period. Leadership lost returns, which stops the process:
+    its restart comes back as a follower with a clean state.
+    """
+    if not options.leader_elect:
+        await schedule()
+        return
+    identity = f"{socket.gethostname()}-{uuid.uuid4().hex[:6]}"
+    lock = LeaseLock(options.lease_name, options.lease_namespace, identity, api)
+    log.info("leader_election_started", identity=identity,
+             lease=f"{options.lease_namespace}/{options.lease_name}")
+
+    async def started() -> None:
+        log.info("leader_elected", identity=identity, lease=options.lease_name)
+        await schedule()
+
+    async def stopped() -> None:
+        log.error("leadership_lost", identity=identity, lease=options.lease_name)
+
+    await LeaderElection(
+        ElectionConfig(lock, lease_duration=15, renew_deadline=10, retry_period=2,
+                       onstarted_leading=started, onstopped_leading=stopped)
+    ).run()
+
+
+async def run(options: RunOptions) -> int:
+    """Run until a signal (returns 0) or until a part of the process ends (returns 1)."""
     if options.kubeconfig:
         os.environ["KUBECONFIG"] = options.kubeconfig  # kopf's login reads it
     api = await _api_client(options.kubeconfig)
@@ -100,9 +140,10 @@ async def run(options: RunOptions) -> None:
         scheduler.trigger()
         await scheduler.run()
 
-    tasks.append(asyncio.create_task(schedule_when_synced(), name="scheduler"))
+    tasks.append(asyncio.create_task(lead(options, api, schedule_when_synced), name="scheduler"))
     waiter = asyncio.create_task(stop.wait())
     done, _ = await asyncio.wait([waiter, operator, *tasks], return_when=asyncio.FIRST_COMPLETED)
+    code = 0 if waiter in done else 1
     for task in done:
         if task is not waiter and task.exception() is not None:
             log.error("task_failed", task=task.get_name(), error=repr(task.exception()))
@@ -116,4 +157,5 @@ async def run(options: RunOptions) -> None:
         await asyncio.wait_for(operator, timeout=5)
     await asyncio.gather(*tasks, return_exceptions=True)
     await api.close()
-    log.info("stopped")
+    log.info("stopped", exit_code=code)
+    return code

@@ -5,6 +5,7 @@ from the environment (``--scheduler-name`` from ``GANGSCHED_SCHEDULER_NAME``;
 from __future__ import annotations
 
 import asyncio
+import sys
 
 import click
 
@@ -44,6 +45,11 @@ def _env(flag: str) -> str:
               type=click.FloatRange(0), default=60.0, show_default=True,
               help="After this long unplaced, a gang holds its room against gangs "
               "ordered after it.")
+@click.option("--leader-elect/--no-leader-elect", envvar=_env("leader-elect"), default=False,
+              show_default=True, help="Schedule only while holding a Lease (for replicas > 1).")
+@click.option("--lease-namespace", envvar=[_env("lease-namespace"), "POD_NAMESPACE"],
+              default="default", show_default=True)
+@click.option("--lease-name", envvar=_env("lease-name"), default="gangsched", show_default=True)
 @click.option("--log-format", envvar=_env("log-format"), type=click.Choice(["json", "console"]),
               default="json", show_default=True)
 @click.option("--log-level", envvar=_env("log-level"),
@@ -57,6 +63,9 @@ def run(
     bind_concurrency: int,
     metrics_port: int,
     starvation_seconds: float,
+    leader_elect: bool,
+    lease_namespace: str,
+    lease_name: str,
     log_format: str,
     log_level: str,
 ) -> None:
@@ -64,7 +73,7 @@ def run(
     from gangsched import app, logs
 
     logs.configure(log_format, log_level)
-    asyncio.run(
+    code = asyncio.run(
         app.run(
             app.RunOptions(
                 kubeconfig=kubeconfig,
@@ -74,6 +83,10 @@ def run(
                 bind_concurrency=bind_concurrency,
                 metrics_port=metrics_port,
                 starvation_seconds=starvation_seconds,
+                leader_elect=leader_elect,
+                lease_namespace=lease_namespace,
+                lease_name=lease_name,
             )
         )
     )
+    sys.exit(code)

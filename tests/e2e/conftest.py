@@ -59,7 +59,9 @@ class SchedulerProcess:
         return self.log_path.read_text(errors="replace")
 
 
-def start_gangsched(cluster: LocalCluster, log_path: Path, *extra: str) -> SchedulerProcess:
+def start_gangsched(
+    cluster: LocalCluster, log_path: Path, *extra: str, ready: str = "scheduler_started"
+) -> SchedulerProcess:
     log = log_path.open("ab")
     proc = subprocess.Popen(
         [sys.executable, "-m", "gangsched", "run", f"--kubeconfig={cluster.kubeconfig}",
@@ -68,7 +70,7 @@ def start_gangsched(cluster: LocalCluster, log_path: Path, *extra: str) -> Sched
     )
     running = SchedulerProcess(proc, log_path)
     deadline = time.monotonic() + 30
-    while "scheduler_started" not in running.logs():
+    while ready not in running.logs():
         if proc.poll() is not None or time.monotonic() > deadline:
             proc.kill()
             raise RuntimeError(f"gangsched did not start:\n{running.logs()[-3000:]}")
