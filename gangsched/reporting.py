@@ -21,7 +21,7 @@ from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from gangsched.core.groups import Flavor, GroupStatus, Phase
-from gangsched.core.model import NodeName, PodKey, QueueName
+from gangsched.core.model import GangKey, NodeName, PodKey, QueueName
 from gangsched.core.resources import Resources, format_amount
 from gangsched.mirror import GroupRecord, PodRecord
 
@@ -227,8 +227,18 @@ class Reporter:
             ),
         )
 
-    def forget_group(self, group: GroupRecord) -> None:
-        self._written_status.pop(f"{group.flavor.value}/{group.key}", None)
+    def retain(self, groups: Mapping[GangKey, GroupRecord], pods: Mapping[PodKey, Any]) -> None:
+        """Drop what is remembered of deleted groups and pods, so memory follows the cluster."""
+        live = {f"{g.flavor.value}/{g.key}" for g in groups.values()}
+        for key in [k for k in self._written_status if not k.startswith("queue/")]:
+            if key not in live:
+                del self._written_status[key]
+        for pod in [p for p in self._pod_messages if p not in pods]:
+            del self._pod_messages[pod]
+        for event_key in list(self._last_event):
+            kind, name = event_key
+            if (kind == "pod" and name not in pods) or (kind == "podgroup" and name not in live):
+                del self._last_event[event_key]
 
     def _status_body(
         self, group: GroupRecord, status: GroupStatus, observed: int

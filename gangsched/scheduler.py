@@ -211,6 +211,8 @@ class Scheduler:
             statuses[key] = status
             self.reporter.group_status(group, status, group.spec.generation)
         self._report_queues(view, gathered, statuses)
+        if self._cycle_no % 100 == 0:
+            self.reporter.retain(view.groups, view.pods)
 
     def _report_queues(
         self, view: View, gathered: Gathered, statuses: Mapping[GangKey, GroupStatus]
