@@ -1,0 +1,116 @@
+"""The mirror: watch events in, frozen views out, assume / confirm / forget / expire."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gangsched.core.groups import Flavor
+from gangsched.core.model import GangKey, NodeName, PodKey
+from gangsched.core.placement import Placement
+from gangsched.mirror import Mirror
+
+
+def node(name: str, cpu: str = "4") -> dict[str, Any]:
+    return {
+        "metadata": {"name": name},
+        "status": {
+            "allocatable": {"cpu": cpu, "memory": "8Gi", "pods": "110"},
+            "conditions": [{"type": "Ready", "status": "True"}],
+        },
+    }
+
+
+def pod(name: str, *, ns: str = "ns", cpu: str = "1", scheduler: str = "gang",
+        node_name: str | None = None, group: str | None = None) -> dict[str, Any]:
+    spec: dict[str, Any] = {
+        "schedulerName": scheduler,
+        "containers": [{"name": "c", "resources": {"requests": {"cpu": cpu}}}],
+    }
+    if node_name:
+        spec["nodeName"] = node_name
+    labels = {"scheduling.gangsched.io/pod-group": group} if group else {}
+    return {"metadata": {"name": name, "namespace": ns, "uid": f"uid-{name}", "labels": labels,
+                         "creationTimestamp": "2026-01-01T00:00:00Z"},
+            "spec": spec, "status": {"phase": "Pending"}}
+
+
+def mirror_with(*pods: dict[str, Any]) -> Mirror:
+    mirror = Mirror(scheduler_name="gang")
+    mirror.replace("nodes", [node("n1")])
+    mirror.replace("pods", list(pods))
+    return mirror
+
+
+def free_cpu(mirror: Mirror) -> int:
+    return mirror.view().snapshot.free(NodeName("n1")).get("cpu")
+
+
+def test_pods_of_every_scheduler_use_room_but_only_ours_are_members() -> None:
+    mirror = mirror_with(pod("theirs", scheduler="default-scheduler", node_name="n1"),
+                         pod("ours"))
+    view = mirror.view()
+    assert [m.pod.key for m in view.members] == ["ns/ours"]
+    assert free_cpu(mirror) == 3000
+
+
+def test_assumed_pod_holds_room_until_forgotten() -> None:
+    mirror = mirror_with(pod("a", cpu="3"))
+    mirror.assume(Placement(GangKey("ns/pod:a"), ((PodKey("ns/a"), NodeName("n1")),)), now=0.0)
+    assert free_cpu(mirror) == 1000
+    mirror.forget(PodKey("ns/a"))
+    assert free_cpu(mirror) == 4000
+
+
+def test_watch_confirms_an_assumption() -> None:
+    mirror = mirror_with(pod("a", cpu="3"))
+    mirror.assume(Placement(GangKey("ns/pod:a"), ((PodKey("ns/a"), NodeName("n1")),)), now=0.0)
+    mirror.upsert("pods", pod("a", cpu="3", node_name="n1"))
+    assert mirror.assumed == {}
+    assert free_cpu(mirror) == 1000
+
+
+def test_unconfirmed_assumption_expires_after_its_ttl() -> None:
+    mirror = mirror_with(pod("a", cpu="3"))
+    mirror.assume(Placement(GangKey("ns/pod:a"), ((PodKey("ns/a"), NodeName("n1")),)), now=0.0)
+    assert mirror.expire(now=59.0, ttl=60.0) == []
+    assert mirror.expire(now=61.0, ttl=60.0) == [PodKey("ns/a")]
+    assert free_cpu(mirror) == 4000
+
+
+def test_deleted_pod_frees_its_room_and_its_assumption() -> None:
+    mirror = mirror_with(pod("a", cpu="3", node_name="n1"))
+    mirror.delete("pods", pod("a"))
+    assert free_cpu(mirror) == 4000
+
+
+def test_relist_drops_pods_deleted_while_the_watch_was_down() -> None:
+    mirror = mirror_with(pod("a", node_name="n1"), pod("b", node_name="n1"))
+    mirror.replace("pods", [pod("b", node_name="n1")])
+    assert free_cpu(mirror) == 3000
+
+
+def test_namespace_filter_limits_which_pods_are_ours() -> None:
+    mirror = Mirror(scheduler_name="gang", namespaces=frozenset({"team-a"}))
+    mirror.replace("nodes", [node("n1")])
+    mirror.replace("pods", [pod("x", ns="team-a"), pod("y", ns="team-b")])
+    assert [m.pod.key for m in mirror.view().members] == ["team-a/x"]
+
+
+def test_malformed_pod_of_ours_is_kept_aside_with_its_error() -> None:
+    mirror = mirror_with(pod("bad", cpu="lots"))
+    assert "lots" in mirror.bad_pods[PodKey("ns/bad")]
+    assert mirror.view().members == ()
+
+
+def test_invalid_podgroup_is_recorded_with_its_error_not_raised() -> None:
+    mirror = mirror_with()
+    body = {"metadata": {"name": "g", "namespace": "ns"},
+            "spec": {"minMember": 2, "minResources": {"cpu": "lots"}}}
+    record = mirror.upsert_group(Flavor.VOLCANO, body)
+    assert record.spec is None
+    assert record.error is not None and "lots" in record.error
+
+
+def test_pod_group_membership_by_label() -> None:
+    mirror = mirror_with(pod("w", group="train"))
+    assert mirror.view().members[0].group == GangKey("ns/train")
