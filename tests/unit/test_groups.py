@@ -1,0 +1,111 @@
+"""PodGroups of every flavour read alike; phases follow members; gangs gather by group."""
+
+from __future__ import annotations
+
+import pytest
+
+from gangsched.core.gangs import Member, gather
+from gangsched.core.groups import (
+    Flavor,
+    GroupSpec,
+    MemberCounts,
+    Phase,
+    group_from_api,
+    group_name_of,
+    group_status,
+)
+from gangsched.core.kubeobjects import ObjectError
+from gangsched.core.model import GangKey, NodeName, Pod, PodKey, QueueName
+from gangsched.core.resources import Resources
+
+
+def test_membership_markers_in_order_of_precedence() -> None:
+    assert group_name_of({"scheduling.gangsched.io/pod-group": "a",
+                          "scheduling.x-k8s.io/pod-group": "b"}, {}) == "a"
+    assert group_name_of({"scheduling.x-k8s.io/pod-group": "b"}, {}) == "b"
+    assert group_name_of({}, {"scheduling.k8s.io/group-name": "c"}) == "c"
+    assert group_name_of({}, {}) is None
+
+
+@pytest.mark.parametrize("flavor", list(Flavor))
+def test_empty_spec_means_min_member_one(flavor: Flavor) -> None:
+    spec = group_from_api({"metadata": {"name": "spark", "namespace": "ns"}}, flavor, 0.0)
+    assert spec.min_member == 1
+    assert spec.queue == QueueName("default")
+    assert spec.min_resources.is_zero
+
+
+def test_min_resources_and_queue_are_read() -> None:
+    spec = group_from_api(
+        {"metadata": {"name": "g", "namespace": "ns", "generation": 3},
+         "spec": {"minMember": 4, "minResources": {"cpu": "3", "nvidia.com/gpu": 2},
+                  "queue": "research", "scheduleTimeoutSeconds": 30}},
+        Flavor.VOLCANO, 0.0,
+    )
+    assert (spec.min_member, spec.queue, spec.timeout_seconds, spec.generation) == (
+        4, "research", 30, 3)
+    assert spec.min_resources == Resources.of({"cpu": 3000, "nvidia.com/gpu": 2})
+
+
+@pytest.mark.parametrize("spec", [
+    {"minMember": "two"},
+    {"minResources": {"cpu": "lots"}},
+    {"minResources": ["cpu"]},
+    {"scheduleTimeoutSeconds": -1},
+])
+def test_bad_spec_is_an_object_error_naming_the_group(spec: dict[str, object]) -> None:
+    with pytest.raises(ObjectError, match="podgroup ns/g"):
+        group_from_api({"metadata": {"name": "g", "namespace": "ns"}, "spec": spec},
+                       Flavor.VOLCANO, 0.0)
+
+
+SPEC = GroupSpec(GangKey("ns/g"), Flavor.GANGSCHED, 2, Resources.zero(), QueueName("default"),
+                 0.0, timeout_seconds=10)
+
+
+def status(counts: MemberCounts, *, admitted: bool = False, reason: str | None = None,
+           waited: float = 0.0) -> Phase:
+    return group_status(SPEC, counts, admitted=admitted, waiting_reason=reason,
+                        waited_seconds=waited).phase
+
+
+def test_phases_follow_members() -> None:
+    assert status(MemberCounts(pending=2)) is Phase.PENDING
+    assert status(MemberCounts(pending=2), admitted=True) is Phase.INQUEUE
+    assert status(MemberCounts(scheduled=2, running=2)) is Phase.RUNNING
+    assert status(MemberCounts(succeeded=2)) is Phase.SUCCEEDED
+    assert status(MemberCounts(failed=2)) is Phase.FAILED
+
+
+def test_timeout_turns_unschedulable_only_after_it_passes() -> None:
+    assert status(MemberCounts(pending=2), reason="no room", waited=9) is Phase.PENDING
+    assert status(MemberCounts(pending=2), reason="no room", waited=10) is Phase.UNSCHEDULABLE
+
+
+def _pod(name: str, node: str | None = None) -> Pod:
+    return Pod(PodKey(f"ns/{name}"), Resources.of({"cpu": 1000, "pods": 1}),
+               node_name=None if node is None else NodeName(node))
+
+
+def test_gather_counts_bound_members_and_keeps_empty_groups() -> None:
+    g, empty = GangKey("ns/g"), GangKey("ns/empty")
+    specs = {g: SPEC, empty: GroupSpec(empty, Flavor.GANGSCHED, 1, Resources.of({"cpu": 3000}),
+                                       QueueName("default"), 0.0)}
+    gathered = gather([Member(_pod("a", "n1"), g, running=True), Member(_pod("b"), g)], specs)
+    by_key = {gang.key: gang for gang in gathered.gangs}
+    assert by_key[g].bound == 1 and [p.key for p in by_key[g].pending] == ["ns/b"]
+    assert by_key[empty].pending == () and not by_key[empty].min_resources.is_zero
+    assert gathered.bound_requests[g] == Resources.of({"cpu": 1000, "pods": 1})
+
+
+def test_pods_of_a_missing_group_wait_as_orphans() -> None:
+    gathered = gather([Member(_pod("a"), GangKey("ns/later"))], {})
+    assert gathered.gangs == ()
+    assert [p.key for p in gathered.orphans[GangKey("ns/later")]] == ["ns/a"]
+
+
+def test_finished_group_leaves_the_cycle() -> None:
+    g = GangKey("ns/g")
+    done = [Member(_pod("a", "n1"), g, succeeded=True), Member(_pod("b", "n1"), g, succeeded=True)]
+    gathered = gather(done, {g: SPEC})
+    assert gathered.gangs == () and gathered.finished == {g}
