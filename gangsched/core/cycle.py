@@ -77,12 +77,15 @@ class CycleResult:
     every gang with pending pods that was not placed, so every waiting pod
     gets a reason. ``admitted`` is the set to pass back as the next cycle's
     input; ``newly_admitted`` are the gangs whose PodGroup turns Inqueue now.
+    ``unadmitted`` says why PodGroups that have no pods yet were not admitted:
+    no pod waits on them, but their PodGroup status shows it.
     """
 
     placements: tuple[Placement, ...]
     unplaceable: tuple[Unplaceable, ...]
     admitted: frozenset[GangKey]
     newly_admitted: tuple[GangKey, ...]
+    unadmitted: tuple[Unplaceable, ...] = ()
 
 
 def run_cycle(inp: CycleInput) -> CycleResult:
@@ -176,6 +179,7 @@ class _Cycle:
         self.starving: GangKey | None = None
         self.placements: list[Placement] = []
         self.unplaceable: list[Unplaceable] = []
+        self.unadmitted: list[Unplaceable] = []
 
     def run(self) -> CycleResult:
         waiting = [gang for gang in self.gangs if gang.pending]
@@ -190,8 +194,17 @@ class _Cycle:
         for gang in replacements:
             self._place(gang)
 
+        # PodGroups with no pods yet still ask for admission, in the same fair
+        # order: Kubeflow's training-operator creates no pod of a Volcano job
+        # until its PodGroup is Inqueue, so waiting for pods would wait forever.
+        unborn = [
+            gang for gang in self.gangs
+            if not gang.pending and gang.bound == 0 and gang.key not in self.admitted
+            and gang.queue in self.queues
+        ]
         per_queue: dict[QueueName, list[Gang]] = {}
-        for gang in sorted((g for g in known if not _is_running(g)), key=gang_order):
+        for gang in sorted([*(g for g in known if not _is_running(g)), *unborn],
+                           key=gang_order):
             per_queue.setdefault(gang.queue, []).append(gang)
         # Reversed so the next gang of a queue is a cheap pop() from the end.
         for gangs in per_queue.values():
@@ -214,28 +227,39 @@ class _Cycle:
             unplaceable=tuple(self.unplaceable),
             admitted=frozenset(self.admitted),
             newly_admitted=tuple(self.newly_admitted),
+            unadmitted=tuple(self.unadmitted),
         )
 
     # -- stages ---------------------------------------------------------------
 
     def _consider(self, gang: Gang) -> None:
-        """Admit the gang if it is not yet, then place it."""
+        """Admit the gang if it is not yet, then place its pods if it has any.
+
+        A PodGroup with no pods yet is only admitted or told why not: it has
+        nothing to place and, having no pods, nothing to hold for starvation.
+        """
         if gang.key not in self.admitted:
             queue = self.queues[gang.queue]
             if not queue.open:
                 # A closed queue's gangs cannot run however long they wait, so
                 # they hold nothing for starvation either.
-                self.unplaceable.append(
-                    Unplaceable(gang.key, f"queue {queue.name!r} is closed: it admits no new gangs")
-                )
+                reason = f"queue {queue.name!r} is closed: it admits no new gangs"
+                if gang.pending:
+                    self.unplaceable.append(Unplaceable(gang.key, reason))
+                else:
+                    self.unadmitted.append(Unplaceable(gang.key, reason))
                 return
             refusal = self._admission_refusal(gang)
             if refusal is not None:
-                self._wait(gang, refusal)
+                if gang.pending:
+                    self._wait(gang, refusal)
+                else:
+                    self.unadmitted.append(Unplaceable(gang.key, refusal))
                 return
             self._admit(gang)
             self._hold(gang, outstanding(gang.min_resources, self.bound[gang.key]))
-        self._place(gang)
+        if gang.pending:
+            self._place(gang)
 
     def _admission_refusal(self, gang: Gang) -> str | None:
         """Why the gang cannot be admitted now, or None when it can.

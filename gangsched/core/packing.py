@@ -1,4 +1,4 @@
-"""Packing one gang's pods onto groups of equivalent nodes.
+"""The exhaustive search for gangs that greedy placement cannot fit.
 
 The unit here is a *state*: ``(free, mask)``, the free resources of a node
 and the set of the gang's pod types that may still go there (eligible by
@@ -7,15 +7,17 @@ gang, so the search chooses states, not nodes, and a cluster of thousands of
 identical nodes is a handful of states. Placing a pod moves one node from its
 state to ``(free - request, mask')``.
 
-Two passes:
-
-* a greedy pass shaped by the policy, which answers almost every gang and is
-  exact when the gang has one kind of pod (each node then takes
-  ``capacity(node)`` pods independently of the others);
-* when it falls short and the gang mixes pod kinds, a depth-first search
-  over states, complete on small instances, bounded by a step budget. When
-  the budget runs out the greedy answer stands, which was "does not fit",
-  and the caller says the search was cut short.
+:class:`~gangsched.core.placement.Capacity` answers almost every gang with
+its greedy pass, which is exact when the gang has one kind of pod (each node
+then takes ``fit_count(node)`` pods independently of the others). A gang mixing
+kinds of pods (a parameter server beside its workers) that greedy could not
+fit comes here: a depth-first search over states, biggest pods first, that
+visits each distinct way of spreading identical pods once and prunes on
+per-kind room and aggregate free resources. It is complete on small
+instances and bounded by a work budget; when the budget runs out the greedy
+answer stands, which was "does not fit", and the caller says the search was
+cut short. The policy-shaped greedy over states here serves gangs whose
+rules name nodes (matchFields), which the shape indexes do not cover.
 """
 
 from __future__ import annotations
@@ -25,16 +27,20 @@ from collections.abc import Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
 from gangsched.core.model import NodeName, Pod, PodPlacementRules, Policy
-from gangsched.core.resources import Resources, is_extended
+from gangsched.core.resources import Resources
+from gangsched.core.room import UNBOUNDED, fit_count, stranded_devices
 
-__all__ = ["SEARCH_BUDGET", "SEARCH_MAX_PODS", "PodType", "Search", "StateKey", "capacity"]
+__all__ = ["SEARCH_BUDGET", "SEARCH_MAX_PODS", "PodType", "Search", "StateKey"]
 
-SEARCH_BUDGET = 20_000
-"""Search steps allowed per gang before giving up on the exhaustive search."""
+SEARCH_BUDGET = 50_000
+"""Work allowed per gang for the exhaustive search, in node groups examined.
+
+A step of the search looks at every group in the gang's view, so counting
+groups rather than steps bounds the time whatever the size of the cluster
+(a tenth of a second or so); instances of a few nodes and pods need a few hundred.
+"""
 SEARCH_MAX_PODS = 200
 """Gangs with more pending pods than this get the greedy answer only."""
-
-UNBOUNDED = 1 << 62
 
 StateKey = tuple[Resources, int]
 """(free resources, bitmask of pod types that may still go there)."""
@@ -85,21 +91,6 @@ class PodType:
         ]
 
 
-def capacity(free: Resources, items: tuple[tuple[str, int], ...]) -> int:
-    """How many pods asking ``items`` fit in ``free`` (UNBOUNDED if they ask nothing)."""
-    amounts = free.amounts
-    best = UNBOUNDED
-    for name, amount in items:
-        have = amounts.get(name, 0)
-        if have < amount:
-            return 0
-        if amount > 0:
-            count = have // amount
-            if count < best:
-                best = count
-    return best
-
-
 class _Pool:
     """The nodes currently in one state: untouched ones first, then ones this gang used."""
 
@@ -135,6 +126,7 @@ class Search:
         self.policy = policy
         self.budget = budget
         self.exhausted = False
+        self.work = 0
         self._fitmask: dict[Resources, int] = {}
         self._strand: dict[tuple[Resources, int], int] = {}
         self._order: dict[StateKey, tuple[tuple[int, ...], int]] = {}
@@ -148,27 +140,16 @@ class Search:
         if mask is None:
             mask = 0
             for kind in self.types:
-                if capacity(free, kind.items) > 0:
+                if fit_count(free, kind.items) > 0:
                     mask |= kind.bit
             self._fitmask[free] = mask
         return mask
 
     def _stranded(self, free: Resources, kind: PodType) -> int:
-        """Free devices (GPUs...) on the node that this pod would not use.
-
-        Putting a pod there makes those devices harder to use whole: a CPU
-        pod on an idle GPU node eats the CPU a GPU job would need.
-        """
         key = (free, kind.bit)
         value = self._strand.get(key)
         if value is None:
-            asked = kind.requests.amounts
-            value = sum(
-                amount
-                for name, amount in free.amounts.items()
-                if amount > 0 and name not in asked and is_extended(name)
-            )
-            self._strand[key] = value
+            value = self._strand[key] = stranded_devices(free, kind.requests)
         return value
 
     def _order_key(self, key: StateKey) -> tuple[tuple[int, ...], int]:
@@ -230,7 +211,7 @@ class Search:
             for key, pool in pools.items():
                 if not key[1] & bit or not len(pool):
                     continue
-                room = capacity(key[0], kind.items)
+                room = fit_count(key[0], kind.items)
                 if room >= remaining:
                     score = (self._stranded(key[0], kind), 0, room, 0 if pool.used else 1)
                 else:
@@ -239,7 +220,7 @@ class Search:
                     best, best_key = score, key
             if best_key is None:
                 return
-            take = min(capacity(best_key[0], kind.items), remaining)
+            take = min(fit_count(best_key[0], kind.items), remaining)
             node = self._take(pools, best_key, prefer_used=True)
             self._move(pools, node, self._after(best_key, kind, take))
             for pod in pods[position : position + take]:
@@ -266,7 +247,7 @@ class Search:
                 if not key[1] & bit or not len(pool):
                     continue
                 crowd = 0 if pool.left else min(mine.get(node, 0) for node in pool.used)
-                score = (crowd, self._stranded(key[0], kind), -capacity(key[0], kind.items))
+                score = (crowd, self._stranded(key[0], kind), -fit_count(key[0], kind.items))
                 if best is None or score < best:
                     best, best_key = score, key
             if best_key is None:
@@ -308,23 +289,23 @@ class Search:
 
     # -------------------------------------------------------------- exhaustive
 
-    def solve(self) -> list[tuple[Pod, NodeName]] | None:
-        """Greedy, then (if needed and allowed) the exhaustive search, then extras.
+    def solve(self, greedy_first: bool = True) -> list[tuple[Pod, NodeName]] | None:
+        """Greedy (unless the caller already tried it), then the exhaustive search,
+        then extras.
 
         Returns the assignments, or None when the gang cannot be placed
         (``exhausted`` tells whether that is proven or the budget ran out).
         """
-        pools = self.pools()
-        runs = [(kind, kind.pods) for kind in self.types]
-        greedy = self.greedy(pools, runs)
-        if self.need == 0:
-            # Only optional pods: greedy places every one that fits on its
-            # own; none fitting is a refusal, not an empty placement.
-            return greedy or None
-        if len(greedy) >= self.need:
-            return greedy
-        if len(self.types) == 1:
-            return None  # greedy is exact for one kind of pod
+        if greedy_first:
+            greedy = self.greedy(self.pools(), [(kind, kind.pods) for kind in self.types])
+            if self.need == 0:
+                # Only optional pods: greedy places every one that fits on its
+                # own; none fitting is a refusal, not an empty placement.
+                return greedy or None
+            if len(greedy) >= self.need:
+                return greedy
+        if self.need == 0 or len(self.types) == 1:
+            return None  # greedy is exact for one kind of pod and for optional pods
         total = sum(len(kind.pods) for kind in self.types)
         if total > SEARCH_MAX_PODS:
             self.exhausted = True
@@ -373,7 +354,7 @@ class Search:
                 room = 0
                 for key, count in counts.items():
                     if count and key[1] & kind.bit:
-                        room += count * capacity(key[0], kind.items)
+                        room += count * fit_count(key[0], kind.items)
                         if room >= left:
                             break
                 most += min(room, left)
@@ -405,7 +386,7 @@ class Search:
                 return True
             if position >= size or placed + size - position < self.need:
                 return False
-            steps += 1
+            steps += 1 + len(counts) * (len(self.types) + 1)
             if steps > self.budget:
                 raise _BudgetExhausted
             if not bound_ok(position, placed):
@@ -420,7 +401,7 @@ class Search:
                 order = self._order_key(key)
                 if floor is not None and order < floor:
                     continue
-                room = capacity(key[0], kind.items)
+                room = fit_count(key[0], kind.items)
                 stranded = self._stranded(key[0], kind)
                 options.append(((stranded, room if binpack else -room), order, key))
             options.sort(key=lambda option: (option[0], option[1]))
@@ -447,6 +428,8 @@ class Search:
         except _BudgetExhausted:
             self.exhausted = True
             return None
+        finally:
+            self.work = steps
         return chosen if found else None
 
     @staticmethod

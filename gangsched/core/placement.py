@@ -2,11 +2,11 @@
 
 A gang is placed whole or not at all: a half-placed gang holds capacity
 without making progress, and several half-placed gangs are exactly the
-deadlock this scheduler exists to break. So :meth:`Capacity.place` works on a
-scratch copy of free resources and returns either a :class:`Placement` for at
-least ``min_member - bound`` pods, or an :class:`Unplaceable` with a reason,
-and consumes capacity only in the first case. Nothing here binds anything;
-the shell assumes and binds what it gets.
+deadlock this scheduler exists to break. So :meth:`Capacity.place` works as
+a transaction on a scratch copy of free resources and returns either a
+:class:`Placement` for at least ``min_member - bound`` pods, or an
+:class:`Unplaceable` with a reason, and consumes capacity only in the first
+case. Nothing here binds anything; the shell assumes and binds what it gets.
 """
 
 from __future__ import annotations
@@ -15,9 +15,17 @@ from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 
 from gangsched.core.model import Gang, GangKey, NodeName, Pod, PodKey, Policy
-from gangsched.core.packing import SEARCH_BUDGET, SEARCH_MAX_PODS, PodType, Search, StateKey
-from gangsched.core.reasons import unplaceable_reason
+from gangsched.core.packing import (
+    SEARCH_BUDGET,
+    SEARCH_MAX_PODS,
+    PodType,
+    Search,
+    StateKey,
+)
+from gangsched.core.reasons import ShapeFigures, unplaceable_reason
 from gangsched.core.resources import Resources
+from gangsched.core.room import blamed_resource, fit_count
+from gangsched.core.shapes import ClassKey, ShapeIndex
 from gangsched.core.snapshot import NodeIndex, NodeUsage, Snapshot
 
 __all__ = [
@@ -52,6 +60,10 @@ class Unplaceable:
 Decision = Placement | Unplaceable
 
 _Members = tuple[NodeName, ...] | dict[NodeName, None]
+_ShapeKey = tuple[Resources, object]
+
+SHAPE_INDEXES = 64
+"""Shape indexes kept per Capacity; the least recently used beyond this are dropped."""
 
 
 class Capacity:
@@ -60,19 +72,32 @@ class Capacity:
     Taken from a snapshot once; each successful :meth:`place` consumes what
     it placed, so the next gang in the pass sees it gone without rebuilding
     anything, and :meth:`release` gives it back exactly (integer arithmetic,
-    no drift). Nodes are kept grouped by kind and free resources, the groups
-    the search works on; groups are shared with the snapshot until written.
+    no drift). Nodes are kept in groups of equal kind and free resources,
+    shared with the snapshot until written, and each pod shape in use keeps
+    a :class:`ShapeIndex` over those groups.
     """
 
-    __slots__ = ("_budget", "_classes", "_free", "_index", "_infeasible", "_requests")
+    __slots__ = (
+        "_budget",
+        "_classes",
+        "_free",
+        "_index",
+        "_infeasible",
+        "_journal",
+        "_requests",
+        "_shapes",
+    )
 
     def __init__(self, snapshot: Snapshot, *, budget: int = SEARCH_BUDGET) -> None:
+        """``budget`` bounds the exhaustive search per gang (0: greedy answers only)."""
         index = snapshot.index
         self._index: NodeIndex = index
         self._free: dict[NodeName, Resources] = dict(index.free)
         self._classes: list[dict[Resources, _Members]] = [dict(c) for c in index.classes]
         self._requests: dict[PodKey, Resources] = {}
         self._infeasible: dict[tuple[object, ...], bool] = {}
+        self._shapes: dict[_ShapeKey, ShapeIndex] = {}
+        self._journal: list[tuple[NodeName, Resources]] | None = None
         self._budget = budget
 
     @classmethod
@@ -113,11 +138,13 @@ class Capacity:
         minimum is secured, never instead of it. ``gang.policy`` overrides
         ``policy``.
 
-        The answer comes from a policy-shaped greedy pass, then, for gangs
-        mixing kinds of pods that greedy could not fit, from an exhaustive
-        search over groups of equivalent nodes bounded by the step budget.
-        Exhausting the budget (or a gang of more than ``SEARCH_MAX_PODS``
-        pods) falls back to the greedy answer, and the reason says so.
+        First a greedy pass shaped by the policy, run as a transaction on
+        this capacity and undone if it falls short; it is exact when the
+        gang has one kind of pod. A gang mixing kinds that greedy cannot fit
+        gets an exhaustive search over groups of equivalent nodes, bounded
+        by the step budget. Exhausting the budget (or a gang of more than
+        ``SEARCH_MAX_PODS`` pods) falls back to the greedy answer, which was
+        "does not fit", and the reason says the search was cut short.
         """
         policy = gang.policy or policy
         need = max(0, gang.min_member - gang.bound)
@@ -133,28 +160,17 @@ class Capacity:
         types = PodType.group(pending, self._index.max_allocatable)
         signature = (tuple((kind.requests, kind.rules, len(kind.pods)) for kind in types), need)
         known = self._infeasible.get(signature)
-        assignments = None
         exhausted = bool(known)
+        assignments = None
         if known is None:
-            search = Search(self._view(types), types, need, policy, self._budget)
-            assignments = search.solve()
-            exhausted = search.exhausted
+            assignments, exhausted = self._solve(types, need, policy)
         if assignments is None:
             # Capacity only shrinks until the next release, so what did not
             # fit now will not fit later in the pass either.
             self._infeasible[signature] = exhausted
-            cut_short = None
-            if exhausted:
-                cut_short = (
-                    f"search stopped after {self._budget} steps"
-                    if len(pending) <= SEARCH_MAX_PODS
-                    else f"exhaustive search skipped for more than {SEARCH_MAX_PODS} pods"
-                )
-            return Unplaceable(
-                gang.key,
-                unplaceable_reason(gang, types, need, self._index, self._classes, cut_short),
-            )
-        self._commit(assignments)
+            return Unplaceable(gang.key, self._reason(gang, types, need, exhausted))
+        for pod, _ in assignments:
+            self._requests[pod.key] = pod.requests
         order = {pod.key: position for position, pod in enumerate(pending)}
         ordered = sorted(assignments, key=lambda item: order[item[0].key])
         return Placement(gang.key, tuple((pod.key, node) for pod, node in ordered))
@@ -177,49 +193,147 @@ class Capacity:
             self._move(node, self._free[node] + amount)
         self._infeasible.clear()
 
-    # ------------------------------------------------------------ internals
+    # ------------------------------------------------------------ solving
+
+    def _solve(
+        self, types: list[PodType], need: int, policy: Policy
+    ) -> tuple[list[tuple[Pod, NodeName]] | None, bool]:
+        """(assignments, search cut short); assignments are already consumed."""
+        by_name = any(_uses_names(kind) for kind in types)
+        if not by_name:
+            self._journal = []
+            try:
+                placed = self._greedy(types, policy)
+            finally:
+                journal, self._journal = self._journal, None
+            if placed and len(placed) >= need:
+                return placed, False
+            for node, free in reversed(journal):
+                self._move(node, free)
+            if len(types) == 1:
+                return None, False  # greedy is exact for one kind of pod
+        search = Search(self._view(types), types, need, policy, self._budget)
+        found = search.solve(greedy_first=by_name)
+        if found is None:
+            return None, search.exhausted
+        self._consume(found)
+        return found, False
+
+    def _greedy(self, types: list[PodType], policy: Policy) -> list[tuple[Pod, NodeName]]:
+        """Place every pod that fits, run by run, consuming as it goes."""
+        placed: list[tuple[Pod, NodeName]] = []
+        mine: dict[NodeName, int] = {}
+        for kind in types:
+            shape = self._shape(kind)
+            if policy is Policy.SPREAD:
+                self._spread_run(shape, kind.pods, placed, mine)
+            else:
+                self._binpack_run(shape, kind.pods, placed, mine)
+        return placed
+
+    def _binpack_run(
+        self,
+        shape: ShapeIndex,
+        pods: list[Pod],
+        placed: list[tuple[Pod, NodeName]],
+        mine: dict[NodeName, int],
+    ) -> None:
+        position = 0
+        while position < len(pods):
+            group = shape.best_for_binpack(len(pods) - position)
+            if group is None:
+                return
+            take = min(shape.room(group[1]), len(pods) - position)
+            node = self._member(group, mine)
+            self._move(node, self._free[node] - shape.requests.scale(take))
+            mine[node] = mine.get(node, 0) + take
+            for pod in pods[position : position + take]:
+                placed.append((pod, node))
+            position += take
+
+    def _spread_run(
+        self,
+        shape: ShapeIndex,
+        pods: list[Pod],
+        placed: list[tuple[Pod, NodeName]],
+        mine: dict[NodeName, int],
+    ) -> None:
+        """One pod per node the gang has not used yet; only when none is left
+        does a node take another member (the one with fewest, then most room)."""
+        for pod in pods:
+            node = self._fresh_member(shape, mine)
+            if node is None:
+                candidates = [
+                    name for name in mine
+                    if shape.room(self._free[name]) and self._allowed(shape, name)
+                ]
+                if not candidates:
+                    return
+                node = min(candidates, key=lambda name: (mine[name], -shape.room(self._free[name])))
+            self._move(node, self._free[node] - shape.requests)
+            mine[node] = mine.get(node, 0) + 1
+            placed.append((pod, node))
+
+    def _fresh_member(self, shape: ShapeIndex, mine: dict[NodeName, int]) -> NodeName | None:
+        for group in shape.for_spread():
+            for name in self._classes[group[0]][group[1]]:
+                if name not in mine:
+                    return name
+        return None
+
+    def _allowed(self, shape: ShapeIndex, name: NodeName) -> bool:
+        return shape.allows(self._index.kind_of[name])
+
+    def _member(self, group: ClassKey, mine: dict[NodeName, int]) -> NodeName:
+        """A node of the group, one this gang already uses if there is one (fewer nodes)."""
+        kind, free = group
+        for name in mine:
+            if self._free[name] == free and self._index.kind_of[name] == kind:
+                return name
+        return next(iter(self._classes[kind][free]))
+
+    def _shape(self, kind: PodType) -> ShapeIndex:
+        key = (kind.requests, kind.rules)
+        shape = self._shapes.pop(key, None)
+        if shape is None:
+            eligible = [reason is None for reason in self._index.kind_reasons(kind.rules)]
+            shape = ShapeIndex(kind.requests, eligible, self._classes)
+            if len(self._shapes) >= SHAPE_INDEXES:
+                del self._shapes[next(iter(self._shapes))]
+        self._shapes[key] = shape  # most recently used last
+        return shape
 
     def _view(self, types: list[PodType]) -> dict[StateKey, list[Collection[NodeName]]]:
-        """The gang's view of the nodes: states keyed by (free, mask of types allowed)."""
+        """The gang's view of the nodes for the exhaustive search: groups keyed by
+        (free, mask of the gang's pod types that may go there)."""
         index = self._index
-        by_name = [kind for kind in types if _uses_names(kind)]
+        name_ok = [(kind, index.name_reasons(kind.rules)) for kind in types if _uses_names(kind)]
         kind_bits = [0] * len(index.kinds)
         for kind in types:
-            if _uses_names(kind):
-                continue
             for kind_id, reason in enumerate(index.kind_reasons(kind.rules)):
-                if reason is None:
+                if reason is None and not _uses_names(kind):
                     kind_bits[kind_id] |= kind.bit
-        name_ok = [(kind, index.name_reasons(kind.rules)) for kind in by_name]
-        name_kinds: set[int] = set()
-        for kind in by_name:
-            for kind_id, reason in enumerate(index.kind_reasons(kind.rules)):
-                if reason is None:
-                    name_kinds.add(kind_id)
-
+        name_kinds = {
+            kind_id
+            for kind, _ in name_ok
+            for kind_id, reason in enumerate(index.kind_reasons(kind.rules))
+            if reason is None
+        }
+        fitmasks: dict[Resources, int] = {}
         view: dict[StateKey, list[Collection[NodeName]]] = {}
-        fitmask_cache: dict[Resources, int] = {}
-
-        def fitmask(free: Resources) -> int:
-            mask = fitmask_cache.get(free)
-            if mask is None:
-                mask = 0
-                for kind in types:
-                    if free_fits(free, kind):
-                        mask |= kind.bit
-                fitmask_cache[free] = mask
-            return mask
-
         for kind_id, kind_classes in enumerate(self._classes):
             bits = kind_bits[kind_id]
             if not bits and kind_id not in name_kinds:
                 continue
             for free, members in kind_classes.items():
-                fits = fitmask(free)
+                fits = fitmasks.get(free)
+                if fits is None:
+                    fits = fitmasks[free] = sum(
+                        kind.bit for kind in types if fit_count(free, kind.items)
+                    )
                 if kind_id not in name_kinds:
-                    mask = bits & fits
-                    if mask:
-                        _add(view, (free, mask), members)
+                    if bits & fits:
+                        _add(view, (free, bits & fits), members)
                     continue
                 split: dict[int, list[NodeName]] = {}
                 for name in members:
@@ -233,24 +347,27 @@ class Capacity:
                     _add(view, (free, mask), names)
         return view
 
-    def _commit(self, assignments: Iterable[tuple[Pod, NodeName]]) -> None:
+    def _consume(self, assignments: Iterable[tuple[Pod, NodeName]]) -> None:
         taken: dict[NodeName, Resources] = {}
         for pod, node in assignments:
-            self._requests[pod.key] = pod.requests
             taken[node] = taken.get(node, Resources.zero()) + pod.requests
         for node, amount in taken.items():
             self._move(node, self._free[node] - amount)
 
     def _move(self, name: NodeName, free: Resources) -> None:
-        """Move a node to the group of its new free resources (copy-on-write)."""
-        kind_classes = self._classes[self._index.kind_of[name]]
+        """Move a node to the group of its new free resources, and tell the shape indexes."""
+        kind = self._index.kind_of[name]
+        kind_classes = self._classes[kind]
         old = self._free[name]
+        if self._journal is not None:
+            self._journal.append((name, old))
         members = kind_classes[old]
-        if isinstance(members, tuple):
+        if isinstance(members, tuple):  # still shared with the snapshot: copy on write
             members = dict.fromkeys(members)
             kind_classes[old] = members
         del members[name]
-        if not members:
+        old_gone = not members
+        if old_gone:
             del kind_classes[old]
         target = kind_classes.get(free)
         if target is None:
@@ -261,11 +378,48 @@ class Capacity:
                 kind_classes[free] = target
             target[name] = None
         self._free[name] = free
+        for shape in self._shapes.values():
+            shape.node_moved(kind, old, old_gone, free)
 
+    # ------------------------------------------------------------ reasons
 
-def free_fits(free: Resources, kind: PodType) -> bool:
-    amounts = free.amounts
-    return all(amounts.get(name, 0) >= amount for name, amount in kind.items)
+    def _reason(self, gang: Gang, types: list[PodType], need: int, exhausted: bool) -> str:
+        cut_short = None
+        if exhausted:
+            cut_short = (
+                f"search stopped after examining {self._budget} node groups"
+                if len(gang.pending) <= SEARCH_MAX_PODS
+                else f"exhaustive search skipped for more than {SEARCH_MAX_PODS} pods"
+            )
+        figures = [self._figures(kind) for kind in types]
+        return unplaceable_reason(gang, figures, need, len(self._free), cut_short)
+
+    def _figures(self, kind: PodType) -> ShapeFigures:
+        index = self._index
+        reasons = index.kind_reasons(kind.rules)
+        excluded: dict[str, int] = {}
+        if not _uses_names(kind):
+            for kind_id, reason in enumerate(reasons):
+                if reason is not None:
+                    excluded[reason] = excluded.get(reason, 0) + index.kind_size[kind_id]
+            room, short = self._shape(kind).counts()
+            return ShapeFigures(kind.requests, kind.rules, len(kind.pods), room, short, excluded)
+        by_name = index.name_reasons(kind.rules)
+        room = {}
+        short = {}
+        for kind_classes in self._classes:
+            for free, members in kind_classes.items():
+                fits = fit_count(free, kind.items)
+                for name in members:
+                    reason = by_name[name]
+                    if reason is not None:
+                        excluded[reason] = excluded.get(reason, 0) + 1
+                    elif fits:
+                        room[fits] = room.get(fits, 0) + 1
+                    else:
+                        blamed = blamed_resource(free, kind.requests)
+                        short[blamed] = short.get(blamed, 0) + 1
+        return ShapeFigures(kind.requests, kind.rules, len(kind.pods), room, short, excluded)
 
 
 def _uses_names(kind: PodType) -> bool:

@@ -183,7 +183,8 @@ def pod_templates(draw: st.DrawFn) -> dict[str, object]:
     }
     if draw(st.integers(0, 3)) == 0:
         template["selector"] = {"zone": draw(st.sampled_from(ZONES))}
-    if draw(st.integers(0, 3)) == 0:
+    affinity = draw(st.integers(0, 5))
+    if affinity == 0:
         template["affinity"] = (
             SelectorTerm(
                 match_expressions=(
@@ -191,6 +192,12 @@ def pod_templates(draw: st.DrawFn) -> dict[str, object]:
                 )
             ),
         )
+    elif affinity == 1:  # by node name, as DaemonSets and some operators pin pods
+        named = SelectorRequirement(
+            "metadata.name", draw(st.sampled_from(["In", "NotIn"])),
+            (f"n{draw(st.integers(0, 5))}",),
+        )
+        template["affinity"] = (SelectorTerm(match_fields=(named,)),)
     if draw(st.booleans()):
         template["tolerations"] = (Toleration("gpu", "Exists", "", ""),)
     return template
@@ -233,7 +240,9 @@ def small_snapshots(draw: st.DrawFn, max_nodes: int = 6) -> Snapshot:
 
 
 @st.composite
-def tight_instances(draw: st.DrawFn, max_nodes: int = 6, max_pods: int = 6) -> tuple[Snapshot, Gang]:
+def tight_instances(
+    draw: st.DrawFn, max_nodes: int = 6, max_pods: int = 6
+) -> tuple[Snapshot, Gang]:
     """Bins and items of two dimensions that barely fit, where packing order matters.
 
     Random clusters are mostly easy (plenty of room, or hopeless); these are

@@ -201,6 +201,25 @@ def test_reservation_keeps_a_gang_without_min_resources_out_of_reserved_room() -
     assert placed(alone) == ["ns/train"]
 
 
+def test_podgroup_without_pods_is_admitted_in_turn_and_holds_its_room() -> None:
+    # training-operator creates no pod of a Volcano job before its PodGroup is
+    # Inqueue: an empty group must be admitted on its own, in fair order.
+    empty = [Gang(GangKey(f"ns/job-{i}"), 4, (), min_resources=cpu(4), created=i)
+             for i in range(2)]
+    first = cycle(SIX_CPU, empty)
+    assert first.newly_admitted == ("ns/job-0",)
+    assert first.placements == ()
+    assert first.unplaceable == ()
+    (refused,) = first.unadmitted
+    assert refused.gang == "ns/job-1"
+    assert refused.reason.startswith("waiting for admission")
+
+    # Its reservation keeps a later gang without minResources out.
+    later = cycle(SIX_CPU, [*empty, gang("ns/small", 3, created=5)], admitted=first.admitted)
+    assert placed(later) == []
+    assert reasons(later)["ns/small"].startswith("resources reserved by admitted gangs")
+
+
 def test_admission_counts_room_taken_earlier_in_the_cycle() -> None:
     # An older gang without minResources takes 4 CPUs first; 2 are left, the
     # Spark job needs 3.

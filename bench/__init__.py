@@ -1,0 +1,1 @@
+"""Benchmarks; each writes its figures under bench/results."""

@@ -1,0 +1,152 @@
+"""Node filters: taints and tolerations, selectors and affinity, cordoned and not ready."""
+
+from __future__ import annotations
+
+import pytest
+
+from gangsched.core.model import (
+    PodPlacementRules,
+    SelectorRequirement,
+    SelectorTerm,
+    Taint,
+    Toleration,
+)
+from gangsched.core.nodefit import (
+    node_excluded_reason,
+    requirement_matches,
+    selector_ok,
+    taints_ok,
+    tolerates,
+)
+from tests.unit.clusters import node
+
+BUSY = Taint("gpu", "busy", "NoSchedule")
+
+
+@pytest.mark.parametrize(
+    ("toleration", "taint", "expected"),
+    [
+        (Toleration("gpu", "Equal", "busy", "NoSchedule"), BUSY, True),
+        (Toleration("gpu", "Equal", "idle", "NoSchedule"), BUSY, False),
+        (Toleration("gpu", "Equal", "busy", ""), BUSY, True),  # empty effect: any effect
+        (Toleration("gpu", "Equal", "busy", "NoExecute"), BUSY, False),
+        (Toleration("gpu", "Exists", "", "NoSchedule"), BUSY, True),
+        (Toleration("gpu", "Exists", "", ""), BUSY, True),
+        (Toleration("other", "Exists", "", ""), BUSY, False),
+        (Toleration("", "Exists", "", ""), BUSY, True),  # empty key + Exists: everything
+        (Toleration("", "Exists", "", "NoExecute"), BUSY, False),
+        (Toleration("gpu", "", "busy", ""), BUSY, True),  # empty operator means Equal
+        (Toleration("gpu", "Gt", "busy", ""), BUSY, False),  # unknown operator: nothing
+        (Toleration("k", "Equal", "", "NoSchedule"), Taint("k", "", "NoSchedule"), True),
+    ],
+)
+def test_toleration_matching(toleration: Toleration, taint: Taint, expected: bool) -> None:
+    assert tolerates([toleration], taint) is expected
+
+
+def test_only_no_schedule_and_no_execute_exclude() -> None:
+    rules = PodPlacementRules()
+    assert not taints_ok(rules, node("n", taints=[BUSY]))
+    assert not taints_ok(rules, node("n", taints=[Taint("k", "v", "NoExecute")]))
+    assert taints_ok(rules, node("n", taints=[Taint("k", "v", "PreferNoSchedule")]))
+    tolerant = PodPlacementRules(tolerations=(Toleration("gpu", "Exists", "", ""),))
+    assert taints_ok(tolerant, node("n", taints=[BUSY]))
+    assert not taints_ok(tolerant, node("n", taints=[BUSY, Taint("x", "", "NoExecute")]))
+
+
+LABELS = {"zone": "a", "gpu-count": "8", "tier": "gold"}
+
+
+@pytest.mark.parametrize(
+    ("requirement", "expected"),
+    [
+        (SelectorRequirement("zone", "In", ("a", "b")), True),
+        (SelectorRequirement("zone", "In", ("b",)), False),
+        (SelectorRequirement("missing", "In", ("a",)), False),
+        (SelectorRequirement("zone", "NotIn", ("b",)), True),
+        (SelectorRequirement("zone", "NotIn", ("a",)), False),
+        (SelectorRequirement("missing", "NotIn", ("a",)), True),
+        (SelectorRequirement("zone", "Exists", ()), True),
+        (SelectorRequirement("missing", "Exists", ()), False),
+        (SelectorRequirement("missing", "DoesNotExist", ()), True),
+        (SelectorRequirement("zone", "DoesNotExist", ()), False),
+        (SelectorRequirement("gpu-count", "Gt", ("4",)), True),
+        (SelectorRequirement("gpu-count", "Gt", ("8",)), False),
+        (SelectorRequirement("gpu-count", "Lt", ("9",)), True),
+        (SelectorRequirement("gpu-count", "Lt", ("8",)), False),
+        (SelectorRequirement("tier", "Gt", ("1",)), False),  # non-numeric label
+        (SelectorRequirement("missing", "Lt", ("1",)), False),
+        # invalid requirements match nothing, as apimachinery rejects them
+        (SelectorRequirement("gpu-count", "Gt", ("four",)), False),
+        (SelectorRequirement("gpu-count", "Gt", ("1", "2")), False),
+        (SelectorRequirement("zone", "In", ()), False),
+        (SelectorRequirement("zone", "Exists", ("a",)), False),
+    ],
+)
+def test_selector_operators(requirement: SelectorRequirement, expected: bool) -> None:
+    assert requirement_matches(requirement, LABELS) is expected
+
+
+def affinity(*terms: SelectorTerm) -> PodPlacementRules:
+    return PodPlacementRules(required_affinity=terms)
+
+
+def test_node_selector_needs_every_label_exactly() -> None:
+    n = node("n1", labels=LABELS)
+    assert selector_ok(PodPlacementRules(node_selector=(("zone", "a"),)), n)
+    assert selector_ok(PodPlacementRules(node_selector=(("tier", "gold"), ("zone", "a"))), n)
+    assert not selector_ok(PodPlacementRules(node_selector=(("zone", "b"),)), n)
+    assert not selector_ok(PodPlacementRules(node_selector=(("absent", ""),)), n)
+
+
+def test_affinity_terms_are_ored_and_requirements_anded() -> None:
+    n = node("n1", labels=LABELS)
+    in_a = SelectorRequirement("zone", "In", ("a",))
+    in_b = SelectorRequirement("zone", "In", ("b",))
+    gold = SelectorRequirement("tier", "In", ("gold",))
+    assert selector_ok(affinity(SelectorTerm((in_a, gold))), n)
+    assert not selector_ok(affinity(SelectorTerm((in_b, gold))), n)
+    assert selector_ok(affinity(SelectorTerm((in_b,)), SelectorTerm((gold,))), n)
+    assert not selector_ok(affinity(SelectorTerm()), n)  # an empty term matches nothing
+
+
+def test_match_fields_on_node_name() -> None:
+    named = SelectorRequirement("metadata.name", "In", ("n1",))
+    not_named = SelectorRequirement("metadata.name", "NotIn", ("n1",))
+    assert selector_ok(affinity(SelectorTerm(match_fields=(named,))), node("n1"))
+    assert not selector_ok(affinity(SelectorTerm(match_fields=(named,))), node("n2"))
+    assert selector_ok(affinity(SelectorTerm(match_fields=(not_named,))), node("n2"))
+    assert not selector_ok(affinity(SelectorTerm(match_fields=(not_named,))), node("n1"))
+    two_values = SelectorRequirement("metadata.name", "In", ("n1", "n2"))
+    assert not selector_ok(affinity(SelectorTerm(match_fields=(two_values,))), node("n1"))
+    zone = SelectorRequirement("zone", "In", ("a",))
+    both = SelectorTerm(match_expressions=(zone,), match_fields=(named,))
+    assert selector_ok(affinity(both), node("n1", labels={"zone": "a"}))
+    assert not selector_ok(affinity(both), node("n1", labels={"zone": "b"}))
+
+
+def test_excluded_reasons() -> None:
+    plain = PodPlacementRules()
+    assert node_excluded_reason(plain, node("n")) is None
+    assert node_excluded_reason(plain, node("n", taints=[BUSY])) == "taint gpu=busy:NoSchedule"
+    no_value = Taint("dedicated", "", "NoExecute")
+    assert node_excluded_reason(plain, node("n", taints=[no_value])) == "taint dedicated:NoExecute"
+    assert node_excluded_reason(plain, node("n", unschedulable=True)) == "cordoned"
+    assert node_excluded_reason(plain, node("n", ready=False)) == "not ready"
+    zone_b = PodPlacementRules(node_selector=(("zone", "b"),))
+    assert node_excluded_reason(zone_b, node("n", labels={"zone": "a"})) == "node selector"
+    in_b = affinity(SelectorTerm((SelectorRequirement("zone", "In", ("b",)),)))
+    assert node_excluded_reason(in_b, node("n", labels={"zone": "a"})) == "node affinity"
+
+
+def test_cordoned_and_not_ready_can_be_tolerated_like_their_taints() -> None:
+    daemon = PodPlacementRules(tolerations=(
+        Toleration("node.kubernetes.io/unschedulable", "Exists", "", "NoSchedule"),
+        Toleration("node.kubernetes.io/not-ready", "Exists", "", ""),
+    ))
+    assert node_excluded_reason(daemon, node("n", unschedulable=True, ready=False)) is None
+    # the default NoExecute toleration for not-ready does not let a pod schedule there
+    default = PodPlacementRules(tolerations=(
+        Toleration("node.kubernetes.io/not-ready", "Exists", "", "NoExecute"),
+    ))
+    assert node_excluded_reason(default, node("n", ready=False)) == "not ready"
