@@ -297,28 +297,39 @@ class Reporter:
         return body
 
     def group_invalid(self, group: GroupRecord) -> None:
-        """An invalid PodGroup is reported on its own status and as an Event, and skipped."""
-        message = group.error or "invalid"
+        """An invalid PodGroup is reported on its own status and as an Event, and skipped.
+
+        Once per distinct error, whatever the flavour: the scheduler calls this
+        every cycle, and a status patch plus an Event each time would flood the
+        API server. Volcano's status takes a condition as ours does;
+        scheduler-plugins' has no place for one, so there the Event says why.
+        """
+        message = (group.error or "invalid")[:1024]
+        key = f"{group.flavor.value}/{group.key}"
+        if self._written_status.get(key) == {"invalid": message}:
+            return
+        self._written_status[key] = {"invalid": message}
         body: dict[str, Any] = {"phase": "Pending"}
         if group.flavor is Flavor.GANGSCHED:
             body["conditions"] = [{
                 "type": "Scheduled", "status": "False", "reason": "InvalidSpec",
-                "message": message[:1024], "observedGeneration": 0,
+                "message": message, "observedGeneration": 0,
                 "lastTransitionTime": _now_iso(),
             }]
-        key = f"{group.flavor.value}/{group.key}"
-        if self._written_status.get(key, {}).get("conditions", [{}])[0].get(
-            "message"
-        ) == message[:1024]:
-            return
-        self._written_status[key] = body
+        elif group.flavor is Flavor.VOLCANO:
+            body["conditions"] = [{
+                "type": "Unschedulable", "status": "True", "reason": "InvalidSpec",
+                "message": message, "transitionID": COMPONENT,
+                "lastTransitionTime": _now_iso(),
+            }]
         namespace, name = group.key.split("/", 1)
         self._patch_group_status(group, body)
-        self.event(
-            {"apiVersion": group.flavor.value, "namespace": namespace, "name": name,
-             "uid": group.uid},
-            kind="PodGroup", reason="InvalidSpec", message=message, type_="Warning",
-        )
+        if self._event_due(("podgroup", key), message):
+            self.event(
+                {"apiVersion": group.flavor.value, "namespace": namespace, "name": name,
+                 "uid": group.uid},
+                kind="PodGroup", reason="InvalidSpec", message=message, type_="Warning",
+            )
 
     # ---- Queues -------------------------------------------------------------------
     def queue_status(

@@ -20,7 +20,13 @@ from prometheus_client import Counter, Gauge, Histogram
 from gangsched.binder import Binder, BindOutcome
 from gangsched.core.cycle import CycleInput, CycleResult, run_cycle
 from gangsched.core.gangs import Gathered, gather
-from gangsched.core.groups import GroupStatus, MemberCounts, Phase, group_status
+from gangsched.core.groups import (
+    FINISHED_PHASES,
+    GroupStatus,
+    MemberCounts,
+    Phase,
+    group_status,
+)
 from gangsched.core.model import GangKey, Policy, QueueName
 from gangsched.core.placement import Placement
 from gangsched.core.resources import Resources
@@ -58,6 +64,7 @@ class Scheduler:
     clock: Callable[[], float] = time.time
     admitted: frozenset[GangKey] = frozenset()
     waiting_since: dict[GangKey, float] = field(default_factory=dict)
+    finished_uids: set[str] = field(default_factory=set)
     _wake: asyncio.Event = field(default_factory=asyncio.Event)
     _binds: set[asyncio.Task[None]] = field(default_factory=set)
     _cycle_no: int = 0
@@ -89,7 +96,19 @@ class Scheduler:
         view = self.mirror.view()
         groups = {k: g.spec for k, g in view.groups.items() if g.spec is not None}
         policies = {k: g.policy for k, g in view.groups.items() if g.policy is not None}
-        gathered = gather(view.members, groups, policies)
+        # A finished group whose pods were deleted must stay finished. Its own
+        # status says so after a restart; until the watch brings that status
+        # back, what this process saw finish says so.
+        finished_before = frozenset(
+            k for k, g in view.groups.items()
+            if g.uid in self.finished_uids or g.status.get("phase") in FINISHED_PHASES
+        )
+        gathered = gather(view.members, groups, policies, finished_before)
+        self.finished_uids = {
+            g.uid for k, g in view.groups.items()
+            if k in gathered.finished
+            or (g.uid in self.finished_uids and k not in gathered.counts)
+        }
         keys = {gang.key for gang in gathered.gangs}
         result = run_cycle(
             CycleInput(
@@ -111,7 +130,9 @@ class Scheduler:
         GANGS_WAITING.set(len(result.unplaceable))
         bound_log = log.bind(cycle=self._cycle_no)
 
-        reasons = {u.gang: u.reason for u in result.unplaceable}
+        # PodGroups refused admission before they have pods wait too: their
+        # status says why, and their schedule timeout runs.
+        reasons = {u.gang: u.reason for u in (*result.unplaceable, *result.unadmitted)}
         for gang in list(self.waiting_since):
             if gang not in reasons:
                 del self.waiting_since[gang]
@@ -198,6 +219,8 @@ class Scheduler:
                 self.reporter.group_invalid(group)
                 continue
             counts = gathered.counts.get(key)
+            if counts is None and key in gathered.finished:
+                continue  # its pods are gone: the status it ended with stays
             status = group_status(
                 group.spec,
                 counts or MemberCounts(),

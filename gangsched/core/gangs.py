@@ -42,12 +42,18 @@ def gather(
     members: Iterable[Member],
     groups: Mapping[GangKey, GroupSpec],
     policies: Mapping[GangKey, Policy] | None = None,
+    finished_before: frozenset[GangKey] = frozenset(),
 ) -> Gathered:
     """Group our pods into gangs; every unfinished PodGroup is a gang even with no pods.
 
     A group with no pods yet still takes part: it may need admission (Volcano
     groups move to Inqueue before training-operator creates any pod) or hold a
     reservation (a Spark job between driver and executors).
+
+    ``finished_before`` are groups whose status already says they finished. Once
+    their pods are deleted nothing else tells them from a group whose pods are
+    yet to come, and taken for one they would be admitted again and hold their
+    ``minResources`` for a job that is over. A new pending pod revives them.
     """
     pending: dict[GangKey, list[Pod]] = defaultdict(list)
     bound_requests: dict[GangKey, Resources] = defaultdict(Resources.zero)
@@ -85,7 +91,9 @@ def gather(
         pods = tuple(sorted(pending.get(key, ()), key=lambda p: (p.created, p.key)))
         live = tally.get("scheduled", 0)
         done = tally.get("succeeded", 0) + tally.get("failed", 0)
-        if spec is not None and not pods and live == 0 and done >= spec.min_member:
+        if spec is not None and not pods and live == 0 and (
+            done >= spec.min_member or key in finished_before
+        ):
             finished.add(key)
             continue
         gangs.append(

@@ -55,6 +55,11 @@ class Phase(StrEnum):
         return self in (Phase.SUCCEEDED, Phase.FAILED)
 
 
+FINISHED_PHASES = frozenset({"Succeeded", "Failed", "Completed", "Finished"})
+"""Status phases that mean a group's job is over, in any flavour: ours, Volcano's
+(``Completed``) and scheduler-plugins' (``Finished``, ``Failed``)."""
+
+
 def group_name_of(labels: Mapping[str, str], annotations: Mapping[str, str]) -> str | None:
     """The PodGroup a pod belongs to, by gangsched label, scheduler-plugins label or
     Volcano annotation, in that order; None for a pod that is a gang of its own."""

@@ -109,3 +109,15 @@ def test_finished_group_leaves_the_cycle() -> None:
     done = [Member(_pod("a", "n1"), g, succeeded=True), Member(_pod("b", "n1"), g, succeeded=True)]
     gathered = gather(done, {g: SPEC})
     assert gathered.gangs == () and gathered.finished == {g}
+
+
+def test_finished_group_stays_finished_once_its_pods_are_deleted() -> None:
+    g = GangKey("ns/g")
+    # Its pods gone, a finished group looks like one whose pods are yet to come...
+    assert [gang.key for gang in gather([], {g: SPEC}).gangs] == [g]
+    # ...unless its status says it finished: then it holds nothing again.
+    gathered = gather([], {g: SPEC}, finished_before=frozenset({g}))
+    assert gathered.gangs == () and gathered.finished == {g}
+    # A new pod brings it back.
+    revived = gather([Member(_pod("c"), g)], {g: SPEC}, finished_before=frozenset({g}))
+    assert [gang.key for gang in revived.gangs] == [g] and revived.finished == set()
