@@ -11,7 +11,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -27,6 +27,18 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if "tests/e2e/" in str(item.fspath):
             item.add_marker(pytest.mark.e2e)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    """On a failure, attach the tail of the scheduler's log to the report."""
+    report = yield
+    running = getattr(item, "funcargs", {}).get("gangsched")
+    if report.failed and isinstance(running, SchedulerProcess):
+        report.sections.append(("gangsched log (tail)", running.logs()[-6000:]))
+    return report
 
 
 @pytest.fixture(scope="session")
