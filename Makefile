@@ -10,7 +10,7 @@ WITH_KUBE_SCHEDULER ?= 0
 WITH_CONTROLLER_MANAGER ?= 0
 PYTEST_ARGS ?=
 
-.PHONY: test unit e2e lint binaries cluster-up cluster-down bench bench-core clean
+.PHONY: test unit e2e lint binaries cluster-up cluster-down bench bench-core bench-scenarios clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -47,10 +47,16 @@ cluster-down: $(VENV)/.installed
 	@$(BIN)/python -m devcluster down
 
 ## Benchmarks write their figures to bench/results/.
-bench: bench-core
+bench: bench-core bench-scenarios
 
 bench-core: $(VENV)/.installed
 	$(BIN)/python -m bench.core
+
+## Wall time of each deadlock scenario under kube-scheduler and under gangsched.
+bench-scenarios: $(VENV)/.installed binaries
+	rm -f bench/results/scenarios.jsonl
+	GANGSCHED_E2E_TIMES=bench/results/scenarios.jsonl $(BIN)/python -m pytest -q \
+	  tests/e2e/test_spark.py tests/e2e/test_training_jobs.py
 
 clean:
 	rm -rf $(VENV) .cluster .pytest_cache .mypy_cache .ruff_cache .hypothesis
