@@ -1,4 +1,5 @@
 # gangsched — every target works on a fresh machine: it makes what it needs.
+SHELL := bash
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
@@ -22,8 +23,8 @@ $(VENV)/.installed: pyproject.toml
 binaries:
 	@bash cluster/build.sh >/dev/null
 
-## The whole suite: unit tests of the core, then end-to-end tests on a real control plane.
-test: $(VENV)/.installed binaries
+## The whole suite: lint and types, unit tests, end-to-end tests on a real control plane.
+test: $(VENV)/.installed binaries lint
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 unit: $(VENV)/.installed
@@ -36,6 +37,8 @@ lint: $(VENV)/.installed
 	$(BIN)/ruff check gangsched devcluster tests bench
 	$(BIN)/mypy
 	$(BIN)/lint-imports
+	set -o pipefail; $$(bash cluster/build.sh)/helm lint --quiet helm/gangsched 2>&1 \
+	  | { grep -v 'symbolic link in path' || true; }
 
 cluster-up: $(VENV)/.installed binaries
 	@$(BIN)/python -m devcluster up --nodes $(NODES) --node-cpu $(NODE_CPU) \

@@ -34,6 +34,7 @@ import urllib.request
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pykube
 
@@ -351,8 +352,10 @@ class LocalCluster:
         second, so tests ask for the cluster they need instead of restarting it.
         """
         shape = shape or self.options.shape
-        wanted = {f"{prefix}-{i}": _node_manifest(f"{prefix}-{i}", shape, labels, taints)
-                  for i in range(count)}
+        wanted = {
+            f"{prefix}-{i}": _node_manifest(f"{prefix}-{i}", shape, labels, taints)
+            for i in range(count)
+        }
         existing = {
             n.name: n
             for n in pykube.Node.objects(self.client).filter(
@@ -361,9 +364,10 @@ class LocalCluster:
             if n.name.startswith(prefix + "-") and n.name[len(prefix) + 1:].isdigit()
         }
         for name, node in existing.items():
-            if name not in wanted or node.obj.get("metadata", {}).get("annotations", {}).get(
-                "gangsched.io/shape"
-            ) != wanted[name]["metadata"]["annotations"]["gangsched.io/shape"]:
+            annotations = node.obj.get("metadata", {}).get("annotations", {})
+            if name not in wanted or annotations.get("gangsched.io/shape") != _shape_key(
+                wanted[name]
+            ):
                 node.delete()
                 self._wait_node_gone(name)
         current = {n.name for n in pykube.Node.objects(self.client)}
@@ -408,7 +412,7 @@ def _node_manifest(
     shape: NodeShape,
     labels: dict[str, str] | None,
     taints: list[dict[str, str]] | None,
-) -> dict[str, object]:
+) -> dict[str, Any]:
     allocatable = {"cpu": shape.cpu, "memory": shape.memory, "pods": str(shape.pods)}
     if shape.gpus:
         allocatable["nvidia.com/gpu"] = str(shape.gpus)
@@ -430,6 +434,10 @@ def _node_manifest(
         "spec": {"taints": taints or []},
         "status": {"allocatable": allocatable, "capacity": dict(allocatable)},
     }
+
+
+def _shape_key(manifest: dict[str, Any]) -> str:
+    return str(manifest["metadata"]["annotations"]["gangsched.io/shape"])
 
 
 def _die_with_parent() -> None:

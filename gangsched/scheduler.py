@@ -179,8 +179,9 @@ class Scheduler:
         for outcome in failed:
             log.warning("bind_failed", gang=placement.gang, pod=outcome.pod, node=outcome.node,
                         status=outcome.status, detail=outcome.detail)
-        log.warning("gang_partly_bound", gang=placement.gang, bound=total - len(failed),
-                    failed=len(failed))
+        if len(failed) < total:
+            log.warning("gang_partly_bound", gang=placement.gang, bound=total - len(failed),
+                        failed=len(failed))
 
     # ---- reporting --------------------------------------------------------------
     def _report(

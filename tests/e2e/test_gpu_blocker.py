@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import time
-from datetime import datetime
 
 import pytest
 
@@ -12,6 +11,7 @@ from tests.e2e.conftest import SchedulerProcess
 from tests.e2e.workspace import (
     Workspace,
     bound,
+    bound_at,
     node_of,
     phase_of,
     scheduled_condition,
@@ -25,12 +25,6 @@ GPU_NODES = NodeShape(cpu="8", memory="32Gi", gpus=1)
 def gpu_nodes(cluster: LocalCluster) -> None:
     cluster.ensure_nodes(2, GPU_NODES, prefix="node")
 
-
-def _bind_time(pod: dict[str, object]) -> float:
-    for condition in pod["status"]["conditions"]:  # type: ignore[index]
-        if condition["type"] == "PodScheduled" and condition["status"] == "True":
-            return datetime.fromisoformat(condition["lastTransitionTime"]).timestamp()
-    raise AssertionError("pod has no PodScheduled=True condition")
 
 
 @pytest.mark.usefixtures("gpu_nodes")
@@ -79,7 +73,7 @@ def test_gang_waits_whole_until_the_blocker_goes(
     wait_for(lambda: all(phase_of(p) == "Running" for n, p in ws.pods().items()
                          if n.startswith("worker")), timeout=30, what="workers running")
     workers = [p for n, p in ws.pods().items() if n.startswith("worker")]
-    times = [_bind_time(p) for p in workers]
+    times = [bound_at(p) for p in workers]
     assert max(times) - min(times) <= 2.0
     wait_for(lambda: ws.podgroup_obj("train")["status"].get("phase") == "Running",
              timeout=20, what="PodGroup Running")

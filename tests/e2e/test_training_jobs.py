@@ -12,11 +12,11 @@ none ever runs whole; under gangsched whole jobs run one after another.
 
 from __future__ import annotations
 
+import functools
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime
 from typing import Any
 
 import pykube
@@ -25,7 +25,14 @@ import pytest
 from devcluster.controlplane import LocalCluster, NodeShape
 from tests.e2e.conftest import SchedulerProcess
 from tests.e2e.scenario import create_interleaved, live, only_nodes, overcommitted, timed
-from tests.e2e.workspace import Workspace, node_of, phase_of, scheduled_condition, wait_for
+from tests.e2e.workspace import (
+    Workspace,
+    bound_at,
+    node_of,
+    phase_of,
+    scheduled_condition,
+    wait_for,
+)
 
 GPU_NODES = NodeShape(cpu="8", memory="32Gi", gpus=2)
 WORKERS = 4
@@ -79,8 +86,10 @@ class Training:
                            marker=job.flavor, labels={"job-name": job.name})
 
     def creations(self, job: Job) -> list[Callable[[], None]]:
-        return [lambda name=name: self.ws.create(self.manifest(job, name))
-                for name in job.pods]
+        return [functools.partial(self._create, job, name) for name in job.pods]
+
+    def _create(self, job: Job, name: str) -> None:
+        self.ws.create(self.manifest(job, name))
 
     def step(self) -> dict[str, dict[str, Any]]:
         """Finish every job whose pods have all run for ``TRAIN_S``; note who holds room."""
@@ -103,12 +112,6 @@ class Training:
                     self.finished.add(job.name)
         return pods
 
-
-def _bind_time(pod: dict[str, Any]) -> float:
-    for condition in pod["status"]["conditions"]:
-        if condition["type"] == "PodScheduled" and condition["status"] == "True":
-            return datetime.fromisoformat(condition["lastTransitionTime"]).timestamp()
-    raise AssertionError(f"pod {pod['metadata']['name']} has no PodScheduled=True condition")
 
 
 @pytest.mark.usefixtures("four_gpus")
@@ -195,7 +198,7 @@ def test_gangsched_runs_whole_jobs_one_after_another(
     assert worst == {}, f"nodes overcommitted: {worst}"
     pods = ws.pods()
     for job in JOBS:
-        times = [_bind_time(pods[name]) for name in job.pods]
+        times = [bound_at(pods[name]) for name in job.pods]
         assert max(times) - min(times) <= 2.0, f"{job.name} bound piecemeal: {times}"
 
     # Volcano: Inqueue on admission (training-operator waits for it), then Running.

@@ -6,6 +6,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any, TypeVar
 
 import pykube
@@ -172,7 +173,8 @@ class Workspace:
 
 
 def node_of(pod: Mapping[str, Any]) -> str | None:
-    return pod.get("spec", {}).get("nodeName")
+    name = pod.get("spec", {}).get("nodeName")
+    return str(name) if name else None
 
 
 def phase_of(pod: Mapping[str, Any]) -> str:
@@ -186,5 +188,13 @@ def bound(pods: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
 def scheduled_condition(pod: Mapping[str, Any]) -> Mapping[str, Any] | None:
     for condition in pod.get("status", {}).get("conditions") or []:
         if condition.get("type") == "PodScheduled":
-            return condition
+            return dict(condition)
     return None
+
+
+def bound_at(pod: Mapping[str, Any]) -> float:
+    """When the pod was bound, from its ``PodScheduled=True`` condition."""
+    for condition in pod["status"]["conditions"]:
+        if condition["type"] == "PodScheduled" and condition["status"] == "True":
+            return datetime.fromisoformat(condition["lastTransitionTime"]).timestamp()
+    raise AssertionError(f"pod {pod['metadata']['name']} has no PodScheduled=True condition")

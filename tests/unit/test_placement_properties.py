@@ -8,7 +8,7 @@ from dataclasses import replace
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gangsched.core.model import Gang, PodKey
+from gangsched.core.model import Gang, GangKey, PodKey
 from gangsched.core.nodefit import node_excluded_reason
 from gangsched.core.placement import Capacity, Placement, Snapshot, Unplaceable, apply, remove
 from gangsched.core.resources import Resources
@@ -146,7 +146,8 @@ def test_completeness_where_greedy_alone_fails() -> None:
         shapes = [{"cpu": rng.choice(["500m", "1", "1500m", "2", "3"]),
                    "memory": rng.choice(["512Mi", "1Gi", "2Gi", "3Gi"])}
                   for _ in range(rng.randint(2, 3))]
-        members = [pod(f"ns/p{i}", **rng.choice(shapes)) for i in range(rng.randint(2, 6))]
+        picks = [rng.choice(shapes) for _ in range(rng.randint(2, 6))]
+        members = [pod(f"ns/p{i}", cpu=s["cpu"], memory=s["memory"]) for i, s in enumerate(picks)]
         min_member = rng.choice([len(members), len(members) - 1, rng.randint(1, len(members))])
         snapshot = Snapshot.build(nodes, [])
         subject = gang("ns/g", members, min_member=min_member)
@@ -159,7 +160,7 @@ def test_completeness_where_greedy_alone_fails() -> None:
 
 
 def renamed(gang: Gang, prefix: str) -> Gang:
-    return replace(gang, key=f"{prefix}/{gang.key}", pending=tuple(
+    return replace(gang, key=GangKey(f"{prefix}/{gang.key}"), pending=tuple(
         replace(pod, key=PodKey(f"{prefix}/{pod.key}")) for pod in gang.pending
     ))
 

@@ -91,7 +91,7 @@ def test_canonical_amount_rejects_negative_and_non_numbers() -> None:
         canonical_amount("cpu", "-1")
     for bad in (True, float("inf"), float("nan"), "12Gb"):
         with pytest.raises(QuantityError):
-            canonical_amount("memory", bad)  # type: ignore[arg-type]
+            canonical_amount("memory", bad)
 
 
 def test_error_names_the_resource() -> None:
@@ -106,7 +106,9 @@ def test_formatted_amounts_parse_back_exactly(amount: int, resource: str) -> Non
 
 @given(st.integers(-(10**12), 10**12), st.integers(0, 9), st.sampled_from(["", "m", "k", "Ki"]))
 def test_decimal_text_parses_exactly(whole: int, digit: int, suffix: str) -> None:
-    scale = {"": 1, "m": Fraction(1, 1000), "k": 1000, "Ki": 1024}[suffix]
+    scale = {"": Fraction(1), "m": Fraction(1, 1000), "k": Fraction(1000), "Ki": Fraction(1024)}[
+        suffix
+    ]
     text = f"{whole}.{digit}{suffix}"
     sign = -1 if whole < 0 else 1
     assert parse_quantity(text) == (whole + sign * Fraction(digit, 10)) * scale
