@@ -74,6 +74,7 @@ class Reflector:
     sink: Sink
     on_change: Callable[[], None]
     watch_timeout_s: int = 300
+    page_size: int = 500
     synced: asyncio.Event = field(default_factory=asyncio.Event)
 
     async def run(self) -> None:
@@ -101,22 +102,33 @@ class Reflector:
             backoff = min(backoff * 2, 10.0)
 
     async def _list(self) -> str:
-        response = await self.list_call(_preload_content=False)
-        await raise_for_status(response)
-        try:
-            body = json.loads(await response.read())
-        finally:
-            response.release()
-        items: list[RawObject] = body.get("items") or []
-        kind = body.get("kind", "").removesuffix("List")
-        api_version = body.get("apiVersion", "")
-        for item in items:  # list items come without kind/apiVersion
-            if isinstance(item, dict):
-                item.setdefault("kind", kind)
-                item.setdefault("apiVersion", api_version)
+        """List in pages, so a cluster of many thousand pods is never one huge response."""
+        items: list[RawObject] = []
+        token: str | None = None
+        while True:
+            kwargs: dict[str, Any] = {"limit": self.page_size, "_preload_content": False}
+            if token:
+                kwargs["_continue"] = token
+            response = await self.list_call(**kwargs)
+            await raise_for_status(response)
+            try:
+                body = json.loads(await response.read())
+            finally:
+                response.release()
+            kind = body.get("kind", "").removesuffix("List")
+            api_version = body.get("apiVersion", "")
+            for item in body.get("items") or []:  # list items come without kind/apiVersion
+                if isinstance(item, dict):
+                    item.setdefault("kind", kind)
+                    item.setdefault("apiVersion", api_version)
+                    items.append(item)
+            metadata = body.get("metadata") or {}
+            token = metadata.get("continue")
+            if not token:
+                break
         self.sink.replace(self.kind, items)
         self.on_change()
-        return str(body.get("metadata", {}).get("resourceVersion", ""))
+        return str(metadata.get("resourceVersion", ""))
 
     async def _watch(self, version: str) -> str:
         response = await self.list_call(
