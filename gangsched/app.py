@@ -114,6 +114,7 @@ async def run(options: RunOptions) -> int:
         start_http_server(options.metrics_port)
 
     stop = asyncio.Event()
+    kopf_ready = asyncio.Event()
     loop = asyncio.get_running_loop()
     tasks = [asyncio.create_task(r.run(), name=f"watch-{r.kind}") for r in reflectors]
     operator = asyncio.create_task(
@@ -123,12 +124,15 @@ async def run(options: RunOptions) -> int:
             clusterwide=not options.namespaces,
             namespaces=options.namespaces,
             stop_flag=stop,
+            ready_flag=kopf_ready,
         ),
         name="kopf",
     )
-    # kopf installs its own SIGINT/SIGTERM handlers when it starts; ours replace
-    # them afterwards so a signal stops every part of the process, not kopf alone.
-    await asyncio.sleep(0.5)
+    # kopf installs its own SIGINT/SIGTERM handlers before it reports ready; ours
+    # replace them then, so a signal stops every part of the process, not kopf alone.
+    ready = asyncio.create_task(kopf_ready.wait())
+    await asyncio.wait([ready, operator], return_when=asyncio.FIRST_COMPLETED)
+    ready.cancel()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
 
@@ -143,10 +147,13 @@ async def run(options: RunOptions) -> int:
     tasks.append(asyncio.create_task(lead(options, api, schedule_when_synced), name="scheduler"))
     waiter = asyncio.create_task(stop.wait())
     done, _ = await asyncio.wait([waiter, operator, *tasks], return_when=asyncio.FIRST_COMPLETED)
+    # Only a signal ends the process cleanly; any part ending on its own (kopf
+    # failing to log in, leadership lost) is a failure the pod restart should see.
     code = 0 if waiter in done else 1
     for task in done:
-        if task is not waiter and task.exception() is not None:
-            log.error("task_failed", task=task.get_name(), error=repr(task.exception()))
+        if task is not waiter:
+            error = task.exception()
+            log.error("task_ended", task=task.get_name(), error=repr(error) if error else None)
     log.info("stopping")
     stop.set()
     for task in tasks:
