@@ -1,0 +1,759 @@
+"""End-to-end scheduling throughput on the local control plane: gangsched vs kube-scheduler.
+
+``python -m bench.scheduler`` writes bench/results/scheduler.json. One local
+control plane (etcd, kube-apiserver, KWOK, kube-scheduler) with 500 fake
+nodes of 32 cpu, 128Gi and 8 nvidia.com/gpu; then, on the same nodes, one
+batch after another (each deleted, and gone, before the next):
+
+1. ``gangsched``: ``gangsched run`` in its own process, as users run it and as
+   the end-to-end tests start it. ``--gangs`` PodGroups of ``minMember: 8``
+   are created, then their pods (1 GPU, 2 cpu, 8Gi each), all up front from a
+   thread pool, gang after gang, while the scheduler runs.
+2. ``gangsched_backlog``: the same batch created while no gangsched runs;
+   then gangsched starts and drains the backlog. This is the scheduler's own
+   throughput, with pod creation out of the way.
+3. ``kube_scheduler``: the same number of pods of the same shape with
+   ``schedulerName: default-scheduler`` and no gang, created as in 1.
+
+A watch on the batch's namespace notes, in this process's clock, when each pod
+was first seen bound (``spec.nodeName``). Figures per run: the time to create
+all pods; the wall time from the first create request to the last pod bound;
+bind throughput from creation start, over the window from first to last bind,
+and for the pods still unbound when creation ended; the CPU seconds each
+process used meanwhile. For gangsched: every gang landed whole, how far apart
+in time a gang's pods were bound, and the scheduling cycle times from its
+``gang_placed`` log lines (one figure per cycle: each gang placed in a cycle
+logs that cycle's time) and, from its metrics endpoint, how many cycles it
+ran in all and for how long (most place nothing, so they log nothing).
+Once gangsched has stopped, the pods as the API server holds them are
+checked: gangs whole, and bound pods whose ``PodScheduled`` condition does
+not say True (an ``Unschedulable`` write that landed after the bind).
+
+kube-scheduler runs as the harness starts it, with its default client rate
+limit (50 requests/s, burst 100); its log says when binds waited for it.
+
+Everything (control plane, schedulers, the threads creating pods, the watch)
+shares this machine's cores: the figures are those of a whole small cluster on
+one host, not of a scheduler alone.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import platform
+import re
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pykube
+import requests
+
+from devcluster.controlplane import (
+    ClusterOptions,
+    LocalCluster,
+    NodeShape,
+    free_port,
+    running_cluster,
+)
+
+RESULTS = Path(__file__).parent / "results" / "scheduler.json"
+GROUP_LABEL = "scheduling.gangsched.io/pod-group"
+PODGROUP_VERSION = "scheduling.gangsched.io/v1alpha1"
+NODE_SHAPE = NodeShape(cpu="32", memory="128Gi", gpus=8)
+THROTTLE_DELAY = re.compile(r'delay="([0-9.]+)s"')
+SCRAPED = {
+    "gangsched_cycles_total": "cycles",
+    "gangsched_cycle_seconds_sum": "cycle_seconds",
+    "gangsched_pods_bound_total": "pods_bound",
+    "gangsched_bind_failures_total": "bind_failures",
+    "process_cpu_seconds_total": "cpu_seconds",
+}
+POD_REQUESTS = {"cpu": "2", "memory": "8Gi", "nvidia.com/gpu": "1"}
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    """Nearest-rank percentile (``q`` in 0..100) of a non-empty sequence."""
+    ordered = sorted(values)
+    return ordered[max(1, math.ceil(q / 100 * len(ordered))) - 1]
+
+
+# ---- talking to the API server ---------------------------------------------------------
+class Clients:
+    """One pykube client per thread: a requests Session is not meant to be shared."""
+
+    def __init__(self, kubeconfig: Path) -> None:
+        self._config = pykube.KubeConfig.from_file(str(kubeconfig))
+        self._local = threading.local()
+
+    def get(self) -> pykube.HTTPClient:
+        client = getattr(self._local, "client", None)
+        if client is None:
+            client = pykube.HTTPClient(self._config)
+            self._local.client = client
+        return client
+
+
+def create(clients: Clients, manifest: Mapping[str, Any]) -> None:
+    api = clients.get()
+    url = "pods" if manifest["kind"] == "Pod" else "podgroups"
+    response = api.post(version=manifest["apiVersion"], url=url,
+                        namespace=manifest["metadata"]["namespace"], json=manifest)
+    api.raise_for_status(response)
+
+
+def create_all(clients: Clients, manifests: Sequence[Mapping[str, Any]], workers: int) -> float:
+    """Create every manifest from ``workers`` threads, in order; returns the seconds taken."""
+    started = time.monotonic()
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="create") as pool:
+        for future in [pool.submit(create, clients, m) for m in manifests]:
+            future.result()
+    return time.monotonic() - started
+
+
+def list_items(api: pykube.HTTPClient, url: str, namespace: str,
+               version: str = "v1") -> tuple[list[dict[str, Any]], str]:
+    """Every object of a namespace (in pages) and the list's resourceVersion."""
+    items: list[dict[str, Any]] = []
+    params = {"limit": "500"}
+    while True:
+        response = api.get(version=version, url=url, namespace=namespace, params=params)
+        api.raise_for_status(response)
+        body = response.json()
+        items.extend(body.get("items") or [])
+        token = body["metadata"].get("continue")
+        if not token:
+            return items, str(body["metadata"]["resourceVersion"])
+        params = {"limit": "500", "continue": token}
+
+
+def create_namespace(api: pykube.HTTPClient, name: str) -> None:
+    pykube.Namespace(api, {"apiVersion": "v1", "kind": "Namespace",
+                           "metadata": {"name": name}}).create()
+
+
+def delete_all(api: pykube.HTTPClient, namespace: str, timeout: float = 120) -> float:
+    """Delete every pod and PodGroup of ``namespace``; wait until no pod is left."""
+    started = time.monotonic()
+    options = {"apiVersion": "v1", "kind": "DeleteOptions", "gracePeriodSeconds": 0}
+    api.raise_for_status(api.delete(url="pods", namespace=namespace, json=options))
+    api.raise_for_status(api.delete(version=PODGROUP_VERSION, url="podgroups",
+                                    namespace=namespace, json=options))
+    while True:
+        response = api.get(url="pods", namespace=namespace, params={"limit": "1"})
+        api.raise_for_status(response)
+        if not response.json().get("items"):
+            return time.monotonic() - started
+        if time.monotonic() - started > timeout:
+            raise RuntimeError(f"pods of {namespace} not gone after {timeout}s")
+        time.sleep(0.5)
+
+
+def event_reasons(api: pykube.HTTPClient, namespace: str) -> dict[str, int]:
+    """Events written in ``namespace`` (core and events.k8s.io), by reason."""
+    reasons: Counter[str] = Counter()
+    seen: set[str] = set()
+    for version in ("v1", "events.k8s.io/v1"):
+        items, _ = list_items(api, "events", namespace, version)
+        for item in items:
+            uid = str(item["metadata"].get("uid"))
+            if uid not in seen:
+                seen.add(uid)
+                reasons[str(item.get("reason"))] += 1
+    return dict(sorted(reasons.items()))
+
+
+def final_state(api: pykube.HTTPClient, namespace: str, gang_size: int) -> dict[str, Any]:
+    """What the API server holds once the scheduler is done: pods bound, gangs whole,
+    and bound pods whose ``PodScheduled`` condition does not say True."""
+    pods, _ = list_items(api, "pods", namespace)
+    gangs: dict[str, list[bool]] = {}
+    stale = 0
+    for pod in pods:
+        node = (pod.get("spec") or {}).get("nodeName")
+        group = (pod["metadata"].get("labels") or {}).get(GROUP_LABEL)
+        if group:
+            gangs.setdefault(group, []).append(bool(node))
+        conditions = (pod.get("status") or {}).get("conditions") or []
+        scheduled = next((c for c in conditions if c.get("type") == "PodScheduled"), None)
+        if node and (scheduled is None or scheduled.get("status") != "True"):
+            stale += 1
+    figures: dict[str, Any] = {
+        "pods_bound": sum(1 for p in pods if (p.get("spec") or {}).get("nodeName")),
+        "bound_pods_without_podscheduled_true": stale,
+    }
+    if gangs:
+        figures["gangs_whole"] = sum(
+            1 for members in gangs.values() if len(members) == gang_size and all(members))
+        figures["gangs_partly_bound"] = sum(
+            1 for members in gangs.values() if any(members) and not all(members))
+    return figures
+
+
+def cpu_seconds(pid: int) -> float:
+    """User plus system CPU time a process has used so far (0 once it is gone)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (FileNotFoundError, ProcessLookupError):
+        return 0.0
+    # utime and stime, fields 14 and 15 of proc(5), counted after the ")" ending the name.
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def cpu_sample(pids: Mapping[str, int]) -> dict[str, float]:
+    sample = {name: cpu_seconds(pid) for name, pid in pids.items()}
+    sample["bench (this process)"] = time.process_time()
+    return sample
+
+
+# ---- manifests ------------------------------------------------------------------------------
+@dataclass
+class Batch:
+    namespace: str
+    podgroups: list[dict[str, Any]]
+    pods: list[dict[str, Any]]
+
+
+def pod_manifest(namespace: str, name: str, scheduler: str, group: str | None) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": namespace,
+                     "labels": {GROUP_LABEL: group} if group else {}},
+        "spec": {
+            "schedulerName": scheduler,
+            "terminationGracePeriodSeconds": 0,
+            "containers": [{
+                "name": "main",
+                "image": "busybox",
+                "resources": {"requests": dict(POD_REQUESTS),
+                              "limits": {"nvidia.com/gpu": POD_REQUESTS["nvidia.com/gpu"]}},
+            }],
+        },
+    }
+
+
+def gang_batch(namespace: str, gangs: int, size: int) -> Batch:
+    groups = [
+        {"apiVersion": PODGROUP_VERSION, "kind": "PodGroup",
+         "metadata": {"name": f"job-{g}", "namespace": namespace},
+         "spec": {"minMember": size}}
+        for g in range(gangs)
+    ]
+    pods = [pod_manifest(namespace, f"job-{g}-{i}", "gang", f"job-{g}")
+            for g in range(gangs) for i in range(size)]
+    return Batch(namespace, groups, pods)
+
+
+def plain_batch(namespace: str, count: int, size: int) -> Batch:
+    pods = [pod_manifest(namespace, f"job-{n // size}-{n % size}", "default-scheduler", None)
+            for n in range(count)]
+    return Batch(namespace, [], pods)
+
+
+# ---- watching binds -------------------------------------------------------------------------
+@dataclass
+class PodWatch:
+    """Watches one namespace's pods and notes when each was first seen bound."""
+
+    clients: Clients
+    namespace: str
+    bound_at: dict[str, float] = field(default_factory=dict)
+    nodes: dict[str, str] = field(default_factory=dict)
+    events_before_bind: Counter[str] = field(default_factory=Counter)
+    error: BaseException | None = None
+    _stop: threading.Event = field(default_factory=threading.Event)
+    _changed: threading.Condition = field(default_factory=threading.Condition)
+    _thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        """Watch from now on; pods already bound are noted at once."""
+        items, version = list_items(self.clients.get(), "pods", self.namespace)
+        now = time.monotonic()
+        for item in items:
+            self._note(item, now)
+        self._thread = threading.Thread(target=self._run, args=(version,),
+                                        name=f"watch-{self.namespace}", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+        if self.error is not None:
+            raise RuntimeError(f"watch of {self.namespace} failed: {self.error!r}")
+
+    def wait_bound(self, count: int, timeout: float) -> bool:
+        deadline = time.monotonic() + timeout
+        with self._changed:
+            while len(self.bound_at) < count:
+                left = deadline - time.monotonic()
+                if left <= 0 or self.error is not None:
+                    return False
+                self._changed.wait(min(left, 1.0))
+        return True
+
+    def _run(self, version: str) -> None:
+        api = self.clients.get()  # this thread's own client
+        try:
+            while not self._stop.is_set():
+                version = self._watch(api, version)
+        except BaseException as error:  # raised again by stop()
+            self.error = error
+            with self._changed:
+                self._changed.notify_all()
+
+    def _watch(self, api: pykube.HTTPClient, version: str) -> str:
+        params = {"watch": "true", "resourceVersion": version,
+                  "allowWatchBookmarks": "true", "timeoutSeconds": "300"}
+        # A short read timeout: an idle stream ends after a second and is
+        # reopened from the last version, so ``stop`` is seen promptly.
+        try:
+            response = api.get(url="pods", namespace=self.namespace, params=params,
+                               stream=True, timeout=(5, 1.0))
+            api.raise_for_status(response)
+            for line in response.iter_lines():
+                if not line:
+                    continue
+                seen = time.monotonic()
+                event = json.loads(line)
+                obj = event.get("object") or {}
+                if event.get("type") == "ERROR":
+                    raise RuntimeError(f"watch error: {obj}")
+                version = str(obj.get("metadata", {}).get("resourceVersion", version))
+                if event.get("type") in ("ADDED", "MODIFIED"):
+                    self._note(obj, seen)
+                if self._stop.is_set():
+                    break
+            response.close()
+        except (requests.exceptions.ConnectionError, requests.exceptions.Timeout):
+            pass
+        return version
+
+    def _note(self, pod: Mapping[str, Any], seen: float) -> None:
+        name = str((pod.get("metadata") or {}).get("name"))
+        if name in self.bound_at:
+            return
+        node = (pod.get("spec") or {}).get("nodeName")
+        if not node:
+            self.events_before_bind[name] += 1
+            return
+        with self._changed:
+            self.bound_at[name] = seen
+            self.nodes[name] = str(node)
+            self._changed.notify_all()
+
+
+def bind_figures(watch: PodWatch, batch: Batch, started: float,
+                 created: float | None) -> dict[str, Any]:
+    """Throughput figures from the bind times; ``started`` is when the clock started,
+    ``created`` when the last create returned (None: created before ``started``)."""
+    times = sorted(watch.bound_at.values())
+    if not times:
+        return {"bound": 0}
+    bound, last = len(times), times[-1]
+    wall = last - started
+    figures: dict[str, Any] = {
+        "bound": bound,
+        "wall_s": round(wall, 2),
+        "pods_per_s": round(bound / wall, 1),
+        "first_bind_after_s": round(times[0] - started, 2),
+        "bind_window_s": round(last - times[0], 2),
+        "pods_per_s_bind_window": round(bound / max(last - times[0], 1e-3), 1),
+        "time_to_50pct_bound_s": round(times[(bound - 1) // 2] - started, 2),
+        "time_to_95pct_bound_s": round(times[max(0, math.ceil(0.95 * bound) - 1)] - started,
+                                       2),
+        "nodes_used": len(set(watch.nodes.values())),
+        # The ADDED event counts one: more means status writes before the bind.
+        "watch_events_before_bind_per_pod": round(statistics.fmean(
+            watch.events_before_bind.get(p["metadata"]["name"], 0) for p in batch.pods), 2),
+    }
+    if created is not None:
+        early = sum(1 for t in times if t <= created)
+        tail = last - created
+        figures.update({
+            "bound_by_creation_end": early,
+            "after_creation_end_s": round(tail, 2),
+            "pods_per_s_after_creation_end": (
+                round((bound - early) / tail, 1) if tail > 0 else None),
+        })
+    return figures
+
+
+def gang_spread(batch: Batch, watch: PodWatch) -> dict[str, Any]:
+    """How far apart in time the pods of each whole gang were seen bound."""
+    members: dict[str, list[str]] = {}
+    for pod in batch.pods:
+        members.setdefault(pod["metadata"]["labels"][GROUP_LABEL], []).append(
+            pod["metadata"]["name"])
+    spreads = [
+        max(times) - min(times)
+        for names in members.values()
+        if len(times := [watch.bound_at[n] for n in names if n in watch.bound_at]) == len(names)
+    ]
+    if not spreads:
+        return {}
+    return {"gang_bind_spread_ms_p50": round(percentile(spreads, 50) * 1000, 1),
+            "gang_bind_spread_ms_p95": round(percentile(spreads, 95) * 1000, 1),
+            "gang_bind_spread_ms_max": round(max(spreads) * 1000, 1)}
+
+
+# ---- gangsched ------------------------------------------------------------------------------
+@dataclass
+class Gangsched:
+    """``gangsched run`` started as tests/e2e/conftest.py starts it; SIGTERM to stop."""
+
+    cluster: LocalCluster
+    log_path: Path
+    profile: Path | None = None
+    proc: subprocess.Popen[bytes] | None = None
+    figures: dict[str, Any] = field(default_factory=dict)
+    metrics_port: int = field(default_factory=free_port)
+
+    def start(self) -> None:
+        prefix = [sys.executable]
+        if self.profile is not None:
+            prefix += ["-m", "pyinstrument", "-o", str(self.profile)]
+        command = [*prefix, "-m", "gangsched", "run", f"--kubeconfig={self.cluster.kubeconfig}",
+                   f"--metrics-port={self.metrics_port}", "--log-format=json",
+                   "--log-level=info"]
+        started = time.monotonic()
+        with self.log_path.open("ab") as log:
+            self.proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT,
+                                         stdin=subprocess.DEVNULL)
+        deadline = started + 60
+        while "scheduler_started" not in self.log_path.read_text(errors="replace"):
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                self.stop()
+                raise RuntimeError("gangsched did not start:\n"
+                                   + self.log_path.read_text(errors="replace")[-3000:])
+            time.sleep(0.05)
+        self.figures["start_to_scheduler_started_s"] = round(time.monotonic() - started, 2)
+
+    def stop(self) -> None:
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        started = time.monotonic()
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            self.figures["exit_code"] = self.proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.figures["exit_code"] = self.proc.wait()
+        self.figures["stop_s"] = round(time.monotonic() - started, 2)
+
+    def metrics(self) -> dict[str, float]:
+        """The scheduler's own counters: every cycle is counted here, also the
+        cycles that place nothing and so write no log line."""
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.metrics_port}/metrics",
+                                    timeout=5) as response:
+            text = response.read().decode()
+        values: dict[str, float] = {}
+        for line in text.splitlines():
+            name, _, value = line.partition(" ")
+            if name in SCRAPED:
+                values[SCRAPED[name]] = float(value)
+        return values
+
+    def cycles(self) -> dict[str, Any]:
+        """Cycle times of the cycles that placed gangs, from the ``gang_placed`` lines."""
+        lines = []
+        for text in self.log_path.read_text(errors="replace").splitlines():
+            if text.startswith("{"):
+                try:
+                    lines.append(json.loads(text))
+                except json.JSONDecodeError:
+                    continue
+        placed = [line for line in lines if line.get("event") == "gang_placed"]
+        per_cycle = {int(line["cycle"]): float(line["cycle_ms"]) for line in placed}
+        gangs_per_cycle = Counter(int(line["cycle"]) for line in placed)
+        warnings = Counter(str(line.get("event")) for line in lines
+                           if line.get("level") in ("warning", "error"))
+        figures: dict[str, Any] = {"gangs_placed_logged": len(placed),
+                                   "warnings": dict(warnings)}
+        if per_cycle:
+            times = list(per_cycle.values())
+            figures.update({
+                "cycles_placing": len(times),
+                "last_placing_cycle": max(per_cycle),
+                "gangs_per_cycle_max": max(gangs_per_cycle.values()),
+                "cycle_ms_p50": round(percentile(times, 50), 1),
+                "cycle_ms_p95": round(percentile(times, 95), 1),
+                "cycle_ms_max": round(max(times), 1),
+                "cycle_ms_sum": round(sum(times), 1),
+            })
+        return figures
+
+
+# ---- the three runs --------------------------------------------------------------------------
+def run_live(cluster: LocalCluster, clients: Clients, batch: Batch, args: argparse.Namespace,
+             log_path: Path, profile: Path | None) -> dict[str, Any]:
+    """gangsched runs; PodGroups are created, then the pods, timed until all are bound."""
+    api = clients.get()
+    create_namespace(api, batch.namespace)
+    scheduler = Gangsched(cluster, log_path, profile)
+    scheduler.start()
+    try:
+        assert scheduler.proc is not None
+        pids = {**cluster.pids, "gangsched": scheduler.proc.pid}
+        create_all(clients, batch.podgroups, args.workers)
+        # gangsched's first answer to a PodGroup is its status: wait for it, so
+        # that work is not counted in the pods' time.
+        settle_started = time.monotonic()
+        while time.monotonic() - settle_started < 60:
+            groups, _ = list_items(api, "podgroups", batch.namespace, PODGROUP_VERSION)
+            if all((g.get("status") or {}).get("phase") for g in groups):
+                break
+            time.sleep(0.5)
+        settled = time.monotonic() - settle_started
+        watch = PodWatch(clients, batch.namespace)
+        watch.start()
+        cpu_before, counters_before = cpu_sample(pids), scheduler.metrics()
+        started = time.monotonic()
+        creation_s = create_all(clients, batch.pods, args.workers)
+        finished = watch.wait_bound(len(batch.pods), args.timeout)
+        cpu_after, counters_after = cpu_sample(pids), scheduler.metrics()
+        time.sleep(0.5)  # late events: a pod bound twice would show here
+        watch.stop()
+    finally:
+        scheduler.stop()
+    return {
+        "pods": len(batch.pods),
+        "all_bound": finished,
+        "podgroups_status_written_s": round(settled, 2),
+        "creation_s": round(creation_s, 2),
+        "creation_pods_per_s": round(len(batch.pods) / creation_s, 1),
+        **bind_figures(watch, batch, started, started + creation_s),
+        **gang_spread(batch, watch),
+        "cpu_s": {k: round(cpu_after[k] - cpu_before[k], 1) for k in cpu_before},
+        "gangsched_process": scheduler.figures,
+        "counters_until_last_bind": {k: round(counters_after[k] - counters_before.get(k, 0), 2)
+                                     for k in counters_after},
+        "cycles": scheduler.cycles(),
+        "after_stop": final_state(api, batch.namespace, args.gang_size),
+        "events_by_reason": event_reasons(api, batch.namespace),
+    }
+
+
+def run_backlog(cluster: LocalCluster, clients: Clients, batch: Batch,
+                args: argparse.Namespace, log_path: Path,
+                profile: Path | None) -> dict[str, Any]:
+    """PodGroups and pods exist before gangsched starts; timed from its start."""
+    api = clients.get()
+    create_namespace(api, batch.namespace)
+    create_all(clients, batch.podgroups, args.workers)
+    creation_s = create_all(clients, batch.pods, args.workers)
+    watch = PodWatch(clients, batch.namespace)
+    watch.start()
+    scheduler = Gangsched(cluster, log_path, profile)
+    cpu_before = cpu_sample(cluster.pids)
+    started = time.monotonic()
+    scheduler.start()
+    try:
+        ready = time.monotonic()
+        finished = watch.wait_bound(len(batch.pods), args.timeout)
+        assert scheduler.proc is not None
+        cpu_after = cpu_sample({**cluster.pids, "gangsched": scheduler.proc.pid})
+        counters = scheduler.metrics()
+        time.sleep(0.5)
+        watch.stop()
+    finally:
+        scheduler.stop()
+    figures = bind_figures(watch, batch, started, None)
+    last = max(watch.bound_at.values(), default=ready)
+    return {
+        "pods": len(batch.pods),
+        "all_bound": finished,
+        "creation_s": round(creation_s, 2),
+        "creation_pods_per_s": round(len(batch.pods) / creation_s, 1),
+        **figures,
+        "after_scheduler_started_s": round(last - ready, 2),
+        "pods_per_s_after_scheduler_started": round(figures["bound"] / max(last - ready, 1e-3),
+                                                     1),
+        **gang_spread(batch, watch),
+        "cpu_s": {k: round(cpu_after.get(k, 0.0) - cpu_before.get(k, 0.0), 1)
+                  for k in cpu_after},
+        "gangsched_process": scheduler.figures,
+        "counters_until_last_bind": {k: round(v, 2) for k, v in counters.items()},
+        "cycles": scheduler.cycles(),
+        "after_stop": final_state(api, batch.namespace, args.gang_size),
+        "events_by_reason": event_reasons(api, batch.namespace),
+    }
+
+
+def run_kube(cluster: LocalCluster, clients: Clients, batch: Batch,
+             args: argparse.Namespace) -> dict[str, Any]:
+    """kube-scheduler (running since the cluster started); pods created and timed."""
+    api = clients.get()
+    create_namespace(api, batch.namespace)
+    watch = PodWatch(clients, batch.namespace)
+    watch.start()
+    cpu_before = cpu_sample(cluster.pids)
+    started = time.monotonic()
+    creation_s = create_all(clients, batch.pods, args.workers)
+    finished = watch.wait_bound(len(batch.pods), args.timeout)
+    cpu_after = cpu_sample(cluster.pids)
+    time.sleep(0.5)
+    watch.stop()
+    # kube-scheduler's client keeps to 50 requests/s by default (burst 100) and
+    # logs, now and then, how long a request waited for that.
+    throttled = [
+        float(match.group(1))
+        for line in (cluster.logs / "kube-scheduler.log").read_text(errors="replace")
+        .splitlines()
+        if "client-side throttling" in line and (match := THROTTLE_DELAY.search(line))
+    ]
+    return {
+        "pods": len(batch.pods),
+        "all_bound": finished,
+        "creation_s": round(creation_s, 2),
+        "creation_pods_per_s": round(len(batch.pods) / creation_s, 1),
+        **bind_figures(watch, batch, started, started + creation_s),
+        "cpu_s": {k: round(cpu_after[k] - cpu_before[k], 1) for k in cpu_before},
+        "config": "as the harness starts it: defaults, client qps 50 and burst 100",
+        "client_side_throttling_max_wait_s": round(max(throttled, default=0.0), 1),
+        "after": final_state(api, batch.namespace, args.gang_size),
+        "events_by_reason": event_reasons(api, batch.namespace),
+    }
+
+
+# ---- main ---------------------------------------------------------------------------------
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m bench.scheduler", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--nodes", type=int, default=500)
+    parser.add_argument("--gangs", type=int, default=250)
+    parser.add_argument("--gang-size", type=int, default=8)
+    parser.add_argument("--workers", type=int, default=8, help="threads creating pods")
+    parser.add_argument("--timeout", type=float, default=180,
+                        help="seconds to wait for one run's pods to bind")
+    parser.add_argument("--profile", type=Path, default=None, metavar="DIR",
+                        help="run gangsched under pyinstrument; reports go to DIR")
+    parser.add_argument("--workdir", type=Path, default=None,
+                        help="keep the cluster's files and every log here "
+                        "(default: a temporary directory, removed)")
+    parser.add_argument("--output", type=Path, default=RESULTS)
+    return parser.parse_args(argv)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    args = parse_args(argv)
+    if args.workdir is not None and args.workdir.exists() and any(args.workdir.iterdir()):
+        raise SystemExit(f"--workdir {args.workdir} is not empty: a cluster needs a fresh one")
+    if args.profile is not None:
+        args.profile.mkdir(parents=True, exist_ok=True)
+    pods = args.gangs * args.gang_size
+    report: dict[str, Any] = {
+        "benchmark": "end-to-end scheduling on the local control plane",
+        "python": platform.python_version(),
+        "implementation": platform.python_implementation(),
+        "machine": platform.machine(),
+        "cores": os.cpu_count(),
+        "sizes": {
+            "nodes": args.nodes,
+            "node": {"cpu": NODE_SHAPE.cpu, "memory": NODE_SHAPE.memory,
+                     "nvidia.com/gpu": NODE_SHAPE.gpus, "pods": NODE_SHAPE.pods},
+            "gangs": args.gangs,
+            "gang_size": args.gang_size,
+            "pods": pods,
+            "pod_requests": POD_REQUESTS,
+            "create_threads": args.workers,
+        },
+        "profiled": args.profile is not None,
+    }
+
+    def profile(name: str) -> Path | None:
+        return None if args.profile is None else args.profile / f"{name}.txt"
+
+    def say(text: str) -> None:
+        print(f"[bench] {text}", file=sys.stderr, flush=True)
+
+    run_started = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="gangsched-bench-") as tmp:
+        workdir = args.workdir or Path(tmp)
+        options = ClusterOptions(nodes=0, with_kube_scheduler=True)
+        with running_cluster(workdir / "cluster", options) as cluster:
+            cluster.apply_crds()
+            step = time.monotonic()
+            cluster.ensure_nodes(args.nodes, NODE_SHAPE, prefix="bench")
+            setup: dict[str, float] = {"nodes_ready_s": round(time.monotonic() - step, 1)}
+            report["setup"] = setup
+            say(f"{args.nodes} nodes ready in {setup['nodes_ready_s']}s")
+            clients = Clients(cluster.kubeconfig)
+            api = clients.get()
+
+            live = gang_batch("bench-gang", args.gangs, args.gang_size)
+            report["gangsched"] = run_live(cluster, clients, live, args,
+                                           workdir / "gangsched-live.log", profile("live"))
+            say(f"gangsched: {report['gangsched']['bound']}/{pods} bound in "
+                f"{report['gangsched'].get('wall_s')}s")
+            setup["delete_batch_1_s"] = round(delete_all(api, live.namespace), 1)
+
+            backlog = gang_batch("bench-backlog", args.gangs, args.gang_size)
+            report["gangsched_backlog"] = run_backlog(
+                cluster, clients, backlog, args, workdir / "gangsched-backlog.log",
+                profile("backlog"))
+            say(f"gangsched, backlog: {report['gangsched_backlog']['bound']}/{pods} bound in "
+                f"{report['gangsched_backlog'].get('wall_s')}s from its start")
+            setup["delete_batch_2_s"] = round(delete_all(api, backlog.namespace), 1)
+
+            plain = plain_batch("bench-kube", pods, args.gang_size)
+            report["kube_scheduler"] = run_kube(cluster, clients, plain, args)
+            say(f"kube-scheduler: {report['kube_scheduler']['bound']}/{pods} bound in "
+                f"{report['kube_scheduler'].get('wall_s')}s")
+    report["total_run_s"] = round(time.monotonic() - run_started, 1)
+
+    args.output.parent.mkdir(parents=True, exist_ok=True)
+    args.output.write_text(json.dumps(report, indent=2) + "\n")
+    print_summary(report)
+    print(f"wrote {args.output}", file=sys.stderr)
+
+
+def print_summary(report: Mapping[str, Any]) -> None:
+    sizes = report["sizes"]
+    print(f"{sizes['nodes']} nodes, {sizes['pods']} pods ({sizes['gangs']} gangs of "
+          f"{sizes['gang_size']}), {report['cores']} cores, Python {report['python']}"
+          + (" (gangsched profiled)" if report["profiled"] else ""))
+    gang, backlog, kube = (report["gangsched"], report["gangsched_backlog"],
+                           report["kube_scheduler"])
+    for name, r in (("gangsched", gang), ("kube-scheduler", kube)):
+        print(f"  {name}: {r['bound']}/{r['pods']} bound. Created in {r['creation_s']}s "
+              f"({r['creation_pods_per_s']}/s); last bind {r.get('wall_s')}s after the first "
+              f"create: {r.get('pods_per_s')} pods/s; {r.get('bound_by_creation_end')} bound "
+              f"by creation end, the other {r['bound'] - r.get('bound_by_creation_end', 0)} in "
+              f"{r.get('after_creation_end_s')}s ({r.get('pods_per_s_after_creation_end')}/s)")
+    print(f"  gangsched, backlog of {backlog['pods']} pods: started in "
+          f"{backlog['gangsched_process'].get('start_to_scheduler_started_s')}s, all bound "
+          f"{backlog.get('wall_s')}s after its start ({backlog.get('pods_per_s')} pods/s), "
+          f"{backlog.get('after_scheduler_started_s')}s after scheduler_started "
+          f"({backlog.get('pods_per_s_after_scheduler_started')}/s)")
+    for name, r in (("live", gang), ("backlog", backlog)):
+        after, cycles = r["after_stop"], r["cycles"]
+        counters = r["counters_until_last_bind"]
+        print(f"  gangsched {name}: gangs whole {after.get('gangs_whole')}/{sizes['gangs']}, "
+              f"partly bound {after.get('gangs_partly_bound')}; a gang's binds span p50 "
+              f"{r.get('gang_bind_spread_ms_p50')} ms, max {r.get('gang_bind_spread_ms_max')} "
+              f"ms; {cycles.get('cycles_placing')} cycles placed gangs, cycle ms p50 "
+              f"{cycles.get('cycle_ms_p50')} p95 {cycles.get('cycle_ms_p95')} max "
+              f"{cycles.get('cycle_ms_max')}; {counters.get('cycles', 0):.0f} cycles in all until "
+              f"the last bind, {counters.get('cycle_seconds', 0):.2f}s of them; gangsched CPU "
+              f"{r['cpu_s'].get('gangsched')}s")
+    print(f"  total run {report['total_run_s']}s")
+
+
+if __name__ == "__main__":
+    main()
