@@ -10,12 +10,13 @@ by the scheduling loop, which knows the members.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from typing import Any
 
 import kopf
 
-from gangsched.core.groups import Flavor
-from gangsched.mirror import Mirror
+from gangsched.core.groups import Flavor, gang_key
+from gangsched.mirror import GroupRecord, Mirror
 
 QUEUES = ("scheduling.gangsched.io", "v1alpha1", "queues")
 
@@ -34,8 +35,8 @@ def register(
                        id=f"podgroup-{flavor.group}")
         async def podgroup_event(event: Mapping[str, Any], **_: Any) -> None:
             """Mirror a PodGroup of this flavour and reschedule."""
-            apply_group_event(mirror, flavor, event)
-            on_change()
+            if apply_group_event(mirror, flavor, event):
+                on_change()
 
     for flavor in Flavor:
         podgroup_handler(flavor)
@@ -61,12 +62,30 @@ def register(
         settings.watching.client_timeout = 330
 
 
-def apply_group_event(mirror: Mirror, flavor: Flavor, event: Mapping[str, Any]) -> None:
+def apply_group_event(mirror: Mirror, flavor: Flavor, event: Mapping[str, Any]) -> bool:
+    """Mirror the event; True when the group changed in a way a cycle must see.
+
+    Our own status writes come back as events; they change nothing a cycle
+    decides from, and waking the scheduler for them would loop it on itself.
+    """
     body = event.get("object") or {}
+    meta = body.get("metadata") or {}
+    key = gang_key(str(meta.get("namespace", "")), str(meta.get("name", "")))
+    before = mirror.groups.get(key)
     if event.get("type") == "DELETED":
         mirror.delete_group(flavor, body)
     else:
         mirror.upsert_group(flavor, body)
+    after = mirror.groups.get(key)
+    return _decides(before) != _decides(after)
+
+
+def _decides(group: GroupRecord | None) -> tuple[object, ...] | None:
+    """What of a group a scheduling decision reads (not its status, not its generation)."""
+    if group is None:
+        return None
+    spec = replace(group.spec, generation=0) if group.spec is not None else None
+    return (group.flavor, group.uid, spec, group.error, group.policy)
 
 
 def apply_queue_event(mirror: Mirror, event: Mapping[str, Any]) -> None:

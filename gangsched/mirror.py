@@ -43,6 +43,7 @@ class PodRecord:
     phase: str
     scheduled_message: str | None
     """Message of a ``PodScheduled=False`` condition already on the pod, to skip rewriting it."""
+    resource_version: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,6 +66,23 @@ class View:
     groups: Mapping[GangKey, GroupRecord]
     queues: Mapping[QueueName, QueueSpec]
     pods: Mapping[PodKey, PodRecord]
+
+
+def _matters(old: PodRecord | None, new: PodRecord, assumed_on: NodeName | None) -> bool:
+    """Whether a pod's change can alter a decision or a group's status.
+
+    Pods of other schedulers matter only when they free room (finish) or
+    change their requests; ours also when they arrive, change phase or group,
+    or land somewhere other than where we assumed them.
+    """
+    if old is None:
+        return new.ours
+    if new.pod.terminal != old.pod.terminal or new.pod.requests != old.pod.requests:
+        return True
+    if not new.ours:
+        return False
+    moved = new.pod.node_name != old.pod.node_name and new.pod.node_name != assumed_on
+    return moved or new.phase != old.phase or new.group != old.group
 
 
 def created_at(meta: Mapping[str, Any]) -> float:
@@ -103,31 +121,41 @@ class Mirror:
             for key in [k for k in self.assumed if k not in self.pods]:
                 del self.assumed[key]
 
-    def upsert(self, kind: str, obj: RawObject) -> None:
-        if kind == "nodes":
-            self._upsert_node(obj)
-        else:
-            self._upsert_pod(obj)
+    def upsert(self, kind: str, obj: RawObject) -> bool:
+        """Apply a watch event; True when it may change a scheduling decision or a status.
 
-    def delete(self, kind: str, obj: RawObject) -> None:
+        Most events cannot: a heartbeat of a node, a pod of another scheduler
+        landing (it only takes room), the watch confirming our own bind. Those
+        update the mirror without waking the scheduler, so a busy cluster does
+        not run a cycle per event.
+        """
+        if kind == "nodes":
+            return self._upsert_node(obj)
+        return self._upsert_pod(obj)
+
+    def delete(self, kind: str, obj: RawObject) -> bool:
         meta = obj.get("metadata") or {}
         if kind == "nodes":
-            self.nodes.pop(NodeName(str(meta.get("name"))), None)
-            return
+            return self.nodes.pop(NodeName(str(meta.get("name"))), None) is not None
         key = PodKey(f"{meta.get('namespace')}/{meta.get('name')}")
-        self.pods.pop(key, None)
+        old = self.pods.pop(key, None)
         self.assumed.pop(key, None)
-        self.bad_pods.pop(key, None)
+        bad = self.bad_pods.pop(key, None)
+        # Gone from a node frees room; gone from a gang changes the gang.
+        return bad is not None or (old is not None and (
+            old.ours or (old.pod.node_name is not None and not old.pod.terminal)))
 
-    def _upsert_node(self, obj: RawObject) -> None:
+    def _upsert_node(self, obj: RawObject) -> bool:
         try:
             node = node_from_api(obj)
         except ObjectError as error:
             log.warning("node_invalid", error=str(error))
-            return
+            return False
+        old = self.nodes.get(node.name)
         self.nodes[node.name] = node
+        return old != node
 
-    def _upsert_pod(self, obj: RawObject) -> None:
+    def _upsert_pod(self, obj: RawObject) -> bool:
         meta = obj.get("metadata") or {}
         spec = obj.get("spec") or {}
         namespace = str(meta.get("namespace", ""))
@@ -141,14 +169,14 @@ class Mirror:
             self.pods.pop(key, None)
             if ours and not spec.get("nodeName"):
                 self.bad_pods[key] = str(error)
-            return
+            return ours
         self.bad_pods.pop(key, None)
         group_name = group_name_of(meta.get("labels") or {}, meta.get("annotations") or {})
         status = obj.get("status") or {}
         scheduled = next(
             (c for c in status.get("conditions") or [] if c.get("type") == "PodScheduled"), None
         )
-        self.pods[key] = PodRecord(
+        record = PodRecord(
             pod=pod,
             uid=str(meta.get("uid", "")),
             ours=ours,
@@ -158,9 +186,14 @@ class Mirror:
                 scheduled.get("message") if scheduled and scheduled.get("status") == "False"
                 else None
             ),
+            resource_version=str(meta.get("resourceVersion", "")),
         )
+        old = self.pods.get(key)
+        self.pods[key] = record
+        assumed = self.assumed.get(key)
         if pod.node_name is not None:
             self.assumed.pop(key, None)  # confirmed by the watch
+        return _matters(old, record, assumed[0] if assumed else None)
 
     # ---- PodGroups and Queues (from kopf event handlers) --------------------
     def upsert_group(self, flavor: Flavor, body: RawObject) -> GroupRecord:
@@ -226,6 +259,11 @@ class Mirror:
     def assume(self, placement: Placement, now: float) -> None:
         for pod_key, node in placement.assignments:
             self.assumed[pod_key] = (node, now)
+
+    def is_placed(self, pod_key: PodKey) -> bool:
+        """Assumed or bound: a pod whose "cannot be placed" report would now be a lie."""
+        record = self.pods.get(pod_key)
+        return pod_key in self.assumed or (record is not None and record.pod.node_name is not None)
 
     def forget(self, pod_key: PodKey) -> None:
         self.assumed.pop(pod_key, None)

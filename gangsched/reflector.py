@@ -28,11 +28,13 @@ ListCall = Callable[..., Awaitable[Any]]
 
 
 class Sink(Protocol):
+    """Where objects go; ``upsert`` and ``delete`` say whether the change matters."""
+
     def replace(self, kind: str, objects: list[RawObject]) -> None: ...
 
-    def upsert(self, kind: str, obj: RawObject) -> None: ...
+    def upsert(self, kind: str, obj: RawObject) -> bool: ...
 
-    def delete(self, kind: str, obj: RawObject) -> None: ...
+    def delete(self, kind: str, obj: RawObject) -> bool: ...
 
 
 class Gone(Exception):
@@ -151,10 +153,11 @@ class Reflector:
                 if kind == "BOOKMARK":
                     continue
                 if kind == "DELETED":
-                    self.sink.delete(self.kind, obj)
+                    matters = self.sink.delete(self.kind, obj)
                 else:
-                    self.sink.upsert(self.kind, obj)
-                self.on_change()
+                    matters = self.sink.upsert(self.kind, obj)
+                if matters:
+                    self.on_change()
         finally:
             response.release()
         return version

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 from collections.abc import Awaitable, Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any
@@ -60,34 +61,68 @@ _VOLCANO_PHASE = {
 
 
 class Reporter:
-    def __init__(self, api: client.ApiClient, concurrency: int = 16) -> None:
+    """Writes what users see; status and conditions go ahead of Events.
+
+    ``placed`` tells whether a pod is assumed or bound by now: a queued
+    "cannot be placed" write for such a pod is dropped rather than sent late.
+    """
+
+    def __init__(
+        self,
+        api: client.ApiClient,
+        placed: Callable[[PodKey], bool],
+        concurrency: int = 16,
+    ) -> None:
         self._core = client.CoreV1Api(api)
         self._custom = client.CustomObjectsApi(api)
-        self._slots = asyncio.Semaphore(concurrency)
+        self._placed = placed
+        self._write_slots = asyncio.Semaphore(concurrency)
+        self._event_slots = asyncio.Semaphore(max(1, concurrency // 4))
         self._tasks: set[asyncio.Task[None]] = set()
         self._last_event: dict[tuple[str, str], tuple[str, float]] = {}
         self._written_status: dict[str, Mapping[str, Any]] = {}
         self._pod_messages: dict[PodKey, str] = {}
+        self._pod_wanted: dict[PodKey, tuple[str, str]] = {}
+        self._pod_writing: set[PodKey] = set()
         self._loop_time: Callable[[], float] = asyncio.get_event_loop().time
 
     # ---- plumbing -------------------------------------------------------------
-    def _spawn(self, what: str, make: Callable[[], Awaitable[Any]]) -> None:
+    def _spawn(
+        self,
+        what: str,
+        make: Callable[[], Awaitable[Any]],
+        slots: asyncio.Semaphore | None = None,
+    ) -> None:
         async def run() -> None:
-            async with self._slots:
-                try:
-                    result = await make()
-                    if isinstance(result, aiohttp.ClientResponse):
-                        result.release()
-                except ApiException as error:
-                    if error.status != 404:  # the object went away: nothing to report on
-                        log.warning("report_failed", what=what, status=error.status,
-                                    reason=str(error.reason)[:200])
-                except (TimeoutError, aiohttp.ClientError) as error:
-                    log.warning("report_failed", what=what, error=str(error))
+            async with slots or self._write_slots:
+                await self._send(what, make)
 
-        task = asyncio.create_task(run())
+        self._track(asyncio.create_task(run()))
+
+    def _track(self, task: asyncio.Task[None]) -> None:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+
+    async def _send(self, what: str, make: Callable[[], Awaitable[Any]]) -> bool:
+        """One write; a 404 (the object is gone) or 409 (it changed under us) is not a failure."""
+        try:
+            result = await make()
+        except ApiException as error:
+            status, detail = error.status, str(error.reason)
+        except (TimeoutError, aiohttp.ClientError) as error:
+            log.warning("report_failed", what=what, error=str(error))
+            return False
+        else:
+            if not isinstance(result, aiohttp.ClientResponse):
+                return True
+            status = result.status
+            detail = "" if status < 300 else await result.text()
+            result.release()
+            if status < 300:
+                return True
+        if status not in (404, 409):
+            log.warning("report_failed", what=what, status=status, detail=detail[:200])
+        return False
 
     async def drain(self) -> None:
         """Wait for the writes under way (used at shutdown and by tests)."""
@@ -131,48 +166,75 @@ class Reporter:
         self._spawn(
             f"event {reason}",
             lambda: self._core.create_namespaced_event(namespace, body, _preload_content=False),
+            self._event_slots,
         )
 
     # ---- pods -------------------------------------------------------------------
     def pod_unschedulable(self, record: PodRecord, message: str) -> None:
         """``PodScheduled=False/Unschedulable`` as kube-scheduler writes it: autoscalers read it."""
-        self._unschedulable(record.pod.key, record.uid, record.scheduled_message, message)
+        self._unschedulable(record.pod.key, record.uid, record.scheduled_message, message,
+                            record.resource_version)
 
     def pod_invalid(self, pod: PodKey, error: str) -> None:
         """A pod of ours the core cannot read (a malformed quantity) waits, saying why."""
-        self._unschedulable(pod, "", None, f"invalid pod: {error}")
+        self._unschedulable(pod, "", None, f"invalid pod: {error}", "")
 
     def _unschedulable(
-        self, pod: PodKey, uid: str, current: str | None, message: str
+        self, pod: PodKey, uid: str, current: str | None, message: str, version: str
     ) -> None:
         namespace, name = pod.split("/", 1)
         if current != message and self._pod_messages.get(pod) != message:
             self._pod_messages[pod] = message
-            body = {
-                "status": {
-                    "conditions": [
-                        {
-                            "type": "PodScheduled",
-                            "status": "False",
-                            "reason": "Unschedulable",
-                            "message": message,
-                            "lastTransitionTime": _now_iso(),
-                        }
-                    ]
-                }
-            }
-            self._spawn(
-                f"pod condition {pod}",
-                lambda: self._core.patch_namespaced_pod_status(
-                    name, namespace, body, _preload_content=False
-                ),
-            )
+            self._pod_wanted[pod] = (message, version)
+            if pod not in self._pod_writing:
+                self._pod_writing.add(pod)
+                self._track(asyncio.create_task(self._write_condition(pod)))
         if self._event_due(("pod", pod), message):
             involved = {"apiVersion": "v1", "namespace": namespace, "name": name}
             if uid:
                 involved["uid"] = uid
             self.event(involved, kind="Pod", reason="FailedScheduling", message=message,
                        type_="Warning")
+
+    async def _write_condition(self, pod: PodKey) -> None:
+        """Write the newest wanted condition of one pod; one writer per pod at a time.
+
+        The patch carries the resourceVersion the message was decided on, so it
+        fails with 409 instead of overwriting ``PodScheduled=True`` if the pod
+        was bound in between; and it is not sent at all once the pod is placed.
+        A write that fails is forgotten, so the next cycle writes it again.
+        """
+        namespace, name = pod.split("/", 1)
+        try:
+            while True:
+                async with self._write_slots:
+                    wanted = self._pod_wanted.pop(pod, None)
+                    if wanted is None or self._placed(pod):
+                        return
+                    message, version = wanted
+                    body: dict[str, Any] = {"status": {"conditions": [{
+                        "type": "PodScheduled",
+                        "status": "False",
+                        "reason": "Unschedulable",
+                        "message": message,
+                        "lastTransitionTime": _now_iso(),
+                    }]}}
+                    if version:
+                        body["metadata"] = {"resourceVersion": version}
+                    written = await self._send(
+                        f"pod condition {pod}",
+                        functools.partial(self._core.patch_namespaced_pod_status,
+                                          name, namespace, body, _preload_content=False),
+                    )
+                if not written and self._pod_messages.get(pod) == message:
+                    del self._pod_messages[pod]
+        finally:
+            self._pod_writing.discard(pod)
+
+    def pod_placed(self, pod: PodKey) -> None:
+        """The pod is assumed: a condition still queued for it would arrive after its bind."""
+        self._pod_wanted.pop(pod, None)
+        self._pod_messages.pop(pod, None)
 
     def pod_scheduled(self, record: PodRecord, node: NodeName, gang: str) -> None:
         self._pod_messages.pop(record.pod.key, None)

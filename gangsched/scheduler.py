@@ -68,6 +68,7 @@ class Scheduler:
     _wake: asyncio.Event = field(default_factory=asyncio.Event)
     _binds: set[asyncio.Task[None]] = field(default_factory=set)
     _cycle_no: int = 0
+    _last_cycle_s: float = 0.0
 
     def trigger(self) -> None:
         self._wake.set()
@@ -77,7 +78,9 @@ class Scheduler:
             # The resync timeout: schedule timeouts and starvation advance with the clock alone.
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), timeout=self.config.resync_s)
-            await asyncio.sleep(self.config.debounce_s)
+            # Coalesce a burst of events into one cycle, and under load keep cycles
+            # to about a third of the loop's time so binds and watches keep flowing.
+            await asyncio.sleep(max(self.config.debounce_s, 2 * self._last_cycle_s))
             self._wake.clear()
             self.cycle()
 
@@ -125,6 +128,7 @@ class Scheduler:
         )
         self.admitted = result.admitted
         elapsed = time.perf_counter() - started
+        self._last_cycle_s = elapsed
         CYCLES.inc()
         CYCLE_SECONDS.observe(elapsed)
         GANGS_WAITING.set(len(result.unplaceable))
@@ -141,6 +145,8 @@ class Scheduler:
 
         for placement in result.placements:
             self.mirror.assume(placement, now)
+            for pod, _ in placement.assignments:
+                self.reporter.pod_placed(pod)
             GANGS_PLACED.inc()
             bound_log.info(
                 "gang_placed",

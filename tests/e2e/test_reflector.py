@@ -26,11 +26,12 @@ class Recorder:
         self.replaced += 1
         self.objects = {o["metadata"]["name"]: o for o in objects}
 
-    def upsert(self, kind: str, obj: Mapping[str, Any]) -> None:
+    def upsert(self, kind: str, obj: Mapping[str, Any]) -> bool:
         self.objects[obj["metadata"]["name"]] = obj
+        return True
 
-    def delete(self, kind: str, obj: Mapping[str, Any]) -> None:
-        self.objects.pop(obj["metadata"]["name"], None)
+    def delete(self, kind: str, obj: Mapping[str, Any]) -> bool:
+        return self.objects.pop(obj["metadata"]["name"], None) is not None
 
 
 @pytest.fixture

@@ -114,3 +114,28 @@ def test_invalid_podgroup_is_recorded_with_its_error_not_raised() -> None:
 def test_pod_group_membership_by_label() -> None:
     mirror = mirror_with(pod("w", group="train"))
     assert mirror.view().members[0].group == GangKey("ns/train")
+
+
+def test_only_changes_that_can_alter_a_decision_wake_the_scheduler() -> None:
+    mirror = mirror_with(pod("theirs", scheduler="default-scheduler"), pod("ours"))
+    # A node heartbeat changes nothing the core reads.
+    beat = node("n1")
+    beat["status"]["conditions"][0]["lastHeartbeatTime"] = "2026-01-01T00:00:10Z"
+    assert mirror.upsert("nodes", beat) is False
+    assert mirror.upsert("nodes", node("n1", cpu="8")) is True
+    # Another scheduler's pod landing only takes room; finishing frees it.
+    assert mirror.upsert("pods", pod("theirs", scheduler="default-scheduler",
+                                     node_name="n1")) is False
+    done = pod("theirs", scheduler="default-scheduler", node_name="n1")
+    done["status"]["phase"] = "Succeeded"
+    assert mirror.upsert("pods", done) is True
+    # The watch confirming our own bind changes nothing; the pod running does.
+    mirror.assume(Placement(GangKey("ns/pod:ours"), ((PodKey("ns/ours"), NodeName("n1")),)), 0.0)
+    assert mirror.upsert("pods", pod("ours", node_name="n1")) is False
+    running = pod("ours", node_name="n1")
+    running["status"]["phase"] = "Running"
+    assert mirror.upsert("pods", running) is True
+    # A new pending pod of ours matters; one of another scheduler does not.
+    assert mirror.upsert("pods", pod("new")) is True
+    assert mirror.upsert("pods", pod("other", scheduler="default-scheduler")) is False
+    assert mirror.delete("pods", running) is True
