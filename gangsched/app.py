@@ -109,6 +109,8 @@ async def run(options: RunOptions) -> int:
                                starvation_s=options.starvation_seconds),
     )
     reflectors = [
+        Reflector("priorityclasses", client.SchedulingV1Api(api).list_priority_class, mirror,
+                  scheduler.trigger),
         Reflector("nodes", core.list_node, mirror, scheduler.trigger),
         Reflector("pods", core.list_pod_for_all_namespaces, mirror, scheduler.trigger),
     ]

@@ -107,11 +107,15 @@ class Mirror:
     queue_errors: dict[QueueName, str] = field(default_factory=dict)
     assumed: dict[PodKey, tuple[NodeName, float]] = field(default_factory=dict)
     bad_pods: dict[PodKey, str] = field(default_factory=dict)
+    priority_classes: dict[str, int] = field(default_factory=dict)
+    """PriorityClass values by name: a PodGroup's priorityClassName orders its gang."""
 
     # ---- watch sink (pods, nodes) -----------------------------------------
     def replace(self, kind: str, objects: list[RawObject]) -> None:
         if kind == "nodes":
             self.nodes.clear()
+        elif kind == "priorityclasses":
+            self.priority_classes.clear()
         else:
             self.pods.clear()
             self.bad_pods.clear()
@@ -131,12 +135,16 @@ class Mirror:
         """
         if kind == "nodes":
             return self._upsert_node(obj)
+        if kind == "priorityclasses":
+            return self._upsert_priority_class(obj)
         return self._upsert_pod(obj)
 
     def delete(self, kind: str, obj: RawObject) -> bool:
         meta = obj.get("metadata") or {}
         if kind == "nodes":
             return self.nodes.pop(NodeName(str(meta.get("name"))), None) is not None
+        if kind == "priorityclasses":
+            return self.priority_classes.pop(str(meta.get("name")), None) is not None
         key = PodKey(f"{meta.get('namespace')}/{meta.get('name')}")
         old = self.pods.pop(key, None)
         self.assumed.pop(key, None)
@@ -154,6 +162,15 @@ class Mirror:
         old = self.nodes.get(node.name)
         self.nodes[node.name] = node
         return old != node
+
+    def _upsert_priority_class(self, obj: RawObject) -> bool:
+        name = str((obj.get("metadata") or {}).get("name", ""))
+        value = obj.get("value")
+        if not isinstance(value, int):
+            return False
+        old = self.priority_classes.get(name)
+        self.priority_classes[name] = value
+        return old != value
 
     def _upsert_pod(self, obj: RawObject) -> bool:
         meta = obj.get("metadata") or {}

@@ -106,7 +106,8 @@ class Scheduler:
             k for k, g in view.groups.items()
             if g.uid in self.finished_uids or g.status.get("phase") in FINISHED_PHASES
         )
-        gathered = gather(view.members, groups, policies, finished_before)
+        gathered = gather(view.members, groups, policies, finished_before,
+                          self.mirror.priority_classes)
         self.finished_uids = {
             g.uid for k, g in view.groups.items()
             if k in gathered.finished

@@ -43,12 +43,16 @@ def gather(
     groups: Mapping[GangKey, GroupSpec],
     policies: Mapping[GangKey, Policy] | None = None,
     finished_before: frozenset[GangKey] = frozenset(),
+    priority_classes: Mapping[str, int] | None = None,
 ) -> Gathered:
     """Group our pods into gangs; every unfinished PodGroup is a gang even with no pods.
 
     A group with no pods yet still takes part: it may need admission (Volcano
     groups move to Inqueue before training-operator creates any pod) or hold a
     reservation (a Spark job between driver and executors).
+
+    A gang's priority is the higher of its PodGroup's ``priorityClassName``
+    and its pods' own priorities, so a group can be ordered before its pods exist.
 
     ``finished_before`` are groups whose status already says they finished. Once
     their pods are deleted nothing else tells them from a group whose pods are
@@ -104,7 +108,10 @@ def gather(
                 bound=live + tally.get("succeeded", 0),
                 queue=spec.queue if spec else DEFAULT_QUEUE,
                 min_resources=spec.min_resources if spec else Resources.zero(),
-                priority=priority.get(key, 0),
+                priority=max(
+                    priority.get(key, 0),
+                    (priority_classes or {}).get(spec.priority_class or "", 0) if spec else 0,
+                ),
                 created=spec.created if spec else (pods[0].created if pods else 0.0),
                 policy=(policies or {}).get(key),
             )

@@ -62,7 +62,7 @@ def _condition(group: dict[str, Any]) -> dict[str, Any]:
 def _assert_scheduler_healthy(gangsched: SchedulerProcess) -> None:
     assert gangsched.proc.poll() is None, gangsched.logs()[-3000:]
     logs = gangsched.logs()
-    for sign in ("Traceback", "task_failed"):
+    for sign in ("Traceback", "task_ended"):
         assert sign not in logs, logs[logs.index(sign) - 2000:][:4000]
 
 

@@ -54,6 +54,7 @@ def can(cluster: LocalCluster, verb: str, resource: str, *extra: str) -> bool:
     [
         ("watch", "pods", ("--all-namespaces",)),
         ("watch", "nodes", ()),
+        ("watch", "priorityclasses.scheduling.k8s.io", ()),
         ("create", "pods", ("--subresource=binding", "-n", "team-a")),
         ("patch", "pods", ("--subresource=status", "-n", "team-a")),
         ("create", "events", ("-n", "team-a")),

@@ -121,3 +121,14 @@ def test_finished_group_stays_finished_once_its_pods_are_deleted() -> None:
     # A new pod brings it back.
     revived = gather([Member(_pod("c"), g)], {g: SPEC}, finished_before=frozenset({g}))
     assert [gang.key for gang in revived.gangs] == [g] and revived.finished == set()
+
+
+def test_podgroup_priority_class_orders_the_gang_even_before_its_pods() -> None:
+    urgent = GangKey("ns/urgent")
+    spec = GroupSpec(urgent, Flavor.VOLCANO, 1, Resources.zero(), QueueName("default"), 0.0,
+                     priority_class="high")
+    gathered = gather([Member(_pod("a"), urgent)], {urgent: spec},
+                      priority_classes={"high": 1000})
+    assert gathered.gangs[0].priority == 1000
+    unknown = gather([Member(_pod("a"), urgent)], {urgent: spec}, priority_classes={})
+    assert unknown.gangs[0].priority == 0
