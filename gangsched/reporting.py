@@ -24,6 +24,7 @@ from kubernetes_asyncio.client.exceptions import ApiException
 from gangsched.core.groups import Flavor, GroupStatus, Phase
 from gangsched.core.model import GangKey, NodeName, PodKey, QueueName
 from gangsched.core.resources import Resources, format_amount
+from gangsched.core.status_bodies import QUIET_REASONS, invalid_body, status_body
 from gangsched.mirror import GroupRecord, PodRecord
 
 log = structlog.get_logger(__name__)
@@ -39,25 +40,6 @@ def _now_iso() -> str:
 
 def _quantities(resources: Resources) -> dict[str, str]:
     return {name: format_amount(name, amount) for name, amount in resources.items()}
-
-
-# Phases of the foreign PodGroup APIs, by our phase.
-_COSCHEDULING_PHASE = {
-    Phase.PENDING: "Pending",
-    Phase.INQUEUE: "Scheduling",
-    Phase.RUNNING: "Running",
-    Phase.SUCCEEDED: "Finished",
-    Phase.FAILED: "Failed",
-    Phase.UNSCHEDULABLE: "Pending",
-}
-_VOLCANO_PHASE = {
-    Phase.PENDING: "Pending",
-    Phase.INQUEUE: "Inqueue",
-    Phase.RUNNING: "Running",
-    Phase.SUCCEEDED: "Completed",
-    Phase.FAILED: "Completed",
-    Phase.UNSCHEDULABLE: "Pending",
-}
 
 
 class Reporter:
@@ -249,7 +231,10 @@ class Reporter:
 
     # ---- PodGroups --------------------------------------------------------------
     def group_status(self, group: GroupRecord, status: GroupStatus, observed: int) -> None:
-        body = self._status_body(group, status, observed)
+        body = status_body(
+            group.flavor, status, observed_generation=observed,
+            previous_conditions=group.status.get("conditions") or [], now=_now_iso(),
+        )
         key = f"{group.flavor.value}/{group.key}"
         if self._written_status.get(key) == body:
             return
@@ -258,8 +243,8 @@ class Reporter:
         namespace, name = group.key.split("/", 1)
         self._patch_group_status(group, body)
         old_phase = (previous or {}).get("phase")
-        if status.phase in (Phase.UNSCHEDULABLE, Phase.PENDING) and status.reason not in (
-            "Waiting", "Admitted"
+        if status.phase in (Phase.UNSCHEDULABLE, Phase.PENDING) and (
+            status.reason not in QUIET_REASONS
         ) and self._event_due(("podgroup", key), status.message):
             self.event(
                 {"apiVersion": group.flavor.value, "namespace": namespace, "name": name,
@@ -302,62 +287,6 @@ class Reporter:
             if (kind == "pod" and name not in pods) or (kind == "podgroup" and name not in live):
                 del self._last_event[event_key]
 
-    def _status_body(
-        self, group: GroupRecord, status: GroupStatus, observed: int
-    ) -> dict[str, Any]:
-        counts = status.counts
-        previous_conditions = group.status.get("conditions") or []
-        if group.flavor is Flavor.GANGSCHED:
-            condition_status = "True" if status.phase in (
-                Phase.RUNNING, Phase.SUCCEEDED, Phase.FAILED) else "False"
-            condition = {
-                "type": "Scheduled",
-                "status": condition_status,
-                "reason": status.reason,
-                "message": status.message[:1024],
-                "observedGeneration": observed,
-                "lastTransitionTime": _transition(previous_conditions, "Scheduled",
-                                                  condition_status),
-            }
-            return {
-                "phase": status.phase.value,
-                "scheduled": counts.scheduled + counts.succeeded + counts.failed,
-                "running": counts.running,
-                "succeeded": counts.succeeded,
-                "failed": counts.failed,
-                "observedGeneration": observed,
-                "conditions": [condition],
-            }
-        if group.flavor is Flavor.COSCHEDULING:
-            return {
-                "phase": _COSCHEDULING_PHASE[status.phase],
-                "scheduled": counts.scheduled + counts.succeeded + counts.failed,
-                "running": counts.running,
-                "succeeded": counts.succeeded,
-                "failed": counts.failed,
-            }
-        body: dict[str, Any] = {
-            "phase": _VOLCANO_PHASE[status.phase],
-            "running": counts.running,
-            "succeeded": counts.succeeded,
-            "failed": counts.failed,
-        }
-        if status.phase in (Phase.PENDING, Phase.UNSCHEDULABLE, Phase.INQUEUE) and (
-            status.reason not in ("Waiting", "Admitted")
-        ):
-            body["conditions"] = [
-                {
-                    "type": "Unschedulable",
-                    "status": "True",
-                    "reason": "NotEnoughResources",
-                    "message": status.message[:1024],
-                    "transitionID": COMPONENT,
-                    "lastTransitionTime": _transition(previous_conditions, "Unschedulable",
-                                                      "True"),
-                }
-            ]
-        return body
-
     def group_invalid(self, group: GroupRecord) -> None:
         """An invalid PodGroup is reported on its own status and as an Event, and skipped.
 
@@ -371,21 +300,8 @@ class Reporter:
         if self._written_status.get(key) == {"invalid": message}:
             return
         self._written_status[key] = {"invalid": message}
-        body: dict[str, Any] = {"phase": "Pending"}
-        if group.flavor is Flavor.GANGSCHED:
-            body["conditions"] = [{
-                "type": "Scheduled", "status": "False", "reason": "InvalidSpec",
-                "message": message, "observedGeneration": 0,
-                "lastTransitionTime": _now_iso(),
-            }]
-        elif group.flavor is Flavor.VOLCANO:
-            body["conditions"] = [{
-                "type": "Unschedulable", "status": "True", "reason": "InvalidSpec",
-                "message": message, "transitionID": COMPONENT,
-                "lastTransitionTime": _now_iso(),
-            }]
         namespace, name = group.key.split("/", 1)
-        self._patch_group_status(group, body)
+        self._patch_group_status(group, invalid_body(group.flavor, message, _now_iso()))
         if self._event_due(("podgroup", key), message):
             self.event(
                 {"apiVersion": group.flavor.value, "namespace": namespace, "name": name,
@@ -421,11 +337,3 @@ class Reporter:
             await self._custom.create_cluster_custom_object(
                 "scheduling.gangsched.io", "v1alpha1", "queues", body
             )
-
-
-def _transition(conditions: list[Mapping[str, Any]], type_: str, status: str) -> str:
-    """Keep lastTransitionTime while a condition's status stays the same."""
-    for condition in conditions:
-        if condition.get("type") == type_ and condition.get("status") == status:
-            return str(condition.get("lastTransitionTime") or _now_iso())
-    return _now_iso()

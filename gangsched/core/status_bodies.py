@@ -1,0 +1,124 @@
+"""The status each PodGroup API expects, built from one verdict.
+
+Operators read these fields: Kubeflow's training-operator waits for a Volcano
+PodGroup's ``phase: Inqueue`` before it creates pods, dashboards read
+scheduler-plugins' counts. So each flavour gets its own shape and phase
+names, from the same ``GroupStatus``. Pure: the time is a parameter.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from gangsched.core.groups import Flavor, GroupStatus, Phase
+
+MESSAGE_LIMIT = 1024
+TRANSITION_ID = "gangsched"
+
+COSCHEDULING_PHASE = {
+    Phase.PENDING: "Pending",
+    Phase.INQUEUE: "Scheduling",
+    Phase.RUNNING: "Running",
+    Phase.SUCCEEDED: "Finished",
+    Phase.FAILED: "Failed",
+    Phase.UNSCHEDULABLE: "Pending",
+}
+VOLCANO_PHASE = {
+    Phase.PENDING: "Pending",
+    Phase.INQUEUE: "Inqueue",
+    Phase.RUNNING: "Running",
+    Phase.SUCCEEDED: "Completed",
+    Phase.FAILED: "Completed",
+    Phase.UNSCHEDULABLE: "Pending",
+}
+QUIET_REASONS = frozenset({"Waiting", "Admitted"})
+"""Reasons that report progress, not a problem: no Unschedulable condition for them."""
+
+
+def transition_time(
+    previous: Sequence[Mapping[str, Any]], type_: str, status: str, now: str
+) -> str:
+    """Keep lastTransitionTime while a condition's status stays the same."""
+    for condition in previous:
+        if condition.get("type") == type_ and condition.get("status") == status:
+            return str(condition.get("lastTransitionTime") or now)
+    return now
+
+
+def status_body(
+    flavor: Flavor,
+    status: GroupStatus,
+    *,
+    observed_generation: int,
+    previous_conditions: Sequence[Mapping[str, Any]],
+    now: str,
+) -> dict[str, Any]:
+    counts = status.counts
+    message = status.message[:MESSAGE_LIMIT]
+    if flavor is Flavor.GANGSCHED:
+        scheduled = "True" if status.phase in (Phase.RUNNING, Phase.SUCCEEDED, Phase.FAILED) \
+            else "False"
+        return {
+            "phase": status.phase.value,
+            "scheduled": counts.scheduled + counts.succeeded + counts.failed,
+            "running": counts.running,
+            "succeeded": counts.succeeded,
+            "failed": counts.failed,
+            "observedGeneration": observed_generation,
+            "conditions": [{
+                "type": "Scheduled",
+                "status": scheduled,
+                "reason": status.reason,
+                "message": message,
+                "observedGeneration": observed_generation,
+                "lastTransitionTime": transition_time(previous_conditions, "Scheduled",
+                                                      scheduled, now),
+            }],
+        }
+    if flavor is Flavor.COSCHEDULING:
+        return {
+            "phase": COSCHEDULING_PHASE[status.phase],
+            "scheduled": counts.scheduled + counts.succeeded + counts.failed,
+            "running": counts.running,
+            "succeeded": counts.succeeded,
+            "failed": counts.failed,
+        }
+    body: dict[str, Any] = {
+        "phase": VOLCANO_PHASE[status.phase],
+        "running": counts.running,
+        "succeeded": counts.succeeded,
+        "failed": counts.failed,
+    }
+    waiting = status.phase in (Phase.PENDING, Phase.UNSCHEDULABLE, Phase.INQUEUE)
+    if waiting and status.reason not in QUIET_REASONS:
+        body["conditions"] = [{
+            "type": "Unschedulable",
+            "status": "True",
+            "reason": "NotEnoughResources",
+            "message": message,
+            "transitionID": TRANSITION_ID,
+            "lastTransitionTime": transition_time(previous_conditions, "Unschedulable",
+                                                  "True", now),
+        }]
+    return body
+
+
+def invalid_body(flavor: Flavor, error: str, now: str) -> dict[str, Any]:
+    """An invalid group stays Pending and says why where its API has room for it.
+
+    scheduler-plugins' status has no conditions: there only the Event says why.
+    """
+    message = error[:MESSAGE_LIMIT]
+    body: dict[str, Any] = {"phase": "Pending"}
+    if flavor is Flavor.GANGSCHED:
+        body["conditions"] = [{
+            "type": "Scheduled", "status": "False", "reason": "InvalidSpec",
+            "message": message, "observedGeneration": 0, "lastTransitionTime": now,
+        }]
+    elif flavor is Flavor.VOLCANO:
+        body["conditions"] = [{
+            "type": "Unschedulable", "status": "True", "reason": "InvalidSpec",
+            "message": message, "transitionID": TRANSITION_ID, "lastTransitionTime": now,
+        }]
+    return body

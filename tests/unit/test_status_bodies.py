@@ -1,0 +1,71 @@
+"""Each PodGroup API gets the status shape and phase names its readers expect."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from gangsched.core.groups import Flavor, GroupStatus, MemberCounts, Phase
+from gangsched.core.status_bodies import invalid_body, status_body
+
+NOW, EARLIER = "2026-01-01T00:00:10Z", "2026-01-01T00:00:00Z"
+
+
+def verdict(phase: Phase, reason: str = "Unschedulable", message: str = "no room") -> GroupStatus:
+    return GroupStatus(phase, MemberCounts(pending=1, scheduled=2, running=2, succeeded=1),
+                       reason, message)
+
+
+def body(flavor: Flavor, status: GroupStatus, previous: list[dict[str, str]] | None = None
+         ) -> dict[str, Any]:
+    return status_body(flavor, status, observed_generation=3,
+                       previous_conditions=previous or [], now=NOW)
+
+
+@pytest.mark.parametrize(("phase", "volcano", "coscheduling"), [
+    (Phase.PENDING, "Pending", "Pending"),
+    (Phase.INQUEUE, "Inqueue", "Scheduling"),
+    (Phase.RUNNING, "Running", "Running"),
+    (Phase.SUCCEEDED, "Completed", "Finished"),
+    (Phase.UNSCHEDULABLE, "Pending", "Pending"),
+])
+def test_foreign_phase_names(phase: Phase, volcano: str, coscheduling: str) -> None:
+    assert body(Flavor.VOLCANO, verdict(phase))["phase"] == volcano
+    assert body(Flavor.COSCHEDULING, verdict(phase))["phase"] == coscheduling
+
+
+def test_ours_carries_counts_generation_and_a_scheduled_condition() -> None:
+    out = body(Flavor.GANGSCHED, verdict(Phase.RUNNING, "GangScheduled", "placed"))
+    assert (out["phase"], out["scheduled"], out["running"], out["succeeded"]) == (
+        "Running", 3, 2, 1)
+    assert out["observedGeneration"] == 3
+    (condition,) = out["conditions"]
+    assert (condition["type"], condition["status"], condition["reason"]) == (
+        "Scheduled", "True", "GangScheduled")
+
+
+def test_transition_time_is_kept_while_the_condition_holds() -> None:
+    held = [{"type": "Scheduled", "status": "False", "lastTransitionTime": EARLIER}]
+    waiting = body(Flavor.GANGSCHED, verdict(Phase.PENDING), held)
+    assert waiting["conditions"][0]["lastTransitionTime"] == EARLIER
+    running = body(Flavor.GANGSCHED, verdict(Phase.RUNNING, "GangScheduled"), held)
+    assert running["conditions"][0]["lastTransitionTime"] == NOW
+
+
+def test_volcano_says_why_a_group_waits_but_not_when_all_is_well() -> None:
+    waiting = body(Flavor.VOLCANO, verdict(Phase.INQUEUE, "Unschedulable", "needs 4 GPUs"))
+    assert waiting["conditions"][0]["message"] == "needs 4 GPUs"
+    admitted = body(Flavor.VOLCANO, verdict(Phase.INQUEUE, "Admitted", "admitted"))
+    assert "conditions" not in admitted
+
+
+def test_long_messages_are_cut_to_what_the_api_keeps() -> None:
+    out = body(Flavor.GANGSCHED, verdict(Phase.PENDING, message="x" * 5000))
+    assert len(out["conditions"][0]["message"]) == 1024
+
+
+def test_invalid_group_body_per_flavour() -> None:
+    assert invalid_body(Flavor.GANGSCHED, "bad", NOW)["conditions"][0]["reason"] == "InvalidSpec"
+    assert invalid_body(Flavor.VOLCANO, "bad", NOW)["conditions"][0]["message"] == "bad"
+    assert invalid_body(Flavor.COSCHEDULING, "bad", NOW) == {"phase": "Pending"}
