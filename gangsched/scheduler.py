@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import re
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -34,6 +35,8 @@ from gangsched.mirror import Mirror, View
 from gangsched.reporting import Reporter
 
 log = structlog.get_logger(__name__)
+_WAITED = re.compile(r"starving for \d+s")
+"""The one part of a reason that changes every second; not a new reason to log."""
 
 CYCLES = Counter("gangsched_cycles_total", "Scheduling cycles run")
 CYCLE_SECONDS = Histogram(
@@ -69,6 +72,7 @@ class Scheduler:
     _binds: set[asyncio.Task[None]] = field(default_factory=set)
     _cycle_no: int = 0
     _last_cycle_s: float = 0.0
+    _logged_reasons: dict[GangKey, str] = field(default_factory=dict)
 
     def trigger(self) -> None:
         self._wake.set()
@@ -161,10 +165,24 @@ class Scheduler:
             task.add_done_callback(self._binds.discard)
 
         self._report(view, gathered, result, reasons, now)
-        if result.unplaceable:
-            bound_log.debug("gangs_waiting", count=len(result.unplaceable),
-                            cycle_ms=round(elapsed * 1000, 2))
+        self._log_waiting(bound_log, gathered, reasons, elapsed)
         return result
+
+    def _log_waiting(
+        self,
+        bound_log: structlog.typing.FilteringBoundLogger,
+        gathered: Gathered,
+        reasons: Mapping[GangKey, str],
+        elapsed: float,
+    ) -> None:
+        """One line per gang when the reason it waits changes, not one per cycle."""
+        pending = {gang.key: len(gang.pending) for gang in gathered.gangs}
+        seen = {gang: _WAITED.sub("starving", reason) for gang, reason in reasons.items()}
+        for gang, reason in reasons.items():
+            if self._logged_reasons.get(gang) != seen[gang]:
+                bound_log.info("gang_waiting", gang=gang, pods=pending.get(gang, 0),
+                               reason=reason, cycle_ms=round(elapsed * 1000, 2))
+        self._logged_reasons = seen
 
     async def _bind(self, placement: Placement) -> None:
         outcomes = await self.binder.bind_gang(placement)
