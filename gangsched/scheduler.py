@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import re
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -19,7 +18,7 @@ import structlog
 from prometheus_client import Counter, Gauge, Histogram
 
 from gangsched.binder import Binder, BindOutcome
-from gangsched.core.cycle import CycleInput, CycleResult, run_cycle
+from gangsched.core.cycle import DEFAULT_QUEUE, CycleInput, CycleResult, run_cycle
 from gangsched.core.gangs import Gathered, gather
 from gangsched.core.groups import (
     FINISHED_PHASES,
@@ -35,8 +34,6 @@ from gangsched.mirror import Mirror, View
 from gangsched.reporting import Reporter
 
 log = structlog.get_logger(__name__)
-_WAITED = re.compile(r"starving for \d+s")
-"""The one part of a reason that changes every second; not a new reason to log."""
 
 CYCLES = Counter("gangsched_cycles_total", "Scheduling cycles run")
 CYCLE_SECONDS = Histogram(
@@ -177,12 +174,11 @@ class Scheduler:
     ) -> None:
         """One line per gang when the reason it waits changes, not one per cycle."""
         pending = {gang.key: len(gang.pending) for gang in gathered.gangs}
-        seen = {gang: _WAITED.sub("starving", reason) for gang, reason in reasons.items()}
         for gang, reason in reasons.items():
-            if self._logged_reasons.get(gang) != seen[gang]:
+            if self._logged_reasons.get(gang) != reason:
                 bound_log.info("gang_waiting", gang=gang, pods=pending.get(gang, 0),
                                reason=reason, cycle_ms=round(elapsed * 1000, 2))
-        self._logged_reasons = seen
+        self._logged_reasons = dict(reasons)
 
     async def _bind(self, placement: Placement) -> None:
         outcomes = await self.binder.bind_gang(placement)
@@ -270,7 +266,7 @@ class Scheduler:
         pending: dict[QueueName, int] = dict.fromkeys(view.queues, 0)
         running: dict[QueueName, int] = dict.fromkeys(view.queues, 0)
         for gang in gathered.gangs:
-            queue = gang.queue if gang.queue in allocated else QueueName("default")
+            queue = gang.queue if gang.queue in allocated else DEFAULT_QUEUE
             allocated[queue] = allocated[queue] + gathered.bound_requests.get(
                 gang.key, Resources.zero()
             )

@@ -345,6 +345,10 @@ class _Cycle:
         giants cannot between them lock the whole cluster; the next one gets its
         turn once the first is placed. A gang that needs more than the
         schedulable nodes have in all holds nothing: waiting cannot help it.
+
+        The reason names the threshold, not the seconds waited: it becomes pod
+        conditions, status and Events, and a text that changed every second
+        would rewrite them all every cycle.
         """
         since = self.inp.waiting_since.get(gang.key)
         waited = 0.0 if since is None else self.inp.now - since
@@ -361,17 +365,18 @@ class _Cycle:
             if hold.fits(self.cluster_total):
                 self.starving = gang.key
                 self._hold(gang, hold)
-                why = (
-                    f"partly bound ({gang.bound} of {gang.min_member})" if _partly_bound(gang)
-                    else f"starving for {int(waited)}s"
-                )
-                reason = f"{why}: holding {hold} for it; {reason}"
+                reason = f"{self._urgency(gang)}: holding {hold} for it; {reason}"
             else:
                 reason = (
-                    f"starving for {int(waited)}s but needs {hold}, more than the "
+                    f"{self._urgency(gang)} but needs {hold}, more than the "
                     f"schedulable nodes have ({self.cluster_total}); {reason}"
                 )
         self.unplaceable.append(Unplaceable(gang.key, reason))
+
+    def _urgency(self, gang: Gang) -> str:
+        if _partly_bound(gang):
+            return f"partly bound ({gang.bound} of {gang.min_member})"
+        return f"starving (unplaced over {self.inp.starvation_seconds:g}s)"
 
     # -- bookkeeping ----------------------------------------------------------
 

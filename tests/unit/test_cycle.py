@@ -450,7 +450,9 @@ def test_starving_gang_holds_its_room_against_later_small_gangs() -> None:
     result = _starvation(75.0, big)
     assert result.placements == ()
     reason = reasons(result)["ns/big"]
-    assert reason.startswith(f"starving for 75s: holding {pod_request(1).scale(4)} for it")
+    assert reason.startswith(
+        f"starving (unplaced over 60s): holding {pod_request(1).scale(4)} for it")
+    assert _starvation(80.0, big).unplaceable == result.unplaceable  # same text as time passes
     small = reasons(result)["ns/small"]
     assert small.startswith("resources reserved by admitted gangs")
     assert "starving gang ns/big" in small
@@ -466,7 +468,7 @@ def test_only_the_first_starving_gang_holds_room() -> None:
     first = gang("ns/big-a", 4, created=0)
     second = gang("ns/big-b", 4, created=1)
     result = _starvation(75.0, first, second)
-    assert reasons(result)["ns/big-a"].startswith("starving for 75s: holding")
+    assert reasons(result)["ns/big-a"].startswith("starving (unplaced over 60s): holding")
     assert "holding" not in reasons(result)["ns/big-b"]
     assert "starving gang ns/big-a" in reasons(result)["ns/small"]
 
