@@ -12,9 +12,8 @@ forgets it; an assumption the watch never confirms expires after a bound time.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from datetime import datetime
 from typing import Any
 
 import structlog
@@ -83,16 +82,6 @@ def _matters(old: PodRecord | None, new: PodRecord, assumed_on: NodeName | None)
         return False
     moved = new.pod.node_name != old.pod.node_name and new.pod.node_name != assumed_on
     return moved or new.phase != old.phase or new.group != old.group
-
-
-def created_at(meta: Mapping[str, Any]) -> float:
-    stamp = meta.get("creationTimestamp")
-    if not stamp:
-        return 0.0
-    try:
-        return datetime.fromisoformat(str(stamp).replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        return 0.0
 
 
 @dataclass
@@ -219,7 +208,7 @@ class Mirror:
         spec: GroupSpec | None = None
         error: str | None = None
         try:
-            spec = group_from_api(body, flavor, created_at(meta))
+            spec = group_from_api(body, flavor)
         except ObjectError as exc:
             error = str(exc)
         annotations = meta.get("annotations") or {}
@@ -320,6 +309,3 @@ class Mirror:
             queues=queues,
             pods=dict(self.pods),
         )
-
-    def pods_of(self, keys: Iterable[PodKey]) -> list[PodRecord]:
-        return [self.pods[k] for k in keys if k in self.pods]

@@ -16,7 +16,7 @@ from enum import StrEnum
 from typing import Any
 
 from gangsched.core.cycle import DEFAULT_QUEUE
-from gangsched.core.kubeobjects import ObjectError
+from gangsched.core.kubeobjects import ObjectError, timestamp
 from gangsched.core.model import GangKey, PodKey, QueueName
 from gangsched.core.quantity import QuantityError
 from gangsched.core.resources import Resources
@@ -96,7 +96,7 @@ class GroupSpec:
     priority_class: str | None = None
 
 
-def group_from_api(obj: Mapping[str, Any], flavor: Flavor, created: float) -> GroupSpec:
+def group_from_api(obj: Mapping[str, Any], flavor: Flavor) -> GroupSpec:
     """Read a PodGroup of any flavour; an empty spec (Spark's default) means minMember 1.
 
     Raises ObjectError naming the group and field, so one bad group is reported
@@ -104,6 +104,8 @@ def group_from_api(obj: Mapping[str, Any], flavor: Flavor, created: float) -> Gr
     """
     meta = obj.get("metadata") or {}
     key = gang_key(str(meta.get("namespace", "")), str(meta.get("name", "")))
+    created = timestamp(meta.get("creationTimestamp"), f"podgroup {key}",
+                        "metadata.creationTimestamp")
     spec = obj.get("spec") or {}
     if not isinstance(spec, Mapping):
         raise ObjectError(f"podgroup {key}: spec is not an object")

@@ -30,7 +30,7 @@ from gangsched.core.model import (
 from gangsched.core.quantity import QuantityError, canonical_amount
 from gangsched.core.resources import CPU, MEMORY, PODS, Resources
 
-__all__ = ["ObjectError", "node_from_api", "pod_from_api"]
+__all__ = ["ObjectError", "node_from_api", "pod_from_api", "timestamp"]
 
 _TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
 _SELECTOR_OPERATORS = frozenset({"In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt"})
@@ -159,7 +159,7 @@ def pod_from_api(obj: Mapping[str, Any]) -> Pod:
         ),
         node_name=NodeName(node_name) if node_name else None,
         priority=priority,
-        created=_timestamp(meta.get("creationTimestamp"), where, "metadata.creationTimestamp"),
+        created=timestamp(meta.get("creationTimestamp"), where, "metadata.creationTimestamp"),
         terminal=phase in _TERMINAL_PHASES,
     )
 
@@ -345,7 +345,7 @@ def _tolerations(spec: Mapping[str, object], where: str) -> tuple[Toleration, ..
     return tuple(found)
 
 
-def _timestamp(value: object, where: str, path: str) -> float:
+def timestamp(value: object, where: str, path: str) -> float:
     """RFC 3339 time as seconds since the epoch; absent reads as 0 (oldest)."""
     if value is None:
         return 0.0

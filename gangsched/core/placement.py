@@ -15,6 +15,7 @@ from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 
 from gangsched.core.model import Gang, GangKey, NodeName, Pod, PodKey, Policy
+from gangsched.core.nodefit import uses_node_name
 from gangsched.core.packing import (
     SEARCH_BUDGET,
     SEARCH_MAX_PODS,
@@ -423,7 +424,7 @@ class Capacity:
 
 
 def _uses_names(kind: PodType) -> bool:
-    return any(term.match_fields for term in kind.rules.required_affinity)
+    return uses_node_name(kind.rules)
 
 
 def _add(

@@ -13,12 +13,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from gangsched.core.model import Gang, PodPlacementRules
-from gangsched.core.resources import CPU, EPHEMERAL, MEMORY, PODS, Resources, format_amount
+from gangsched.core.resources import PODS, Resources, devices_first, format_amount
 
 __all__ = ["ShapeFigures", "describe_request", "unplaceable_reason"]
 
 _TIMES = "\u00d7"  # the multiplication sign
-_LAST = {CPU: 1, MEMORY: 2, EPHEMERAL: 3, PODS: 4}
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,8 +42,8 @@ class ShapeFigures:
 def describe_request(requests: Resources) -> str:
     """``2 nvidia.com/gpu`` or ``(4 cpu + 16Gi memory)``; the pod slot goes unsaid."""
     parts = [
-        f"{format_amount(name, amount)} {name}"
-        for name, amount in sorted(requests.amounts.items(), key=_devices_first)
+        f"{format_amount(name, requests.get(name))} {name}"
+        for name in sorted(requests.amounts, key=devices_first)
         if name != PODS
     ]
     if not parts:
@@ -52,10 +51,6 @@ def describe_request(requests: Resources) -> str:
     if len(parts) == 1:
         return parts[0]
     return "(" + " + ".join(parts) + ")"
-
-
-def _devices_first(item: tuple[str, int]) -> tuple[int, str]:
-    return (_LAST.get(item[0], 0), item[0])
 
 
 def _plural(count: int, word: str) -> str:

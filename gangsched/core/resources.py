@@ -22,6 +22,7 @@ __all__ = [
     "MEMORY",
     "PODS",
     "Resources",
+    "devices_first",
     "format_amount",
     "is_extended",
 ]
@@ -48,6 +49,18 @@ def is_extended(name: str) -> bool:
     strand: a CPU-only pod on a GPU node leaves GPUs nobody else can reach.
     """
     return name not in _NATIVE and not name.startswith("hugepages-")
+
+
+_DEVICES_FIRST = {CPU: 1, MEMORY: 2, EPHEMERAL: 3, PODS: 4}
+
+
+def devices_first(name: str) -> tuple[int, str]:
+    """Sort key naming scarce devices (GPUs...) before cpu, memory, storage and pods.
+
+    Used wherever a resource is named to a person: what a pod lacks, what it
+    asks for. The scarce device is what explains why it waits.
+    """
+    return (_DEVICES_FIRST.get(name, 0), name)
 
 
 def format_amount(name: str, amount: int) -> str:

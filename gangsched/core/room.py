@@ -8,14 +8,12 @@ search and the indexes so both use the very same arithmetic.
 
 from __future__ import annotations
 
-from gangsched.core.resources import CPU, EPHEMERAL, MEMORY, PODS, Resources, is_extended
+from gangsched.core.resources import Resources, devices_first, is_extended
 
 __all__ = ["UNBOUNDED", "blamed_resource", "fit_count", "stranded_devices"]
 
 UNBOUNDED = 1 << 62
 """The room for a pod that asks for nothing at all."""
-
-_BLAME_LAST = {CPU: 1, MEMORY: 2, EPHEMERAL: 3, PODS: 4}
 
 
 def fit_count(free: Resources, items: tuple[tuple[str, int], ...]) -> int:
@@ -56,4 +54,4 @@ def blamed_resource(free: Resources, requests: Resources) -> str:
     missing = requests.short_of(free)
     if missing.is_zero:
         return ""
-    return min(missing.amounts, key=lambda name: (_BLAME_LAST.get(name, 0), name))
+    return min(missing.amounts, key=devices_first)

@@ -29,7 +29,7 @@ def test_membership_markers_in_order_of_precedence() -> None:
 
 @pytest.mark.parametrize("flavor", list(Flavor))
 def test_empty_spec_means_min_member_one(flavor: Flavor) -> None:
-    spec = group_from_api({"metadata": {"name": "spark", "namespace": "ns"}}, flavor, 0.0)
+    spec = group_from_api({"metadata": {"name": "spark", "namespace": "ns"}}, flavor)
     assert spec.min_member == 1
     assert spec.queue == QueueName("default")
     assert spec.min_resources.is_zero
@@ -37,14 +37,16 @@ def test_empty_spec_means_min_member_one(flavor: Flavor) -> None:
 
 def test_min_resources_and_queue_are_read() -> None:
     spec = group_from_api(
-        {"metadata": {"name": "g", "namespace": "ns", "generation": 3},
+        {"metadata": {"name": "g", "namespace": "ns", "generation": 3,
+                      "creationTimestamp": "2026-01-01T00:00:00Z"},
          "spec": {"minMember": 4, "minResources": {"cpu": "3", "nvidia.com/gpu": 2},
                   "queue": "research", "scheduleTimeoutSeconds": 30}},
-        Flavor.VOLCANO, 0.0,
+        Flavor.VOLCANO,
     )
     assert (spec.min_member, spec.queue, spec.timeout_seconds, spec.generation) == (
         4, "research", 30, 3)
     assert spec.min_resources == Resources.of({"cpu": 3000, "nvidia.com/gpu": 2})
+    assert spec.created == 1767225600.0  # age orders gangs of equal priority
 
 
 @pytest.mark.parametrize("spec", [
@@ -56,7 +58,7 @@ def test_min_resources_and_queue_are_read() -> None:
 def test_bad_spec_is_an_object_error_naming_the_group(spec: dict[str, object]) -> None:
     with pytest.raises(ObjectError, match="podgroup ns/g"):
         group_from_api({"metadata": {"name": "g", "namespace": "ns"}, "spec": spec},
-                       Flavor.VOLCANO, 0.0)
+                       Flavor.VOLCANO)
 
 
 SPEC = GroupSpec(GangKey("ns/g"), Flavor.GANGSCHED, 2, Resources.zero(), QueueName("default"),
