@@ -385,11 +385,6 @@ class LocalCluster:
                 raise ClusterError(f"node {name} not deleted after {timeout}s")
             time.sleep(0.1)
 
-    def delete_nodes(self, prefix: str) -> None:
-        for node in pykube.Node.objects(self.client):
-            if node.name.startswith(prefix + "-"):
-                node.delete()
-
     def wait_nodes_ready(self, names: list[str], timeout: float = 30.0) -> None:
         deadline = time.monotonic() + timeout
         pending = set(names)

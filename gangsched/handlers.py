@@ -9,6 +9,7 @@ by the scheduling loop, which knows the members.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Any
@@ -57,7 +58,7 @@ def register(
     @kopf.on.startup(registry=registry)
     def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
         """Quiet kopf: our handlers never fail, and its own events would only add noise."""
-        settings.posting.level = 40  # logging.ERROR
+        settings.posting.level = logging.ERROR
         settings.watching.server_timeout = 300
         settings.watching.client_timeout = 330
 

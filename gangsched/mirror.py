@@ -93,7 +93,6 @@ class Mirror:
     pods: dict[PodKey, PodRecord] = field(default_factory=dict)
     groups: dict[GangKey, GroupRecord] = field(default_factory=dict)
     queues: dict[QueueName, QueueSpec] = field(default_factory=dict)
-    queue_errors: dict[QueueName, str] = field(default_factory=dict)
     assumed: dict[PodKey, tuple[NodeName, float]] = field(default_factory=dict)
     bad_pods: dict[PodKey, str] = field(default_factory=dict)
     priority_classes: dict[str, int] = field(default_factory=dict)
@@ -239,6 +238,12 @@ class Mirror:
             del self.groups[key]
 
     def upsert_queue(self, body: RawObject) -> None:
+        """Mirror a Queue; a part the schema should have rejected is logged and left out.
+
+        The CRD schema rejects bad weights and quantities, so this only meets
+        objects written around it; an unreadable cap then caps nothing rather
+        than stopping the scheduler.
+        """
         meta = body.get("metadata") or {}
         spec = body.get("spec") or {}
         name = QueueName(str(meta.get("name", "")))
@@ -246,14 +251,15 @@ class Mirror:
         try:
             if spec.get("capability"):
                 capability = Resources.parse(spec["capability"])
-        except QuantityError as error:
-            self.queue_errors[name] = f"queue {name}: capability: {error}"
-            capability = None
-        else:
-            self.queue_errors.pop(name, None)
+        except (QuantityError, AttributeError) as error:
+            log.warning("queue_invalid", queue=name, field="capability", error=str(error))
+        weight = spec.get("weight", 1)
+        if isinstance(weight, bool) or not isinstance(weight, int) or weight < 1:
+            log.warning("queue_invalid", queue=name, field="weight", error=repr(weight))
+            weight = 1
         self.queues[name] = QueueSpec(
             name=name,
-            weight=max(1, int(spec.get("weight") or 1)),
+            weight=weight,
             capability=capability,
             open=spec.get("state", "Open") != "Closed",
         )

@@ -196,9 +196,6 @@ class Resources:
                 del out[name]
         return Resources._trusted(out)
 
-    def __neg__(self) -> Resources:
-        return Resources._trusted({name: -value for name, value in self._amounts.items()})
-
     def scale(self, n: int) -> Resources:
         """``n`` copies of this vector (n identical pods)."""
         if n == 0:
@@ -238,14 +235,6 @@ class Resources:
             if value:
                 out[name] = value
         return Resources._trusted(out)
-
-    def non_negative(self) -> Resources:
-        """This vector with negative amounts (overcommitment) read as nothing left."""
-        if all(value > 0 for value in self._amounts.values()):
-            return self
-        return Resources._trusted(
-            {name: value for name, value in self._amounts.items() if value > 0}
-        )
 
     def __str__(self) -> str:
         if not self._amounts:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from gangsched.core.groups import Flavor
-from gangsched.core.model import GangKey, NodeName, PodKey
+from gangsched.core.model import GangKey, NodeName, PodKey, QueueName
 from gangsched.core.placement import Placement
 from gangsched.mirror import Mirror
 
@@ -139,3 +139,12 @@ def test_only_changes_that_can_alter_a_decision_wake_the_scheduler() -> None:
     assert mirror.upsert("pods", pod("new")) is True
     assert mirror.upsert("pods", pod("other", scheduler="default-scheduler")) is False
     assert mirror.delete("pods", running) is True
+
+
+def test_queue_the_schema_should_have_rejected_is_read_without_crashing() -> None:
+    mirror = mirror_with()
+    mirror.upsert_queue({"metadata": {"name": "q"},
+                         "spec": {"weight": "heavy", "capability": {"cpu": "lots"},
+                                  "state": "Closed"}})
+    queue = mirror.queues[QueueName("q")]
+    assert (queue.weight, queue.capability, queue.open) == (1, None, False)
