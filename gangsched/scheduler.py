@@ -246,13 +246,11 @@ class Scheduler:
             status = group_status(
                 group.spec,
                 counts or MemberCounts(),
-                admitted=key in result.admitted or key in placed,
+                admitted=key in result.admitted,
                 waiting_reason=reasons.get(key),
                 waited_seconds=now - self.waiting_since.get(key, now),
+                binding=key in placed,
             )
-            if key in placed and status.phase in (Phase.PENDING, Phase.INQUEUE):
-                status = GroupStatus(Phase.INQUEUE, status.counts, "Binding",
-                                     "members placed, binding")
             statuses[key] = status
             self.reporter.group_status(group, status, group.spec.generation)
         self._report_queues(view, gathered, statuses)

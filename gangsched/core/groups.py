@@ -165,8 +165,12 @@ def group_status(
     admitted: bool,
     waiting_reason: str | None,
     waited_seconds: float,
+    binding: bool = False,
 ) -> GroupStatus:
     """The phase a group is in and why, from its members and the last cycle's verdict.
+
+    ``binding``: this cycle placed the gang and its binds are under way; its
+    members are not counted as placed until the watch confirms them.
 
     A group that outlived ``scheduleTimeoutSeconds`` without being placed turns
     Unschedulable but keeps waiting: the timeout tells people, it does not
@@ -184,6 +188,8 @@ def group_status(
     if live + counts.succeeded >= spec.min_member and live > 0:
         return GroupStatus(Phase.RUNNING, counts, "GangScheduled",
                            f"{live} members placed, minMember {spec.min_member}")
+    if binding:
+        return GroupStatus(Phase.INQUEUE, counts, "Binding", "members placed, binding")
     if waiting_reason and spec.timeout_seconds is not None and (
         waited_seconds >= spec.timeout_seconds
     ):

@@ -134,3 +134,12 @@ def test_podgroup_priority_class_orders_the_gang_even_before_its_pods() -> None:
     assert gathered.gangs[0].priority == 1000
     unknown = gather([Member(_pod("a"), urgent)], {urgent: spec}, priority_classes={})
     assert unknown.gangs[0].priority == 0
+
+
+def test_a_gang_being_bound_reads_binding_until_the_watch_confirms_it() -> None:
+    being_bound = group_status(SPEC, MemberCounts(pending=2), admitted=True,
+                               waiting_reason=None, waited_seconds=0, binding=True)
+    assert (being_bound.phase, being_bound.reason) == (Phase.INQUEUE, "Binding")
+    confirmed = group_status(SPEC, MemberCounts(scheduled=2, running=2), admitted=True,
+                             waiting_reason=None, waited_seconds=0, binding=True)
+    assert confirmed.phase is Phase.RUNNING
