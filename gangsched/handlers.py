@@ -16,7 +16,7 @@ from typing import Any
 
 import kopf
 
-from gangsched.core.groups import Flavor, gang_key
+from gangsched.core.groups import Flavor, group_key_of
 from gangsched.mirror import GroupRecord, Mirror
 
 QUEUES = ("scheduling.gangsched.io", "v1alpha1", "queues")
@@ -70,8 +70,7 @@ def apply_group_event(mirror: Mirror, flavor: Flavor, event: Mapping[str, Any]) 
     decides from, and waking the scheduler for them would loop it on itself.
     """
     body = event.get("object") or {}
-    meta = body.get("metadata") or {}
-    key = gang_key(str(meta.get("namespace", "")), str(meta.get("name", "")))
+    key = group_key_of(body)
     before = mirror.groups.get(key)
     if event.get("type") == "DELETED":
         mirror.delete_group(flavor, body)

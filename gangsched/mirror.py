@@ -20,7 +20,14 @@ import structlog
 
 from gangsched.core.cycle import DEFAULT_QUEUE, QueueSpec
 from gangsched.core.gangs import Member
-from gangsched.core.groups import Flavor, GroupSpec, gang_key, group_from_api, group_name_of
+from gangsched.core.groups import (
+    Flavor,
+    GroupSpec,
+    gang_key,
+    group_from_api,
+    group_key_of,
+    group_name_of,
+)
 from gangsched.core.kubeobjects import ObjectError, node_from_api, pod_from_api
 from gangsched.core.model import GangKey, Node, NodeName, Pod, PodKey, Policy, QueueName
 from gangsched.core.placement import Placement, Snapshot
@@ -203,7 +210,7 @@ class Mirror:
     # ---- PodGroups and Queues (from kopf event handlers) --------------------
     def upsert_group(self, flavor: Flavor, body: RawObject) -> GroupRecord:
         meta = body.get("metadata") or {}
-        key = gang_key(str(meta.get("namespace", "")), str(meta.get("name", "")))
+        key = group_key_of(body)
         spec: GroupSpec | None = None
         error: str | None = None
         try:
@@ -231,8 +238,7 @@ class Mirror:
         return record
 
     def delete_group(self, flavor: Flavor, body: RawObject) -> None:
-        meta = body.get("metadata") or {}
-        key = gang_key(str(meta.get("namespace", "")), str(meta.get("name", "")))
+        key = group_key_of(body)
         current = self.groups.get(key)
         if current is not None and current.flavor == flavor:
             del self.groups[key]

@@ -77,6 +77,12 @@ def gang_key(namespace: str, group: str) -> GangKey:
     return GangKey(f"{namespace}/{group}")
 
 
+def group_key_of(obj: Mapping[str, Any]) -> GangKey:
+    """The key of a PodGroup object, of any flavour, from its metadata."""
+    meta = obj.get("metadata") or {}
+    return gang_key(str(meta.get("namespace", "")), str(meta.get("name", "")))
+
+
 def solo_gang_key(pod: PodKey) -> GangKey:
     """A pod without a group is a gang of one; the prefix keeps it apart from group names."""
     namespace, name = pod.split("/", 1)
@@ -103,7 +109,7 @@ def group_from_api(obj: Mapping[str, Any], flavor: Flavor) -> GroupSpec:
     on its own status and never stops the scheduler.
     """
     meta = obj.get("metadata") or {}
-    key = gang_key(str(meta.get("namespace", "")), str(meta.get("name", "")))
+    key = group_key_of(obj)
     created = timestamp(meta.get("creationTimestamp"), f"podgroup {key}",
                         "metadata.creationTimestamp")
     spec = obj.get("spec") or {}
