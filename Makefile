@@ -9,6 +9,7 @@ NODE_MEMORY ?= 16Gi
 NODE_GPUS ?= 0
 WITH_KUBE_SCHEDULER ?= 0
 WITH_CONTROLLER_MANAGER ?= 0
+NATIVE_GANG ?= 0
 PYTEST_ARGS ?=
 
 .PHONY: test unit e2e lint binaries cluster-up cluster-down bench bench-core bench-scenarios bench-scheduler clean
@@ -44,7 +45,8 @@ cluster-up: $(VENV)/.installed binaries
 	@$(BIN)/python -m devcluster up --nodes $(NODES) --node-cpu $(NODE_CPU) \
 	  --node-memory $(NODE_MEMORY) --node-gpus $(NODE_GPUS) \
 	  $(if $(filter 1,$(WITH_KUBE_SCHEDULER)),--with-kube-scheduler) \
-	  $(if $(filter 1,$(WITH_CONTROLLER_MANAGER)),--with-controller-manager)
+	  $(if $(filter 1,$(WITH_CONTROLLER_MANAGER)),--with-controller-manager) \
+	  $(if $(filter 1,$(NATIVE_GANG)),--native-gang)
 
 cluster-down: $(VENV)/.installed
 	@$(BIN)/python -m devcluster down

@@ -32,6 +32,10 @@ def main() -> None:
 @click.option("--node-gpus", default=0, show_default=True)
 @click.option("--with-kube-scheduler/--without-kube-scheduler", default=False)
 @click.option("--with-controller-manager/--without-controller-manager", default=False)
+@click.option("--native-gang/--no-native-gang", default=False,
+              help="kube-scheduler gang-schedules native PodGroups (GenericWorkload, "
+                   "TopologyAwareWorkloadScheduling); the Job controller creates them "
+                   "(WorkloadWithJob).")
 def up(
     nodes: int,
     node_cpu: str,
@@ -39,6 +43,7 @@ def up(
     node_gpus: int,
     with_kube_scheduler: bool,
     with_controller_manager: bool,
+    native_gang: bool,
 ) -> None:
     """Start the control plane in the background and print the line to use it."""
     if (WORKDIR / "state.json").exists():
@@ -49,6 +54,7 @@ def up(
         shape=NodeShape(cpu=node_cpu, memory=node_memory, gpus=node_gpus),
         with_kube_scheduler=with_kube_scheduler,
         with_controller_manager=with_controller_manager,
+        native_gang=native_gang,
     )
     bin_dir = ensure_binaries()
     started = time.monotonic()

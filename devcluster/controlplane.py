@@ -13,6 +13,14 @@ runs, its serviceaccount controller still creates ``default`` accounts.
 ``TaintNodesByCondition`` is off too: it taints every new node not-ready until
 the node-lifecycle controller lifts it, and KWOK nodes are Ready at once.
 
+Kubernetes 1.37's native gang scheduling API is always served: the API server
+runs with ``GenericWorkload`` (``scheduling.k8s.io/v1beta1`` Workloads and
+PodGroups, the pod's ``spec.schedulingGroup``), ``TopologyAwareWorkloadScheduling``
+(a PodGroup's ``schedulingConstraints.topology``) and ``WorkloadWithJob`` (a
+Job's ``spec.scheduling``), so native objects keep every field in every test.
+Whether kube-scheduler gang-schedules them and the Job controller creates
+them is a choice of :class:`ClusterOptions` (``native_gang``).
+
 Every process is started in its own session and recorded in ``state.json``;
 ``stop()`` (also from another process, through :func:`stop_from_state`)
 terminates them all and waits until none is left.
@@ -44,6 +52,12 @@ REPO = Path(__file__).resolve().parent.parent
 STAGES = Path(__file__).resolve().parent / "kwok-stages.yaml"
 KWOK_LABEL = ("type", "kwok")
 READY_TIMEOUT_S = 60.0
+NATIVE_API_GATES = "GenericWorkload=true,TopologyAwareWorkloadScheduling=true,WorkloadWithJob=true"
+"""Feature gates the API server always runs with: the 1.37 native gang API, whole."""
+NATIVE_SCHEDULER_GATES = "GenericWorkload=true,TopologyAwareWorkloadScheduling=true"
+"""kube-scheduler's native gang scheduling: the GangScheduling and topology plugins."""
+NATIVE_CONTROLLER_GATES = "GenericWorkload=true,WorkloadWithJob=true"
+"""The Job controller creates a Workload and a PodGroup for every Job."""
 
 
 class ClusterError(RuntimeError):
@@ -90,6 +104,8 @@ class ClusterOptions:
     shape: NodeShape = field(default_factory=NodeShape)
     with_kube_scheduler: bool = False
     with_controller_manager: bool = False
+    native_gang: bool = False
+    """kube-scheduler gang-schedules native PodGroups; the Job controller makes them."""
 
 
 @dataclass
@@ -229,6 +245,8 @@ class LocalCluster:
             "--service-cluster-ip-range=10.0.0.0/24",
             "--authorization-mode=RBAC",
             "--disable-admission-plugins=ServiceAccount,TaintNodesByCondition",
+            f"--feature-gates={NATIVE_API_GATES}",
+            "--runtime-config=scheduling.k8s.io/v1beta1=true",
             "--allow-privileged=true",
             "--profiling=false",
             "--v=1",
@@ -246,7 +264,7 @@ class LocalCluster:
         ]
 
     def _scheduler_args(self) -> list[str]:
-        return [
+        args = [
             f"--kubeconfig={self.kubeconfig}",
             f"--authentication-kubeconfig={self.kubeconfig}",
             f"--authorization-kubeconfig={self.kubeconfig}",
@@ -254,6 +272,9 @@ class LocalCluster:
             f"--secure-port={self.ports['scheduler']}",
             "--leader-elect=false",
         ]
+        if self.options.native_gang:
+            args.append(f"--feature-gates={NATIVE_SCHEDULER_GATES}")
+        return args
 
     def _kcm_args(self, certs: CertFiles) -> list[str]:
         return [
@@ -268,6 +289,7 @@ class LocalCluster:
             "pod-garbage-collector-controller",
             f"--root-ca-file={certs.ca_cert}",
             f"--service-account-private-key-file={certs.sa_private}",
+            *([f"--feature-gates={NATIVE_CONTROLLER_GATES}"] if self.options.native_gang else []),
         ]
 
     def _write_kubeconfig(self, certs: CertFiles) -> None:
