@@ -1,4 +1,4 @@
-"""kopf handlers for PodGroups (all three flavours) and Queues.
+"""kopf handlers for PodGroups (every flavour), native Workloads and Queues.
 
 Event handlers only: they keep the mirror current and wake the scheduler.
 They write nothing to the objects, so kopf's progress annotations and
@@ -20,6 +20,7 @@ from gangsched.core.groups import Flavor, group_key_of
 from gangsched.mirror import GroupRecord, Mirror
 
 QUEUES = ("scheduling.gangsched.io", "v1alpha1", "queues")
+WORKLOADS = ("scheduling.k8s.io", "v1beta1", "workloads")
 
 
 def register(
@@ -41,6 +42,15 @@ def register(
 
     for flavor in Flavor:
         podgroup_handler(flavor)
+
+    @kopf.on.event(*WORKLOADS, registry=registry)
+    async def workload_event(event: Mapping[str, Any], **_: Any) -> None:
+        """Mirror a native Workload's queue annotation, which its PodGroups inherit."""
+        body = event.get("object") or {}
+        changed = (mirror.delete_workload(body) if event.get("type") == "DELETED"
+                   else mirror.upsert_workload(body))
+        if changed:
+            on_change()
 
     @kopf.on.event(*QUEUES, registry=registry)
     async def queue_event(event: Mapping[str, Any], **_: Any) -> None:

@@ -21,12 +21,14 @@ import structlog
 from gangsched.core.cycle import DEFAULT_QUEUE, QueueSpec
 from gangsched.core.gangs import Member
 from gangsched.core.groups import (
+    QUEUE_ANNOTATION,
     Flavor,
     GroupSpec,
     gang_key,
     group_from_api,
     group_key_of,
     group_name_of,
+    native_group_name,
 )
 from gangsched.core.kubeobjects import ObjectError, node_from_api, pod_from_api
 from gangsched.core.model import GangKey, Node, NodeName, Pod, PodKey, Policy, QueueName
@@ -104,6 +106,9 @@ class Mirror:
     bad_pods: dict[PodKey, str] = field(default_factory=dict)
     priority_classes: dict[str, int] = field(default_factory=dict)
     """PriorityClass values by name: a PodGroup's priorityClassName orders its gang."""
+    workload_queues: dict[str, QueueName] = field(default_factory=dict)
+    """Queue annotations of native Workloads by ``namespace/name``: their PodGroups'
+    queue when a PodGroup names none itself."""
 
     # ---- watch sink (pods, nodes) -----------------------------------------
     def replace(self, kind: str, objects: list[RawObject]) -> None:
@@ -183,7 +188,9 @@ class Mirror:
                 self.bad_pods[key] = str(error)
             return ours
         self.bad_pods.pop(key, None)
-        group_name = group_name_of(meta.get("labels") or {}, meta.get("annotations") or {})
+        group_name = group_name_of(
+            meta.get("labels") or {}, meta.get("annotations") or {}
+        ) or native_group_name(spec)
         status = obj.get("status") or {}
         scheduled = next(
             (c for c in status.get("conditions") or [] if c.get("type") == "PodScheduled"), None
@@ -270,6 +277,30 @@ class Mirror:
             open=spec.get("state", "Open") != "Closed",
         )
 
+    def upsert_workload(self, body: RawObject) -> bool:
+        """Mirror a native Workload's queue annotation; True when it changed."""
+        meta = body.get("metadata") or {}
+        key = f"{meta.get('namespace')}/{meta.get('name')}"
+        queue = (meta.get("annotations") or {}).get(QUEUE_ANNOTATION)
+        before = self.workload_queues.get(key)
+        if queue:
+            self.workload_queues[key] = QueueName(str(queue))
+        else:
+            self.workload_queues.pop(key, None)
+        return before != self.workload_queues.get(key)
+
+    def delete_workload(self, body: RawObject) -> bool:
+        meta = body.get("metadata") or {}
+        return self.workload_queues.pop(f"{meta.get('namespace')}/{meta.get('name')}",
+                                        None) is not None
+
+    def _with_workload_queue(self, record: GroupRecord) -> GroupRecord:
+        spec = record.spec
+        if spec is None or spec.workload is None:
+            return record
+        queue = self.workload_queues.get(spec.workload)
+        return replace(record, spec=replace(spec, queue=queue)) if queue else record
+
     def delete_queue(self, body: RawObject) -> None:
         self.queues.pop(QueueName(str((body.get("metadata") or {}).get("name", ""))), None)
 
@@ -317,7 +348,7 @@ class Mirror:
         return View(
             snapshot=Snapshot.build(self.nodes.values(), pods),
             members=tuple(members),
-            groups=dict(self.groups),
+            groups={key: self._with_workload_queue(g) for key, g in self.groups.items()},
             queues=queues,
             pods=dict(self.pods),
         )

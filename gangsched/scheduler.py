@@ -235,6 +235,15 @@ class Scheduler:
         for pod_key, error in self.mirror.bad_pods.items():
             self.reporter.pod_invalid(pod_key, error)
 
+        # A basic-policy group is no gang: its pods are, and the group says what
+        # the first of them waits for, and is binding while any of them is.
+        group_reasons = dict(reasons)
+        for solo, owner in gathered.solo_of.items():
+            if solo in reasons:
+                group_reasons.setdefault(owner, reasons[solo])
+            if solo in placed:
+                placed = placed | {owner}
+
         statuses: dict[GangKey, GroupStatus] = {}
         for key, group in view.groups.items():
             if group.spec is None:
@@ -247,7 +256,7 @@ class Scheduler:
                 group.spec,
                 counts or MemberCounts(),
                 admitted=key in result.admitted,
-                waiting_reason=reasons.get(key),
+                waiting_reason=group_reasons.get(key),
                 waited_seconds=now - self.waiting_since.get(key, now),
                 binding=key in placed,
             )

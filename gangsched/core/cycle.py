@@ -26,9 +26,10 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 from gangsched.core.fairness import dominant_share, gang_order, lowest_share
-from gangsched.core.model import Gang, GangKey, Policy, QueueName
+from gangsched.core.model import Gang, GangKey, NodeName, Policy, QueueName
 from gangsched.core.placement import Capacity, Placement, Snapshot, Unplaceable
 from gangsched.core.resources import Resources
+from gangsched.core.topology import Domain, domains_of, place_in_one_domain
 
 DEFAULT_QUEUE = QueueName("default")
 
@@ -146,6 +147,7 @@ class _Cycle:
         ]
         self.cluster_total = _total(node.allocatable for node in schedulable)
         self.capacity = Capacity.from_snapshot(inp.snapshot)
+        self.domains: dict[tuple[str, ...], dict[Domain, tuple[NodeName, ...]]] = {}
         # Kept as a running total from here on (see _free_after) rather than
         # summed over the nodes again for every gang.
         self.free = self.capacity.free_total()
@@ -297,7 +299,7 @@ class _Cycle:
         again when refused, so a refused gang leaves no trace: the gangs after
         it see exactly the room they would have seen without it.
         """
-        decision = self.capacity.place(gang, self.inp.policy)
+        decision = self._decide(gang)
         if isinstance(decision, Unplaceable):
             self._wait(gang, decision.reason)
             return
@@ -337,6 +339,17 @@ class _Cycle:
         self.bound[gang.key] = bound_after
         self.allocated[queue.name] = self.allocated[queue.name] + placed
         self._hold(gang, own_after)
+
+    def _decide(self, gang: Gang) -> Placement | Unplaceable:
+        """Where the gang goes on the cycle's capacity: anywhere, or inside one domain."""
+        if not gang.topology_keys:
+            return self.capacity.place(gang, self.inp.policy)
+        domains = self.domains.get(gang.topology_keys)
+        if domains is None:
+            domains = self.domains[gang.topology_keys] = domains_of(
+                self.inp.snapshot, gang.topology_keys
+            )
+        return place_in_one_domain(self.capacity, gang, self.inp.policy, domains)
 
     def _wait(self, gang: Gang, reason: str) -> None:
         """Record why the gang waits; the first starving one also holds its room.

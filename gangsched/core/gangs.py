@@ -13,7 +13,7 @@ from dataclasses import dataclass, field, replace
 
 from gangsched.core.cycle import DEFAULT_QUEUE
 from gangsched.core.groups import GroupSpec, MemberCounts, solo_gang_key
-from gangsched.core.model import Gang, GangKey, Pod, Policy
+from gangsched.core.model import Gang, GangKey, NodeName, Pod, Policy
 from gangsched.core.resources import Resources
 
 
@@ -36,6 +36,8 @@ class Gathered:
     orphans: Mapping[GangKey, tuple[Pod, ...]]
     """Pending pods naming a PodGroup that does not exist (yet): they wait, saying so."""
     finished: frozenset[GangKey] = field(default_factory=frozenset)
+    solo_of: Mapping[GangKey, GangKey] = field(default_factory=dict)
+    """The one-pod gangs of basic-policy groups, to the group they are counted in."""
 
 
 def gather(
@@ -58,18 +60,34 @@ def gather(
     their pods are deleted nothing else tells them from a group whose pods are
     yet to come, and taken for one they would be admitted again and hold their
     ``minResources`` for a job that is over. A new pending pod revives them.
+
+    A basic-policy group (native ``schedulingPolicy.basic``) is no gang: each
+    of its pending pods is a gang of one, in the group's queue and at its
+    priority, while the group still counts its members for its status.
     """
     pending: dict[GangKey, list[Pod]] = defaultdict(list)
     bound_requests: dict[GangKey, Resources] = defaultdict(Resources.zero)
     counts: dict[GangKey, dict[str, int]] = defaultdict(lambda: defaultdict(int))
     orphans: dict[GangKey, list[Pod]] = defaultdict(list)
     priority: dict[GangKey, int] = {}
+    bound_on: dict[GangKey, set[NodeName]] = defaultdict(set)
+    solo_of: dict[GangKey, GangKey] = {}
     for member in members:
         pod = member.pod
         key = member.group or solo_gang_key(pod.key)
         if member.group is not None and member.group not in groups:
             if pod.node_name is None and not pod.terminal:
                 orphans[key].append(pod)
+            continue
+        spec = groups.get(key)
+        if spec is not None and spec.basic and pod.node_name is None and not (
+            member.succeeded or member.failed
+        ):
+            solo = solo_gang_key(pod.key)
+            solo_of[solo] = key
+            counts[key]["pending"] += 1
+            pending[solo].append(replace(pod, gang=solo))
+            priority[solo] = pod.priority
             continue
         tally = counts[key]
         if member.succeeded:
@@ -79,6 +97,7 @@ def gather(
         elif pod.node_name is not None:
             tally["scheduled"] += 1
             bound_requests[key] = bound_requests[key] + pod.requests
+            bound_on[key].add(pod.node_name)
             if member.running:
                 tally["running"] += 1
         else:
@@ -95,25 +114,33 @@ def gather(
         pods = tuple(sorted(pending.get(key, ()), key=lambda p: (p.created, p.key)))
         live = tally.get("scheduled", 0)
         done = tally.get("succeeded", 0) + tally.get("failed", 0)
-        if spec is not None and not pods and live == 0 and (
+        if spec is not None and not pods and not tally.get("pending") and live == 0 and (
             done >= spec.min_member or key in finished_before
         ):
             finished.add(key)
             continue
+        if spec is not None and spec.basic:
+            continue  # its pods are gangs of their own
+        owner = groups.get(solo_of[key]) if key in solo_of else None
+        if owner is not None:
+            spec = owner
+        if owner is not None or spec is None:
+            created = pods[0].created if pods else 0.0
+        else:
+            created = spec.created
         gangs.append(
             Gang(
                 key=key,
-                min_member=spec.min_member if spec else 1,
+                min_member=1 if owner else spec.min_member if spec else 1,
                 pending=pods,
                 bound=live + tally.get("succeeded", 0),
                 queue=spec.queue if spec else DEFAULT_QUEUE,
                 min_resources=spec.min_resources if spec else Resources.zero(),
-                priority=max(
-                    priority.get(key, 0),
-                    (priority_classes or {}).get(spec.priority_class or "", 0) if spec else 0,
-                ),
-                created=spec.created if spec else (pods[0].created if pods else 0.0),
-                policy=(policies or {}).get(key),
+                priority=max(priority.get(key, 0), _group_priority(spec, priority_classes)),
+                created=created,
+                policy=(policies or {}).get(solo_of.get(key, key)),
+                topology_keys=spec.topology_keys if spec and not owner else (),
+                bound_on=frozenset(bound_on.get(key, ())),
             )
         )
     return Gathered(
@@ -131,4 +158,14 @@ def gather(
         },
         orphans={key: tuple(pods) for key, pods in orphans.items()},
         finished=frozenset(finished),
+        solo_of=solo_of,
     )
+
+
+def _group_priority(spec: GroupSpec | None, classes: Mapping[str, int] | None) -> int:
+    """The priority a group gives its gang: its own value, or its class's."""
+    if spec is None:
+        return 0
+    if spec.priority is not None:
+        return spec.priority
+    return (classes or {}).get(spec.priority_class or "", 0)

@@ -1,11 +1,13 @@
 """PodGroups of every flavour we honour, reduced to one spec, and their status.
 
-gangsched's own PodGroup, scheduler-plugins' (``scheduling.x-k8s.io``) and
-Volcano's (``scheduling.volcano.sh``) say the same thing with different
-fields; operators such as Kubeflow's training-operator or Spark create the
-latter two, so honouring them is what lets those users switch by changing
-only ``schedulerName``. Membership of a pod is read from any of the three
-markers below.
+gangsched's own PodGroup, scheduler-plugins' (``scheduling.x-k8s.io``),
+Volcano's (``scheduling.volcano.sh``) and Kubernetes' own (``scheduling.k8s.io``,
+1.37's native gang API) say the same thing with different fields; operators
+such as Kubeflow's training-operator or Spark create the Volcano and
+scheduler-plugins ones, the Job controller the native one, so honouring them
+all is what lets those users switch by changing only ``schedulerName``.
+Membership of a pod is read from any of the markers below, or from the native
+``spec.schedulingGroup.podGroupName``.
 """
 
 from __future__ import annotations
@@ -24,6 +26,8 @@ from gangsched.core.resources import Resources
 GROUP_LABEL = "scheduling.gangsched.io/pod-group"
 COSCHEDULING_LABEL = "scheduling.x-k8s.io/pod-group"
 VOLCANO_ANNOTATION = "scheduling.k8s.io/group-name"
+QUEUE_ANNOTATION = "scheduling.gangsched.io/queue"
+"""Picks the Queue of a native PodGroup (or of its Workload): the native API has no queue."""
 
 
 class Flavor(StrEnum):
@@ -32,6 +36,7 @@ class Flavor(StrEnum):
     GANGSCHED = "scheduling.gangsched.io/v1alpha1"
     COSCHEDULING = "scheduling.x-k8s.io/v1alpha1"
     VOLCANO = "scheduling.volcano.sh/v1beta1"
+    NATIVE = "scheduling.k8s.io/v1beta1"
 
     @property
     def group(self) -> str:
@@ -73,6 +78,15 @@ def group_name_of(labels: Mapping[str, str], annotations: Mapping[str, str]) -> 
     return None
 
 
+def native_group_name(spec: Mapping[str, Any]) -> str | None:
+    """The native PodGroup a pod names in ``spec.schedulingGroup.podGroupName``, if any."""
+    group = spec.get("schedulingGroup")
+    if not isinstance(group, Mapping):
+        return None
+    name = group.get("podGroupName")
+    return name if isinstance(name, str) and name else None
+
+
 def gang_key(namespace: str, group: str) -> GangKey:
     return GangKey(f"{namespace}/{group}")
 
@@ -100,6 +114,16 @@ class GroupSpec:
     generation: int = 0
     timeout_seconds: int | None = None
     priority_class: str | None = None
+    priority: int | None = None
+    """A priority value given on the group itself (native ``spec.priority``)."""
+    basic: bool = False
+    """Native ``schedulingPolicy.basic``: each pod is placed on its own, the group only
+    counts and reports them."""
+    topology_keys: tuple[str, ...] = ()
+    """Node labels every member must share one value of (native topology constraints)."""
+    workload: str | None = None
+    """``namespace/name`` of the native Workload whose queue annotation applies when the
+    PodGroup names none itself."""
 
 
 def group_from_api(obj: Mapping[str, Any], flavor: Flavor) -> GroupSpec:
@@ -115,6 +139,8 @@ def group_from_api(obj: Mapping[str, Any], flavor: Flavor) -> GroupSpec:
     spec = obj.get("spec") or {}
     if not isinstance(spec, Mapping):
         raise ObjectError(f"podgroup {key}: spec is not an object")
+    if flavor is Flavor.NATIVE:
+        return _native_group(key, meta, spec, created)
     min_member = spec.get("minMember", 1)
     if min_member is None:
         min_member = 1
@@ -142,6 +168,62 @@ def group_from_api(obj: Mapping[str, Any], flavor: Flavor) -> GroupSpec:
         generation=int(meta.get("generation") or 0),
         timeout_seconds=timeout,
         priority_class=str(priority_class) if priority_class else None,
+    )
+
+
+def _native_group(
+    key: GangKey, meta: Mapping[str, Any], spec: Mapping[str, Any], created: float
+) -> GroupSpec:
+    """A ``scheduling.k8s.io/v1beta1`` PodGroup, read as kube-scheduler reads it.
+
+    ``gang.minCount`` is the minMember; ``basic`` places each pod alone; a
+    missing policy is what the API server rejects, read here as basic so a
+    group written around the schema still schedules its pods.
+    """
+    where = f"podgroup {key}"
+    policy = spec.get("schedulingPolicy") or {}
+    if not isinstance(policy, Mapping):
+        raise ObjectError(f"{where}: schedulingPolicy is not an object")
+    gang = policy.get("gang")
+    min_member = 1
+    if gang is not None:
+        count = gang.get("minCount") if isinstance(gang, Mapping) else None
+        if not isinstance(count, int) or isinstance(count, bool) or count < 1:
+            raise ObjectError(f"{where}: schedulingPolicy.gang.minCount {count!r} "
+                              "is not a whole number ≥ 1")
+        min_member = count
+    constraints = spec.get("schedulingConstraints") or {}
+    topology = constraints.get("topology") if isinstance(constraints, Mapping) else None
+    keys: list[str] = []
+    for index, entry in enumerate(topology or ()):
+        label = entry.get("key") if isinstance(entry, Mapping) else None
+        if not isinstance(label, str) or not label:
+            raise ObjectError(f"{where}: schedulingConstraints.topology[{index}].key "
+                              "must be a node label name")
+        keys.append(label)
+    priority = spec.get("priority")
+    if priority is not None and (not isinstance(priority, int) or isinstance(priority, bool)):
+        raise ObjectError(f"{where}: priority {priority!r} is not an integer")
+    annotations = meta.get("annotations") or {}
+    queue = annotations.get(QUEUE_ANNOTATION) if isinstance(annotations, Mapping) else None
+    workload_ref = spec.get("workloadRef")
+    workload = None
+    if not queue and isinstance(workload_ref, Mapping) and workload_ref.get("workloadName"):
+        workload = f"{key.split('/', 1)[0]}/{workload_ref['workloadName']}"
+    priority_class = spec.get("priorityClassName") or None
+    return GroupSpec(
+        key=key,
+        flavor=Flavor.NATIVE,
+        min_member=min_member,
+        min_resources=Resources.zero(),
+        queue=QueueName(str(queue or DEFAULT_QUEUE)),
+        created=created,
+        generation=int(meta.get("generation") or 0),
+        priority_class=str(priority_class) if priority_class else None,
+        priority=priority,
+        basic=gang is None,
+        topology_keys=tuple(keys),
+        workload=workload,
     )
 
 

@@ -112,3 +112,7 @@ class Gang:
     created: float = 0.0
     policy: Policy | None = None
     """Overrides the scheduler's policy for this gang when set."""
+    topology_keys: tuple[str, ...] = ()
+    """Node labels whose values every member must share: the gang lands in one domain."""
+    bound_on: frozenset[NodeName] = frozenset()
+    """Nodes the gang's bound members run on: a topology gang's domain is theirs."""

@@ -34,6 +34,9 @@ VOLCANO_PHASE = {
 }
 QUIET_REASONS = frozenset({"Waiting", "Admitted"})
 """Reasons that report progress, not a problem: no Unschedulable condition for them."""
+NATIVE_SCHEDULED = "PodGroupInitiallyScheduled"
+"""The one condition kube-scheduler writes on a native PodGroup; True is for good."""
+NATIVE_PLACED_PHASES = frozenset({Phase.RUNNING, Phase.SUCCEEDED, Phase.FAILED})
 
 
 def transition_time(
@@ -56,6 +59,8 @@ def status_body(
 ) -> dict[str, Any]:
     counts = status.counts
     message = status.message[:MESSAGE_LIMIT]
+    if flavor is Flavor.NATIVE:
+        return native_body(status, observed_generation, previous_conditions, now)
     if flavor is Flavor.GANGSCHED:
         scheduled = "True" if status.phase in (Phase.RUNNING, Phase.SUCCEEDED, Phase.FAILED) \
             else "False"
@@ -104,12 +109,54 @@ def status_body(
     return body
 
 
+def native_body(
+    status: GroupStatus,
+    observed_generation: int,
+    previous_conditions: Sequence[Mapping[str, Any]],
+    now: str,
+) -> dict[str, Any]:
+    """A native PodGroup's status in kube-scheduler's words.
+
+    ``PodGroupInitiallyScheduled`` turns True (reason ``Scheduled``) once the
+    gang is placed and, as kube-scheduler keeps it, never goes back to False;
+    until then it is False with reason ``Unschedulable`` and our one-line
+    reason as the message. A group that only waits for its members gets no
+    condition yet, as kube-scheduler writes none before it tries. Conditions
+    of other types (``DisruptionTarget``) are someone else's and are kept.
+    """
+    others = [dict(c) for c in previous_conditions if c.get("type") != NATIVE_SCHEDULED]
+    earlier = next((c for c in previous_conditions if c.get("type") == NATIVE_SCHEDULED), None)
+    placed = status.phase in NATIVE_PLACED_PHASES or status.reason == "Binding"
+    if earlier is not None and earlier.get("status") == "True":
+        return {"conditions": [*others, dict(earlier)]}
+    if placed:
+        condition = {"status": "True", "reason": "Scheduled",
+                     "message": status.message[:MESSAGE_LIMIT]}
+    elif status.reason in QUIET_REASONS:
+        return {"conditions": others}
+    else:
+        condition = {"status": "False", "reason": "Unschedulable",
+                     "message": status.message[:MESSAGE_LIMIT]}
+    return {"conditions": [*others, {
+        "type": NATIVE_SCHEDULED,
+        **condition,
+        "observedGeneration": observed_generation,
+        "lastTransitionTime": transition_time(previous_conditions, NATIVE_SCHEDULED,
+                                              condition["status"], now),
+    }]}
+
+
 def invalid_body(flavor: Flavor, error: str, now: str) -> dict[str, Any]:
     """An invalid group stays Pending and says why where its API has room for it.
 
     scheduler-plugins' status has no conditions: there only the Event says why.
     """
     message = error[:MESSAGE_LIMIT]
+    if flavor is Flavor.NATIVE:
+        return {"conditions": [{
+            "type": NATIVE_SCHEDULED, "status": "False", "reason": "SchedulerError",
+            "message": message, "observedGeneration": 0, "lastTransitionTime": now,
+        }]}
     body: dict[str, Any] = {"phase": "Pending"}
     if flavor is Flavor.GANGSCHED:
         body["conditions"] = [{
