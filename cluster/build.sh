@@ -51,8 +51,21 @@ install_tool() { # name module
   GOBIN="$bin" go install -trimpath -ldflags "-s -w" "$2"
 }
 
+# KWOK's own node lifecycle (Ready at once, heartbeats), from the pinned module:
+# since v0.8 it is not applied when a config brings pod stages of its own.
+kwok_node_stages() {
+  local out="$bin/kwok-node-stages.yaml"
+  [ -s "$out" ] && return 0
+  local dir
+  dir="$(go mod download -json "sigs.k8s.io/kwok@${KWOK_VERSION}" | sed -n 's/^\t"Dir": "\(.*\)",$/\1/p')"
+  { cat "$dir/kustomize/stage/node/fast/node-initialize.yaml"; echo "---"
+    cat "$dir/kustomize/stage/node/heartbeat/node-heartbeat.yaml"; } > "$out.tmp"
+  mv "$out.tmp" "$out"
+}
+
 build_etcd
 install_tool kwok "sigs.k8s.io/kwok/cmd/kwok@${KWOK_VERSION}"
+kwok_node_stages
 install_tool helm "helm.sh/helm/v3/cmd/helm@${HELM_VERSION}"
 build_kube
 [ $((SECONDS - started)) -gt 1 ] && say "done in $((SECONDS - started)) s"

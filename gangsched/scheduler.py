@@ -22,6 +22,7 @@ from gangsched.core.cycle import DEFAULT_QUEUE, CycleInput, CycleResult, run_cyc
 from gangsched.core.gangs import Gathered, gather
 from gangsched.core.groups import (
     FINISHED_PHASES,
+    Flavor,
     GroupStatus,
     MemberCounts,
     Phase,
@@ -247,11 +248,14 @@ class Scheduler:
         statuses: dict[GangKey, GroupStatus] = {}
         for key, group in view.groups.items():
             if group.spec is None:
-                self.reporter.group_invalid(group)
+                if group.flavor is not Flavor.NATIVE or key in gathered.orphans:
+                    self.reporter.group_invalid(group)
                 continue
             counts = gathered.counts.get(key)
             if counts is None and key in gathered.finished:
                 continue  # its pods are gone: the status it ended with stays
+            if counts is None and group.flavor is Flavor.NATIVE:
+                continue  # none of its pods is ours: kube-scheduler's group, not ours
             status = group_status(
                 group.spec,
                 counts or MemberCounts(),

@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 
 from gangsched.core.cycle import DEFAULT_QUEUE
-from gangsched.core.groups import GroupSpec, MemberCounts, solo_gang_key
+from gangsched.core.groups import Flavor, GroupSpec, MemberCounts, solo_gang_key
 from gangsched.core.model import Gang, GangKey, NodeName, Pod, Policy
 from gangsched.core.resources import Resources
 
@@ -60,6 +60,9 @@ def gather(
     their pods are deleted nothing else tells them from a group whose pods are
     yet to come, and taken for one they would be admitted again and hold their
     ``minResources`` for a job that is over. A new pending pod revives them.
+
+    A native PodGroup is ours only through pods of ours that name it: with
+    kube-scheduler running beside us, the others are its groups, not ours.
 
     A basic-policy group (native ``schedulingPolicy.basic``) is no gang: each
     of its pending pods is a gang of one, in the group's queue and at its
@@ -121,6 +124,8 @@ def gather(
             continue
         if spec is not None and spec.basic:
             continue  # its pods are gangs of their own
+        if spec is not None and spec.flavor is Flavor.NATIVE and key not in counts:
+            continue  # no pod of ours in it: another scheduler's group, or none yet
         owner = groups.get(solo_of[key]) if key in solo_of else None
         if owner is not None:
             spec = owner

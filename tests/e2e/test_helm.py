@@ -63,6 +63,9 @@ def can(cluster: LocalCluster, verb: str, resource: str, *extra: str) -> bool:
         ("patch", "podgroups.scheduling.x-k8s.io", ("--subresource=status", "-n", "team-a")),
         ("create", "queues.scheduling.gangsched.io", ()),
         ("update", "leases.coordination.k8s.io", ("-n", NAMESPACE)),
+        ("watch", "podgroups.scheduling.k8s.io", ("--all-namespaces",)),
+        ("patch", "podgroups.scheduling.k8s.io", ("--subresource=status", "-n", "team-a")),
+        ("watch", "workloads.scheduling.k8s.io", ("--all-namespaces",)),
     ],
 )
 def test_service_account_may_do_what_scheduling_needs(
@@ -82,6 +85,8 @@ def test_service_account_may_do_what_scheduling_needs(
         ("delete", "podgroups.scheduling.gangsched.io", ("-n", "team-a")),
         ("update", "leases.coordination.k8s.io", ("-n", "kube-system")),
         ("patch", "podgroups.scheduling.volcano.sh", ("--subresource=status", "-n", "team-a")),
+        ("patch", "podgroups.scheduling.k8s.io", ("-n", "team-a")),
+        ("patch", "workloads.scheduling.k8s.io", ("-n", "team-a")),
     ],
 )
 def test_service_account_may_do_nothing_more(

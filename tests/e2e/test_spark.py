@@ -51,15 +51,20 @@ class Spark:
     finished: set[int] = field(default_factory=set)
     most_jobs_at_once: int = 0
 
+    native_min_count: int = 1
+
     def _pod(self, name: str, job: int, **extra: Any) -> dict[str, Any]:
-        grouped = self.scheduler == "gang"
+        grouped = self.scheduler == "gang" or self.flavor == "native"
         return self.ws.pod(name, cpu="1", scheduler=self.scheduler,
                            group=f"spark-{job}" if grouped else None, marker=self.flavor,
                            labels={"spark-app": f"spark-{job}"}, **extra)
 
     def submit(self) -> None:
         for job in range(JOBS):
-            if self.scheduler == "gang":
+            if self.flavor == "native":
+                self.ws.create(self.ws.native_podgroup(f"spark-{job}",
+                                                       min_count=self.native_min_count))
+            elif self.scheduler == "gang":
                 self.ws.create(self.ws.podgroup(f"spark-{job}", min_member=1,
                                                 min_resources={"cpu": "3"}, flavor=self.flavor))
             self.ws.create(self._pod(driver(job), job))
@@ -111,6 +116,50 @@ def test_kube_scheduler_starts_every_driver_and_no_job_finishes(
     reason = scheduled_condition(pods[executor(0, 0)])
     assert reason is not None and reason["reason"] == "Unschedulable", reason
     assert overcommitted(cluster, pods.values()) == {}
+
+
+@pytest.mark.usefixtures("six_cpus")
+def test_native_gang_of_the_driver_alone_deadlocks_like_kube_scheduler(
+    ws: Workspace, cluster: LocalCluster
+) -> None:
+    """kube-scheduler 1.37's native PodGroup has no minResources: a group of the driver
+    (``minCount: 1``) is all Spark can declare up front, and it deadlocks the same way."""
+    spark = Spark(ws, scheduler="kube", flavor="native", native_min_count=1)
+    with timed("spark-6-jobs-6-cpus", "kube-scheduler 1.37 native gang (minCount 1)",
+               outcome=f"deadlock: 0 of {JOBS} jobs finish in {KUBE_OBSERVE_S:.0f}s") as record:
+        started = time.monotonic()
+        spark.submit()
+        wait_for(lambda: (spark.step(), len(spark.executors_made) == JOBS)[1], timeout=60,
+                 what="all six drivers to run and ask for their executors")
+        record["deadlocked_after_s"] = round(time.monotonic() - started, 2)
+        deadline = time.monotonic() + KUBE_OBSERVE_S
+        while time.monotonic() < deadline:
+            pods = spark.step()
+            assert [node_of(p) for n, p in pods.items() if "-exec-" in n and node_of(p)] == []
+            time.sleep(0.5)
+    assert spark.finished == set()
+    assert spark.most_jobs_at_once == JOBS
+    assert overcommitted(cluster, ws.pods().values()) == {}
+
+
+@pytest.mark.usefixtures("six_cpus")
+def test_native_gang_of_the_whole_job_never_starts_a_driver(
+    ws: Workspace, cluster: LocalCluster
+) -> None:
+    """The other native choice, ``minCount: 3``, waits for pods Spark makes only once
+    the driver runs: the gang never forms and no job starts."""
+    spark = Spark(ws, scheduler="kube", flavor="native", native_min_count=1 + EXECUTORS)
+    with timed("spark-6-jobs-6-cpus", "kube-scheduler 1.37 native gang (minCount 3)",
+               outcome=f"no driver starts: 0 of {JOBS} jobs finish in "
+                       f"{KUBE_OBSERVE_S:.0f}s"):
+        spark.submit()
+        deadline = time.monotonic() + KUBE_OBSERVE_S
+        while time.monotonic() < deadline:
+            spark.step()
+            time.sleep(0.5)
+    pods = ws.pods()
+    assert spark.finished == set() and spark.most_jobs_at_once == 0
+    assert [n for n, p in pods.items() if node_of(p)] == [], "a gang of 3 with one pod formed"
 
 
 @pytest.mark.parametrize("flavor", ["gangsched", "volcano"])

@@ -79,11 +79,18 @@ class Training:
     jobs_live_at_once: int = 0
     live_order: list[str] = field(default_factory=list)
 
+    native: bool = False
+    """Every job a native PodGroup (Kubernetes 1.37), whichever scheduler binds it."""
+    partly_bound_s: dict[str, float] = field(default_factory=dict)
+    """Per job, how long it was seen with some but not all of its pods bound."""
+    _partly_since: dict[str, float] = field(default_factory=dict)
+
     def manifest(self, job: Job, name: str) -> dict[str, Any]:
-        gang = self.scheduler == "gang"
+        grouped = self.scheduler == "gang" or self.native
         return self.ws.pod(name, cpu="1", gpus=1 if name in job.gpu_pods else 0,
-                           scheduler=self.scheduler, group=job.name if gang else None,
-                           marker=job.flavor, labels={"job-name": job.name})
+                           scheduler=self.scheduler, group=job.name if grouped else None,
+                           marker="native" if self.native else job.flavor,
+                           labels={"job-name": job.name})
 
     def creations(self, job: Job) -> list[Callable[[], None]]:
         return [functools.partial(self._create, job, name) for name in job.pods]
@@ -101,6 +108,13 @@ class Training:
         for name in holding:
             if name not in self.live_order:
                 self.live_order.append(name)
+        for job in JOBS:
+            placed = sum(1 for name in job.pods if node_of(pods.get(name, {})))
+            if 0 < placed < len(job.pods) and job.name not in self.finished:
+                since = self._partly_since.setdefault(job.name, now)
+                self.partly_bound_s[job.name] = round(now - since, 2)
+            else:
+                self._partly_since.pop(job.name, None)
         for job in JOBS:
             if job.name in self.finished:
                 continue
@@ -179,7 +193,8 @@ def test_gangsched_runs_whole_jobs_one_after_another(
         return len(training.finished) == len(JOBS)
 
     with timed("training-3-jobs-4-gpus", "gangsched",
-               outcome=f"{len(JOBS)} of {len(JOBS)} jobs run whole, one after another"):
+               outcome=f"{len(JOBS)} of {len(JOBS)} jobs run whole, one after another"
+               ) as record:
         ws.create(ws.podgroup(TFJOB.name, min_member=len(TFJOB.pods),
                               min_resources=TFJOB.min_resources, flavor="coscheduling"))
         ws.create(ws.podgroup(MPI.name, min_member=len(MPI.pods)))
@@ -190,6 +205,8 @@ def test_gangsched_runs_whole_jobs_one_after_another(
                  what=f"every job to run whole and finish (finished: {sorted(training.finished)},"
                       f" Volcano phases {volcano_phases})")
         operator.join(timeout=10)
+        record["jobs_holding_gpus_at_once"] = training.jobs_live_at_once
+        record["longest_partly_bound_s"] = max(training.partly_bound_s.values(), default=0.0)
 
     assert training.jobs_live_at_once == 1, (
         f"{training.jobs_live_at_once} jobs held GPUs at once; order {training.live_order}"
@@ -212,6 +229,34 @@ def test_gangsched_runs_whole_jobs_one_after_another(
              timeout=20, what=f"TFJob PodGroup Finished, last {_status(ws, TFJOB)}")
     wait_for(lambda: _status(ws, PYTORCH).get("phase") == "Completed", timeout=20,
              what=f"PyTorchJob PodGroup Completed, last {_status(ws, PYTORCH)}")
+
+
+@pytest.mark.usefixtures("four_gpus")
+def test_native_gang_scheduler_on_the_same_jobs(ws: Workspace, cluster: LocalCluster) -> None:
+    """kube-scheduler 1.37 with each job a native gang PodGroup of all its pods."""
+    training = Training(ws, scheduler="kube", native=True)
+    worst: dict[str, Any] = {}
+
+    def watch() -> bool:
+        pods = training.step()
+        worst.update(overcommitted(cluster, pods.values()))
+        return len(training.finished) == len(JOBS)
+
+    with timed("training-3-jobs-4-gpus", "kube-scheduler 1.37 native gang",
+               outcome=f"{len(JOBS)} of {len(JOBS)} jobs run whole") as record:
+        for job in JOBS:
+            ws.create(ws.native_podgroup(job.name, min_count=len(job.pods)))
+        create_interleaved([training.creations(job) for job in JOBS])
+        wait_for(watch, timeout=120, interval=0.1,
+                 what=f"every job to run and finish (finished: {sorted(training.finished)})")
+        record["jobs_holding_gpus_at_once"] = training.jobs_live_at_once
+        record["longest_partly_bound_s"] = max(training.partly_bound_s.values(), default=0.0)
+
+    assert worst == {}, f"nodes overcommitted: {worst}"
+    pods = ws.pods()
+    for job in JOBS:
+        times = [bound_at(pods[name]) for name in job.pods]
+        assert max(times) - min(times) <= 2.0, f"{job.name} bound piecemeal: {times}"
 
 
 def _status(ws: Workspace, job: Job) -> dict[str, Any]:

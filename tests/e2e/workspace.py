@@ -24,6 +24,7 @@ PODGROUP_API = {
     "gangsched": "scheduling.gangsched.io/v1alpha1",
     "coscheduling": "scheduling.x-k8s.io/v1alpha1",
     "volcano": "scheduling.volcano.sh/v1beta1",
+    "native": "scheduling.k8s.io/v1beta1",
 }
 
 
@@ -71,7 +72,9 @@ class Workspace:
         run_for: str | None = None,
         labels: Mapping[str, str] | None = None,
         node_selector: Mapping[str, str] | None = None,
+        annotations: Mapping[str, str] | None = None,
     ) -> dict[str, Any]:
+        """A pod; ``marker="native"`` puts it in the group by ``spec.schedulingGroup``."""
         requests: dict[str, str] = {}
         if cpu:
             requests["cpu"] = cpu
@@ -81,8 +84,9 @@ class Workspace:
             requests["nvidia.com/gpu"] = str(gpus)
         limits = {"nvidia.com/gpu": str(gpus)} if gpus else {}
         meta: dict[str, Any] = {"name": name, "namespace": self.name,
-                                "labels": dict(labels or {}), "annotations": {}}
-        if group:
+                                "labels": dict(labels or {}),
+                                "annotations": dict(annotations or {})}
+        if group and marker != "native":
             where, key = GROUP_MARKERS[marker]
             meta["labels" if where == "label" else "annotations"][key] = group
         if run_for:
@@ -95,7 +99,35 @@ class Workspace:
         }
         if node_selector:
             spec["nodeSelector"] = dict(node_selector)
+        if group and marker == "native":
+            spec["schedulingGroup"] = {"podGroupName": group}
         return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec}
+
+    def native_podgroup(
+        self,
+        name: str,
+        *,
+        min_count: int | None = None,
+        topology: tuple[str, ...] = (),
+        annotations: Mapping[str, str] | None = None,
+        priority_class: str | None = None,
+    ) -> dict[str, Any]:
+        """A Kubernetes 1.37 PodGroup: gang policy with ``min_count``, else basic."""
+        policy: dict[str, Any] = (
+            {"gang": {"minCount": min_count}} if min_count is not None else {"basic": {}}
+        )
+        spec: dict[str, Any] = {"schedulingPolicy": policy}
+        if topology:
+            spec["schedulingConstraints"] = {"topology": [{"key": key} for key in topology]}
+        if priority_class:
+            spec["priorityClassName"] = priority_class
+        return {
+            "apiVersion": PODGROUP_API["native"],
+            "kind": "PodGroup",
+            "metadata": {"name": name, "namespace": self.name,
+                         "annotations": dict(annotations or {})},
+            "spec": spec,
+        }
 
     def podgroup(
         self,
