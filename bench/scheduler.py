@@ -13,7 +13,15 @@ batch after another (each deleted, and gone, before the next):
    then gangsched starts and drains the backlog. This is the scheduler's own
    throughput, with pod creation out of the way.
 3. ``kube_scheduler``: the same number of pods of the same shape with
-   ``schedulerName: default-scheduler`` and no gang, created as in 1.
+   ``schedulerName: default-scheduler`` and no gang, created as in 1, with
+   kube-scheduler's default client rate limit (50 requests/s, burst 100).
+4. ``kube_scheduler_unthrottled``: the same, kube-scheduler restarted with
+   its client limit raised to ``--kube-qps`` (QPS and burst), so what is
+   measured is scheduling work and not a client limit.
+5. ``native_gang``: kube-scheduler 1.37 with native gang scheduling on
+   (``GenericWorkload``) and the raised limit; the same pods grouped by
+   native ``scheduling.k8s.io/v1beta1`` PodGroups of ``minCount: 8``, created
+   as in 1 (PodGroups first).
 
 A watch on the batch's namespace notes, in this process's clock, when each pod
 was first seen bound (``spec.nodeName``). Figures per run: the time to create
@@ -29,8 +37,7 @@ Once gangsched has stopped, the pods as the API server holds them are
 checked: gangs whole, and bound pods whose ``PodScheduled`` condition does
 not say True (an ``Unschedulable`` write that landed after the bind).
 
-kube-scheduler runs as the harness starts it, with its default client rate
-limit (50 requests/s, burst 100); its log says when binds waited for it.
+kube-scheduler's log says when binds waited for its client rate limit.
 
 Everything (control plane, schedulers, the threads creating pods, the watch)
 shares this machine's cores: the figures are those of a whole small cluster on
@@ -74,6 +81,7 @@ from devcluster.controlplane import (
 RESULTS = Path(__file__).parent / "results" / "scheduler.json"
 GROUP_LABEL = "scheduling.gangsched.io/pod-group"
 PODGROUP_VERSION = "scheduling.gangsched.io/v1alpha1"
+NATIVE_VERSION = "scheduling.k8s.io/v1beta1"
 NODE_SHAPE = NodeShape(cpu="32", memory="128Gi", gpus=8)
 THROTTLE_DELAY = re.compile(r'delay="([0-9.]+)s"')
 SCRAPED = {
@@ -228,13 +236,18 @@ class Batch:
     pods: list[dict[str, Any]]
 
 
-def pod_manifest(namespace: str, name: str, scheduler: str, group: str | None) -> dict[str, Any]:
+def pod_manifest(namespace: str, name: str, scheduler: str, group: str | None,
+                 native: bool = False) -> dict[str, Any]:
+    """A pod of the batch; a grouped one is labelled, and a native one also names its
+    group in ``spec.schedulingGroup`` (the label then only serves the figures)."""
+    extra = {"schedulingGroup": {"podGroupName": group}} if native and group else {}
     return {
         "apiVersion": "v1",
         "kind": "Pod",
         "metadata": {"name": name, "namespace": namespace,
                      "labels": {GROUP_LABEL: group} if group else {}},
         "spec": {
+            **extra,
             "schedulerName": scheduler,
             "terminationGracePeriodSeconds": 0,
             "containers": [{
@@ -255,6 +268,20 @@ def gang_batch(namespace: str, gangs: int, size: int) -> Batch:
         for g in range(gangs)
     ]
     pods = [pod_manifest(namespace, f"job-{g}-{i}", "gang", f"job-{g}")
+            for g in range(gangs) for i in range(size)]
+    return Batch(namespace, groups, pods)
+
+
+def native_batch(namespace: str, gangs: int, size: int) -> Batch:
+    """The gang batch as Kubernetes 1.37 expresses it, for kube-scheduler's own gangs."""
+    groups = [
+        {"apiVersion": NATIVE_VERSION, "kind": "PodGroup",
+         "metadata": {"name": f"job-{g}", "namespace": namespace},
+         "spec": {"schedulingPolicy": {"gang": {"minCount": size}}}}
+        for g in range(gangs)
+    ]
+    pods = [pod_manifest(namespace, f"job-{g}-{i}", "default-scheduler", f"job-{g}",
+                         native=True)
             for g in range(gangs) for i in range(size)]
     return Batch(namespace, groups, pods)
 
@@ -596,10 +623,15 @@ def run_backlog(cluster: LocalCluster, clients: Clients, batch: Batch,
 
 
 def run_kube(cluster: LocalCluster, clients: Clients, batch: Batch,
-             args: argparse.Namespace) -> dict[str, Any]:
-    """kube-scheduler (running since the cluster started); pods created and timed."""
+             args: argparse.Namespace, *, native_gang: bool, qps: int | None) -> dict[str, Any]:
+    """kube-scheduler restarted with these settings; PodGroups, then pods, created and timed."""
+    cluster.restart_kube_scheduler(native_gang=native_gang, qps=qps)
+    log = cluster.logs / "kube-scheduler.log"
+    log_offset = log.stat().st_size if log.exists() else 0
+    time.sleep(2)  # its informers sync before the first pod arrives
     api = clients.get()
     create_namespace(api, batch.namespace)
+    create_all(clients, batch.podgroups, args.workers)
     watch = PodWatch(clients, batch.namespace)
     watch.start()
     cpu_before = cpu_sample(cluster.pids)
@@ -609,22 +641,25 @@ def run_kube(cluster: LocalCluster, clients: Clients, batch: Batch,
     cpu_after = cpu_sample(cluster.pids)
     time.sleep(0.5)
     watch.stop()
-    # kube-scheduler's client keeps to 50 requests/s by default (burst 100) and
-    # logs, now and then, how long a request waited for that.
+    # kube-scheduler's client logs, now and then, how long a request waited for
+    # its rate limit.
+    with log.open("rb") as text:
+        text.seek(log_offset)
+        lines = text.read().decode(errors="replace").splitlines()
     throttled = [
-        float(match.group(1))
-        for line in (cluster.logs / "kube-scheduler.log").read_text(errors="replace")
-        .splitlines()
+        float(match.group(1)) for line in lines
         if "client-side throttling" in line and (match := THROTTLE_DELAY.search(line))
     ]
+    limits = f"client qps and burst {qps}" if qps else "defaults, client qps 50 and burst 100"
     return {
         "pods": len(batch.pods),
         "all_bound": finished,
         "creation_s": round(creation_s, 2),
         "creation_pods_per_s": round(len(batch.pods) / creation_s, 1),
         **bind_figures(watch, batch, started, started + creation_s),
+        **(gang_spread(batch, watch) if batch.podgroups else {}),
         "cpu_s": {k: round(cpu_after[k] - cpu_before[k], 1) for k in cpu_before},
-        "config": "as the harness starts it: defaults, client qps 50 and burst 100",
+        "config": ("native gang scheduling (GenericWorkload), " if native_gang else "") + limits,
         "client_side_throttling_max_wait_s": round(max(throttled, default=0.0), 1),
         "after": final_state(api, batch.namespace, args.gang_size),
         "events_by_reason": event_reasons(api, batch.namespace),
@@ -639,6 +674,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--gangs", type=int, default=250)
     parser.add_argument("--gang-size", type=int, default=8)
     parser.add_argument("--workers", type=int, default=8, help="threads creating pods")
+    parser.add_argument("--kube-qps", type=int, default=5000,
+                        help="kube-scheduler's raised client QPS and burst")
     parser.add_argument("--timeout", type=float, default=180,
                         help="seconds to wait for one run's pods to bind")
     parser.add_argument("--profile", type=Path, default=None, metavar="DIR",
@@ -711,10 +748,21 @@ def main(argv: Sequence[str] | None = None) -> None:
                 f"{report['gangsched_backlog'].get('wall_s')}s from its start")
             setup["delete_batch_2_s"] = round(delete_all(api, backlog.namespace), 1)
 
-            plain = plain_batch("bench-kube", pods, args.gang_size)
-            report["kube_scheduler"] = run_kube(cluster, clients, plain, args)
-            say(f"kube-scheduler: {report['kube_scheduler']['bound']}/{pods} bound in "
-                f"{report['kube_scheduler'].get('wall_s')}s")
+            contenders = (
+                ("kube_scheduler", plain_batch("bench-kube", pods, args.gang_size),
+                 False, None),
+                ("kube_scheduler_unthrottled",
+                 plain_batch("bench-kube-fast", pods, args.gang_size), False, args.kube_qps),
+                ("native_gang", native_batch("bench-native", args.gangs, args.gang_size),
+                 True, args.kube_qps),
+            )
+            for name, batch, native, qps in contenders:
+                report[name] = run_kube(cluster, clients, batch, args, native_gang=native,
+                                        qps=qps)
+                say(f"{name}: {report[name]['bound']}/{pods} bound in "
+                    f"{report[name].get('wall_s')}s")
+                setup[f"delete_{name}_s"] = round(delete_all(api, batch.namespace), 1)
+    report["ratios"] = ratios(report)
     report["total_run_s"] = round(time.monotonic() - run_started, 1)
 
     args.output.parent.mkdir(parents=True, exist_ok=True)
@@ -723,14 +771,28 @@ def main(argv: Sequence[str] | None = None) -> None:
     print(f"wrote {args.output}", file=sys.stderr)
 
 
+RATIO_BASES = ("kube_scheduler", "kube_scheduler_unthrottled", "native_gang")
+
+
+def ratios(report: Mapping[str, Any]) -> dict[str, float | None]:
+    """gangsched's pods bound per second over each other contender's, same run."""
+    found: dict[str, float | None] = {}
+    for ours in ("gangsched", "gangsched_backlog"):
+        for base in RATIO_BASES:
+            mine, theirs = report[ours].get("pods_per_s"), report[base].get("pods_per_s")
+            found[f"{ours}_over_{base}"] = (
+                round(mine / theirs, 2) if mine and theirs else None)
+    return found
+
+
 def print_summary(report: Mapping[str, Any]) -> None:
     sizes = report["sizes"]
     print(f"{sizes['nodes']} nodes, {sizes['pods']} pods ({sizes['gangs']} gangs of "
           f"{sizes['gang_size']}), {report['cores']} cores, Python {report['python']}"
           + (" (gangsched profiled)" if report["profiled"] else ""))
-    gang, backlog, kube = (report["gangsched"], report["gangsched_backlog"],
-                           report["kube_scheduler"])
-    for name, r in (("gangsched", gang), ("kube-scheduler", kube)):
+    gang, backlog = report["gangsched"], report["gangsched_backlog"]
+    for name, r in (("gangsched", gang),
+                    *((base, report[base]) for base in RATIO_BASES)):
         print(f"  {name}: {r['bound']}/{r['pods']} bound. Created in {r['creation_s']}s "
               f"({r['creation_pods_per_s']}/s); last bind {r.get('wall_s')}s after the first "
               f"create: {r.get('pods_per_s')} pods/s; {r.get('bound_by_creation_end')} bound "
@@ -752,6 +814,7 @@ def print_summary(report: Mapping[str, Any]) -> None:
               f"{cycles.get('cycle_ms_max')}; {counters.get('cycles', 0):.0f} cycles in all until "
               f"the last bind, {counters.get('cycle_seconds', 0):.2f}s of them; gangsched CPU "
               f"{r['cpu_s'].get('gangsched')}s")
+    print("  ratios (pods/s): " + ", ".join(f"{k} {v}" for k, v in report["ratios"].items()))
     print(f"  total run {report['total_run_s']}s")
 
 

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import time
+from typing import Any
 
 import pytest
 
 from devcluster.controlplane import LocalCluster, NodeShape
 from tests.e2e.conftest import SchedulerProcess
+from tests.e2e.scenario import timed
 from tests.e2e.workspace import (
     Workspace,
     bound,
@@ -26,6 +28,10 @@ def gpu_nodes(cluster: LocalCluster) -> None:
     cluster.ensure_nodes(2, GPU_NODES, prefix="node")
 
 
+def _spread(workers: list[dict[str, Any]]) -> float:
+    times = [bound_at(p) for p in workers]
+    return round(max(times) - min(times), 2)
+
 
 @pytest.mark.usefixtures("gpu_nodes")
 def test_kube_scheduler_binds_part_of_the_gang(ws: Workspace) -> None:
@@ -37,6 +43,27 @@ def test_kube_scheduler_binds_part_of_the_gang(ws: Workspace) -> None:
     time.sleep(2)
     workers = [p for n, p in ws.pods().items() if n.startswith("worker")]
     assert len(bound(workers)) == 1, "kube-scheduler leaves the job half placed"
+
+
+@pytest.mark.usefixtures("gpu_nodes")
+def test_native_gang_scheduler_waits_whole_then_binds_both(ws: Workspace) -> None:
+    """kube-scheduler 1.37 with a native gang PodGroup of the two workers."""
+    ws.create(ws.pod("blocker", gpus=1, scheduler="kube"))
+    wait_for(lambda: phase_of(ws.pods()["blocker"]) == "Running", timeout=30, what="blocker")
+    ws.create(ws.native_podgroup("train", min_count=2))
+    ws.create(*(ws.pod(f"worker-{i}", gpus=1, scheduler="kube", group="train",
+                       marker="native") for i in range(2)))
+    time.sleep(3)
+    workers = [p for n, p in ws.pods().items() if n.startswith("worker")]
+    assert bound(workers) == [], "the native gang keeps the two workers together"
+    with timed("gpu-blocker", "kube-scheduler 1.37 native gang",
+               outcome="0 of 2 bound while blocked; both bound once the blocker goes") as record:
+        ws.delete_pod("blocker")
+        wait_for(lambda: len(bound(p for n, p in ws.pods().items()
+                                   if n.startswith("worker"))) == 2,
+                 timeout=60, what="both workers to bind")
+    record["bind_spread_s"] = _spread([p for n, p in ws.pods().items()
+                                       if n.startswith("worker")])
 
 
 @pytest.mark.usefixtures("gpu_nodes")
@@ -65,10 +92,14 @@ def test_gang_waits_whole_until_the_blocker_goes(
     assert group["status"]["phase"] in ("Pending", "Inqueue")
     assert "nvidia.com/gpu" in group["status"]["conditions"][0]["message"]
 
-    ws.delete_pod("blocker")
-    wait_for(lambda: len(bound(p for n, p in ws.pods().items() if n.startswith("worker"))) == 2,
-             timeout=30, what="both workers to bind")
+    with timed("gpu-blocker", "gangsched", outcome="0 of 2 bound while blocked; "
+               "both bound once the blocker goes") as record:
+        ws.delete_pod("blocker")
+        wait_for(lambda: len(bound(p for n, p in ws.pods().items()
+                                   if n.startswith("worker"))) == 2,
+                 timeout=30, what="both workers to bind")
     workers = [p for n, p in ws.pods().items() if n.startswith("worker")]
+    record["bind_spread_s"] = _spread(workers)
     assert {node_of(p) for p in workers} == {"node-0", "node-1"}
     wait_for(lambda: all(phase_of(p) == "Running" for n, p in ws.pods().items()
                          if n.startswith("worker")), timeout=30, what="workers running")
