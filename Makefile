@@ -61,7 +61,7 @@ bench-core: $(VENV)/.installed
 bench-scenarios: $(VENV)/.installed binaries
 	rm -f bench/results/scenarios.jsonl
 	GANGSCHED_E2E_TIMES=bench/results/scenarios.jsonl $(BIN)/python -m pytest -q \
-	  tests/e2e/test_spark.py tests/e2e/test_training_jobs.py
+	  tests/e2e/test_spark.py tests/e2e/test_training_jobs.py tests/e2e/test_gpu_blocker.py
 
 ## Pods bound per second on 500 KWOK nodes: gangsched (2,000 pods in gangs of 8) vs kube-scheduler.
 bench-scheduler: $(VENV)/.installed binaries

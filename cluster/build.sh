@@ -35,7 +35,7 @@ build_kube() {
     [ -x "$bin/$cmd" ] || missing+=("k8s.io/kubernetes/cmd/$cmd")
   done
   [ ${#missing[@]} -eq 0 ] && return 0
-  say "building ${missing[*]##*/} ${KUBE_VERSION} (cold: about 7 min on 2 cores)"
+  say "building ${missing[*]##*/} ${KUBE_VERSION} (cold: about 10 min on 2 cores)"
   (cd "$here/go/kube" && go build -trimpath -ldflags "$kube_ldflags" -o "$bin/" "${missing[@]}")
 }
 

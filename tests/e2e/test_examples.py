@@ -38,6 +38,24 @@ def test_pytorch_ddp_job_runs_whole(
     assert len(nodes) == 4, "one GPU per node: each worker on its own node"
 
 
+def test_native_job_runs_whole_inside_one_zone(
+    cluster: LocalCluster, ws: Workspace, gangsched: SchedulerProcess
+) -> None:
+    only_nodes(cluster, 0, NodeShape(cpu="8", memory="32Gi", gpus=2))
+    shape = NodeShape(cpu="8", memory="32Gi", gpus=2)
+    zone = "topology.kubernetes.io/zone"
+    try:
+        cluster.ensure_nodes(3, shape, prefix="zone-a", labels={zone: "a"})
+        cluster.ensure_nodes(2, shape, prefix="zone-b", labels={zone: "b"})
+        cluster.kubectl("apply", "-f", "-", input=_in_namespace("native-job.yaml", ws.name))
+        wait_for(lambda: len(bound(ws.pods().values())) == 4, timeout=60,
+                 what="all four workers of the native Job to bind")
+        zones = {p["spec"]["nodeName"].rsplit("-", 1)[0] for p in ws.pods().values()}
+        assert zones == {"zone-b"}, "the zone it fills exactly, all four in it"
+    finally:
+        only_nodes(cluster, 0, shape)
+
+
 def test_spark_podgroup_is_accepted(cluster: LocalCluster, ws: Workspace) -> None:
     cluster.kubectl("apply", "-f", "-", input=_in_namespace("spark.yaml", ws.name))
     group = ws.podgroup_obj("spark-pi")

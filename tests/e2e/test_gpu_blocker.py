@@ -56,8 +56,11 @@ def test_native_gang_scheduler_waits_whole_then_binds_both(ws: Workspace) -> Non
     time.sleep(3)
     workers = [p for n, p in ws.pods().items() if n.startswith("worker")]
     assert bound(workers) == [], "the native gang keeps the two workers together"
+    conditions = (ws.podgroup_obj("train", "native").get("status") or {}).get("conditions") or []
+    said = next((c["message"] for c in conditions if c["status"] == "False"), None)
     with timed("gpu-blocker", "kube-scheduler 1.37 native gang",
-               outcome="0 of 2 bound while blocked; both bound once the blocker goes") as record:
+               outcome="0 of 2 bound while blocked; both bound once the blocker goes",
+               podgroup_message=said) as record:
         ws.delete_pod("blocker")
         wait_for(lambda: len(bound(p for n, p in ws.pods().items()
                                    if n.startswith("worker"))) == 2,
@@ -90,10 +93,11 @@ def test_gang_waits_whole_until_the_blocker_goes(
     assert any(e["reason"] == "FailedScheduling" for e in events)
     group = ws.podgroup_obj("train")
     assert group["status"]["phase"] in ("Pending", "Inqueue")
-    assert "nvidia.com/gpu" in group["status"]["conditions"][0]["message"]
+    said = group["status"]["conditions"][0]["message"]
+    assert "nvidia.com/gpu" in said
 
     with timed("gpu-blocker", "gangsched", outcome="0 of 2 bound while blocked; "
-               "both bound once the blocker goes") as record:
+               "both bound once the blocker goes", podgroup_message=said) as record:
         ws.delete_pod("blocker")
         wait_for(lambda: len(bound(p for n, p in ws.pods().items()
                                    if n.startswith("worker"))) == 2,
