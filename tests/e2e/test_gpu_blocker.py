@@ -65,8 +65,8 @@ def test_native_gang_scheduler_waits_whole_then_binds_both(ws: Workspace) -> Non
         wait_for(lambda: len(bound(p for n, p in ws.pods().items()
                                    if n.startswith("worker"))) == 2,
                  timeout=60, what="both workers to bind")
-    record["bind_spread_s"] = _spread([p for n, p in ws.pods().items()
-                                       if n.startswith("worker")])
+        record["bind_spread_s"] = _spread([p for n, p in ws.pods().items()
+                                           if n.startswith("worker")])
 
 
 @pytest.mark.usefixtures("gpu_nodes")
@@ -102,8 +102,8 @@ def test_gang_waits_whole_until_the_blocker_goes(
         wait_for(lambda: len(bound(p for n, p in ws.pods().items()
                                    if n.startswith("worker"))) == 2,
                  timeout=30, what="both workers to bind")
-    workers = [p for n, p in ws.pods().items() if n.startswith("worker")]
-    record["bind_spread_s"] = _spread(workers)
+        workers = [p for n, p in ws.pods().items() if n.startswith("worker")]
+        record["bind_spread_s"] = _spread(workers)
     assert {node_of(p) for p in workers} == {"node-0", "node-1"}
     wait_for(lambda: all(phase_of(p) == "Running" for n, p in ws.pods().items()
                          if n.startswith("worker")), timeout=30, what="workers running")
