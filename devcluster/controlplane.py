@@ -293,6 +293,13 @@ class LocalCluster:
             args.append(f"--feature-gates={NATIVE_SCHEDULER_GATES}")
         return args
 
+    def stop_kube_scheduler(self) -> None:
+        """Stop kube-scheduler (a backlog then builds up for its next start)."""
+        stop_pids({"kube-scheduler": self.pids.pop("kube-scheduler")}
+                  if "kube-scheduler" in self.pids else {})
+        self._procs.pop("kube-scheduler", None)
+        self._save_state()
+
     def restart_kube_scheduler(
         self, *, native_gang: bool, qps: int | None, die_with_parent: bool = True
     ) -> None:
@@ -301,9 +308,7 @@ class LocalCluster:
         A comparison runs every contender on the same nodes and API server; only
         the scheduler's own settings change between them.
         """
-        stop_pids({"kube-scheduler": self.pids.pop("kube-scheduler")}
-                  if "kube-scheduler" in self.pids else {})
-        self._procs.pop("kube-scheduler", None)
+        self.stop_kube_scheduler()
         self.options.native_gang = native_gang
         self.options.scheduler_qps = qps
         self._spawn("kube-scheduler", self._scheduler_args(), die_with_parent)
