@@ -22,12 +22,18 @@ import structlog
 from kubernetes_asyncio import client, config
 from kubernetes_asyncio.leaderelection.electionconfig import Config as ElectionConfig
 from kubernetes_asyncio.leaderelection.leaderelection import LeaderElection
-from kubernetes_asyncio.leaderelection.resourcelock.leaselock import LeaseLock
 from prometheus_client import start_http_server
 
 from gangsched import handlers
 from gangsched.binder import Binder
 from gangsched.core.model import Policy
+from gangsched.leadership import (
+    LEASE_DURATION_S,
+    RENEW_DEADLINE_S,
+    RETRY_PERIOD_S,
+    FencedLeaseLock,
+    Leadership,
+)
 from gangsched.mirror import Mirror
 from gangsched.reflector import Reflector
 from gangsched.reporting import Reporter
@@ -61,19 +67,24 @@ async def _api_client(kubeconfig: str | None) -> client.ApiClient:
 
 
 async def lead(
-    options: RunOptions, api: client.ApiClient, schedule: Callable[[], Awaitable[None]]
+    options: RunOptions,
+    api: client.ApiClient,
+    leadership: Leadership,
+    schedule: Callable[[], Awaitable[None]],
 ) -> None:
     """Schedule only while holding the Lease, so two replicas never bind the same room twice.
 
     Followers keep their watches and mirror warm, so a new leader schedules
-    within one lease period. Leadership lost returns, which stops the process:
-    its restart comes back as a follower with a clean state.
+    within one lease period. ``leadership`` fences the leader between renewals
+    (see :mod:`gangsched.leadership`). Leadership lost returns, which stops the
+    process: its restart comes back as a follower with a clean state.
     """
     if not options.leader_elect:
         await schedule()
         return
     identity = f"{socket.gethostname()}-{uuid.uuid4().hex[:6]}"
-    lock = LeaseLock(options.lease_name, options.lease_namespace, identity, api)
+    lock = FencedLeaseLock(options.lease_name, options.lease_namespace, identity, api)
+    leadership.lock = lock
     log.info("leader_election_started", identity=identity,
              lease=f"{options.lease_namespace}/{options.lease_name}")
 
@@ -85,7 +96,8 @@ async def lead(
         log.error("leadership_lost", identity=identity, lease=options.lease_name)
 
     await LeaderElection(
-        ElectionConfig(lock, lease_duration=15, renew_deadline=10, retry_period=2,
+        ElectionConfig(lock, lease_duration=LEASE_DURATION_S, renew_deadline=RENEW_DEADLINE_S,
+                       retry_period=RETRY_PERIOD_S,
                        onstarted_leading=started, onstopped_leading=stopped)
     ).run()
 
@@ -101,9 +113,11 @@ async def run(options: RunOptions) -> int:
     core = client.CoreV1Api(api)
     mirror = Mirror(scheduler_name=options.scheduler_name,
                     namespaces=frozenset(options.namespaces))
+    leadership = Leadership()
     scheduler = Scheduler(
         mirror=mirror,
-        binder=Binder(core, options.bind_concurrency),
+        binder=Binder(core, options.bind_concurrency, may_bind=leadership.may_act),
+        may_act=leadership.may_act,
         reporter=Reporter(api, placed=mirror.is_placed),
         config=SchedulerConfig(policy=options.policy,
                                starvation_s=options.starvation_seconds),
@@ -153,7 +167,8 @@ async def run(options: RunOptions) -> int:
         scheduler.trigger()
         await scheduler.run()
 
-    tasks.append(asyncio.create_task(lead(options, api, schedule_when_synced), name="scheduler"))
+    tasks.append(asyncio.create_task(lead(options, api, leadership, schedule_when_synced),
+                                     name="scheduler"))
     waiter = asyncio.create_task(stop.wait())
     done, _ = await asyncio.wait([waiter, operator, *tasks], return_when=asyncio.FIRST_COMPLETED)
     # Only a signal ends the process cleanly; any part ending on its own (kopf

@@ -10,6 +10,7 @@ confirm or forget it.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import aiohttp
@@ -35,10 +36,22 @@ class BindOutcome:
         return 200 <= self.status <= 299
 
 
+NOT_LEADING = "not bound: this replica's lease was not renewed within the renew deadline"
+
+
 class Binder:
-    def __init__(self, core: client.CoreV1Api, concurrency: int) -> None:
+    """``may_bind`` is asked right before each request: a leader that cannot be sure it
+    still holds its lease sends nothing, whatever it decided before."""
+
+    def __init__(
+        self,
+        core: client.CoreV1Api,
+        concurrency: int,
+        may_bind: Callable[[], bool] = lambda: True,
+    ) -> None:
         self._core = core
         self._slots = asyncio.Semaphore(concurrency)
+        self._may_bind = may_bind
 
     async def bind_gang(self, placement: Placement) -> list[BindOutcome]:
         return list(
@@ -54,6 +67,8 @@ class Binder:
             "target": {"apiVersion": "v1", "kind": "Node", "name": node},
         }
         async with self._slots:
+            if not self._may_bind():
+                return BindOutcome(pod, node, 0, NOT_LEADING)
             try:
                 response = await self._core.create_namespaced_pod_binding(
                     name, namespace, body, _preload_content=False

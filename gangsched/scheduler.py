@@ -63,6 +63,8 @@ class Scheduler:
     reporter: Reporter
     config: SchedulerConfig = field(default_factory=SchedulerConfig)
     clock: Callable[[], float] = time.time
+    may_act: Callable[[], bool] = lambda: True
+    """False while a leader cannot be sure it still holds its lease: no cycle runs."""
     admitted: frozenset[GangKey] = frozenset()
     waiting_since: dict[GangKey, float] = field(default_factory=dict)
     finished_uids: set[str] = field(default_factory=set)
@@ -84,7 +86,8 @@ class Scheduler:
             # to about a third of the loop's time so binds and watches keep flowing.
             await asyncio.sleep(max(self.config.debounce_s, 2 * self._last_cycle_s))
             self._wake.clear()
-            self.cycle()
+            if self.may_act():
+                self.cycle()
 
     async def drain(self) -> None:
         while self._binds:

@@ -1,0 +1,116 @@
+"""Leader election on a Lease, fenced: a leader acts only while its lease is surely its own.
+
+kubernetes-asyncio's election finds out it lost the lease only when its renew
+loop next runs. A leader frozen (SIGSTOP, a long GC pause, a starved VM) or
+cut off from the API server wakes up still believing it leads, while another
+replica took the lease once it expired; until the renew loop notices, both
+bind into the same room. kube-scheduler's rule closes that window: a leader
+gives up after ``renew_deadline`` without a successful renewal, and
+``renew_deadline`` is shorter than ``lease_duration``, the time a follower
+waits before taking over. :meth:`Leadership.may_act` applies that rule before
+every cycle and every bind, on a monotonic clock that keeps counting while
+the process is frozen.
+
+The lock also never lets a connection error escape: an API server restart
+must look like a failed renewal (retried, then leadership lost), not crash
+every replica at once.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+
+import aiohttp
+import structlog
+from kubernetes_asyncio.client import ApiClient
+from kubernetes_asyncio.client.exceptions import ApiException
+from kubernetes_asyncio.leaderelection.leaderelectionrecord import LeaderElectionRecord
+from kubernetes_asyncio.leaderelection.resourcelock.leaselock import LeaseLock
+
+log = structlog.get_logger(__name__)
+
+LEASE_DURATION_S = 15
+RENEW_DEADLINE_S = 10
+RETRY_PERIOD_S = 2
+UNREACHABLE = 503
+
+
+def _unreachable(error: Exception) -> ApiException:
+    """A connection failure in the shape the election expects of a failed read."""
+    failure = ApiException(status=UNREACHABLE, reason=f"API server unreachable: {error}")
+    failure.body = json.dumps({"code": UNREACHABLE, "message": str(error)}).encode()
+    return failure
+
+
+class FencedLeaseLock(LeaseLock):  # type: ignore[misc]  # the library is untyped
+    """A LeaseLock that notes when it last wrote the Lease and turns connection errors
+    into failed attempts."""
+
+    def __init__(self, name: str, namespace: str, identity: str, api_client: ApiClient,
+                 *, clock: Callable[[], float] = time.monotonic) -> None:
+        super().__init__(name, namespace, identity, api_client)
+        self.clock = clock
+        self.written_at: float | None = None
+
+    async def get(
+        self, name: str, namespace: str
+    ) -> tuple[bool, LeaderElectionRecord] | tuple[bool, Exception] | tuple[bool, None]:
+        try:
+            found: tuple[bool, LeaderElectionRecord] | tuple[bool, Exception] = (
+                await super().get(name, namespace))
+        except (aiohttp.ClientError, TimeoutError) as error:
+            log.warning("lease_unreachable", lease=f"{namespace}/{name}", error=str(error))
+            return False, _unreachable(error)
+        return found
+
+    async def create(
+        self, name: str, namespace: str, election_record: LeaderElectionRecord
+    ) -> bool:
+        return self._noted(await self._guarded(super().create(name, namespace,
+                                                              election_record)))
+
+    async def update(
+        self, name: str, namespace: str, updated_record: LeaderElectionRecord
+    ) -> bool:
+        return self._noted(await self._guarded(super().update(name, namespace,
+                                                              updated_record)))
+
+    async def _guarded(self, attempt: Awaitable[bool]) -> bool:
+        try:
+            return await attempt
+        except (aiohttp.ClientError, TimeoutError) as error:
+            log.warning("lease_unreachable", lease=f"{self.namespace}/{self.name}",
+                        error=str(error))
+            return False
+
+    def _noted(self, written: bool) -> bool:
+        if written:
+            self.written_at = self.clock()
+        return written
+
+
+@dataclass
+class Leadership:
+    """Whether this process may schedule now; without election it always may."""
+
+    lock: FencedLeaseLock | None = None
+    renew_deadline_s: float = RENEW_DEADLINE_S
+    clock: Callable[[], float] = time.monotonic
+    _fenced: bool = field(default=False, repr=False)
+
+    def may_act(self) -> bool:
+        """True while the last successful write of the Lease is younger than the renew
+        deadline: a follower cannot have taken the lease yet."""
+        if self.lock is None:
+            return True
+        written = self.lock.written_at
+        fresh = written is not None and self.clock() - written < self.renew_deadline_s
+        if not fresh and not self._fenced and written is not None:
+            log.error("leadership_unsure", lease=f"{self.lock.namespace}/{self.lock.name}",
+                      since_renewal_s=round(self.clock() - written, 1),
+                      renew_deadline_s=self.renew_deadline_s)
+        self._fenced = not fresh
+        return fresh
