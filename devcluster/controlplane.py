@@ -121,6 +121,7 @@ class LocalCluster:
     pids: dict[str, int] = field(default_factory=dict)
     _procs: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
     _client: pykube.HTTPClient | None = None
+    _certs: CertFiles | None = None
 
     # ---- paths -----------------------------------------------------------
     @property
@@ -144,7 +145,7 @@ class LocalCluster:
         """
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.logs.mkdir(exist_ok=True)
-        certs = make_certs(self.workdir / "pki")
+        certs = self._certs = make_certs(self.workdir / "pki")
         for name in ("etcd", "etcd_peer", "apiserver", "kwok", "scheduler", "kcm"):
             self.ports[name] = free_port()
         self._write_kubeconfig(certs)
@@ -292,6 +293,17 @@ class LocalCluster:
         if self.options.native_gang:
             args.append(f"--feature-gates={NATIVE_SCHEDULER_GATES}")
         return args
+
+    def restart_apiserver(self, down_s: float, *, die_with_parent: bool = True) -> None:
+        """Stop kube-apiserver, keep it down ``down_s`` seconds, start it again on the
+        same port with the same certificates: an outage as clients see one."""
+        assert self._certs is not None, "the cluster was not started"
+        stop_pids({"kube-apiserver": self.pids.pop("kube-apiserver")})
+        self._procs.pop("kube-apiserver", None)
+        time.sleep(down_s)
+        self._spawn("kube-apiserver", self._apiserver_args(self._certs), die_with_parent)
+        self._wait_http(f"{self.server}/readyz", "kube-apiserver", self._certs)
+        self._save_state()
 
     def stop_kube_scheduler(self) -> None:
         """Stop kube-scheduler (a backlog then builds up for its next start)."""

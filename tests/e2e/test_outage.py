@@ -1,0 +1,76 @@
+"""An API server outage: replicas ride it out, and gangs bind soon after it returns.
+
+Runs on a control plane of its own, so stopping its API server disturbs no
+other test. Two ``--leader-elect`` replicas watch it. During a short outage
+(shorter than the lease) the leader may keep its lease; during a long one
+(longer than the lease) nobody can renew, the leader steps down with a clear
+log line and the follower, which never exits, takes over when the server is
+back. Either way a gang created after the return binds within seconds.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from devcluster.controlplane import ClusterOptions, LocalCluster, NodeShape, running_cluster
+from tests.e2e.conftest import SchedulerProcess, start_gangsched, stop_gangsched
+from tests.e2e.workspace import Workspace, bound, wait_for
+
+ARGS = ("--scheduler-name=gang-outage", "--leader-elect", "--lease-name=gangsched-outage",
+        "--lease-namespace=default")
+RETURN_BOUND_S = 10.0
+
+
+@pytest.fixture
+def own_cluster(tmp_path: Path) -> Iterator[LocalCluster]:
+    options = ClusterOptions(nodes=0)
+    with running_cluster(tmp_path / "cluster", options) as local:
+        local.apply_crds()
+        local.ensure_nodes(2, NodeShape(cpu="4"), prefix="outage")
+        yield local
+
+
+def _gang(ws: Workspace, name: str, size: int) -> None:
+    ws.create(ws.podgroup(name, min_member=size))
+    ws.create(*(ws.pod(f"{name}-{i}", cpu="500m", scheduler="gang-outage", group=name)
+                for i in range(size)))
+
+
+@pytest.mark.parametrize("down_s", [5.0, 30.0])
+def test_replicas_survive_an_outage_and_gangs_bind_after_it(
+    own_cluster: LocalCluster, tmp_path: Path, down_s: float
+) -> None:
+    cluster = own_cluster
+    ws = Workspace(cluster)
+    replicas: list[SchedulerProcess] = []
+    try:
+        replicas.append(start_gangsched(cluster, tmp_path / "first.log", *ARGS))
+        replicas.append(start_gangsched(cluster, tmp_path / "second.log", *ARGS,
+                                        ready="leader_election_started"))
+        leader, follower = replicas
+        _gang(ws, "before", 2)
+        wait_for(lambda: len(bound(ws.pods().values())) == 2, timeout=30,
+                 what="the gang created before the outage to bind")
+
+        cluster.restart_apiserver(down_s)
+        returned = time.monotonic()
+        _gang(ws, "after", 3)
+        wait_for(lambda: len(bound(ws.pods().values())) == 5,
+                 timeout=RETURN_BOUND_S + 20,  # + one lease period when the lease passes
+                 what="the gang created after the outage to bind")
+        took = time.monotonic() - returned
+        assert follower.proc.poll() is None, f"the follower exited:\n{follower.logs()[-2000:]}"
+        if leader.proc.poll() is None:
+            assert took <= RETURN_BOUND_S, f"the leader kept the lease but took {took:.1f}s"
+        else:
+            assert "leadership_lost" in leader.logs(), leader.logs()[-2000:]
+            assert "leader_elected" in follower.logs()
+        assert "Traceback" not in follower.logs(), follower.logs()[-3000:]
+    finally:
+        for running in replicas:
+            if running.proc.poll() is None:
+                stop_gangsched(running)
