@@ -38,6 +38,7 @@ from gangsched.mirror import Mirror
 from gangsched.reflector import Reflector
 from gangsched.reporting import Reporter
 from gangsched.scheduler import Scheduler, SchedulerConfig
+from gangsched.sweeper import Sweeper
 
 log = structlog.get_logger(__name__)
 
@@ -137,6 +138,8 @@ async def run(options: RunOptions) -> int:
     kopf_ready = asyncio.Event()
     loop = asyncio.get_running_loop()
     tasks = [asyncio.create_task(r.run(), name=f"watch-{r.kind}") for r in reflectors]
+    tasks.append(asyncio.create_task(Sweeper(api, mirror, scheduler.trigger).run(),
+                                     name="sweeper"))
     operator = asyncio.create_task(
         kopf.operator(
             registry=registry,

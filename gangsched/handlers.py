@@ -21,6 +21,8 @@ from gangsched.mirror import GroupRecord, Mirror
 
 QUEUES = ("scheduling.gangsched.io", "v1alpha1", "queues")
 WORKLOADS = ("scheduling.k8s.io", "v1beta1", "workloads")
+ERROR_BACKOFFS = (0.25, 0.5, *([1.0] * 300))
+"""Seconds between retries of a failed API request: every second for five minutes."""
 
 
 def register(
@@ -71,6 +73,9 @@ def register(
         settings.posting.level = logging.ERROR
         settings.watching.server_timeout = 300
         settings.watching.client_timeout = 330
+        # After an API server outage, watch again within a second of its return,
+        # not after kopf's default backoffs (up to 21 s between tries).
+        settings.networking.error_backoffs = ERROR_BACKOFFS
 
 
 def apply_group_event(mirror: Mirror, flavor: Flavor, event: Mapping[str, Any]) -> bool:

@@ -74,3 +74,27 @@ def test_replicas_survive_an_outage_and_gangs_bind_after_it(
         for running in replicas:
             if running.proc.poll() is None:
                 stop_gangsched(running)
+
+
+def test_a_podgroup_deleted_right_after_an_outage_releases_its_reservation(
+    own_cluster: LocalCluster, tmp_path: Path
+) -> None:
+    """The watch comes back with a fresh list that no longer holds the group, and says
+    nothing of its deletion; its reservation must go all the same."""
+    cluster = own_cluster
+    ws = Workspace(cluster)
+    running = start_gangsched(cluster, tmp_path / "gangsched.log",
+                              "--scheduler-name=gang-outage")
+    try:
+        ws.create(ws.podgroup("spark", min_member=1, min_resources={"cpu": "6"}))
+        wait_for(lambda: (ws.podgroup_obj("spark").get("status") or {}).get("phase")
+                 == "Inqueue", timeout=30, what="the PodGroup admitted, 6 of 8 CPUs reserved")
+        cluster.restart_apiserver(20.0)
+        returned = time.monotonic()
+        ws.delete_podgroup("spark")
+        _gang(ws, "after", 6)  # 3 CPUs: more than the 2 left beside the reservation
+        wait_for(lambda: len(bound(ws.pods().values())) == 6, timeout=30,
+                 what="the gang to bind once the deleted group's reservation is gone")
+        print(f"\n[outage] bound {time.monotonic() - returned:.1f}s after the return")
+    finally:
+        assert stop_gangsched(running) == 0

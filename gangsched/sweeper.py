@@ -1,0 +1,107 @@
+"""Forgets PodGroups, Queues and Workloads the watches missed being deleted.
+
+kopf watches these objects; when its watch is cut (an API server restart, a
+"too old resource version") it lists them again and reports what it finds,
+but nothing for what it no longer finds. An object deleted in that gap stays
+in the mirror for good: a deleted PodGroup keeps its reservation, a deleted
+Queue its cap. So every ``interval`` the sweeper lists them (from the API
+server's watch cache) and drops what the mirror holds and the cluster does
+not.
+
+Only entries the mirror held before the list was asked for are dropped: one
+the watch added meanwhile may be too new for the list, and must stay.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import aiohttp
+import structlog
+from kubernetes_asyncio import client
+from kubernetes_asyncio.client.exceptions import ApiException
+
+from gangsched.core.groups import Flavor
+from gangsched.core.model import QueueName
+from gangsched.handlers import QUEUES, WORKLOADS
+from gangsched.mirror import Mirror
+
+log = structlog.get_logger(__name__)
+
+NOT_SERVED = 404
+
+
+class Sweeper:
+    def __init__(
+        self, api: client.ApiClient, mirror: Mirror, on_change: Callable[[], None],
+        interval: float = 10.0,
+    ) -> None:
+        self._custom = client.CustomObjectsApi(api)
+        self._mirror = mirror
+        self._on_change = on_change
+        self._interval = interval
+
+    async def run(self) -> None:
+        while True:
+            await asyncio.sleep(self._interval)
+            try:
+                if await self.sweep():
+                    self._on_change()
+            except (ApiException, aiohttp.ClientError, TimeoutError) as error:
+                log.warning("sweep_failed", error=str(error))
+
+    async def _names(
+        self, group: str, version: str, plural: str
+    ) -> set[tuple[str, str]] | None:
+        """``(namespace/name, uid)`` of every object; None when the API does not serve it."""
+        try:
+            found = await self._custom.list_cluster_custom_object(
+                group, version, plural, resource_version="0")
+        except ApiException as error:
+            if error.status == NOT_SERVED:
+                return None
+            raise
+        items: list[Mapping[str, Any]] = found.get("items") or []
+        return {
+            (f"{(i.get('metadata') or {}).get('namespace', '')}/"
+             f"{(i.get('metadata') or {}).get('name', '')}".lstrip("/"),
+             str((i.get("metadata") or {}).get("uid", "")))
+            for i in items
+        }
+
+    async def sweep(self) -> bool:
+        """One pass; True when something was forgotten."""
+        mirror = self._mirror
+        groups_before = {key: (record.flavor, record.uid) for key, record in mirror.groups.items()}
+        queues_before = set(mirror.queues)
+        workloads_before = set(mirror.workload_queues)
+        forgotten = False
+        for flavor in Flavor:
+            listed = await self._names(flavor.group, flavor.version, "podgroups")
+            uid_of = dict(listed or ())
+            for key, (owner, uid) in groups_before.items():
+                current = mirror.groups.get(key)
+                if owner is not flavor or current is None or current.uid != uid:
+                    continue  # another flavour's, or changed since the list was asked for
+                if listed is None or uid_of.get(key) != uid:
+                    del mirror.groups[key]
+                    log.warning("podgroup_forgotten", group=key, flavor=flavor.value,
+                                reason="deleted while the watch was down")
+                    forgotten = True
+        listed_queues = await self._names(*QUEUES)
+        if listed_queues is not None:
+            queue_names = {QueueName(name) for name, _ in listed_queues}
+            for name in queues_before - queue_names:
+                if mirror.queues.pop(name, None) is not None:
+                    log.warning("queue_forgotten", queue=name,
+                                reason="deleted while the watch was down")
+                    forgotten = True
+        listed_workloads = await self._names(*WORKLOADS)
+        workload_names = {name for name, _ in listed_workloads or ()}
+        for workload in workloads_before - workload_names:
+            if mirror.workload_queues.pop(workload, None) is not None:
+                forgotten = True
+        return forgotten
+

@@ -1,0 +1,75 @@
+"""The sweeper against the real API server: what the cluster no longer holds is forgotten."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import pytest
+from kubernetes_asyncio import client, config
+
+from devcluster.controlplane import LocalCluster
+from gangsched.core.cycle import QueueSpec
+from gangsched.core.groups import Flavor
+from gangsched.core.model import QueueName
+from gangsched.mirror import Mirror
+from gangsched.sweeper import Sweeper
+from tests.e2e.workspace import Workspace
+
+
+@pytest.fixture
+async def api(cluster: LocalCluster) -> AsyncIterator[client.ApiClient]:
+    configuration = client.Configuration()
+    await config.load_kube_config(config_file=str(cluster.kubeconfig),
+                                  client_configuration=configuration)
+    async with client.ApiClient(configuration) as api_client:
+        yield api_client
+
+
+def _group(ws: Workspace, name: str, uid: str = "") -> dict[str, object]:
+    return {"metadata": {"name": name, "namespace": ws.name, "uid": uid,
+                         "creationTimestamp": "2026-01-01T00:00:00Z"},
+            "spec": {"minMember": 1}}
+
+
+async def test_sweep_forgets_what_is_gone_and_keeps_what_is_there(
+    ws: Workspace, api: client.ApiClient
+) -> None:
+    ws.create(ws.podgroup("kept"))
+    kept = ws.podgroup_obj("kept")
+    mirror = Mirror(scheduler_name="gang")
+    mirror.upsert_group(Flavor.GANGSCHED, kept)
+    mirror.upsert_group(Flavor.GANGSCHED, _group(ws, "gone", uid="0000-gone"))
+    # Same name as a live group, but the UID of an earlier one: that object is gone.
+    ws.create(ws.podgroup("recreated"))
+    mirror.upsert_group(Flavor.GANGSCHED, _group(ws, "recreated", uid="0000-old"))
+    mirror.upsert_queue({"metadata": {"name": f"gone-{ws.name}"}, "spec": {"weight": 2}})
+    mirror.workload_queues[f"{ws.name}/gone"] = QueueName("research")
+
+    forgotten = await Sweeper(api, mirror, on_change=lambda: None).sweep()
+
+    assert forgotten
+    assert set(mirror.groups) == {f"{ws.name}/kept"}
+    assert QueueName(f"gone-{ws.name}") not in mirror.queues
+    assert f"{ws.name}/gone" not in mirror.workload_queues
+    assert await Sweeper(api, mirror, on_change=lambda: None).sweep() is False
+
+
+async def test_an_entry_the_watch_adds_during_the_sweep_stays(
+    ws: Workspace, api: client.ApiClient
+) -> None:
+    mirror = Mirror(scheduler_name="gang")
+    sweeper = Sweeper(api, mirror, on_change=lambda: None)
+    # Added by the watch after the sweep took its snapshot: a list asked for
+    # before it existed cannot speak for it.
+    original = sweeper._names
+
+    async def late_arrival(group: str, version: str, plural: str) -> set[tuple[str, str]] | None:
+        if plural == "podgroups" and group == Flavor.GANGSCHED.group:
+            mirror.upsert_group(Flavor.GANGSCHED, _group(ws, "newborn", uid="0000-new"))
+            mirror.queues[QueueName("newborn")] = QueueSpec(QueueName("newborn"))
+        return await original(group, version, plural)
+
+    sweeper._names = late_arrival  # type: ignore[method-assign]
+    await sweeper.sweep()
+    assert f"{ws.name}/newborn" in mirror.groups
+    assert QueueName("newborn") in mirror.queues
