@@ -13,11 +13,12 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Generator, Iterator
+from collections.abc import AsyncIterator, Generator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from kubernetes_asyncio import client, config
 
 from devcluster.controlplane import ClusterOptions, LocalCluster, running_cluster
 from tests.e2e.workspace import Workspace
@@ -53,6 +54,16 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
         local.kubectl("wait", "--for=condition=Established", "--timeout=60s",
                       "crd/podgroups.scheduling.x-k8s.io", "crd/podgroups.scheduling.volcano.sh")
         yield local
+
+
+@pytest.fixture
+async def api_client(cluster: LocalCluster) -> AsyncIterator[client.ApiClient]:
+    """The scheduler's own asyncio client, on the session cluster's kubeconfig."""
+    configuration = client.Configuration()
+    await config.load_kube_config(config_file=str(cluster.kubeconfig),
+                                  client_configuration=configuration)
+    async with client.ApiClient(configuration) as api:
+        yield api
 
 
 @pytest.fixture

@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 import pytest
-from kubernetes_asyncio import client, config
+from kubernetes_asyncio import client
 
-from devcluster.controlplane import LocalCluster
 from gangsched.reflector import Reflector
 from tests.e2e.workspace import Workspace
 
@@ -35,12 +34,8 @@ class Recorder:
 
 
 @pytest.fixture
-async def core(cluster: LocalCluster) -> AsyncIterator[client.CoreV1Api]:
-    configuration = client.Configuration()
-    await config.load_kube_config(config_file=str(cluster.kubeconfig),
-                                  client_configuration=configuration)
-    async with client.ApiClient(configuration) as api:
-        yield client.CoreV1Api(api)
+def core(api_client: client.ApiClient) -> client.CoreV1Api:
+    return client.CoreV1Api(api_client)
 
 
 def _pods(ws: Workspace, count: int, prefix: str = "p") -> None:
