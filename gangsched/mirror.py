@@ -231,6 +231,9 @@ class Mirror:
             try:
                 policy = Policy(policy_text)
             except ValueError:
+                # Not ignored: the group waits, its status and an Event say why,
+                # rather than running with a placement its author did not ask for.
+                spec = None
                 error = error or (
                     f"podgroup {key}: annotation {POLICY_ANNOTATION}={policy_text!r} "
                     f"is not one of {', '.join(p.value for p in Policy)}"

@@ -111,6 +111,16 @@ def test_invalid_podgroup_is_recorded_with_its_error_not_raised() -> None:
     assert record.error is not None and "lots" in record.error
 
 
+def test_unknown_placement_policy_makes_the_group_invalid_saying_why() -> None:
+    mirror = mirror_with()
+    body = {"metadata": {"name": "g", "namespace": "ns",
+                         "annotations": {"scheduling.gangsched.io/policy": "sprad"}},
+            "spec": {"minMember": 2}}
+    record = mirror.upsert_group(Flavor.GANGSCHED, body)
+    assert record.spec is None
+    assert record.error is not None and "'sprad' is not one of binpack, spread" in record.error
+
+
 def test_pod_group_membership_by_label() -> None:
     mirror = mirror_with(pod("w", group="train"))
     assert mirror.view().members[0].group == GangKey("ns/train")
