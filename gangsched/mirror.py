@@ -81,7 +81,8 @@ def _matters(old: PodRecord | None, new: PodRecord, assumed_on: NodeName | None)
 
     Pods of other schedulers matter only when they free room (finish) or
     change their requests; ours also when they arrive, change phase or group,
-    or land somewhere other than where we assumed them.
+    have a scheduling gate lifted, or land somewhere other than where we
+    assumed them.
     """
     if old is None:
         return new.ours
@@ -90,7 +91,8 @@ def _matters(old: PodRecord | None, new: PodRecord, assumed_on: NodeName | None)
     if not new.ours:
         return False
     moved = new.pod.node_name != old.pod.node_name and new.pod.node_name != assumed_on
-    return moved or new.phase != old.phase or new.group != old.group
+    lifted = new.pod.gates != old.pod.gates
+    return moved or lifted or new.phase != old.phase or new.group != old.group
 
 
 @dataclass

@@ -64,7 +64,7 @@ class Reporter:
         self._last_event: dict[tuple[str, str], tuple[str, float]] = {}
         self._written_status: dict[str, Mapping[str, Any]] = {}
         self._pod_messages: dict[PodKey, str] = {}
-        self._pod_wanted: dict[PodKey, tuple[str, str]] = {}
+        self._pod_wanted: dict[PodKey, tuple[str, str, str]] = {}
         self._pod_writing: set[PodKey] = set()
         self._loop_time: Callable[[], float] = asyncio.get_event_loop().time
 
@@ -157,21 +157,31 @@ class Reporter:
         self._unschedulable(record.pod.key, record.uid, record.scheduled_message, message,
                             record.resource_version)
 
+    def pod_gated(self, record: PodRecord, message: str) -> None:
+        """``PodScheduled=False/SchedulingGated`` as kube-scheduler writes it, and no Event.
+
+        Not ``Unschedulable``: cluster autoscalers would add nodes for a pod
+        that waits for its gate, not for room.
+        """
+        self._unschedulable(record.pod.key, record.uid, record.scheduled_message, message,
+                            record.resource_version, reason="SchedulingGated")
+
     def pod_invalid(self, pod: PodKey, error: str) -> None:
         """A pod of ours the core cannot read (a malformed quantity) waits, saying why."""
         self._unschedulable(pod, "", None, f"invalid pod: {error}", "")
 
     def _unschedulable(
-        self, pod: PodKey, uid: str, current: str | None, message: str, version: str
+        self, pod: PodKey, uid: str, current: str | None, message: str, version: str,
+        reason: str = "Unschedulable",
     ) -> None:
         namespace, name = pod.split("/", 1)
         if current != message and self._pod_messages.get(pod) != message:
             self._pod_messages[pod] = message
-            self._pod_wanted[pod] = (message, version)
+            self._pod_wanted[pod] = (message, version, reason)
             if pod not in self._pod_writing:
                 self._pod_writing.add(pod)
                 self._track(asyncio.create_task(self._write_condition(pod)))
-        if self._event_due(("pod", pod), message):
+        if reason == "Unschedulable" and self._event_due(("pod", pod), message):
             involved = {"apiVersion": "v1", "namespace": namespace, "name": name}
             if uid:
                 involved["uid"] = uid
@@ -193,11 +203,11 @@ class Reporter:
                     wanted = self._pod_wanted.pop(pod, None)
                     if wanted is None or self._placed(pod):
                         return
-                    message, version = wanted
+                    message, version, reason = wanted
                     body: dict[str, Any] = {"status": {"conditions": [{
                         "type": "PodScheduled",
                         "status": "False",
-                        "reason": "Unschedulable",
+                        "reason": reason,
                         "message": message,
                         "lastTransitionTime": _now_iso(),
                     }]}}

@@ -224,7 +224,11 @@ class Scheduler:
                 continue
             for pod in gang.pending:
                 record = view.pods.get(pod.key)
-                if record is not None:
+                if record is None:
+                    continue
+                if pod.gates:
+                    self.reporter.pod_gated(record, reason)
+                else:
                     self.reporter.pod_unschedulable(record, reason)
         for key, pods in gathered.orphans.items():
             group = view.groups.get(key)

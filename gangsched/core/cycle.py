@@ -190,7 +190,17 @@ class _Cycle:
                 self.unplaceable.append(
                     Unplaceable(gang.key, f"queue {gang.queue!r} does not exist")
                 )
-        known = [gang for gang in waiting if gang.queue in self.queues]
+        known = []
+        for gang in waiting:
+            if gang.queue not in self.queues:
+                continue
+            gate = gated_reason(gang)
+            if gate is None:
+                known.append(gang)
+            else:
+                # Not _wait: a gang held back by a gate holds no room either,
+                # since no amount of waiting for room can place it.
+                self.unplaceable.append(Unplaceable(gang.key, gate))
 
         replacements = sorted((g for g in known if _is_running(g)), key=gang_order)
         for gang in replacements:
@@ -430,6 +440,24 @@ class _Cycle:
             f"resources reserved by admitted gangs: {others}{starving}; "
             f"placing {placed} would leave {free_after} free"
         )
+
+
+def gated_reason(gang: Gang) -> str | None:
+    """Why a gang with a gated pending member waits, or None when none is gated.
+
+    The API server refuses to bind a pod that still has ``schedulingGates``, so
+    placing the rest of its gang would split it: the gang waits whole, and is
+    not even tried, until every gate of its pending members is lifted.
+    """
+    gated = [pod for pod in gang.pending if pod.gates]
+    if not gated:
+        return None
+    first = gated[0]
+    others = f" (and {len(gated) - 1} more pods of the gang)" if len(gated) > 1 else ""
+    return (
+        f"waiting for scheduling gates to be lifted: pod {first.key} has "
+        f"{', '.join(first.gates)}{others}"
+    )
 
 
 def _is_running(gang: Gang) -> bool:
