@@ -45,7 +45,7 @@ log = structlog.get_logger(__name__)
 @dataclass(frozen=True)
 class RunOptions:
     kubeconfig: str | None
-    scheduler_name: str
+    scheduler_names: frozenset[str]
     namespaces: tuple[str, ...]
     policy: Policy
     bind_concurrency: int
@@ -111,7 +111,7 @@ async def run(options: RunOptions) -> int:
         os.environ["KUBECONFIG"] = options.kubeconfig  # kopf's login reads it
     api = await _api_client(options.kubeconfig)
     core = client.CoreV1Api(api)
-    mirror = Mirror(scheduler_name=options.scheduler_name,
+    mirror = Mirror(scheduler_names=options.scheduler_names,
                     namespaces=frozenset(options.namespaces))
     leadership = Leadership()
     scheduler = Scheduler(
@@ -162,7 +162,7 @@ async def run(options: RunOptions) -> int:
         # collection passes, which otherwise stall cycles by hundreds of ms.
         gc.freeze()
         await scheduler.reporter.ensure_default_queue()
-        log.info("scheduler_started", scheduler_name=options.scheduler_name,
+        log.info("scheduler_started", scheduler_names=sorted(options.scheduler_names),
                  nodes=len(mirror.nodes), pods=len(mirror.pods), policy=options.policy.value)
         scheduler.trigger()
         await scheduler.run()

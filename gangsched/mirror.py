@@ -97,7 +97,8 @@ def _matters(old: PodRecord | None, new: PodRecord, assumed_on: NodeName | None)
 
 @dataclass
 class Mirror:
-    scheduler_name: str
+    scheduler_names: frozenset[str]
+    """Every ``spec.schedulerName`` whose pods are ours."""
     namespaces: frozenset[str] = frozenset()
     """Namespaces whose pods are ours; empty means every namespace."""
     nodes: dict[NodeName, Node] = field(default_factory=dict)
@@ -179,7 +180,7 @@ class Mirror:
         spec = obj.get("spec") or {}
         namespace = str(meta.get("namespace", ""))
         key = PodKey(f"{namespace}/{meta.get('name')}")
-        ours = spec.get("schedulerName") == self.scheduler_name and (
+        ours = spec.get("schedulerName") in self.scheduler_names and (
             not self.namespaces or namespace in self.namespaces
         )
         try:
