@@ -24,8 +24,8 @@ from kubernetes_asyncio.leaderelection.electionconfig import Config as ElectionC
 from kubernetes_asyncio.leaderelection.leaderelection import LeaderElection
 from prometheus_client import start_http_server
 
-from gangsched import handlers
-from gangsched.binder import Binder
+from gangsched import __version__, handlers
+from gangsched.binder import FIELD_MANAGER, Binder
 from gangsched.core.model import Policy
 from gangsched.leadership import (
     LEASE_DURATION_S,
@@ -57,13 +57,21 @@ class RunOptions:
 
 
 async def _api_client(kubeconfig: str | None) -> client.ApiClient:
+    """A client whose every write is ours by name.
+
+    The API server names the field manager of a write that gives none after
+    the user agent; the client library's default would make our writes (the
+    Lease included) look like any other generated client's.
+    """
     configuration = client.Configuration()
     if kubeconfig:
         await config.load_kube_config(config_file=kubeconfig,
                                       client_configuration=configuration)
     else:
         config.load_incluster_config(client_configuration=configuration)
-    return client.ApiClient(configuration)
+    api = client.ApiClient(configuration)
+    api.user_agent = f"{FIELD_MANAGER}/{__version__}"
+    return api
 
 
 async def lead(

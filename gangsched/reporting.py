@@ -21,6 +21,7 @@ import structlog
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
+from gangsched.binder import FIELD_MANAGER
 from gangsched.core.groups import Flavor, GroupStatus, Phase
 from gangsched.core.model import GangKey, NodeName, PodKey, QueueName
 from gangsched.core.resources import Resources, format_amount
@@ -147,7 +148,8 @@ class Reporter:
         }
         self._spawn(
             f"event {reason}",
-            lambda: self._core.create_namespaced_event(namespace, body, _preload_content=False),
+            lambda: self._core.create_namespaced_event(
+                namespace, body, field_manager=FIELD_MANAGER, _preload_content=False),
             self._event_slots,
         )
 
@@ -216,7 +218,8 @@ class Reporter:
                     written = await self._send(
                         f"pod condition {pod}",
                         functools.partial(self._core.patch_namespaced_pod_status,
-                                          name, namespace, body, _preload_content=False),
+                                          name, namespace, body, field_manager=FIELD_MANAGER,
+                                          _preload_content=False),
                     )
                 if not written and self._pod_messages.get(pod) == message:
                     del self._pod_messages[pod]
@@ -280,7 +283,7 @@ class Reporter:
             f"podgroup status {group.key}",
             lambda: patch(
                 group.flavor.group, group.flavor.version, namespace, "podgroups", name,
-                {"status": body}, _content_type=MERGE_PATCH,
+                {"status": body}, field_manager=FIELD_MANAGER, _content_type=MERGE_PATCH,
             ),
         )
 
@@ -332,7 +335,7 @@ class Reporter:
             f"queue status {name}",
             lambda: self._custom.patch_cluster_custom_object_status(
                 "scheduling.gangsched.io", "v1alpha1", "queues", name, {"status": body},
-                _content_type=MERGE_PATCH,
+                field_manager=FIELD_MANAGER, _content_type=MERGE_PATCH,
             ),
         )
 
@@ -345,5 +348,6 @@ class Reporter:
         }
         with contextlib.suppress(ApiException):
             await self._custom.create_cluster_custom_object(
-                "scheduling.gangsched.io", "v1alpha1", "queues", body
+                "scheduling.gangsched.io", "v1alpha1", "queues", body,
+                field_manager=FIELD_MANAGER,
             )

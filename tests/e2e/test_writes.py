@@ -1,0 +1,52 @@
+"""What gangsched writes to the API: whose it is, which object it is for, and that it is whole."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from devcluster.controlplane import LocalCluster, NodeShape
+from tests.e2e.conftest import SchedulerProcess
+from tests.e2e.scenario import only_nodes
+from tests.e2e.workspace import Workspace, bound, node_of, wait_for
+
+
+@pytest.fixture
+def six_cpus(cluster: LocalCluster) -> None:
+    only_nodes(cluster, 3, NodeShape(cpu="2", memory="8Gi"))
+
+
+def managers(obj: dict[str, Any]) -> set[tuple[str, str]]:
+    """(manager, subresource) of every managedFields entry."""
+    return {(str(e.get("manager")), str(e.get("subresource", "")))
+            for e in obj["metadata"].get("managedFields") or []}
+
+
+@pytest.mark.usefixtures("six_cpus")
+def test_every_write_carries_the_field_manager_gangsched(
+    ws: Workspace, gangsched: SchedulerProcess
+) -> None:
+    """Pod conditions, PodGroup status and Events say they are gangsched's, not a library's."""
+    ws.create(*(ws.pod(f"blocker-{i}", cpu="2", scheduler="kube") for i in range(2)))
+    wait_for(lambda: len(bound(p for n, p in ws.pods().items() if n.startswith("blocker")))
+             == 2, timeout=30, what="the blockers to run")
+    ws.create(ws.podgroup("pair", min_member=2))
+    ws.create(*(ws.pod(f"pair-{i}", cpu="2", group="pair") for i in range(2)))
+    wait_for(lambda: all(("gangsched", "status") in managers(ws.pods()[f"pair-{i}"])
+                         for i in range(2)),
+             timeout=20, what="the waiting pods' conditions, written by gangsched")
+    ws.delete_pod("blocker-0")
+    wait_for(lambda: all(node_of(ws.pods()[f"pair-{i}"]) for i in range(2)), timeout=20,
+             what="the gang to bind")
+    wait_for(lambda: ws.podgroup_obj("pair").get("status", {}).get("phase") == "Running",
+             timeout=20, what="the PodGroup to be Running")
+
+    group = ws.podgroup_obj("pair")
+    assert ("gangsched", "status") in managers(group), managers(group)
+    events = [e for e in ws.events("pair-0") + ws.events("pair")
+              if e.get("reportingComponent") == "gangsched"]
+    assert events and all(("gangsched", "") in managers(e) for e in events), events
+    written = [managers(o) for o in (group, *ws.pods().values(), *events)]
+    foreign = {m for entries in written for m, _ in entries if m.startswith("OpenAPI")}
+    assert not foreign, f"writes under the client library's name: {foreign}"
