@@ -50,3 +50,35 @@ def test_every_write_carries_the_field_manager_gangsched(
     written = [managers(o) for o in (group, *ws.pods().values(), *events)]
     foreign = {m for entries in written for m, _ in entries if m.startswith("OpenAPI")}
     assert not foreign, f"writes under the client library's name: {foreign}"
+
+
+def contradictions(status: dict[str, Any]) -> list[dict[str, Any]]:
+    """Conditions a Volcano PodGroup's phase gives the lie to."""
+    phase = status.get("phase")
+    return [c for c in status.get("conditions") or []
+            if c.get("status") == "True"
+            and ((c.get("type") == "Unschedulable" and phase in ("Running", "Completed"))
+                 or (c.get("type") == "Scheduled" and phase in ("Pending", "Inqueue")))]
+
+
+@pytest.mark.usefixtures("six_cpus")
+def test_a_volcano_podgroup_that_runs_keeps_no_unschedulable_condition(
+    ws: Workspace, gangsched: SchedulerProcess
+) -> None:
+    ws.create(*(ws.pod(f"blocker-{i}", cpu="2", scheduler="kube") for i in range(2)))
+    wait_for(lambda: len(bound(p for n, p in ws.pods().items() if n.startswith("blocker")))
+             == 2, timeout=30, what="the blockers to run")
+    ws.create(ws.podgroup("vc", min_member=2, flavor="volcano"))
+    ws.create(*(ws.pod(f"vc-{i}", cpu="2", group="vc", marker="volcano") for i in range(2)))
+    waiting = wait_for(
+        lambda: [c for c in ws.podgroup_obj("vc", "volcano").get("status", {}).get("conditions")
+                 or [] if c.get("type") == "Unschedulable"],
+        timeout=20, what="the Volcano PodGroup to say why it waits")
+    assert "cpu" in waiting[0]["message"], waiting
+
+    ws.delete_pod("blocker-0")
+    status = wait_for(
+        lambda: (s := ws.podgroup_obj("vc", "volcano").get("status", {})).get("phase")
+        == "Running" and s, timeout=20, what="the Volcano PodGroup to run")
+    assert contradictions(status) == [], status
+    assert [c["type"] for c in status["conditions"]] == ["Scheduled"], status
