@@ -39,6 +39,16 @@ def _now_iso() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def _written_key(group: GroupRecord) -> str:
+    """What is remembered of a group is keyed by its UID, not its name.
+
+    A PodGroup deleted and created again under the same name (a resubmitted
+    job) is a new object with no status: the status written for the old one
+    must not make the new one's look written already.
+    """
+    return f"{group.flavor.value}/{group.key}/{group.uid}"
+
+
 def _quantities(resources: Resources) -> dict[str, str]:
     return {name: format_amount(name, amount) for name, amount in resources.items()}
 
@@ -248,7 +258,7 @@ class Reporter:
             group.flavor, status, observed_generation=observed,
             previous_conditions=group.status.get("conditions") or [], now=_now_iso(),
         )
-        key = f"{group.flavor.value}/{group.key}"
+        key = _written_key(group)
         if self._written_status.get(key) == body:
             return
         previous = self._written_status.get(key)
@@ -289,7 +299,7 @@ class Reporter:
 
     def retain(self, groups: Mapping[GangKey, GroupRecord], pods: Mapping[PodKey, Any]) -> None:
         """Drop what is remembered of deleted groups and pods, so memory follows the cluster."""
-        live = {f"{g.flavor.value}/{g.key}" for g in groups.values()}
+        live = {_written_key(g) for g in groups.values()}
         for key in [k for k in self._written_status if not k.startswith("queue/")]:
             if key not in live:
                 del self._written_status[key]
@@ -309,7 +319,7 @@ class Reporter:
         scheduler-plugins' has no place for one, so there the Event says why.
         """
         message = (group.error or "invalid")[:1024]
-        key = f"{group.flavor.value}/{group.key}"
+        key = _written_key(group)
         if self._written_status.get(key) == {"invalid": message}:
             return
         self._written_status[key] = {"invalid": message}

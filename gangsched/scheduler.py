@@ -68,6 +68,8 @@ class Scheduler:
     admitted: frozenset[GangKey] = frozenset()
     waiting_since: dict[GangKey, float] = field(default_factory=dict)
     finished_uids: set[str] = field(default_factory=set)
+    group_uids: dict[GangKey, str] = field(default_factory=dict)
+    """The UID each group had last cycle: a new UID under the same name is a new group."""
     _wake: asyncio.Event = field(default_factory=asyncio.Event)
     _binds: set[asyncio.Task[None]] = field(default_factory=set)
     _cycle_no: int = 0
@@ -102,6 +104,7 @@ class Scheduler:
         for pod in self.mirror.expire(now, self.config.assume_ttl_s):
             log.warning("assumption_expired", pod=pod)
         view = self.mirror.view()
+        self._forget_replaced_groups(view)
         groups = {k: g.spec for k, g in view.groups.items() if g.spec is not None}
         policies = {k: g.policy for k, g in view.groups.items() if g.policy is not None}
         # A finished group whose pods were deleted must stay finished. Its own
@@ -168,6 +171,20 @@ class Scheduler:
         self._report(view, gathered, result, reasons, now)
         self._log_waiting(bound_log, gathered, reasons, elapsed)
         return result
+
+    def _forget_replaced_groups(self, view: View) -> None:
+        """Drop what was decided for a PodGroup that was deleted and created again.
+
+        Its admission and waiting time belonged to the old object: carried
+        over, the new group would skip admission or time out early.
+        """
+        uids = {key: group.uid for key, group in view.groups.items()}
+        for key, uid in uids.items():
+            if self.group_uids.get(key, uid) != uid:
+                self.admitted = self.admitted - {key}
+                self.waiting_since.pop(key, None)
+                self._logged_reasons.pop(key, None)
+        self.group_uids = uids
 
     def _log_waiting(
         self,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pykube
 import pytest
 
 from devcluster.controlplane import LocalCluster, NodeShape
@@ -82,3 +83,40 @@ def test_a_volcano_podgroup_that_runs_keeps_no_unschedulable_condition(
         == "Running" and s, timeout=20, what="the Volcano PodGroup to run")
     assert contradictions(status) == [], status
     assert [c["type"] for c in status["conditions"]] == ["Scheduled"], status
+
+
+@pytest.mark.usefixtures("six_cpus")
+def test_a_podgroup_created_again_under_the_same_name_gets_its_own_status(
+    ws: Workspace, gangsched: SchedulerProcess
+) -> None:
+    """A resubmitted job: its operator waits for the new PodGroup's Inqueue before any pod."""
+
+    def run_job() -> str:
+        ws.create(ws.podgroup("job", min_member=2, min_resources={"cpu": "2"}, flavor="volcano"))
+        group = wait_for(lambda: (g := ws.podgroup_obj("job", "volcano")).get("status", {})
+                         .get("phase") == "Inqueue" and g, timeout=20,
+                         what="the PodGroup to be admitted (Inqueue) before it has pods")
+        ws.create(*(ws.pod(f"job-{i}", cpu="1", group="job", marker="volcano")
+                    for i in range(2)))
+        wait_for(lambda: ws.podgroup_obj("job", "volcano").get("status", {}).get("phase")
+                 == "Running", timeout=20, what="the job to run")
+        return str(group["metadata"]["uid"])
+
+    first = run_job()
+    # Deleted as a foreground deletion deletes it: its pods first, then the group.
+    for i in range(2):
+        ws.delete_pod(f"job-{i}")
+    wait_for(lambda: not ws.pods(), timeout=20, what="the pods to go")
+    wait_for(lambda: ws.podgroup_obj("job", "volcano").get("status", {}).get("running") == 0,
+             timeout=20, what="the old group's status to count no pod")
+    ws.delete_podgroup("job", "volcano")
+    wait_for(lambda: not any(g["metadata"]["name"] == "job" for g in _volcano_groups(ws)),
+             timeout=20, what="the old PodGroup to go")
+
+    second = run_job()
+    assert second != first
+
+
+def _volcano_groups(ws: Workspace) -> list[dict[str, Any]]:
+    cls = pykube.object_factory(ws.api, "scheduling.volcano.sh/v1beta1", "PodGroup")
+    return [g.obj for g in cls.objects(ws.api, namespace=ws.name)]
