@@ -51,6 +51,7 @@ class RunOptions:
     bind_concurrency: int
     metrics_port: int
     starvation_seconds: float
+    replacement_grace_seconds: float = 60.0
     leader_elect: bool = False
     lease_namespace: str = "default"
     lease_name: str = "gangsched"
@@ -128,7 +129,8 @@ async def run(options: RunOptions) -> int:
         may_act=leadership.may_act,
         reporter=Reporter(api, placed=mirror.is_placed),
         config=SchedulerConfig(policy=options.policy,
-                               starvation_s=options.starvation_seconds),
+                               starvation_s=options.starvation_seconds,
+                               replacement_grace_s=options.replacement_grace_seconds),
     )
     reflectors = [
         Reflector("priorityclasses", client.SchedulingV1Api(api).list_priority_class, mirror,

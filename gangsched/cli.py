@@ -48,6 +48,10 @@ def _env(flag: str) -> str:
               type=click.FloatRange(0), default=60.0, show_default=True,
               help="After this long unplaced, a gang holds its room against gangs "
               "ordered after it.")
+@click.option("--replacement-grace-seconds", envvar=_env("replacement-grace-seconds"),
+              type=click.FloatRange(0), default=60.0, show_default=True,
+              help="When a running gang drops below its minMember, the room of each "
+              "departed member is held this long for its replacement.")
 @click.option("--leader-elect/--no-leader-elect", envvar=_env("leader-elect"), default=False,
               show_default=True, help="Schedule only while holding a Lease (for replicas > 1).")
 @click.option("--lease-namespace", envvar=[_env("lease-namespace"), "POD_NAMESPACE"],
@@ -66,6 +70,7 @@ def run(
     bind_concurrency: int,
     metrics_port: int,
     starvation_seconds: float,
+    replacement_grace_seconds: float,
     leader_elect: bool,
     lease_namespace: str,
     lease_name: str,
@@ -86,6 +91,7 @@ def run(
                 bind_concurrency=bind_concurrency,
                 metrics_port=metrics_port,
                 starvation_seconds=starvation_seconds,
+                replacement_grace_seconds=replacement_grace_seconds,
                 leader_elect=leader_elect,
                 lease_namespace=lease_namespace,
                 lease_name=lease_name,
