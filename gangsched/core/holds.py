@@ -82,22 +82,24 @@ def update_holds(
     A member departs when it held a seat last cycle and holds none now,
     unless it succeeded (a finished worker is not replaced). Its room is held
     when its gang was running (``min_member`` live) or already holding, and
-    is now below ``min_member``. A gang never holds more rooms than it lacks
-    members: as replacements take seats, the oldest holds go first.
+    is now below ``min_member`` with members left: a gang with none left (a
+    job being deleted) strands nobody, and holding for it would only keep
+    others out. A gang never holds more rooms than it lacks members: as
+    replacements take seats, the oldest holds go first.
     """
     live_before = Counter(seat.gang for seat in before.values())
     live_now = Counter(seat.gang for seat in now_seated.values())
     holding_before = {hold.gang for hold in holds}
     kept: list[Hold] = [
         hold for hold in holds
-        if hold.until > now
+        if hold.until > now and live_now[hold.gang] > 0
         and (group := groups.get(hold.gang)) is not None and group.uid == hold.uid
     ]
     for key, seat in before.items():
         if key in now_seated or key in succeeded:
             continue
         group = groups.get(seat.gang)
-        if group is None or live_now[seat.gang] >= group.min_member:
+        if group is None or not 0 < live_now[seat.gang] < group.min_member:
             continue
         if live_before[seat.gang] >= group.min_member or seat.gang in holding_before:
             kept.append(Hold(seat.gang, group.uid, seat.pod, now + grace))

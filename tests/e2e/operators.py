@@ -12,9 +12,11 @@ met here:
   ``validator.training-operator.kubeflow.org``, and waits for both to exist.
   An empty Secret and a configuration with no webhooks satisfy it: the API
   server then never calls the webhook, and jobs are created as users write them.
-- It writes that certificate to a hard-coded ``/tmp/k8s-webhook-server``:
-  it runs in a private mount namespace (``unshare --mount``) with a tmpfs
-  there, so parallel runs never share or clobber it.
+- It reads that certificate from a hard-coded ``/tmp/k8s-webhook-server``,
+  where a kubelet would mount the Secret, and starts no controller until the
+  files are there: it runs in a private mount namespace (``unshare --mount``)
+  with a tmpfs there, so parallel runs never share or clobber it, and a shell
+  beside it plays the kubelet, copying the rotated certificate from the Secret.
 - mpi-operator serves a health check on a hard-coded ``:8080`` and exits if
   the port is taken: an exclusive file lock keeps two of them on one machine
   from running at once, and nothing else in the suite binds 8080.
@@ -26,6 +28,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+import signal
 import subprocess
 import time
 import uuid
@@ -38,6 +41,7 @@ from typing import IO
 import pykube
 
 from devcluster.controlplane import REPO, LocalCluster, free_port
+from tests.e2e.workspace import wait_for
 
 WEBHOOK_CONFIGURATION = "validator.training-operator.kubeflow.org"
 WEBHOOK_SECRET = "training-operator-webhook-cert"
@@ -57,9 +61,17 @@ def install_crds(cluster: LocalCluster, crds: Path) -> None:
     """The TFJob, PyTorchJob and MPIJob CRDs, as their modules ship them."""
     files = [arg for path in sorted(crds.glob("*.yaml")) for arg in ("-f", str(path))]
     cluster.kubectl("apply", "--server-side", "--force-conflicts", *files, timeout=120)
-    cluster.kubectl("wait", "--for=condition=Established", "--timeout=60s",
-                    "crd/tfjobs.kubeflow.org", "crd/pytorchjobs.kubeflow.org",
-                    "crd/mpijobs.kubeflow.org")
+    names = ("tfjobs.kubeflow.org", "pytorchjobs.kubeflow.org", "mpijobs.kubeflow.org")
+    crd = pykube.object_factory(cluster.client, "apiextensions.k8s.io/v1",
+                                "CustomResourceDefinition")
+
+    def established(name: str) -> bool:
+        found = crd.objects(cluster.client).get_or_none(name=name)
+        conditions = (found.obj.get("status") or {}).get("conditions") or [] if found else []
+        return any(c["type"] == "Established" and c["status"] == "True" for c in conditions)
+
+    wait_for(lambda: all(established(name) for name in names), timeout=60,
+             what="the operators' CRDs to be served")
 
 
 @dataclass
@@ -80,12 +92,13 @@ class OperatorProcess:
             time.sleep(0.2)
 
     def stop(self) -> None:
+        """Stop the operator and whatever it started: it runs in a session of its own."""
         if self.proc.poll() is None:
-            self.proc.terminate()
+            os.killpg(self.proc.pid, signal.SIGTERM)
             try:
                 self.proc.wait(timeout=10)
             except subprocess.TimeoutExpired:
-                self.proc.kill()
+                os.killpg(self.proc.pid, signal.SIGKILL)
                 self.proc.wait()
         for handle in self._held:
             handle.close()
@@ -129,9 +142,20 @@ def training_operator(
     namespace = _namespace(cluster, "kubeflow")
     _webhook_stand_ins(cluster, namespace)
     binary = home / "bin" / "training-operator.v1"
-    private_tmp = (f'mkdir -p {CERT_DIR} && mount -t tmpfs tmpfs {CERT_DIR} && exec "$@"')
+    secret = (f"{cluster.bin_dir / 'kubectl'} --kubeconfig={cluster.kubeconfig} -n {namespace} "
+              f"get secret {WEBHOOK_SECRET} -o")
+    certs = f"{CERT_DIR}/serving-certs"
+    mount_secret = f"""
+        mkdir -p {CERT_DIR} && mount -t tmpfs tmpfs {CERT_DIR} && mkdir -p {certs} || exit 1
+        "$@" & operator=$!
+        until {secret} jsonpath='{{.data.tls\\.key}}' | grep -q .; do sleep 0.3; done
+        for name in ca.crt tls.crt tls.key; do
+          {secret} jsonpath="{{.data.${{name%.*}}\\.${{name#*.}}}}" | base64 -d > {certs}/$name
+        done
+        wait $operator
+    """
     args = [
-        "unshare", "--mount", "--propagation", "private", "sh", "-c", private_tmp, "sh",
+        "unshare", "--mount", "--propagation", "private", "sh", "-c", mount_secret, "sh",
         str(binary),
         f"--gang-scheduler-name={gang_scheduler}",
         "--enable-scheme=tfjob", "--enable-scheme=pytorchjob",

@@ -45,6 +45,7 @@ def test_no_hold_for_a_member_that_succeeded_or_a_gang_still_at_min_member() -> 
     assert holds_after(four, four[:3], succeeded=frozenset({PodKey("ns/job-3")})) == ()
     assert holds_after(four, four[:3], min_member=3) == ()
     assert holds_after(four[:3], four[:2]) == (), "it was not running: nothing to keep"
+    assert holds_after(four, []) == (), "a job deleted whole strands nobody"
 
 
 def test_a_gang_already_holding_holds_each_further_loss_too() -> None:
@@ -62,6 +63,7 @@ def test_holds_end_with_the_grace_a_replacement_or_the_group() -> None:
     replacement = pod("ns/job-new", gang="ns/job", on="n4")
     assert holds_after(four[:3], [*four[:3], replacement], held=held, now=101.0) == ()
     assert holds_after(four[:3], four[:3], held=held, uid="u2", now=101.0) == (), "new group"
+    assert holds_after(four[:3], [], held=held, now=101.0) == (), "the rest went too"
 
 
 def test_one_replacement_of_two_ends_the_older_hold() -> None:
