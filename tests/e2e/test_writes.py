@@ -10,12 +10,20 @@ import pytest
 from devcluster.controlplane import LocalCluster, NodeShape
 from tests.e2e.conftest import SchedulerProcess
 from tests.e2e.scenario import only_nodes
+from tests.e2e.test_operators import contradictions
 from tests.e2e.workspace import Workspace, bound, node_of, wait_for
 
 
 @pytest.fixture
 def six_cpus(cluster: LocalCluster) -> None:
     only_nodes(cluster, 3, NodeShape(cpu="2", memory="8Gi"))
+
+
+def two_cpus_left(ws: Workspace) -> None:
+    """kube-scheduler's pods take four of the six CPUs, so a gang of two 2-CPU pods waits."""
+    ws.create(*(ws.pod(f"blocker-{i}", cpu="2", scheduler="kube") for i in range(2)))
+    wait_for(lambda: len(bound(p for n, p in ws.pods().items() if n.startswith("blocker")))
+             == 2, timeout=30, what="the blockers to run")
 
 
 def managers(obj: dict[str, Any]) -> set[tuple[str, str]]:
@@ -29,9 +37,7 @@ def test_every_write_carries_the_field_manager_gangsched(
     ws: Workspace, gangsched: SchedulerProcess
 ) -> None:
     """Pod conditions, PodGroup status and Events say they are gangsched's, not a library's."""
-    ws.create(*(ws.pod(f"blocker-{i}", cpu="2", scheduler="kube") for i in range(2)))
-    wait_for(lambda: len(bound(p for n, p in ws.pods().items() if n.startswith("blocker")))
-             == 2, timeout=30, what="the blockers to run")
+    two_cpus_left(ws)
     ws.create(ws.podgroup("pair", min_member=2))
     ws.create(*(ws.pod(f"pair-{i}", cpu="2", group="pair") for i in range(2)))
     wait_for(lambda: all(("gangsched", "status") in managers(ws.pods()[f"pair-{i}"])
@@ -53,22 +59,11 @@ def test_every_write_carries_the_field_manager_gangsched(
     assert not foreign, f"writes under the client library's name: {foreign}"
 
 
-def contradictions(status: dict[str, Any]) -> list[dict[str, Any]]:
-    """Conditions a Volcano PodGroup's phase gives the lie to."""
-    phase = status.get("phase")
-    return [c for c in status.get("conditions") or []
-            if c.get("status") == "True"
-            and ((c.get("type") == "Unschedulable" and phase in ("Running", "Completed"))
-                 or (c.get("type") == "Scheduled" and phase in ("Pending", "Inqueue")))]
-
-
 @pytest.mark.usefixtures("six_cpus")
 def test_a_volcano_podgroup_that_runs_keeps_no_unschedulable_condition(
     ws: Workspace, gangsched: SchedulerProcess
 ) -> None:
-    ws.create(*(ws.pod(f"blocker-{i}", cpu="2", scheduler="kube") for i in range(2)))
-    wait_for(lambda: len(bound(p for n, p in ws.pods().items() if n.startswith("blocker")))
-             == 2, timeout=30, what="the blockers to run")
+    two_cpus_left(ws)
     ws.create(ws.podgroup("vc", min_member=2, flavor="volcano"))
     ws.create(*(ws.pod(f"vc-{i}", cpu="2", group="vc", marker="volcano") for i in range(2)))
     waiting = wait_for(
