@@ -218,6 +218,12 @@ def running_whole(ws: Workspace, job: str, size: int) -> bool:
     return len(pods) == size and all(phase_of(p) == "Running" for p in pods)
 
 
+def job_exists(ws: Workspace, manifest: dict[str, Any]) -> bool:
+    cls = pykube.object_factory(ws.api, manifest["apiVersion"], manifest["kind"])
+    name = manifest["metadata"]["name"]
+    return cls.objects(ws.api, namespace=ws.name).get_or_none(name=name) is not None
+
+
 def delete_job(ws: Workspace, manifest: dict[str, Any]) -> None:
     cls = pykube.object_factory(ws.api, manifest["apiVersion"], manifest["kind"])
     obj = cls.objects(ws.api, namespace=ws.name).get_or_none(name=manifest["metadata"]["name"])
@@ -303,7 +309,8 @@ def test_a_pytorchjob_deleted_and_submitted_again_under_the_same_name_runs(
     ws.create(manifest)
     wait_for(lambda: running_whole(ws, "again", 4), timeout=60, what="the job to run")
     delete_job(ws, manifest)
-    wait_for(lambda: not job_pods(ws, "again") and "again" not in groups.groups(), timeout=60,
+    wait_for(lambda: not job_pods(ws, "again") and "again" not in groups.groups()
+             and not job_exists(ws, manifest), timeout=60,
              what="the job, its pods and its PodGroup to go")
     ws.create(pytorchjob(ws, "again"))
     wait_for(lambda: running_whole(ws, "again", 4), timeout=60,
