@@ -4,12 +4,19 @@
 # Go module proxy at the versions pinned in versions.env. The binaries are
 # cached outside the repository, keyed by those versions, so a second run
 # builds nothing. Prints the bin directory on stdout; progress goes to stderr.
+#
+# `build.sh operators` does the same for the operators the end-to-end suite
+# runs (Kubeflow training-operator and mpi-operator), under a key of their own,
+# and copies their CRDs from their modules into the directory beside bin/.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 # shellcheck source=versions.env
 source "$here/versions.env"
 
 key="k8s-${KUBE_VERSION}_etcd-${ETCD_VERSION}_kwok-${KWOK_VERSION}_helm-${HELM_VERSION}"
+if [ "${1:-}" = operators ]; then
+  key="training-operator-${TRAINING_OPERATOR_VERSION}_mpi-operator-${MPI_OPERATOR_VERSION}"
+fi
 cache="${GANGSCHED_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/gangsched}"
 bin="$cache/$key/bin"
 mkdir -p "$bin"
@@ -62,6 +69,38 @@ kwok_node_stages() {
     cat "$dir/kustomize/stage/node/heartbeat/node-heartbeat.yaml"; } > "$out.tmp"
   mv "$out.tmp" "$out"
 }
+
+module_dir() { # module@version: its source, fetched through the proxy
+  go mod download -json "$1" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p'
+}
+
+build_operators() {
+  local crds="$cache/$key/crds" training mpi
+  install_tool training-operator.v1 \
+    "github.com/kubeflow/training-operator/cmd/training-operator.v1@${TRAINING_OPERATOR_VERSION}"
+  if [ ! -x "$bin/mpi-operator" ]; then
+    say "building mpi-operator ${MPI_OPERATOR_VERSION}"
+    (cd "$here/go/mpi-operator" && go build -trimpath -ldflags "-s -w" -o "$bin/mpi-operator" \
+      github.com/kubeflow/mpi-operator/cmd/mpi-operator)
+  fi
+  if [ ! -f "$crds/mpijobs.yaml" ]; then
+    training="$(module_dir "github.com/kubeflow/training-operator@${TRAINING_OPERATOR_VERSION}")"
+    mpi="$(module_dir "github.com/kubeflow/mpi-operator@${MPI_OPERATOR_VERSION}")"
+    mkdir -p "$crds"
+    # training-operator's own MPIJob (kubeflow.org/v1) would collide with mpi-operator's v2beta1.
+    cp "$training/manifests/base/crds/kubeflow.org_tfjobs.yaml" "$crds/tfjobs.yaml"
+    cp "$training/manifests/base/crds/kubeflow.org_pytorchjobs.yaml" "$crds/pytorchjobs.yaml"
+    cp "$mpi/manifests/base/kubeflow.org_mpijobs.yaml" "$crds/mpijobs.yaml"
+    chmod u+w "$crds"/*.yaml
+  fi
+}
+
+if [ "${1:-}" = operators ]; then
+  build_operators
+  [ $((SECONDS - started)) -gt 1 ] && say "done in $((SECONDS - started)) s"
+  echo "$bin"
+  exit 0
+fi
 
 build_etcd
 install_tool kwok "sigs.k8s.io/kwok/cmd/kwok@${KWOK_VERSION}"

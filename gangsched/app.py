@@ -24,8 +24,8 @@ from kubernetes_asyncio.leaderelection.electionconfig import Config as ElectionC
 from kubernetes_asyncio.leaderelection.leaderelection import LeaderElection
 from prometheus_client import start_http_server
 
-from gangsched import handlers
-from gangsched.binder import Binder
+from gangsched import __version__, handlers
+from gangsched.binder import FIELD_MANAGER, Binder
 from gangsched.core.model import Policy
 from gangsched.leadership import (
     LEASE_DURATION_S,
@@ -46,25 +46,34 @@ log = structlog.get_logger(__name__)
 @dataclass(frozen=True)
 class RunOptions:
     kubeconfig: str | None
-    scheduler_name: str
+    scheduler_names: frozenset[str]
     namespaces: tuple[str, ...]
     policy: Policy
     bind_concurrency: int
     metrics_port: int
     starvation_seconds: float
+    replacement_grace_seconds: float = 60.0
     leader_elect: bool = False
     lease_namespace: str = "default"
     lease_name: str = "gangsched"
 
 
 async def _api_client(kubeconfig: str | None) -> client.ApiClient:
+    """A client whose every write is ours by name.
+
+    The API server names the field manager of a write that gives none after
+    the user agent; the client library's default would make our writes (the
+    Lease included) look like any other generated client's.
+    """
     configuration = client.Configuration()
     if kubeconfig:
         await config.load_kube_config(config_file=kubeconfig,
                                       client_configuration=configuration)
     else:
         config.load_incluster_config(client_configuration=configuration)
-    return client.ApiClient(configuration)
+    api = client.ApiClient(configuration)
+    api.user_agent = f"{FIELD_MANAGER}/{__version__}"
+    return api
 
 
 async def lead(
@@ -112,7 +121,7 @@ async def run(options: RunOptions) -> int:
         os.environ["KUBECONFIG"] = options.kubeconfig  # kopf's login reads it
     api = await _api_client(options.kubeconfig)
     core = client.CoreV1Api(api)
-    mirror = Mirror(scheduler_name=options.scheduler_name,
+    mirror = Mirror(scheduler_names=options.scheduler_names,
                     namespaces=frozenset(options.namespaces))
     leadership = Leadership()
     scheduler = Scheduler(
@@ -121,7 +130,8 @@ async def run(options: RunOptions) -> int:
         may_act=leadership.may_act,
         reporter=Reporter(api, placed=mirror.is_placed),
         config=SchedulerConfig(policy=options.policy,
-                               starvation_s=options.starvation_seconds),
+                               starvation_s=options.starvation_seconds,
+                               replacement_grace_s=options.replacement_grace_seconds),
     )
     reflectors = [
         Reflector("priorityclasses", client.SchedulingV1Api(api).list_priority_class, mirror,
@@ -165,7 +175,7 @@ async def run(options: RunOptions) -> int:
         # collection passes, which otherwise stall cycles by hundreds of ms.
         gc.freeze()
         await scheduler.reporter.ensure_default_queue()
-        log.info("scheduler_started", scheduler_name=options.scheduler_name,
+        log.info("scheduler_started", scheduler_names=sorted(options.scheduler_names),
                  nodes=len(mirror.nodes), pods=len(mirror.pods), policy=options.policy.value)
         scheduler.trigger()
         await scheduler.run()

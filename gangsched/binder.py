@@ -22,6 +22,9 @@ from gangsched.core.placement import Placement
 
 log = structlog.get_logger(__name__)
 
+FIELD_MANAGER = "gangsched"
+"""The field manager every write of ours names, so ``managedFields`` tell whose they are."""
+
 
 @dataclass(frozen=True, slots=True)
 class BindOutcome:
@@ -71,7 +74,7 @@ class Binder:
                 return BindOutcome(pod, node, 0, NOT_LEADING)
             try:
                 response = await self._core.create_namespaced_pod_binding(
-                    name, namespace, body, _preload_content=False
+                    name, namespace, body, field_manager=FIELD_MANAGER, _preload_content=False
                 )
             except (TimeoutError, aiohttp.ClientError) as error:
                 return BindOutcome(pod, node, 0, str(error))

@@ -1,6 +1,7 @@
 """The ``gangsched`` command. Every flag of ``run`` also reads ``GANGSCHED_<FLAG>``
-from the environment (``--scheduler-name`` from ``GANGSCHED_SCHEDULER_NAME``;
-``GANGSCHED_NAMESPACE`` takes several namespaces separated by spaces)."""
+from the environment (``--scheduler-name`` from ``GANGSCHED_SCHEDULER_NAME``);
+the repeatable ones, ``GANGSCHED_SCHEDULER_NAME`` and ``GANGSCHED_NAMESPACE``,
+take several values separated by spaces."""
 
 from __future__ import annotations
 
@@ -27,8 +28,10 @@ def _env(flag: str) -> str:
 @click.option("--kubeconfig", envvar=[_env("kubeconfig"), "KUBECONFIG"],
               type=click.Path(exists=True, dir_okay=False),
               help="Kubeconfig file; in-cluster service account when absent.")
-@click.option("--scheduler-name", envvar=_env("scheduler-name"), default="gang",
-              show_default=True, help="Pods with this spec.schedulerName are ours.")
+@click.option("--scheduler-name", "scheduler_names", envvar=_env("scheduler-name"),
+              multiple=True, default=("gang",), show_default=True,
+              help="Pods with this spec.schedulerName are ours (repeatable: e.g. also "
+              "volcano, to stand in for Volcano with nothing else changed).")
 @click.option("--namespace", "namespaces", envvar=_env("namespace"), multiple=True,
               help="Only schedule pods of this namespace (repeatable); all by default.")
 @click.option("--policy", envvar=_env("policy"), type=click.Choice([p.value for p in Policy]),
@@ -45,6 +48,10 @@ def _env(flag: str) -> str:
               type=click.FloatRange(0), default=60.0, show_default=True,
               help="After this long unplaced, a gang holds its room against gangs "
               "ordered after it.")
+@click.option("--replacement-grace-seconds", envvar=_env("replacement-grace-seconds"),
+              type=click.FloatRange(0), default=60.0, show_default=True,
+              help="When a running gang drops below its minMember, the room of each "
+              "departed member is held this long for its replacement.")
 @click.option("--leader-elect/--no-leader-elect", envvar=_env("leader-elect"), default=False,
               show_default=True, help="Schedule only while holding a Lease (for replicas > 1).")
 @click.option("--lease-namespace", envvar=[_env("lease-namespace"), "POD_NAMESPACE"],
@@ -57,12 +64,13 @@ def _env(flag: str) -> str:
               show_default=True)
 def run(
     kubeconfig: str | None,
-    scheduler_name: str,
+    scheduler_names: tuple[str, ...],
     namespaces: tuple[str, ...],
     policy: str,
     bind_concurrency: int,
     metrics_port: int,
     starvation_seconds: float,
+    replacement_grace_seconds: float,
     leader_elect: bool,
     lease_namespace: str,
     lease_name: str,
@@ -77,12 +85,13 @@ def run(
         app.run(
             app.RunOptions(
                 kubeconfig=kubeconfig,
-                scheduler_name=scheduler_name,
+                scheduler_names=frozenset(scheduler_names),
                 namespaces=namespaces,
                 policy=Policy(policy),
                 bind_concurrency=bind_concurrency,
                 metrics_port=metrics_port,
                 starvation_seconds=starvation_seconds,
+                replacement_grace_seconds=replacement_grace_seconds,
                 leader_elect=leader_elect,
                 lease_namespace=lease_namespace,
                 lease_name=lease_name,

@@ -81,7 +81,8 @@ def _matters(old: PodRecord | None, new: PodRecord, assumed_on: NodeName | None)
 
     Pods of other schedulers matter only when they free room (finish) or
     change their requests; ours also when they arrive, change phase or group,
-    or land somewhere other than where we assumed them.
+    have a scheduling gate lifted, or land somewhere other than where we
+    assumed them.
     """
     if old is None:
         return new.ours
@@ -90,12 +91,14 @@ def _matters(old: PodRecord | None, new: PodRecord, assumed_on: NodeName | None)
     if not new.ours:
         return False
     moved = new.pod.node_name != old.pod.node_name and new.pod.node_name != assumed_on
-    return moved or new.phase != old.phase or new.group != old.group
+    lifted = new.pod.gates != old.pod.gates
+    return moved or lifted or new.phase != old.phase or new.group != old.group
 
 
 @dataclass
 class Mirror:
-    scheduler_name: str
+    scheduler_names: frozenset[str]
+    """Every ``spec.schedulerName`` whose pods are ours."""
     namespaces: frozenset[str] = frozenset()
     """Namespaces whose pods are ours; empty means every namespace."""
     nodes: dict[NodeName, Node] = field(default_factory=dict)
@@ -177,7 +180,7 @@ class Mirror:
         spec = obj.get("spec") or {}
         namespace = str(meta.get("namespace", ""))
         key = PodKey(f"{namespace}/{meta.get('name')}")
-        ours = spec.get("schedulerName") == self.scheduler_name and (
+        ours = spec.get("schedulerName") in self.scheduler_names and (
             not self.namespaces or namespace in self.namespaces
         )
         try:

@@ -21,6 +21,7 @@ import structlog
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
+from gangsched.binder import FIELD_MANAGER
 from gangsched.core.groups import Flavor, GroupStatus, Phase
 from gangsched.core.model import GangKey, NodeName, PodKey, QueueName
 from gangsched.core.resources import Resources, format_amount
@@ -36,6 +37,16 @@ COMPONENT = "gangsched"
 
 def _now_iso() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _written_key(group: GroupRecord) -> str:
+    """What is remembered of a group is keyed by its UID, not its name.
+
+    A PodGroup deleted and created again under the same name (a resubmitted
+    job) is a new object with no status: the status written for the old one
+    must not make the new one's look written already.
+    """
+    return f"{group.flavor.value}/{group.key}/{group.uid}"
 
 
 def _quantities(resources: Resources) -> dict[str, str]:
@@ -64,7 +75,7 @@ class Reporter:
         self._last_event: dict[tuple[str, str], tuple[str, float]] = {}
         self._written_status: dict[str, Mapping[str, Any]] = {}
         self._pod_messages: dict[PodKey, str] = {}
-        self._pod_wanted: dict[PodKey, tuple[str, str]] = {}
+        self._pod_wanted: dict[PodKey, tuple[str, str, str]] = {}
         self._pod_writing: set[PodKey] = set()
         self._loop_time: Callable[[], float] = asyncio.get_event_loop().time
 
@@ -147,7 +158,8 @@ class Reporter:
         }
         self._spawn(
             f"event {reason}",
-            lambda: self._core.create_namespaced_event(namespace, body, _preload_content=False),
+            lambda: self._core.create_namespaced_event(
+                namespace, body, field_manager=FIELD_MANAGER, _preload_content=False),
             self._event_slots,
         )
 
@@ -157,21 +169,31 @@ class Reporter:
         self._unschedulable(record.pod.key, record.uid, record.scheduled_message, message,
                             record.resource_version)
 
+    def pod_gated(self, record: PodRecord, message: str) -> None:
+        """``PodScheduled=False/SchedulingGated`` as kube-scheduler writes it, and no Event.
+
+        Not ``Unschedulable``: cluster autoscalers would add nodes for a pod
+        that waits for its gate, not for room.
+        """
+        self._unschedulable(record.pod.key, record.uid, record.scheduled_message, message,
+                            record.resource_version, reason="SchedulingGated")
+
     def pod_invalid(self, pod: PodKey, error: str) -> None:
         """A pod of ours the core cannot read (a malformed quantity) waits, saying why."""
         self._unschedulable(pod, "", None, f"invalid pod: {error}", "")
 
     def _unschedulable(
-        self, pod: PodKey, uid: str, current: str | None, message: str, version: str
+        self, pod: PodKey, uid: str, current: str | None, message: str, version: str,
+        reason: str = "Unschedulable",
     ) -> None:
         namespace, name = pod.split("/", 1)
         if current != message and self._pod_messages.get(pod) != message:
             self._pod_messages[pod] = message
-            self._pod_wanted[pod] = (message, version)
+            self._pod_wanted[pod] = (message, version, reason)
             if pod not in self._pod_writing:
                 self._pod_writing.add(pod)
                 self._track(asyncio.create_task(self._write_condition(pod)))
-        if self._event_due(("pod", pod), message):
+        if reason == "Unschedulable" and self._event_due(("pod", pod), message):
             involved = {"apiVersion": "v1", "namespace": namespace, "name": name}
             if uid:
                 involved["uid"] = uid
@@ -193,11 +215,11 @@ class Reporter:
                     wanted = self._pod_wanted.pop(pod, None)
                     if wanted is None or self._placed(pod):
                         return
-                    message, version = wanted
+                    message, version, reason = wanted
                     body: dict[str, Any] = {"status": {"conditions": [{
                         "type": "PodScheduled",
                         "status": "False",
-                        "reason": "Unschedulable",
+                        "reason": reason,
                         "message": message,
                         "lastTransitionTime": _now_iso(),
                     }]}}
@@ -206,7 +228,8 @@ class Reporter:
                     written = await self._send(
                         f"pod condition {pod}",
                         functools.partial(self._core.patch_namespaced_pod_status,
-                                          name, namespace, body, _preload_content=False),
+                                          name, namespace, body, field_manager=FIELD_MANAGER,
+                                          _preload_content=False),
                     )
                 if not written and self._pod_messages.get(pod) == message:
                     del self._pod_messages[pod]
@@ -235,7 +258,7 @@ class Reporter:
             group.flavor, status, observed_generation=observed,
             previous_conditions=group.status.get("conditions") or [], now=_now_iso(),
         )
-        key = f"{group.flavor.value}/{group.key}"
+        key = _written_key(group)
         if self._written_status.get(key) == body:
             return
         previous = self._written_status.get(key)
@@ -270,13 +293,13 @@ class Reporter:
             f"podgroup status {group.key}",
             lambda: patch(
                 group.flavor.group, group.flavor.version, namespace, "podgroups", name,
-                {"status": body}, _content_type=MERGE_PATCH,
+                {"status": body}, field_manager=FIELD_MANAGER, _content_type=MERGE_PATCH,
             ),
         )
 
     def retain(self, groups: Mapping[GangKey, GroupRecord], pods: Mapping[PodKey, Any]) -> None:
         """Drop what is remembered of deleted groups and pods, so memory follows the cluster."""
-        live = {f"{g.flavor.value}/{g.key}" for g in groups.values()}
+        live = {_written_key(g) for g in groups.values()}
         for key in [k for k in self._written_status if not k.startswith("queue/")]:
             if key not in live:
                 del self._written_status[key]
@@ -296,7 +319,7 @@ class Reporter:
         scheduler-plugins' has no place for one, so there the Event says why.
         """
         message = (group.error or "invalid")[:1024]
-        key = f"{group.flavor.value}/{group.key}"
+        key = _written_key(group)
         if self._written_status.get(key) == {"invalid": message}:
             return
         self._written_status[key] = {"invalid": message}
@@ -322,7 +345,7 @@ class Reporter:
             f"queue status {name}",
             lambda: self._custom.patch_cluster_custom_object_status(
                 "scheduling.gangsched.io", "v1alpha1", "queues", name, {"status": body},
-                _content_type=MERGE_PATCH,
+                field_manager=FIELD_MANAGER, _content_type=MERGE_PATCH,
             ),
         )
 
@@ -335,5 +358,6 @@ class Reporter:
         }
         with contextlib.suppress(ApiException):
             await self._custom.create_cluster_custom_object(
-                "scheduling.gangsched.io", "v1alpha1", "queues", body
+                "scheduling.gangsched.io", "v1alpha1", "queues", body,
+                field_manager=FIELD_MANAGER,
             )

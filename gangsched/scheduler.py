@@ -23,12 +23,14 @@ from gangsched.core.gangs import Gathered, gather
 from gangsched.core.groups import (
     FINISHED_PHASES,
     Flavor,
+    GroupSpec,
     GroupStatus,
     MemberCounts,
     Phase,
     group_status,
 )
-from gangsched.core.model import GangKey, Policy, QueueName
+from gangsched.core.holds import GroupLife, Hold, Seat, seats_of, update_holds
+from gangsched.core.model import GangKey, PodKey, Policy, QueueName
 from gangsched.core.placement import Placement
 from gangsched.core.resources import Resources
 from gangsched.mirror import Mirror, View
@@ -54,6 +56,7 @@ class SchedulerConfig:
     resync_s: float = 5.0
     assume_ttl_s: float = 60.0
     starvation_s: float = 60.0
+    replacement_grace_s: float = 60.0
 
 
 @dataclass
@@ -68,6 +71,11 @@ class Scheduler:
     admitted: frozenset[GangKey] = frozenset()
     waiting_since: dict[GangKey, float] = field(default_factory=dict)
     finished_uids: set[str] = field(default_factory=set)
+    holds: tuple[Hold, ...] = ()
+    seats: dict[PodKey, Seat] = field(default_factory=dict)
+    """Last cycle's live members of groups: who is missing now departed since."""
+    group_uids: dict[GangKey, str] = field(default_factory=dict)
+    """The UID each group had last cycle: a new UID under the same name is a new group."""
     _wake: asyncio.Event = field(default_factory=asyncio.Event)
     _binds: set[asyncio.Task[None]] = field(default_factory=set)
     _cycle_no: int = 0
@@ -102,6 +110,7 @@ class Scheduler:
         for pod in self.mirror.expire(now, self.config.assume_ttl_s):
             log.warning("assumption_expired", pod=pod)
         view = self.mirror.view()
+        self._forget_replaced_groups(view)
         groups = {k: g.spec for k, g in view.groups.items() if g.spec is not None}
         policies = {k: g.policy for k, g in view.groups.items() if g.policy is not None}
         # A finished group whose pods were deleted must stay finished. Its own
@@ -119,6 +128,7 @@ class Scheduler:
             or (g.uid in self.finished_uids and k not in gathered.counts)
         }
         keys = {gang.key for gang in gathered.gangs}
+        self._update_holds(view, groups, gathered, now)
         result = run_cycle(
             CycleInput(
                 snapshot=view.snapshot,
@@ -130,6 +140,7 @@ class Scheduler:
                 now=now,
                 policy=self.config.policy,
                 starvation_seconds=self.config.starvation_s,
+                holds=self.holds,
             )
         )
         self.admitted = result.admitted
@@ -168,6 +179,40 @@ class Scheduler:
         self._report(view, gathered, result, reasons, now)
         self._log_waiting(bound_log, gathered, reasons, elapsed)
         return result
+
+    def _update_holds(
+        self, view: View, groups: Mapping[GangKey, GroupSpec], gathered: Gathered, now: float
+    ) -> None:
+        """Hold the room of members a running gang lost since the last cycle (see core.holds)."""
+        seats = seats_of((m.pod, m.group) for m in view.members if m.group in groups)
+        lives = {
+            key: GroupLife(view.groups[key].uid, spec.min_member)
+            for key, spec in groups.items() if key not in gathered.finished
+        }
+        succeeded = {m.pod.key for m in view.members if m.succeeded}
+        holds = update_holds(self.seats, seats, self.holds, lives, succeeded,
+                             now=now, grace=self.config.replacement_grace_s)
+        for hold in set(holds) - set(self.holds):
+            log.info("replacement_held", gang=hold.gang, pod=hold.pod.key,
+                     node=hold.pod.node_name, seconds=self.config.replacement_grace_s)
+        for hold in set(self.holds) - set(holds):
+            log.info("replacement_hold_released", gang=hold.gang, pod=hold.pod.key)
+        self.holds = holds
+        self.seats = seats
+
+    def _forget_replaced_groups(self, view: View) -> None:
+        """Drop what was decided for a PodGroup that was deleted and created again.
+
+        Its admission and waiting time belonged to the old object: carried
+        over, the new group would skip admission or time out early.
+        """
+        uids = {key: group.uid for key, group in view.groups.items()}
+        for key, uid in uids.items():
+            if self.group_uids.get(key, uid) != uid:
+                self.admitted = self.admitted - {key}
+                self.waiting_since.pop(key, None)
+                self._logged_reasons.pop(key, None)
+        self.group_uids = uids
 
     def _log_waiting(
         self,
@@ -224,7 +269,11 @@ class Scheduler:
                 continue
             for pod in gang.pending:
                 record = view.pods.get(pod.key)
-                if record is not None:
+                if record is None:
+                    continue
+                if pod.gates:
+                    self.reporter.pod_gated(record, reason)
+                else:
                     self.reporter.pod_unschedulable(record, reason)
         for key, pods in gathered.orphans.items():
             group = view.groups.get(key)
@@ -266,6 +315,7 @@ class Scheduler:
                 waiting_reason=group_reasons.get(key),
                 waited_seconds=now - self.waiting_since.get(key, now),
                 binding=key in placed,
+                holding=result.holding.get(key),
             )
             statuses[key] = status
             self.reporter.group_status(group, status, group.spec.generation)

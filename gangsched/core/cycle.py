@@ -17,15 +17,19 @@ The flow, in the spirit of Volcano's allocate action:
    Spark driver start and its executors, created later, still find room.
 4. A gang that has waited past ``starvation_seconds`` holds its room against
    the gangs after it, so a stream of small gangs cannot starve a large one.
+5. A running gang that lost members holds their room (``holds``) before any
+   gang is placed, so its replacements, which operators create a moment after
+   the old pods go, find it still free.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from fractions import Fraction
 
 from gangsched.core.fairness import dominant_share, gang_order, lowest_share
+from gangsched.core.holds import Hold, anywhere, describe, pinned
 from gangsched.core.model import Gang, GangKey, NodeName, Policy, QueueName
 from gangsched.core.placement import Capacity, Placement, Snapshot, Unplaceable
 from gangsched.core.resources import Resources
@@ -68,6 +72,8 @@ class CycleInput:
     now: float
     policy: Policy
     starvation_seconds: float = 60.0
+    holds: tuple[Hold, ...] = ()
+    """Rooms of departed members held for their gangs' replacements (see ``holds``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,6 +93,8 @@ class CycleResult:
     admitted: frozenset[GangKey]
     newly_admitted: tuple[GangKey, ...]
     unadmitted: tuple[Unplaceable, ...] = ()
+    holding: Mapping[GangKey, str] = field(default_factory=dict)
+    """Gangs still holding the room of departed members after this cycle, and what they hold."""
 
 
 def run_cycle(inp: CycleInput) -> CycleResult:
@@ -151,6 +159,9 @@ class _Cycle:
         # Kept as a running total from here on (see _free_after) rather than
         # summed over the nodes again for every gang.
         self.free = self.capacity.free_total()
+        self.held: dict[GangKey, list[tuple[Hold, Placement]]] = {}
+        for hold in inp.holds:
+            self._take_hold(hold)
 
         self.bound: dict[GangKey, Resources] = {
             gang.key: inp.bound_requests.get(gang.key, Resources.zero()) for gang in self.gangs
@@ -190,7 +201,17 @@ class _Cycle:
                 self.unplaceable.append(
                     Unplaceable(gang.key, f"queue {gang.queue!r} does not exist")
                 )
-        known = [gang for gang in waiting if gang.queue in self.queues]
+        known = []
+        for gang in waiting:
+            if gang.queue not in self.queues:
+                continue
+            gate = gated_reason(gang)
+            if gate is None:
+                known.append(gang)
+            else:
+                # Not _wait: a gang held back by a gate holds no room either,
+                # since no amount of waiting for room can place it.
+                self.unplaceable.append(Unplaceable(gang.key, gate))
 
         replacements = sorted((g for g in known if _is_running(g)), key=gang_order)
         for gang in replacements:
@@ -230,6 +251,10 @@ class _Cycle:
             admitted=frozenset(self.admitted),
             newly_admitted=tuple(self.newly_admitted),
             unadmitted=tuple(self.unadmitted),
+            holding={
+                key: describe((hold, placement.assignments[0][1]) for hold, placement in held)
+                for key, held in sorted(self.held.items())
+            },
         )
 
     # -- stages ---------------------------------------------------------------
@@ -293,6 +318,15 @@ class _Cycle:
         return None
 
     def _place(self, gang: Gang) -> None:
+        """Place the gang, its held room included; if it is not placed, hold that room again."""
+        released = self._release_holds(gang.key)
+        placed_before = len(self.placements)
+        self._place_gang(gang)
+        if len(self.placements) == placed_before:
+            for hold in released:
+                self._take_hold(hold)
+
+    def _place_gang(self, gang: Gang) -> None:
         """Place the gang all-or-nothing, then keep it only if reservations and the cap allow.
 
         The placement is tried on the scratch capacity first and released
@@ -411,6 +445,29 @@ class _Cycle:
         if gang.queue in self.queue_reserved:
             self.queue_reserved[gang.queue] = self.queue_reserved[gang.queue] - before + amount
 
+    def _take_hold(self, hold: Hold) -> None:
+        """Take a departed member's room from the capacity: on its node, else where it fits.
+
+        Where it fits nowhere (a node went away), nothing is held: there is
+        no room to keep, and pretending would only block other gangs.
+        """
+        for stand_in in (pinned(hold.pod), anywhere(hold.pod)):
+            decision = self.capacity.place(
+                Gang(hold.gang, min_member=1, pending=(stand_in,)), self.inp.policy
+            )
+            if isinstance(decision, Placement):
+                self.held.setdefault(hold.gang, []).append((hold, decision))
+                self.free = self.free - stand_in.requests
+                return
+
+    def _release_holds(self, gang: GangKey) -> list[Hold]:
+        released = []
+        for hold, placement in self.held.pop(gang, []):
+            self.capacity.release(placement)
+            self.free = self.free + hold.pod.requests
+            released.append(hold)
+        return released
+
     def _free_after(self, placed: Resources) -> Resources:
         """The free room on schedulable nodes once ``placed`` is taken from it.
 
@@ -430,6 +487,24 @@ class _Cycle:
             f"resources reserved by admitted gangs: {others}{starving}; "
             f"placing {placed} would leave {free_after} free"
         )
+
+
+def gated_reason(gang: Gang) -> str | None:
+    """Why a gang with a gated pending member waits, or None when none is gated.
+
+    The API server refuses to bind a pod that still has ``schedulingGates``, so
+    placing the rest of its gang would split it: the gang waits whole, and is
+    not even tried, until every gate of its pending members is lifted.
+    """
+    gated = [pod for pod in gang.pending if pod.gates]
+    if not gated:
+        return None
+    first = gated[0]
+    others = f" (and {len(gated) - 1} more pods of the gang)" if len(gated) > 1 else ""
+    return (
+        f"waiting for scheduling gates to be lifted: pod {first.key} has "
+        f"{', '.join(first.gates)}{others}"
+    )
 
 
 def _is_running(gang: Gang) -> bool:

@@ -254,11 +254,15 @@ def group_status(
     waiting_reason: str | None,
     waited_seconds: float,
     binding: bool = False,
+    holding: str | None = None,
 ) -> GroupStatus:
     """The phase a group is in and why, from its members and the last cycle's verdict.
 
     ``binding``: this cycle placed the gang and its binds are under way; its
     members are not counted as placed until the watch confirms them.
+
+    ``holding``: the gang lost members while it ran and holds their room for
+    their replacements; it still runs, one short, and says so.
 
     A group that outlived ``scheduleTimeoutSeconds`` without being placed turns
     Unschedulable but keeps waiting: the timeout tells people, it does not
@@ -276,6 +280,9 @@ def group_status(
     if live + counts.succeeded >= spec.min_member and live > 0:
         return GroupStatus(Phase.RUNNING, counts, "GangScheduled",
                            f"{live} members placed, minMember {spec.min_member}")
+    if holding and live > 0:
+        return GroupStatus(Phase.RUNNING, counts, "ReplacementHeld",
+                           f"{live} of minMember {spec.min_member} members placed; {holding}")
     if binding:
         return GroupStatus(Phase.INQUEUE, counts, "Binding", "members placed, binding")
     if waiting_reason and spec.timeout_seconds is not None and (

@@ -161,7 +161,17 @@ def pod_from_api(obj: Mapping[str, Any]) -> Pod:
         priority=priority,
         created=timestamp(meta.get("creationTimestamp"), where, "metadata.creationTimestamp"),
         terminal=phase in _TERMINAL_PHASES,
+        gates=_gates(spec, where),
     )
+
+
+def _gates(spec: Mapping[str, object], where: str) -> tuple[str, ...]:
+    """The names of the pod's scheduling gates (Kueue and others hold pods back by them)."""
+    names = []
+    for i, gate in enumerate(_list(spec.get("schedulingGates"), where, "spec.schedulingGates")):
+        entry = _mapping(gate, where, f"spec.schedulingGates[{i}]")
+        names.append(_str(entry.get("name"), where, f"spec.schedulingGates[{i}].name"))
+    return tuple(names)
 
 
 def _effective_requests(

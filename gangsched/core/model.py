@@ -92,6 +92,8 @@ class Pod:
     gang: GangKey | None = None
     terminal: bool = False
     """Succeeded or Failed: holds no resources on its node."""
+    gates: tuple[str, ...] = ()
+    """Names of its ``spec.schedulingGates``: while any remain the pod may not be bound."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -89,24 +89,39 @@ def status_body(
             "succeeded": counts.succeeded,
             "failed": counts.failed,
         }
-    body: dict[str, Any] = {
+    return {
         "phase": VOLCANO_PHASE[status.phase],
         "running": counts.running,
         "succeeded": counts.succeeded,
         "failed": counts.failed,
+        "conditions": _volcano_conditions(status, message, previous_conditions, now),
     }
+
+
+def _volcano_conditions(
+    status: GroupStatus, message: str, previous: Sequence[Mapping[str, Any]], now: str
+) -> list[dict[str, Any]]:
+    """Always the whole list, empty included.
+
+    Volcano's CRD has no status subresource, so its status is merge-patched in
+    place, and a patch that left ``conditions`` out would keep the
+    ``Unschedulable`` written while the gang waited on a group that now runs.
+    """
     waiting = status.phase in (Phase.PENDING, Phase.UNSCHEDULABLE, Phase.INQUEUE)
     if waiting and status.reason not in QUIET_REASONS:
-        body["conditions"] = [{
-            "type": "Unschedulable",
-            "status": "True",
-            "reason": "NotEnoughResources",
-            "message": message,
-            "transitionID": TRANSITION_ID,
-            "lastTransitionTime": transition_time(previous_conditions, "Unschedulable",
-                                                  "True", now),
-        }]
-    return body
+        type_, reason = "Unschedulable", "NotEnoughResources"
+    elif status.phase in (Phase.RUNNING, Phase.SUCCEEDED, Phase.FAILED):
+        type_, reason = "Scheduled", status.reason
+    else:
+        return []
+    return [{
+        "type": type_,
+        "status": "True",
+        "reason": reason,
+        "message": message,
+        "transitionID": TRANSITION_ID,
+        "lastTransitionTime": transition_time(previous, type_, "True", now),
+    }]
 
 
 def native_body(

@@ -118,8 +118,13 @@ def stop_gangsched(running: SchedulerProcess, timeout: float = 10) -> int:
 def gangsched(
     cluster: LocalCluster, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[SchedulerProcess]:
-    """One scheduler for the session; its log is printed when a test fails."""
-    running = start_gangsched(cluster, tmp_path_factory.mktemp("gangsched") / "gangsched.log")
+    """One scheduler for the session; its log is printed when a test fails.
+
+    It serves ``volcano`` too, as a user standing in for Volcano would run it:
+    operators in Volcano mode (mpi-operator) write that name on their pods.
+    """
+    running = start_gangsched(cluster, tmp_path_factory.mktemp("gangsched") / "gangsched.log",
+                              "--scheduler-name=gang", "--scheduler-name=volcano")
     yield running
     code = stop_gangsched(running)
     assert code == 0, running.logs()[-3000:]

@@ -35,7 +35,7 @@ def pod(name: str, *, ns: str = "ns", cpu: str = "1", scheduler: str = "gang",
 
 
 def mirror_with(*pods: dict[str, Any]) -> Mirror:
-    mirror = Mirror(scheduler_name="gang")
+    mirror = Mirror(scheduler_names=frozenset({"gang"}))
     mirror.replace("nodes", [node("n1")])
     mirror.replace("pods", list(pods))
     return mirror
@@ -90,7 +90,7 @@ def test_relist_drops_pods_deleted_while_the_watch_was_down() -> None:
 
 
 def test_namespace_filter_limits_which_pods_are_ours() -> None:
-    mirror = Mirror(scheduler_name="gang", namespaces=frozenset({"team-a"}))
+    mirror = Mirror(scheduler_names=frozenset({"gang"}), namespaces=frozenset({"team-a"}))
     mirror.replace("nodes", [node("n1")])
     mirror.replace("pods", [pod("x", ns="team-a"), pod("y", ns="team-b")])
     assert [m.pod.key for m in mirror.view().members] == ["team-a/x"]

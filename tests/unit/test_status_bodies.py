@@ -57,7 +57,19 @@ def test_volcano_says_why_a_group_waits_but_not_when_all_is_well() -> None:
     waiting = body(Flavor.VOLCANO, verdict(Phase.INQUEUE, "Unschedulable", "needs 4 GPUs"))
     assert waiting["conditions"][0]["message"] == "needs 4 GPUs"
     admitted = body(Flavor.VOLCANO, verdict(Phase.INQUEUE, "Admitted", "admitted"))
-    assert "conditions" not in admitted
+    assert admitted["conditions"] == []
+
+
+@pytest.mark.parametrize("phase", [Phase.RUNNING, Phase.SUCCEEDED, Phase.FAILED])
+def test_volcano_conditions_are_always_written_whole_so_none_outlives_its_truth(
+    phase: Phase,
+) -> None:
+    """Merge-patched in place (no status subresource): a list left out would keep the old one."""
+    was = [{"type": "Unschedulable", "status": "True", "lastTransitionTime": EARLIER}]
+    out = body(Flavor.VOLCANO, verdict(phase, "GangScheduled", "4 members placed"), was)
+    (condition,) = out["conditions"]
+    assert (condition["type"], condition["status"]) == ("Scheduled", "True")
+    assert condition["lastTransitionTime"] == NOW
 
 
 def test_long_messages_are_cut_to_what_the_api_keeps() -> None:

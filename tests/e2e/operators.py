@@ -1,0 +1,197 @@
+"""Kubeflow's training-operator and mpi-operator, run against the local control plane.
+
+Both are built by ``cluster/build.sh operators`` through the Go module proxy
+at the versions pinned in ``cluster/versions.env``, with their CRDs copied
+from their modules beside the binaries. Each runs as its own process, as in a
+cluster, with the harness's admin kubeconfig. Their traps, and how they are
+met here:
+
+- training-operator's webhook has no off switch: at start it rotates a
+  certificate into the Secret ``training-operator-webhook-cert`` of its
+  namespace and injects its CA into the ValidatingWebhookConfiguration
+  ``validator.training-operator.kubeflow.org``, and waits for both to exist.
+  An empty Secret and a configuration with no webhooks satisfy it: the API
+  server then never calls the webhook, and jobs are created as users write them.
+- It reads that certificate from a hard-coded ``/tmp/k8s-webhook-server``,
+  where a kubelet would mount the Secret, and starts no controller until the
+  files are there: it runs in a private mount namespace (``unshare --mount``)
+  with a tmpfs there, so parallel runs never share or clobber it, and a shell
+  beside it plays the kubelet, copying the rotated certificate from the Secret.
+- mpi-operator serves a health check on a hard-coded ``:8080`` and exits if
+  the port is taken: an exclusive file lock keeps two of them on one machine
+  from running at once, and nothing else in the suite binds 8080.
+- mpi-operator always elects a leader, on a Lease in ``--lock-namespace``:
+  each run gets a namespace of its own, so it never waits out an old Lease.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import signal
+import subprocess
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO
+
+import pykube
+
+from devcluster.controlplane import REPO, LocalCluster, free_port
+from tests.e2e.workspace import wait_for
+
+WEBHOOK_CONFIGURATION = "validator.training-operator.kubeflow.org"
+WEBHOOK_SECRET = "training-operator-webhook-cert"
+CERT_DIR = "/tmp/k8s-webhook-server"
+MPI_PORT_LOCK = Path("/tmp/gangsched-mpi-operator-8080.lock")
+READY_TIMEOUT_S = 60.0
+
+
+def operators_dir() -> Path:
+    """Build or reuse the pinned operators; returns the directory holding bin/ and crds/."""
+    out = subprocess.run(["bash", str(REPO / "cluster" / "build.sh"), "operators"],
+                         check=True, stdout=subprocess.PIPE, text=True)
+    return Path(out.stdout.strip().splitlines()[-1]).parent
+
+
+def install_crds(cluster: LocalCluster, crds: Path) -> None:
+    """The TFJob, PyTorchJob and MPIJob CRDs, as their modules ship them."""
+    files = [arg for path in sorted(crds.glob("*.yaml")) for arg in ("-f", str(path))]
+    cluster.kubectl("apply", "--server-side", "--force-conflicts", *files, timeout=120)
+    names = ("tfjobs.kubeflow.org", "pytorchjobs.kubeflow.org", "mpijobs.kubeflow.org")
+    crd = pykube.object_factory(cluster.client, "apiextensions.k8s.io/v1",
+                                "CustomResourceDefinition")
+
+    def established(name: str) -> bool:
+        found = crd.objects(cluster.client).get_or_none(name=name)
+        conditions = (found.obj.get("status") or {}).get("conditions") or [] if found else []
+        return any(c["type"] == "Established" and c["status"] == "True" for c in conditions)
+
+    wait_for(lambda: all(established(name) for name in names), timeout=60,
+             what="the operators' CRDs to be served")
+
+
+@dataclass
+class OperatorProcess:
+    name: str
+    proc: subprocess.Popen[bytes]
+    log_path: Path
+    _held: list[IO[bytes]] = field(default_factory=list)
+
+    def logs(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def wait_for_log(self, text: str, count: int = 1) -> None:
+        deadline = time.monotonic() + READY_TIMEOUT_S
+        while self.logs().count(text) < count:
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"{self.name} did not start:\n{self.logs()[-4000:]}")
+            time.sleep(0.2)
+
+    def stop(self) -> None:
+        """Stop the operator and whatever it started: it runs in a session of its own."""
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait()
+        for handle in self._held:
+            handle.close()
+
+
+def _namespace(cluster: LocalCluster, prefix: str) -> str:
+    name = f"{prefix}-{uuid.uuid4().hex[:6]}"
+    pykube.Namespace(cluster.client, {"apiVersion": "v1", "kind": "Namespace",
+                                      "metadata": {"name": name}}).create()
+    return name
+
+
+def _spawn(name: str, args: list[str], log_path: Path, env: dict[str, str]) -> OperatorProcess:
+    log = log_path.open("ab")
+    proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                            env={**os.environ, **env}, start_new_session=True)
+    return OperatorProcess(name, proc, log_path, [log])
+
+
+def _webhook_stand_ins(cluster: LocalCluster, namespace: str) -> None:
+    """The empty Secret and webhook-less configuration training-operator's webhook waits for."""
+    pykube.Secret(cluster.client, {"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+                                   "metadata": {"name": WEBHOOK_SECRET,
+                                                "namespace": namespace}}).create()
+    configuration = {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingWebhookConfiguration",
+        "metadata": {"name": WEBHOOK_CONFIGURATION},
+    }
+    cls = pykube.object_factory(cluster.client, "admissionregistration.k8s.io/v1",
+                                "ValidatingWebhookConfiguration")
+    if cls.objects(cluster.client).get_or_none(name=WEBHOOK_CONFIGURATION) is None:
+        cls(cluster.client, configuration).create()
+
+
+@contextmanager
+def training_operator(
+    cluster: LocalCluster, home: Path, workdir: Path, gang_scheduler: str
+) -> Iterator[OperatorProcess]:
+    """training-operator for TFJobs and PyTorchJobs, ``--gang-scheduler-name=gang_scheduler``."""
+    namespace = _namespace(cluster, "kubeflow")
+    _webhook_stand_ins(cluster, namespace)
+    binary = home / "bin" / "training-operator.v1"
+    secret = (f"{cluster.bin_dir / 'kubectl'} --kubeconfig={cluster.kubeconfig} -n {namespace} "
+              f"get secret {WEBHOOK_SECRET} -o")
+    certs = f"{CERT_DIR}/serving-certs"
+    mount_secret = f"""
+        mkdir -p {CERT_DIR} && mount -t tmpfs tmpfs {CERT_DIR} && mkdir -p {certs} || exit 1
+        "$@" & operator=$!
+        until {secret} jsonpath='{{.data.tls\\.key}}' | grep -q .; do sleep 0.3; done
+        for name in ca.crt tls.crt tls.key; do
+          {secret} jsonpath="{{.data.${{name%.*}}\\.${{name#*.}}}}" | base64 -d > {certs}/$name
+        done
+        wait $operator
+    """
+    args = [
+        "unshare", "--mount", "--propagation", "private", "sh", "-c", mount_secret, "sh",
+        str(binary),
+        f"--gang-scheduler-name={gang_scheduler}",
+        "--enable-scheme=tfjob", "--enable-scheme=pytorchjob",
+        f"--metrics-bind-address=127.0.0.1:{free_port()}",
+        f"--health-probe-bind-address=127.0.0.1:{free_port()}",
+        f"--webhook-server-port={free_port()}",
+    ]
+    running = _spawn("training-operator", args, workdir / "training-operator.log",
+                     {"KUBECONFIG": str(cluster.kubeconfig), "MY_POD_NAMESPACE": namespace})
+    try:
+        running.wait_for_log("Starting workers", count=2)
+        yield running
+    finally:
+        running.stop()
+
+
+@contextmanager
+def mpi_operator(
+    cluster: LocalCluster, home: Path, workdir: Path, gang_scheduling: str
+) -> Iterator[OperatorProcess]:
+    """mpi-operator with ``--gang-scheduling=gang_scheduling``, alone on port 8080."""
+    lock = MPI_PORT_LOCK.open("wb")
+    fcntl.flock(lock, fcntl.LOCK_EX)
+    namespace = _namespace(cluster, "mpi-operator")
+    args = [
+        str(home / "bin" / "mpi-operator"),
+        f"--kubeConfig={cluster.kubeconfig}",
+        f"--gang-scheduling={gang_scheduling}",
+        f"--lock-namespace={namespace}",
+        "--monitoring-port=0",
+        "--kube-api-qps=50", "--kube-api-burst=100",
+    ]
+    running = _spawn("mpi-operator", args, workdir / "mpi-operator.log", {})
+    running._held.append(lock)
+    try:
+        running.wait_for_log("Starting workers")
+        yield running
+    finally:
+        running.stop()

@@ -1,0 +1,57 @@
+"""One gangsched serves several scheduler names, so it can stand in for Volcano or coscheduling.
+
+mpi-operator in Volcano mode writes ``schedulerName: volcano`` on every pod it
+creates; giving gangsched that name too is all the change a user needs.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from devcluster.controlplane import LocalCluster, NodeShape
+from tests.e2e.conftest import start_gangsched, stop_gangsched
+from tests.e2e.scenario import only_nodes
+from tests.e2e.test_helm import CHART
+from tests.e2e.workspace import Workspace, bound, wait_for
+
+
+def _one_gang_per_name(ws: Workspace, names: tuple[str, ...]) -> None:
+    for name in names:
+        ws.create(ws.podgroup(f"{name}-job", min_member=2, flavor="volcano"))
+        ws.create(*(ws.pod(f"{name}-job-{i}", cpu="1", scheduler=name, group=f"{name}-job",
+                           marker="volcano") for i in range(2)))
+    wait_for(lambda: len(bound(ws.pods().values())) == 2 * len(names), timeout=30,
+             what=f"the gangs of every scheduler name {names} to bind")
+
+
+@pytest.mark.parametrize("how", ["flags", "environment"])
+def test_every_scheduler_name_given_is_served(
+    ws: Workspace, cluster: LocalCluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    how: str,
+) -> None:
+    only_nodes(cluster, 3, NodeShape(cpu="2", memory="8Gi"))
+    names = ("gang-one", "gang-two")  # not volcano: the session's gangsched serves that
+    if how == "flags":
+        extra = tuple(f"--scheduler-name={name}" for name in names)
+    else:
+        monkeypatch.setenv("GANGSCHED_SCHEDULER_NAME", " ".join(names))
+        extra = ()
+    own = start_gangsched(cluster, tmp_path / "gangsched.log", f"--namespace={ws.name}", *extra)
+    try:
+        _one_gang_per_name(ws, names)
+        assert "gang-one" in own.logs() and "gang-two" in own.logs()
+    finally:
+        assert stop_gangsched(own) == 0, own.logs()[-3000:]
+
+
+def test_chart_takes_a_list_of_scheduler_names(cluster: LocalCluster) -> None:
+    rendered = subprocess.run(
+        [str(cluster.bin_dir / "helm"), "template", "gangsched", str(CHART),
+         "--set", "schedulerNames={gang,volcano}"],
+        capture_output=True, text=True, timeout=60, check=True,
+    ).stdout
+    assert "- --scheduler-name=gang\n" in rendered
+    assert "- --scheduler-name=volcano\n" in rendered
