@@ -44,7 +44,7 @@ async def test_sweep_forgets_what_is_gone_and_keeps_what_is_there(
 ) -> None:
     ws.create(ws.podgroup("kept"))
     kept = ws.podgroup_obj("kept")
-    mirror = Mirror(scheduler_name="gang")
+    mirror = Mirror(scheduler_names=frozenset({"gang"}))
     mirror.upsert_group(Flavor.GANGSCHED, kept)
     mirror.upsert_group(Flavor.GANGSCHED, _group(ws, "gone", uid="0000-gone"))
     # Same name as a live group, but the UID of an earlier one: that object is gone.
@@ -65,7 +65,7 @@ async def test_sweep_forgets_what_is_gone_and_keeps_what_is_there(
 async def test_an_entry_the_watch_adds_during_the_sweep_stays(
     ws: Workspace, api: client.ApiClient
 ) -> None:
-    mirror = Mirror(scheduler_name="gang")
+    mirror = Mirror(scheduler_names=frozenset({"gang"}))
     sweeper = Sweeper(api, mirror, on_change=lambda: None)
     # Added by the watch after the sweep took its snapshot: a list asked for
     # before it existed cannot speak for it.
