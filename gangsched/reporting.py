@@ -27,10 +27,17 @@ from gangsched.core.model import GangKey, NodeName, PodKey, QueueName
 from gangsched.core.resources import Resources, format_amount
 from gangsched.core.status_bodies import QUIET_REASONS, invalid_body, status_body
 from gangsched.mirror import GroupRecord, PodRecord
+from gangsched.writequeue import WriteQueue
 
 log = structlog.get_logger(__name__)
 
 EVENT_INTERVAL_S = 60.0
+"""An unchanged message is not sent again as an Event within this time."""
+EVENT_CHANGE_GAP_S = 10.0
+"""A changed message waits this long after the object's last Event: a gang still being
+created changes its reason with every pod, and must not cost an Event each time."""
+CONDITION_CHANGE_GAP_S = 2.0
+"""The least time between two rewrites of one pod's condition; the latest wins."""
 MERGE_PATCH = "application/merge-patch+json"
 COMPONENT = "gangsched"
 
@@ -70,7 +77,8 @@ class Reporter:
         self._custom = client.CustomObjectsApi(api)
         self._placed = placed
         self._write_slots = asyncio.Semaphore(concurrency)
-        self._event_slots = asyncio.Semaphore(max(1, concurrency // 4))
+        self._writes = WriteQueue(self._send, concurrency)
+        self._events = WriteQueue(self._send, max(1, concurrency // 4))
         self._tasks: set[asyncio.Task[None]] = set()
         self._last_event: dict[tuple[str, str], tuple[str, float]] = {}
         self._written_status: dict[str, Mapping[str, Any]] = {}
@@ -80,17 +88,9 @@ class Reporter:
         self._loop_time: Callable[[], float] = asyncio.get_event_loop().time
 
     # ---- plumbing -------------------------------------------------------------
-    def _spawn(
-        self,
-        what: str,
-        make: Callable[[], Awaitable[Any]],
-        slots: asyncio.Semaphore | None = None,
-    ) -> None:
-        async def run() -> None:
-            async with slots or self._write_slots:
-                await self._send(what, make)
-
-        self._track(asyncio.create_task(run()))
+    def queued(self) -> int:
+        """Writes waiting to go out (one per object at most)."""
+        return len(self._writes) + len(self._events)
 
     def _track(self, task: asyncio.Task[None]) -> None:
         self._tasks.add(task)
@@ -119,14 +119,24 @@ class Reporter:
 
     async def drain(self) -> None:
         """Wait for the writes under way (used at shutdown and by tests)."""
-        while self._tasks:
-            await asyncio.gather(*list(self._tasks), return_exceptions=True)
+        while self._tasks or self._writes or self._events:
+            await asyncio.gather(*list(self._tasks), self._writes.drain(), self._events.drain(),
+                                 return_exceptions=True)
 
     def _event_due(self, key: tuple[str, str], message: str) -> bool:
+        """Whether an Event with this message may go out for the object now.
+
+        The same message at most every ``EVENT_INTERVAL_S``; a new one only
+        ``EVENT_CHANGE_GAP_S`` after the last, so a reason that changes every
+        cycle costs an Event every ten seconds, not one per cycle. Once it
+        settles, the next cycle's call sends it.
+        """
         now = self._loop_time()
         last = self._last_event.get(key)
-        if last is not None and last[0] == message and now - last[1] < EVENT_INTERVAL_S:
-            return False
+        if last is not None:
+            gap = EVENT_INTERVAL_S if last[0] == message else EVENT_CHANGE_GAP_S
+            if now - last[1] < gap:
+                return False
         self._last_event[key] = (message, now)
         return True
 
@@ -156,11 +166,11 @@ class Reporter:
             "lastTimestamp": stamp,
             "count": 1,
         }
-        self._spawn(
+        self._events.put(
+            ("event", namespace, involved["name"], reason),
             f"event {reason}",
             lambda: self._core.create_namespaced_event(
                 namespace, body, field_manager=FIELD_MANAGER, _preload_content=False),
-            self._event_slots,
         )
 
     # ---- pods -------------------------------------------------------------------
@@ -211,6 +221,7 @@ class Reporter:
         namespace, name = pod.split("/", 1)
         try:
             while True:
+                started = self._loop_time()
                 async with self._write_slots:
                     wanted = self._pod_wanted.pop(pod, None)
                     if wanted is None or self._placed(pod):
@@ -233,6 +244,9 @@ class Reporter:
                     )
                 if not written and self._pod_messages.get(pod) == message:
                     del self._pod_messages[pod]
+                if pod in self._pod_wanted:  # changed again: the latest goes out, not each
+                    await asyncio.sleep(max(0.0, started + CONDITION_CHANGE_GAP_S
+                                            - self._loop_time()))
         finally:
             self._pod_writing.discard(pod)
 
@@ -289,7 +303,8 @@ class Reporter:
             if group.flavor is Flavor.VOLCANO
             else self._custom.patch_namespaced_custom_object_status
         )
-        self._spawn(
+        self._writes.put(
+            ("podgroup", group.flavor, group.key),
             f"podgroup status {group.key}",
             lambda: patch(
                 group.flavor.group, group.flavor.version, namespace, "podgroups", name,
@@ -341,7 +356,8 @@ class Reporter:
         if self._written_status.get(key) == body:
             return
         self._written_status[key] = body
-        self._spawn(
+        self._writes.put(
+            ("queue", name),
             f"queue status {name}",
             lambda: self._custom.patch_cluster_custom_object_status(
                 "scheduling.gangsched.io", "v1alpha1", "queues", name, {"status": body},

@@ -22,7 +22,7 @@ from tests.e2e.conftest import SchedulerProcess
 from tests.e2e.scenario import only_nodes
 from tests.e2e.workspace import Workspace, bound, wait_for
 
-SHAPE = NodeShape(cpu="8", memory="32Gi", gpus=2)
+SHAPE = NodeShape(cpu="8", memory="32Gi", gpus=2, pods=1000)
 
 
 def _with_spec(manifest: dict[str, Any], **spec: Any) -> dict[str, Any]:
@@ -31,8 +31,10 @@ def _with_spec(manifest: dict[str, Any], **spec: Any) -> dict[str, Any]:
 
 
 def _requests(manifest: dict[str, Any], **requests: str) -> dict[str, Any]:
+    # Extended resources cannot be overcommitted: the API wants their limit too.
+    limits = {k: v for k, v in requests.items() if k not in ("cpu", "memory")}
     manifest["spec"]["containers"][0]["resources"] = {"requests": dict(requests),
-                                                      "limits": {}}
+                                                      "limits": limits}
     return manifest
 
 
@@ -51,8 +53,10 @@ def _many(ws: Workspace, manifests: list[dict[str, Any]]) -> None:
 
 def _highest_priority(ws: Workspace, cluster: LocalCluster) -> None:
     """A pod at the highest priority a user may give (PriorityClass value 10^9)."""
-    if pykube.PriorityClass.objects(cluster.client).get_or_none(name="top") is None:
-        pykube.PriorityClass(cluster.client, {
+    priority_class = pykube.object_factory(cluster.client, "scheduling.k8s.io/v1",
+                                           "PriorityClass")
+    if priority_class.objects(cluster.client).get_or_none(name="top") is None:
+        priority_class(cluster.client, {
             "apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
             "metadata": {"name": "top"}, "value": 1_000_000_000}).create()
     ws.create(_with_spec(ws.pod("urgent", cpu="1"), priorityClassName="top"))
@@ -126,8 +130,8 @@ CASES: dict[str, Callable[[Workspace, LocalCluster], None]] = {
     "PodGroup deleted right after its pods": _delete_group_after_pods,
     "node deleted while a gang binds": _delete_node_mid_bind,
     "a gang of 500 pods": _gang_of_500,
-    "300 gangs of one": lambda ws, _: _many(
-        ws, [ws.pod(f"solo-{i}", cpu="10m") for i in range(300)]),
+    "1,000 gangs of one": lambda ws, _: _many(
+        ws, [ws.pod(f"solo-{i}", cpu="10m") for i in range(1000)]),
 }
 
 
