@@ -156,21 +156,30 @@ def test_gang_larger_than_the_cluster_says_why_and_binds_nothing(
     ws.create(ws.podgroup("huge", min_member=4))
     ws.create(*(ws.pod(f"huge-{i}", cpu="2", group="huge") for i in range(4)))
 
-    messages = wait_for(lambda: _all_waiting(ws, "huge-", 4), timeout=30,
-                        what="PodScheduled=False on every member of the huge gang")
+    # While the pods are still being created the gang waits for its members;
+    # once all four exist, every one says what the cluster lacks.
+    def settled() -> list[str] | None:
+        messages = _all_waiting(ws, "huge-", 4)
+        return messages if messages and all("cpu" in m for m in messages) else None
+
+    messages = wait_for(settled, timeout=30,
+                        what="PodScheduled=False naming cpu on every member of the huge gang")
     print(f"\n[reason] {messages[0]}")
     message = messages[0]
-    assert "cpu" in message and FIGURES.search(message), message
+    assert FIGURES.search(message), message
     assert len(set(messages)) == 1, "every member says the same thing"
 
-    group = wait_for(lambda: (g := ws.podgroup_obj("huge")).get("status", {}).get("conditions")
-                     and g, timeout=20, what="the PodGroup's condition")
-    condition = _condition(group)
+    def said() -> dict[str, Any] | None:
+        condition = _condition(ws.podgroup_obj("huge"))
+        return condition if "cpu" in condition.get("message", "") else None
+
+    condition = wait_for(said, timeout=20, what="the PodGroup's condition naming cpu")
     assert condition["status"] == "False" and condition["reason"] == "Unschedulable", condition
-    assert "cpu" in condition["message"] and FIGURES.search(condition["message"]), condition
-    assert group["status"]["phase"] in ("Pending", "Inqueue")
-    events = [e for e in ws.events("huge-0") if e["reason"] == "FailedScheduling"]
-    assert events and "cpu" in events[0]["message"], events
+    assert FIGURES.search(condition["message"]), condition
+    assert ws.podgroup_obj("huge")["status"]["phase"] in ("Pending", "Inqueue")
+    wait_for(lambda: any(e["reason"] == "FailedScheduling" and "cpu" in e["message"]
+                         for e in ws.events("huge-0")),
+             timeout=20, what="a FailedScheduling Event naming cpu")
 
     # It holds nothing: a small gang after it is placed at once.
     ws.create(ws.podgroup("small", min_member=2))
