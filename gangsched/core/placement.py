@@ -151,10 +151,12 @@ class Capacity:
         need = max(0, gang.min_member - gang.bound)
         pending = gang.pending
         if len(pending) < need:
+            # No count of the pods pending: it changes with every pod an operator
+            # creates, and each change would rewrite every member's condition.
             return Unplaceable(
                 gang.key,
-                f"gang {gang.key} needs {need} more pods to reach minMember {gang.min_member} "
-                f"({gang.bound} bound) but only {len(pending)} are pending",
+                f"gang {gang.key} waits for its members: it needs {need} more pods to reach "
+                f"minMember {gang.min_member} ({gang.bound} bound) and fewer are pending",
             )
         if not pending:
             return Placement(gang.key, ())

@@ -1,7 +1,7 @@
 """A large gang still being created costs the API server a few writes per pod, not dozens.
 
-While an operator creates a 300-pod gang, the reason it waits ("only N are
-pending") changes with every pod. Each pod's condition and Event must follow
+While an operator creates a 300-pod gang, the figures of why it waits could
+change with every pod. Each pod's condition and Event must follow
 the reason at a bounded rate (the latest wins), and once the reason settles
 nothing more is written. Counted from the API server's own request metrics
 and its Events.
@@ -50,7 +50,8 @@ def test_a_gang_being_created_costs_few_writes_per_pod(
 
     def settled() -> bool:
         conditions = [scheduled_condition(p) for p in ws.pods().values()]
-        return all(c is not None and "only" not in c["message"] for c in conditions)
+        return all(c is not None and "waits for its members" not in c["message"]
+                   for c in conditions)
 
     wait_for(settled, timeout=60, what="every pod to carry the settled reason")
     time.sleep(12)  # past the gap between Events: the settled reason goes out once more
@@ -59,6 +60,8 @@ def test_a_gang_being_created_costs_few_writes_per_pod(
               if e.obj["reason"] == "FailedScheduling"]
     print(f"\n[writes] {PODS} pods created in {created_in:.1f}s: {patches} pod status "
           f"patches, {len(events)} FailedScheduling Events")
-    assert patches <= 3 * PODS, f"{patches} condition writes for {PODS} pods"
-    assert len(events) <= 3 * PODS, f"{len(events)} Events for {PODS} pods"
+    # One write while the gang waits for its members, one once it is whole
+    # (measured: 585 of each for 300 pods).
+    assert patches <= 2.5 * PODS, f"{patches} condition writes for {PODS} pods"
+    assert len(events) <= 2.5 * PODS, f"{len(events)} Events for {PODS} pods"
     assert all(not (p.get("spec") or {}).get("nodeName") for p in ws.pods().values())

@@ -99,12 +99,14 @@ def test_bound_members_count_toward_min_member() -> None:
     assert len(decision.assignments) == 2
 
 
-def test_too_few_pending_members_waits() -> None:
+def test_too_few_pending_members_waits_with_a_reason_that_does_not_count_them() -> None:
     s = snapshot(node("n1", cpu="8"))
     decision = place_gang(s, gang("ns/a", workers("ns/a", 2), min_member=4, bound=1))
     assert isinstance(decision, Unplaceable)
+    more = place_gang(s, gang("ns/a", workers("ns/a", 1), min_member=4, bound=1))
+    assert isinstance(more, Unplaceable) and more.reason == decision.reason
     assert "needs 3 more pods" in decision.reason
-    assert "only 2 are pending" in decision.reason
+    assert "fewer are pending" in decision.reason
 
 
 def test_replacement_member_of_running_gang_needs_no_gang_check() -> None:
