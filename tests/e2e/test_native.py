@@ -77,11 +77,13 @@ def test_native_gang_too_big_waits_whole_saying_why(ws: Workspace) -> None:
 
     def reported() -> Mapping[str, Any] | None:
         condition = initially_scheduled(ws, "big")
-        return condition if condition and condition["status"] == "False" else None
+        # While its pods are still being created the gang first waits for them.
+        return condition if condition and condition["status"] == "False" and (
+            "nvidia.com/gpu" in condition["message"]) else None
 
-    condition = wait_for(reported, timeout=30, what="PodGroupInitiallyScheduled=False")
+    condition = wait_for(reported, timeout=30,
+                         what="PodGroupInitiallyScheduled=False naming the GPUs")
     assert condition["reason"] == "Unschedulable"
-    assert "nvidia.com/gpu" in condition["message"], condition["message"]
     time.sleep(1)
     pods = members(ws, "worker")
     assert bound(pods) == [], "no member of a gang that does not fit may be bound"
@@ -119,7 +121,8 @@ def test_topology_keeps_a_gang_in_one_rack_and_names_the_racks_when_none_fits(
 
     def refused() -> Mapping[str, Any] | None:
         condition = initially_scheduled(ws, "huge")
-        return condition if condition and condition["status"] == "False" else None
+        return condition if condition and condition["status"] == "False" and (
+            "domain" in condition["message"]) else None
 
     message = wait_for(refused, timeout=30, what="the 7-GPU gang refused")["message"]
     assert "no single rack domain" in message and "rack=r2" in message, message
