@@ -22,11 +22,11 @@ import structlog
 from kubernetes_asyncio import client, config
 from kubernetes_asyncio.leaderelection.electionconfig import Config as ElectionConfig
 from kubernetes_asyncio.leaderelection.leaderelection import LeaderElection
-from prometheus_client import start_http_server
 
 from gangsched import __version__, handlers
 from gangsched.binder import FIELD_MANAGER, Binder
 from gangsched.core.model import Policy
+from gangsched.health import Health, HealthServer
 from gangsched.leadership import (
     LEASE_DURATION_S,
     RENEW_DEADLINE_S,
@@ -81,6 +81,7 @@ async def lead(
     api: client.ApiClient,
     leadership: Leadership,
     schedule: Callable[[], Awaitable[None]],
+    health: Health,
 ) -> None:
     """Schedule only while holding the Lease, so two replicas never bind the same room twice.
 
@@ -103,6 +104,7 @@ async def lead(
         await schedule()
 
     async def stopped() -> None:
+        health.stop_scheduling()
         log.error("leadership_lost", identity=identity, lease=options.lease_name)
 
     await LeaderElection(
@@ -121,6 +123,9 @@ async def run(options: RunOptions) -> int:
         os.environ["KUBECONFIG"] = options.kubeconfig  # kopf's login reads it
     api = await _api_client(options.kubeconfig)
     core = client.CoreV1Api(api)
+    config_ = SchedulerConfig(policy=options.policy, starvation_s=options.starvation_seconds,
+                              replacement_grace_s=options.replacement_grace_seconds)
+    health = Health(stale_after_s=2 * config_.resync_s, leader_election=options.leader_elect)
     mirror = Mirror(scheduler_names=options.scheduler_names,
                     namespaces=frozenset(options.namespaces))
     leadership = Leadership()
@@ -129,9 +134,8 @@ async def run(options: RunOptions) -> int:
         binder=Binder(core, options.bind_concurrency, may_bind=leadership.may_act),
         may_act=leadership.may_act,
         reporter=Reporter(api, placed=mirror.is_placed),
-        config=SchedulerConfig(policy=options.policy,
-                               starvation_s=options.starvation_seconds,
-                               replacement_grace_s=options.replacement_grace_seconds),
+        config=config_,
+        on_cycle=health.cycle_ran,
     )
     reflectors = [
         Reflector("priorityclasses", client.SchedulingV1Api(api).list_priority_class, mirror,
@@ -139,17 +143,25 @@ async def run(options: RunOptions) -> int:
         Reflector("nodes", core.list_node, mirror, scheduler.trigger),
         Reflector("pods", core.list_pod_for_all_namespaces, mirror, scheduler.trigger),
     ]
-    registry = kopf.OperatorRegistry()
-    handlers.register(registry, mirror, scheduler.trigger, in_cluster=not options.kubeconfig)
-    if options.metrics_port:
-        start_http_server(options.metrics_port)
-
     stop = asyncio.Event()
     kopf_ready = asyncio.Event()
+    registry = kopf.OperatorRegistry()
+    handlers.register(registry, mirror, scheduler.trigger, in_cluster=not options.kubeconfig)
+    server = HealthServer(health, options.metrics_port) if options.metrics_port else None
+    if server is not None:
+        await server.start()
+
     loop = asyncio.get_running_loop()
     tasks = [asyncio.create_task(r.run(), name=f"watch-{r.kind}") for r in reflectors]
     tasks.append(asyncio.create_task(Sweeper(api, mirror, scheduler.trigger).run(),
                                      name="sweeper"))
+
+    async def report_synced(part: str, synced: asyncio.Event) -> None:
+        await synced.wait()
+        health.synced(part)
+
+    probes = [asyncio.create_task(report_synced(r.kind, r.synced)) for r in reflectors]
+    probes.append(asyncio.create_task(report_synced("kopf", kopf_ready)))
     operator = asyncio.create_task(
         kopf.operator(
             registry=registry,
@@ -178,9 +190,11 @@ async def run(options: RunOptions) -> int:
         log.info("scheduler_started", scheduler_names=sorted(options.scheduler_names),
                  nodes=len(mirror.nodes), pods=len(mirror.pods), policy=options.policy.value)
         scheduler.trigger()
+        health.start_scheduling()
         await scheduler.run()
 
-    tasks.append(asyncio.create_task(lead(options, api, leadership, schedule_when_synced),
+    tasks.append(asyncio.create_task(lead(options, api, leadership, schedule_when_synced,
+                                          health),
                                      name="scheduler"))
     waiter = asyncio.create_task(stop.wait())
     done, _ = await asyncio.wait([waiter, operator, *tasks], return_when=asyncio.FIRST_COMPLETED)
@@ -199,7 +213,11 @@ async def run(options: RunOptions) -> int:
         await asyncio.wait_for(scheduler.drain(), timeout=3)
     with contextlib.suppress(asyncio.TimeoutError, asyncio.CancelledError):
         await asyncio.wait_for(operator, timeout=5)
-    await asyncio.gather(*tasks, return_exceptions=True)
+    for probe in probes:
+        probe.cancel()
+    await asyncio.gather(*tasks, *probes, return_exceptions=True)
+    if server is not None:
+        await server.stop()
     await api.close()
     log.info("stopped", exit_code=code)
     return code

@@ -10,12 +10,14 @@ confirm or forget it.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
 import aiohttp
 import structlog
 from kubernetes_asyncio import client
+from prometheus_client import Histogram
 
 from gangsched.core.model import NodeName, PodKey
 from gangsched.core.placement import Placement
@@ -24,6 +26,11 @@ log = structlog.get_logger(__name__)
 
 FIELD_MANAGER = "gangsched"
 """The field manager every write of ours names, so ``managedFields`` tell whose they are."""
+
+BIND_SECONDS = Histogram(
+    "gangsched_bind_seconds", "Latency of one binding call, from request to answer",
+    buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,12 +79,15 @@ class Binder:
         async with self._slots:
             if not self._may_bind():
                 return BindOutcome(pod, node, 0, NOT_LEADING)
+            started = time.perf_counter()
             try:
                 response = await self._core.create_namespaced_pod_binding(
                     name, namespace, body, field_manager=FIELD_MANAGER, _preload_content=False
                 )
             except (TimeoutError, aiohttp.ClientError) as error:
                 return BindOutcome(pod, node, 0, str(error))
+            finally:
+                BIND_SECONDS.observe(time.perf_counter() - started)
             try:
                 detail = "" if 200 <= response.status <= 299 else (await response.text())[:300]
                 return BindOutcome(pod, node, response.status, detail)

@@ -43,7 +43,7 @@ def _env(flag: str) -> str:
               help="Binding calls in flight at once.")
 @click.option("--metrics-port", envvar=_env("metrics-port"), type=click.IntRange(0, 65535),
               default=8080, show_default=True,
-              help="Prometheus metrics port; 0 turns metrics off.")
+              help="Port serving /metrics, /healthz and /readyz; 0 turns them off.")
 @click.option("--starvation-seconds", envvar=_env("starvation-seconds"),
               type=click.FloatRange(0), default=60.0, show_default=True,
               help="After this long unplaced, a gang holds its room against gangs "

@@ -47,6 +47,14 @@ GANGS_PLACED = Counter("gangsched_gangs_placed_total", "Gangs placed")
 PODS_BOUND = Counter("gangsched_pods_bound_total", "Pods bound")
 BIND_FAILURES = Counter("gangsched_bind_failures_total", "Binding calls that failed")
 GANGS_WAITING = Gauge("gangsched_gangs_waiting", "Gangs with pending pods not placed")
+GANG_WAIT_SECONDS = Histogram(
+    "gangsched_gang_wait_seconds",
+    "From the creation of a gang's first member to the whole gang bound",
+    buckets=(0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800, 3600, 4 * 3600),
+)
+PENDING_GANGS = Gauge(
+    "gangsched_pending_gangs", "PodGroups not yet running nor finished, per queue", ["queue"]
+)
 
 
 @dataclass
@@ -81,6 +89,8 @@ class Scheduler:
     _cycle_no: int = 0
     _last_cycle_s: float = 0.0
     _logged_reasons: dict[GangKey, str] = field(default_factory=dict)
+    on_cycle: Callable[[], None] = lambda: None
+    """Called after every cycle: the liveness probe counts them."""
 
     def trigger(self) -> None:
         self._wake.set()
@@ -149,6 +159,7 @@ class Scheduler:
         CYCLES.inc()
         CYCLE_SECONDS.observe(elapsed)
         GANGS_WAITING.set(len(result.unplaceable))
+        self.on_cycle()
         bound_log = log.bind(cycle=self._cycle_no)
 
         # PodGroups refused admission before they have pods wait too: their
@@ -160,6 +171,12 @@ class Scheduler:
         for gang in reasons:
             self.waiting_since.setdefault(gang, now)
 
+        # A gang placed whole (none of it bound before) has waited since its first
+        # member was created; replacements for running gangs are not gang waits.
+        first_created = {
+            gang.key: min(pod.created for pod in gang.pending)
+            for gang in gathered.gangs if gang.bound == 0 and gang.pending
+        }
         for placement in result.placements:
             self.mirror.assume(placement, now)
             for pod, _ in placement.assignments:
@@ -172,7 +189,7 @@ class Scheduler:
                 nodes=sorted({node for _, node in placement.assignments}),
                 cycle_ms=round(elapsed * 1000, 2),
             )
-            task = asyncio.create_task(self._bind(placement))
+            task = asyncio.create_task(self._bind(placement, first_created.get(placement.gang)))
             self._binds.add(task)
             task.add_done_callback(self._binds.discard)
 
@@ -229,9 +246,11 @@ class Scheduler:
                                reason=reason, cycle_ms=round(elapsed * 1000, 2))
         self._logged_reasons = dict(reasons)
 
-    async def _bind(self, placement: Placement) -> None:
+    async def _bind(self, placement: Placement, first_created: float | None) -> None:
         outcomes = await self.binder.bind_gang(placement)
         failed = [o for o in outcomes if not o.bound]
+        if not failed and first_created is not None:
+            GANG_WAIT_SECONDS.observe(max(0.0, self.clock() - first_created))
         for outcome in outcomes:
             record = self.mirror.pods.get(outcome.pod)
             if outcome.bound:
@@ -343,3 +362,4 @@ class Scheduler:
                 pending[queue] += 1
         for queue in view.queues:
             self.reporter.queue_status(queue, allocated[queue], pending[queue], running[queue])
+            PENDING_GANGS.labels(queue=queue).set(pending[queue])

@@ -41,6 +41,8 @@ def test_chart_creates_a_hardened_deployment(cluster: LocalCluster) -> None:
     assert container["securityContext"]["capabilities"]["drop"] == ["ALL"]
     assert "--leader-elect" in container["args"]
     assert "--scheduler-name=gang" in container["args"]
+    assert container["livenessProbe"]["httpGet"]["path"] == "/healthz"
+    assert container["readinessProbe"]["httpGet"]["path"] == "/readyz"
 
 
 def can(cluster: LocalCluster, verb: str, resource: str, *extra: str) -> bool:

@@ -1,0 +1,71 @@
+"""One scheduling decision over a mirror's view: shared by the scheduler and the CLI.
+
+The scheduler runs it every cycle on its live mirror; ``gangsched explain``,
+``status`` and ``simulate`` run it on a mirror filled from the API server or
+from files. One function for both, so what the CLI says would happen is what
+the scheduler does with the same objects.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from gangsched.core.cycle import CycleInput, CycleResult, run_cycle
+from gangsched.core.gangs import Gathered, gather
+from gangsched.core.groups import FINISHED_PHASES
+from gangsched.core.model import GangKey, Policy
+from gangsched.mirror import View
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    gathered: Gathered
+    result: CycleResult
+    finished_uids: frozenset[str]
+    """UIDs of groups known to have finished, to pass to the next decision."""
+
+
+def decide(
+    view: View,
+    *,
+    admitted: frozenset[GangKey],
+    waiting_since: Mapping[GangKey, float],
+    finished_uids: frozenset[str],
+    priority_classes: Mapping[str, int],
+    now: float,
+    policy: Policy,
+    starvation_s: float,
+) -> Decision:
+    """Gather the view's gangs and run the pure cycle over them.
+
+    A finished group whose pods were deleted must stay finished. Its own
+    status says so after a restart; until the watch brings that status back,
+    ``finished_uids`` (what this process saw finish) says so.
+    """
+    groups = {k: g.spec for k, g in view.groups.items() if g.spec is not None}
+    policies = {k: g.policy for k, g in view.groups.items() if g.policy is not None}
+    finished_before = frozenset(
+        k for k, g in view.groups.items()
+        if g.uid in finished_uids or g.status.get("phase") in FINISHED_PHASES
+    )
+    gathered = gather(view.members, groups, policies, finished_before, priority_classes)
+    still_finished = frozenset(
+        g.uid for k, g in view.groups.items()
+        if k in gathered.finished or (g.uid in finished_uids and k not in gathered.counts)
+    )
+    keys = {gang.key for gang in gathered.gangs}
+    result = run_cycle(
+        CycleInput(
+            snapshot=view.snapshot,
+            gangs=gathered.gangs,
+            bound_requests=gathered.bound_requests,
+            queues=view.queues,
+            admitted=admitted & keys,
+            waiting_since={k: v for k, v in waiting_since.items() if k in keys},
+            now=now,
+            policy=policy,
+            starvation_seconds=starvation_s,
+        )
+    )
+    return Decision(gathered=gathered, result=result, finished_uids=still_finished)
