@@ -21,6 +21,7 @@ from gangsched.mirror import View
 @dataclass(frozen=True, slots=True)
 class Decision:
     gathered: Gathered
+    input: CycleInput
     result: CycleResult
     finished_uids: frozenset[str]
     """UIDs of groups known to have finished, to pass to the next decision."""
@@ -55,17 +56,16 @@ def decide(
         if k in gathered.finished or (g.uid in finished_uids and k not in gathered.counts)
     )
     keys = {gang.key for gang in gathered.gangs}
-    result = run_cycle(
-        CycleInput(
-            snapshot=view.snapshot,
-            gangs=gathered.gangs,
-            bound_requests=gathered.bound_requests,
-            queues=view.queues,
-            admitted=admitted & keys,
-            waiting_since={k: v for k, v in waiting_since.items() if k in keys},
-            now=now,
-            policy=policy,
-            starvation_seconds=starvation_s,
-        )
+    inp = CycleInput(
+        snapshot=view.snapshot,
+        gangs=gathered.gangs,
+        bound_requests=gathered.bound_requests,
+        queues=view.queues,
+        admitted=admitted & keys,
+        waiting_since={k: v for k, v in waiting_since.items() if k in keys},
+        now=now,
+        policy=policy,
+        starvation_seconds=starvation_s,
     )
-    return Decision(gathered=gathered, result=result, finished_uids=still_finished)
+    return Decision(gathered=gathered, input=inp, result=run_cycle(inp),
+                    finished_uids=still_finished)

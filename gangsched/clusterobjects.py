@@ -1,0 +1,208 @@
+"""The objects a scheduling decision reads, from the API server or from YAML files.
+
+The CLI (``status``, ``explain``, ``simulate``) answers from the same mirror
+and the same cycle the scheduler runs; this module fills that mirror without
+the scheduler's watches: one list of each kind through a synchronous client
+(kubeconfig read as kubectl reads it), or the documents of YAML files as a
+user would ``kubectl apply`` them.
+"""
+
+from __future__ import annotations
+
+import copy
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pykube
+import requests
+import yaml
+
+from gangsched.core.groups import Flavor
+from gangsched.core.model import GangKey
+from gangsched.mirror import Mirror
+
+RawObject = dict[str, Any]
+QUEUE_API = "scheduling.gangsched.io/v1alpha1"
+ADMITTED_PHASES = frozenset({"Inqueue", "Scheduling", "Running"})
+"""Phases, in every flavour, of a group the scheduler has admitted."""
+
+
+class ObjectsError(Exception):
+    """A file or the API server could not give the objects asked for."""
+
+
+@dataclass
+class ClusterObjects:
+    nodes: list[RawObject] = field(default_factory=list)
+    pods: list[RawObject] = field(default_factory=list)
+    groups: list[tuple[Flavor, RawObject]] = field(default_factory=list)
+    queues: list[RawObject] = field(default_factory=list)
+    priority_classes: list[RawObject] = field(default_factory=list)
+    ignored: list[str] = field(default_factory=list)
+    """Kinds of objects found in files that no decision reads."""
+
+    def add(self, obj: RawObject) -> None:
+        kind, api_version = obj.get("kind"), obj.get("apiVersion", "")
+        if kind == "List":
+            for item in obj.get("items") or []:
+                self.add(item)
+        elif kind == "Node":
+            self.nodes.append(obj)
+        elif kind == "Pod":
+            self.pods.append(obj)
+        elif kind == "PodGroup" and api_version in {f.value for f in Flavor}:
+            self.groups.append((Flavor(api_version), obj))
+        elif kind == "Queue" and api_version == QUEUE_API:
+            self.queues.append(obj)
+        elif kind == "PriorityClass":
+            self.priority_classes.append(obj)
+        else:
+            self.ignored.append(f"{kind} {(obj.get('metadata') or {}).get('name', '?')}")
+
+    def extend(self, other: ClusterObjects) -> None:
+        self.nodes += other.nodes
+        self.pods += other.pods
+        self.groups += other.groups
+        self.queues += other.queues
+        self.priority_classes += other.priority_classes
+        self.ignored += other.ignored
+
+    def mirror(self, scheduler_name: str) -> Mirror:
+        mirror = Mirror(scheduler_name=scheduler_name)
+        mirror.replace("nodes", list(self.nodes))
+        mirror.replace("priorityclasses", list(self.priority_classes))
+        mirror.replace("pods", list(self.pods))
+        for flavor, body in self.groups:
+            mirror.upsert_group(flavor, body)
+        for body in self.queues:
+            mirror.upsert_queue(body)
+        return mirror
+
+
+def admitted_groups(objects: ClusterObjects) -> frozenset[GangKey]:
+    """Groups whose status says the scheduler admitted them (it keeps that set in memory)."""
+    return frozenset(
+        GangKey(f"{(o.get('metadata') or {}).get('namespace', 'default')}/"
+                f"{(o.get('metadata') or {}).get('name')}")
+        for _, o in objects.groups
+        if (o.get("status") or {}).get("phase") in ADMITTED_PHASES
+    )
+
+
+# ---- from files -------------------------------------------------------------------
+
+
+def _iso(seconds: float) -> str:
+    return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _complete(obj: RawObject, index: int, created: float) -> RawObject:
+    """Fill in what the API server would: namespace, uid, creation time, a Ready node.
+
+    Creation times follow the order of the files, a second apart, so the
+    gangs of a file are ordered as they would be had they been applied in
+    that order.
+    """
+    obj = copy.deepcopy(obj)
+    meta = obj.setdefault("metadata", {})
+    if obj.get("kind") not in ("Node", "Queue", "PriorityClass"):
+        meta.setdefault("namespace", "default")
+    meta.setdefault("uid", f"file-{index}")
+    meta.setdefault("creationTimestamp", _iso(created + index))
+    if obj.get("kind") == "Node":
+        status = obj.setdefault("status", {})
+        status.setdefault("allocatable", status.get("capacity") or {})
+        status.setdefault("conditions", [{"type": "Ready", "status": "True"}])
+        obj.setdefault("spec", {})
+    if obj.get("kind") == "Pod":
+        obj.setdefault("status", {}).setdefault("phase", "Pending")
+    return obj
+
+
+def from_files(paths: Sequence[Path], created: float | None = None) -> ClusterObjects:
+    objects = ClusterObjects()
+    base = float(int(time.time() if created is None else created))
+    index = 0
+    for path in paths:
+        try:
+            documents = list(yaml.safe_load_all(path.read_text()))
+        except (OSError, yaml.YAMLError) as error:
+            raise ObjectsError(f"{path}: {error}") from error
+        for document in documents:
+            if document is None:
+                continue
+            if not isinstance(document, dict):
+                raise ObjectsError(f"{path}: a document is not an object")
+            objects.add(_complete(document, index, base))
+            index += 1
+    return objects
+
+
+# ---- from the API server ------------------------------------------------------------
+
+
+def client(kubeconfig: str | None, context: str | None) -> pykube.HTTPClient:
+    """A client configured as kubectl would be: --kubeconfig, else $KUBECONFIG, else
+    ~/.kube/config, else the pod's service account."""
+    try:
+        if kubeconfig:
+            config = pykube.KubeConfig.from_file(kubeconfig)
+        else:
+            try:
+                config = pykube.KubeConfig.from_env()
+            except (pykube.exceptions.PyKubeError, FileNotFoundError):
+                config = pykube.KubeConfig.from_service_account()
+        if context:
+            config.set_current_context(context)
+    except (pykube.exceptions.PyKubeError, FileNotFoundError, OSError, KeyError) as error:
+        raise ObjectsError(f"no usable kubeconfig: {error}") from error
+    return pykube.HTTPClient(config)
+
+
+def current_namespace(api: pykube.HTTPClient) -> str:
+    return str(api.config.namespace or "default")
+
+
+def _list(api: pykube.HTTPClient, version: str, plural: str, optional: bool) -> list[RawObject]:
+    """Every object of a kind, in pages; an optional kind the server does not serve is empty."""
+    items: list[RawObject] = []
+    params: dict[str, str | int] = {"limit": 500}
+    while True:
+        try:
+            response = api.get(version=version, url=plural, params=params)
+        except requests.RequestException as error:
+            raise ObjectsError(f"cannot reach the API server at {api.url}: {error}") from error
+        if response.status_code == 404 and optional:
+            return []
+        if response.status_code >= 400:
+            raise ObjectsError(
+                f"listing {plural} ({version}) failed: {response.status_code} {response.text[:200]}"
+            )
+        body = response.json()
+        kind = str(body.get("kind", "")).removesuffix("List")
+        for item in body.get("items") or []:
+            item.setdefault("kind", kind)
+            item.setdefault("apiVersion", version)
+            items.append(item)
+        token = (body.get("metadata") or {}).get("continue")
+        if not token:
+            return items
+        params = {"limit": 500, "continue": token}
+
+
+def from_cluster(api: pykube.HTTPClient) -> ClusterObjects:
+    objects = ClusterObjects()
+    objects.nodes = _list(api, "v1", "nodes", optional=False)
+    objects.pods = _list(api, "v1", "pods", optional=False)
+    objects.priority_classes = _list(api, "scheduling.k8s.io/v1", "priorityclasses",
+                                     optional=True)
+    for flavor in Flavor:
+        objects.groups += [(flavor, o) for o in _list(api, flavor.value, "podgroups",
+                                                     optional=True)]
+    objects.queues = _list(api, QUEUE_API, "queues", optional=True)
+    return objects
+

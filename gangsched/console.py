@@ -1,0 +1,268 @@
+"""What the CLI shows: the rows and answers of ``status``, ``explain`` and ``simulate``.
+
+Each answer is plain data first (what ``--output json`` prints), then drawn
+with rich for people. The data comes from the decision the scheduler itself
+would take (``gangsched.decisions``) over the objects the command read.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from rich import box
+from rich.console import Console
+from rich.table import Table
+
+from gangsched.core.cycle import DEFAULT_QUEUE
+from gangsched.core.explain import Explanation
+from gangsched.core.groups import MemberCounts
+from gangsched.core.model import GangKey, QueueName
+from gangsched.core.resources import PODS, Resources, format_amount
+from gangsched.decisions import Decision
+from gangsched.mirror import View
+from gangsched.simulation import Simulation
+
+WAITING_PHASES = frozenset({"Pending", "Inqueue", "Scheduling", "Unschedulable", ""})
+FLAVOR_NAMES = {
+    "scheduling.gangsched.io": "gangsched",
+    "scheduling.x-k8s.io": "coscheduling",
+    "scheduling.volcano.sh": "volcano",
+    "scheduling.k8s.io": "native",
+}
+
+
+def quantities(resources: Resources) -> dict[str, str]:
+    return {name: format_amount(name, amount) for name, amount in resources.items()
+            if name != PODS}
+
+
+def _text(resources: Resources | None) -> str:
+    if resources is None:
+        return "-"
+    shown = quantities(resources)
+    return ", ".join(f"{v} {k}" for k, v in shown.items()) if shown else "-"
+
+
+def _duration(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    seconds = max(0, int(seconds))
+    if seconds < 120:
+        return f"{seconds}s"
+    if seconds < 7200:
+        return f"{seconds // 60}m{seconds % 60:02d}s"
+    return f"{seconds // 3600}h{(seconds % 3600) // 60:02d}m"
+
+
+# ---- status ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class GroupRow:
+    group: GangKey
+    flavor: str
+    queue: str
+    phase: str
+    bound: int
+    min_member: int
+    pending: int
+    min_resources: dict[str, str]
+    waiting_s: float | None
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class QueueRow:
+    queue: QueueName
+    weight: int
+    state: str
+    capability: dict[str, str] | None
+    allocated: dict[str, str]
+    pending: int
+    running: int
+
+
+def status_rows(
+    view: View, decision: Decision, now: float
+) -> tuple[list[QueueRow], list[GroupRow]]:
+    reasons = {u.gang: u.reason for u in (*decision.result.unplaceable,
+                                           *decision.result.unadmitted)}
+    counts = decision.gathered.counts
+    groups: list[GroupRow] = []
+    pending: dict[QueueName, int] = {}
+    running: dict[QueueName, int] = {}
+    for key in sorted(view.groups):
+        record = view.groups[key]
+        spec = record.spec
+        tally = counts.get(key, MemberCounts())
+        phase = str(record.status.get("phase") or "")
+        queue = spec.queue if spec is not None else DEFAULT_QUEUE
+        waiting = phase in WAITING_PHASES and spec is not None
+        if waiting:
+            pending[queue] = pending.get(queue, 0) + 1
+        elif phase == "Running":
+            running[queue] = running.get(queue, 0) + 1
+        reason = record.error or reasons.get(key) or _status_message(record.status)
+        groups.append(GroupRow(
+            group=key,
+            flavor=FLAVOR_NAMES.get(record.flavor.group, record.flavor.group),
+            queue=queue,
+            phase=phase or "-",
+            bound=tally.scheduled + tally.succeeded,
+            min_member=spec.min_member if spec is not None else 0,
+            pending=tally.pending,
+            min_resources=quantities(spec.min_resources) if spec is not None else {},
+            waiting_s=round(now - spec.created, 1) if waiting and spec is not None else None,
+            reason=reason,
+        ))
+    allocated: dict[QueueName, Resources] = {}
+    for gang in decision.gathered.gangs:
+        used = decision.gathered.bound_requests.get(gang.key, Resources.zero())
+        allocated[gang.queue] = allocated.get(gang.queue, Resources.zero()) + used
+    queues = [
+        QueueRow(
+            queue=name,
+            weight=spec.weight,
+            state="Open" if spec.open else "Closed",
+            capability=quantities(spec.capability) if spec.capability is not None else None,
+            allocated=quantities(allocated.get(name, Resources.zero())),
+            pending=pending.get(name, 0),
+            running=running.get(name, 0),
+        )
+        for name, spec in sorted(view.queues.items())
+    ]
+    return queues, groups
+
+
+def _status_message(status: Mapping[str, Any]) -> str:
+    for condition in status.get("conditions") or []:
+        if condition.get("message"):
+            return str(condition["message"])
+    return ""
+
+
+def _amounts(amounts: Mapping[str, str] | None) -> str:
+    if amounts is None:
+        return "-"
+    return ", ".join(f"{v} {k}" for k, v in amounts.items()) or "-"
+
+
+def print_status(console: Console, queues: list[QueueRow], groups: list[GroupRow]) -> None:
+    table = Table(title="Queues", box=box.SIMPLE_HEAD, title_justify="left")
+    for column in ("QUEUE", "WEIGHT", "STATE", "CAPABILITY", "ALLOCATED", "PENDING", "RUNNING"):
+        table.add_column(column)
+    for q in queues:
+        table.add_row(q.queue, str(q.weight), q.state, _amounts(q.capability),
+                      _amounts(q.allocated), str(q.pending), str(q.running))
+    console.print(table)
+    table = Table(title="PodGroups", box=box.SIMPLE_HEAD, title_justify="left")
+    for column in ("PODGROUP", "FLAVOR", "QUEUE", "PHASE", "BOUND/MIN", "PENDING",
+                   "MIN RESOURCES", "WAITING", "REASON"):
+        table.add_column(column, overflow="fold")
+    for g in groups:
+        table.add_row(g.group, g.flavor, g.queue, g.phase, f"{g.bound}/{g.min_member}",
+                      str(g.pending), _amounts(g.min_resources), _duration(g.waiting_s),
+                      g.reason)
+    if not groups:
+        console.print("No PodGroups.")
+    else:
+        console.print(table)
+
+
+# ---- explain -----------------------------------------------------------------------------
+
+
+def explanation_json(explanation: Explanation) -> dict[str, Any]:
+    return {
+        "gang": explanation.gang,
+        "verdict": explanation.verdict.value,
+        "reason": explanation.reason,
+        "minMember": explanation.min_member,
+        "bound": explanation.bound,
+        "pending": explanation.pending,
+        "queue": explanation.queue,
+        "pods": [
+            {
+                "requests": quantities(shape.requests),
+                "pending": shape.pending,
+                "room": shape.room,
+                "closestNodes": [
+                    {"node": fit.node, "fits": fit.fits, "lacks": quantities(fit.lacks)}
+                    for fit in shape.closest
+                ],
+                "excludedNodes": dict(shape.excluded),
+            }
+            for shape in explanation.shapes
+        ],
+        "placement": [{"pod": pod, "node": node} for pod, node in explanation.assignments],
+        "reservedByOthers": [
+            {"gang": gang, "resources": quantities(held)}
+            for gang, held in explanation.reserved_by_others
+        ],
+        "queueCapability": (quantities(explanation.queue_capability)
+                            if explanation.queue_capability is not None else None),
+        "queueAllocated": quantities(explanation.queue_allocated),
+        "wouldLetItRun": list(explanation.remedies),
+    }
+
+
+def print_explanation(console: Console, explanation: Explanation, what: str) -> None:
+    e = explanation
+    console.print(f"[bold]{what}[/bold]: gang {e.gang}, queue {e.queue}: [bold]{e.verdict}[/bold]")
+    console.print(f"  minMember {e.min_member}, bound {e.bound}, pending {e.pending}")
+    if e.reason:
+        console.print(f"  why: {e.reason}", highlight=False)
+    if e.assignments:
+        placed = ", ".join(f"{pod.split('/', 1)[1]} → {node}" for pod, node in e.assignments)
+        console.print(f"  would be placed: {placed}", highlight=False)
+    for shape in e.shapes:
+        console.print(f"  pods of {_text(shape.requests)}: {shape.pending} pending, "
+                      f"room for {shape.room}", highlight=False)
+        for fit in shape.closest:
+            said = (f"takes {fit.fits}" if fit.fits
+                    else f"lacks {_text(fit.lacks)}")
+            console.print(f"    {fit.node}: {said}", highlight=False)
+        if shape.excluded:
+            excluded = ", ".join(f"{n} by {r}" for r, n in sorted(shape.excluded.items()))
+            console.print(f"    nodes excluded: {excluded}", highlight=False)
+    if e.reserved_by_others:
+        held = "; ".join(f"{gang} holds {_text(r)}" for gang, r in e.reserved_by_others)
+        console.print(f"  reserved for admitted gangs: {held}", highlight=False)
+    if e.queue_capability is not None:
+        console.print(f"  queue {e.queue}: {_text(e.queue_allocated)} allocated of capability "
+                      f"{_text(e.queue_capability)}", highlight=False)
+    if e.remedies:
+        console.print("  what would let it run:")
+        for remedy in e.remedies:
+            console.print(f"    - {remedy}", highlight=False)
+
+
+# ---- simulate ----------------------------------------------------------------------------
+
+
+def print_simulation(console: Console, simulation: Simulation) -> None:
+    table = Table(title="Gangs in the order gangsched places them", box=box.SIMPLE_HEAD,
+                  title_justify="left")
+    for column in ("#", "GANG", "STARTS", "ENDS", "NODES"):
+        table.add_column(column, overflow="fold")
+    for number, run in enumerate(simulation.runs, 1):
+        nodes: dict[str, int] = {}
+        for _, node in run.nodes:
+            nodes[node] = nodes.get(node, 0) + 1
+        table.add_row(
+            str(number), run.gang, "now" if run.start_s == 0 else f"+{run.start_s:g}s",
+            "-" if run.end_s is None else f"+{run.end_s:g}s",
+            ", ".join(f"{node} ({count} pods)" if count > 1 else node
+                      for node, count in nodes.items()),
+        )
+    if simulation.runs:
+        console.print(table)
+    else:
+        console.print("No gang can be placed.")
+    for gang, reason in simulation.never:
+        console.print(f"[bold]never runs[/bold]: {gang}: {reason}", highlight=False)
+    if simulation.not_ours:
+        console.print(f"not simulated (another scheduler's pods): "
+                      f"{', '.join(simulation.not_ours)}", highlight=False)

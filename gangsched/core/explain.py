@@ -1,0 +1,222 @@
+"""Why one gang waits, in more depth than the one-line reason: for ``gangsched explain``.
+
+The one-line reason (``reasons``) is what every waiting pod carries. A person
+asking about one gang wants the figures behind it: what each kind of pod
+lacks, node by node, which nodes came closest, which reservations and queue
+caps stand in the way, and what would let the gang run. Computed from the
+same cycle input and result the scheduler acts on, so the explanation
+cannot disagree with the decision.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+from fractions import Fraction
+
+from gangsched.core.cycle import CycleInput, CycleResult, outstanding
+from gangsched.core.model import Gang, GangKey, NodeName, PodKey, PodPlacementRules, QueueName
+from gangsched.core.nodefit import node_excluded_reason
+from gangsched.core.reasons import describe_request
+from gangsched.core.resources import PODS, Resources
+from gangsched.core.room import UNBOUNDED, fit_count
+
+__all__ = ["Explanation", "NodeFit", "ShapeNeed", "Verdict", "explain_gang"]
+
+CLOSEST = 3
+"""Nodes shown per kind of pod: the ones that came closest."""
+
+
+class Verdict(StrEnum):
+    PLACED = "placed"
+    """The cycle places it now."""
+    WAITING = "waiting"
+    """It has pending pods the cycle could not place."""
+    NOT_ADMITTED = "not admitted"
+    """A PodGroup with no pods yet whose minResources cannot be admitted."""
+    IDLE = "nothing to place"
+    """No pending pods: running, or admitted and waiting for its pods to be created."""
+
+
+@dataclass(frozen=True, slots=True)
+class NodeFit:
+    node: NodeName
+    fits: int
+    """Pods of this kind that fit on the node now, each counted alone."""
+    lacks: Resources
+    """What the node lacks for one more such pod; zero when one fits."""
+
+
+@dataclass(frozen=True, slots=True)
+class ShapeNeed:
+    """One kind of pod of the gang (same requests and rules) and the nodes' room for it."""
+
+    requests: Resources
+    rules: PodPlacementRules
+    pending: int
+    room: int
+    """How many of these pods the nodes they may use can take now, summed."""
+    closest: tuple[NodeFit, ...]
+    """The nodes that came closest: most room first, then least lacking."""
+    excluded: Mapping[str, int]
+    """Why the other nodes may not take these pods at all, with how many nodes each."""
+
+    @property
+    def short(self) -> int:
+        return max(0, self.pending - self.room)
+
+
+@dataclass(frozen=True, slots=True)
+class Explanation:
+    gang: GangKey
+    verdict: Verdict
+    reason: str | None
+    """The cycle's one-line reason, as written to the pods and the PodGroup."""
+    min_member: int
+    bound: int
+    pending: int
+    queue: QueueName
+    shapes: tuple[ShapeNeed, ...]
+    assignments: tuple[tuple[PodKey, NodeName], ...]
+    """Where the cycle places its pods, when it does."""
+    reserved_by_others: tuple[tuple[GangKey, Resources], ...]
+    """Room admitted gangs hold for pods they have not bound yet."""
+    queue_capability: Resources | None
+    queue_allocated: Resources
+    remedies: tuple[str, ...]
+    """What would let it run, most direct first."""
+
+
+def _lack_ratio(lacks: Resources, requests: Resources) -> Fraction:
+    """How far a node is from taking one pod: the missing share of each request, summed."""
+    return sum(
+        (Fraction(amount, requests.get(name)) for name, amount in lacks.items()
+         if requests.get(name) > 0),
+        Fraction(0),
+    )
+
+
+def _shapes(gang: Gang, inp: CycleInput) -> tuple[ShapeNeed, ...]:
+    kinds: dict[tuple[Resources, PodPlacementRules], int] = {}
+    for pod in gang.pending:
+        kinds[(pod.requests, pod.rules)] = kinds.get((pod.requests, pod.rules), 0) + 1
+    shapes: list[ShapeNeed] = []
+    for (requests, rules), pending in kinds.items():
+        items = tuple(sorted(requests.amounts.items()))
+        fits: list[NodeFit] = []
+        excluded: dict[str, int] = {}
+        for name in sorted(inp.snapshot.nodes):
+            usage = inp.snapshot.nodes[name]
+            reason = node_excluded_reason(rules, usage.node)
+            if reason is not None:
+                excluded[reason] = excluded.get(reason, 0) + 1
+                continue
+            count = fit_count(usage.free, items)
+            fits.append(NodeFit(name, min(count, pending) if count < UNBOUNDED else pending,
+                                requests.short_of(usage.free)))
+        fits.sort(key=lambda f: (-f.fits, _lack_ratio(f.lacks, requests), f.node))
+        shapes.append(ShapeNeed(
+            requests=requests, rules=rules, pending=pending,
+            room=sum(f.fits for f in fits), closest=tuple(fits[:CLOSEST]), excluded=excluded,
+        ))
+    return tuple(shapes)
+
+
+def _without_pods(resources: Resources) -> Resources:
+    return Resources.of({name: amount for name, amount in resources.items() if name != PODS})
+
+
+def _remedies(
+    explanation_shapes: tuple[ShapeNeed, ...],
+    verdict: Verdict,
+    reason: str | None,
+    reserved: tuple[tuple[GangKey, Resources], ...],
+    queue: QueueName,
+    capability: Resources | None,
+) -> tuple[str, ...]:
+    if verdict is Verdict.PLACED:
+        return ("it fits now: a running gangsched binds it in its next cycle",)
+    remedies: list[str] = []
+    for shape in explanation_shapes:
+        what = describe_request(shape.requests)
+        if not shape.closest:
+            causes = ", ".join(f"{n} {r}" for r, n in sorted(shape.excluded.items()))
+            remedies.append(
+                f"no node may take pods of {what} ({causes}): add a node they may use, "
+                f"or change their nodeSelector, affinity or tolerations"
+            )
+        elif shape.short:
+            best = shape.closest[0]
+            lack = _without_pods(best.lacks)
+            near = f"; {best.node}, the closest, lacks {lack}" if not lack.is_zero else ""
+            remedies.append(
+                f"room for {shape.short} more pod(s) of {what} is missing{near}: "
+                f"pods finishing or deleted there, or a new node with "
+                f"{describe_request(shape.requests.scale(shape.short))}, would let it run"
+            )
+    text = reason or ""
+    if reserved and ("reserved by admitted gangs" in text or "waiting for admission" in text):
+        holders = ", ".join(str(key) for key, _ in reserved)
+        remedies.append(f"room is held for admitted gangs ({holders}): it runs once their "
+                        f"pods are bound or they finish")
+    if capability is not None and f"queue {queue!r} capability" in text:
+        remedies.append(f"queue {queue} is at its capability {capability}: raise "
+                        f"spec.capability, or wait for its running gangs to finish")
+    if f"queue {queue!r} is closed" in text:
+        remedies.append(f"queue {queue} is Closed: set its spec.state to Open")
+    if f"queue {queue!r} does not exist" in text:
+        remedies.append(f"create Queue {queue}, or point the PodGroup at an existing queue")
+    if "starving" in text and not remedies:
+        remedies.append("a gang that waited longer holds the room first: it runs after that one")
+    if not remedies and verdict is Verdict.WAITING:
+        remedies.append("every kind of pod fits on its own but not all together: the gang "
+                        "needs more room on the nodes at once")
+    return tuple(remedies)
+
+
+def explain_gang(inp: CycleInput, result: CycleResult, key: GangKey) -> Explanation | None:
+    """Explain one gang of the cycle; None when the cycle did not consider it."""
+    gang = next((g for g in inp.gangs if g.key == key), None)
+    if gang is None:
+        return None
+    placement = next((p for p in result.placements if p.gang == key), None)
+    reasons = {u.gang: u.reason for u in (*result.unplaceable, *result.unadmitted)}
+    reason = reasons.get(key)
+    if placement is not None:
+        verdict = Verdict.PLACED
+    elif gang.pending:
+        verdict = Verdict.WAITING
+    elif reason is not None:
+        verdict = Verdict.NOT_ADMITTED
+    else:
+        verdict = Verdict.IDLE
+    reserved = tuple(
+        (other.key, held)
+        for other in inp.gangs
+        if other.key != key and other.key in result.admitted
+        and not (held := outstanding(other.min_resources,
+                                     inp.bound_requests.get(other.key, Resources.zero()))).is_zero
+    )
+    queue = inp.queues.get(gang.queue)
+    allocated = Resources.zero()
+    for other in inp.gangs:
+        if other.queue == gang.queue:
+            allocated = allocated + inp.bound_requests.get(other.key, Resources.zero())
+    shapes = _shapes(gang, inp) if verdict is not Verdict.PLACED else ()
+    capability = queue.capability if queue is not None else None
+    return Explanation(
+        gang=key,
+        verdict=verdict,
+        reason=reason,
+        min_member=gang.min_member,
+        bound=gang.bound,
+        pending=len(gang.pending),
+        queue=gang.queue,
+        shapes=shapes,
+        assignments=placement.assignments if placement is not None else (),
+        reserved_by_others=reserved,
+        queue_capability=capability,
+        queue_allocated=allocated,
+        remedies=_remedies(shapes, verdict, reason, reserved, gang.queue, capability),
+    )

@@ -1,0 +1,90 @@
+"""Probes and metrics of a running scheduler, read over HTTP as the kubelet and Prometheus do."""
+
+from __future__ import annotations
+
+import re
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+from devcluster.controlplane import LocalCluster, NodeShape, free_port
+from tests.e2e.conftest import start_gangsched, stop_gangsched
+from tests.e2e.workspace import Workspace, node_of, wait_for
+
+
+def get(port: int, path: str) -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as response:
+            return response.status, response.read().decode()
+    except urllib.error.HTTPError as error:
+        return error.code, error.read().decode()
+
+
+def metric(text: str, name: str, **labels: str) -> float | None:
+    """The value of one sample of the Prometheus text, or None when it is absent."""
+    wanted = ",".join(f'{k}="{v}"' for k, v in sorted(labels.items()))
+    pattern = re.escape(name) + (r"\{" + re.escape(wanted) + r"\}" if labels else "") + r" (\S+)"
+    found = re.search(r"^" + pattern + r"$", text, re.MULTILINE)
+    return float(found.group(1)) if found else None
+
+
+def test_probes_answer_on_their_own_paths_and_metrics_count_gangs(
+    cluster: LocalCluster, ws: Workspace, tmp_path: Path
+) -> None:
+    cluster.ensure_nodes(1, NodeShape(cpu="4"), prefix="probe")
+    port = free_port()
+    running = start_gangsched(cluster, tmp_path / "gangsched.log", "--scheduler-name=gang-probe",
+                              f"--metrics-port={port}")
+    try:
+        wait_for(lambda: get(port, "/readyz")[0] == 200, timeout=30, what="/readyz 200")
+        status, body = get(port, "/healthz")
+        assert (status, body.startswith("ok: leading")) == (200, True), body
+        assert get(port, "/readyz")[1] == "ready: leading\n"
+        assert get(port, "/anything")[0] == 404, "only /metrics serves the metrics page"
+        assert metric(get(port, "/metrics")[1], "gangsched_leader") == 1.0
+
+        ws.create(ws.podgroup("fits", min_member=2))
+        ws.create(*(ws.pod(f"fits-{i}", cpu="1", scheduler="gang-probe", group="fits")
+                    for i in range(2)))
+        ws.create(ws.podgroup("too-big", min_member=2))
+        ws.create(*(ws.pod(f"big-{i}", cpu="3", scheduler="gang-probe", group="too-big")
+                    for i in range(2)))
+        wait_for(lambda: all(node_of(ws.pods()[f"fits-{i}"]) for i in range(2)), timeout=30,
+                 what="the small gang to bind")
+
+        def counted() -> str | None:
+            text = get(port, "/metrics")[1]
+            done = metric(text, "gangsched_gang_wait_seconds_count") == 1.0
+            return text if done else None
+
+        text = wait_for(counted, timeout=10, what="the gang's wait to be observed")
+        assert metric(text, "gangsched_bind_seconds_count") == 2.0
+        assert metric(text, "gangsched_pending_gangs", queue="default") == 1.0, \
+            "the gang that does not fit is pending in the default queue"
+        assert (metric(text, "gangsched_gang_wait_seconds_sum") or 0) < 30
+    finally:
+        assert stop_gangsched(running) == 0
+        cluster.ensure_nodes(0, prefix="probe")
+
+
+def test_a_follower_is_ready_and_alive_but_does_not_lead(
+    cluster: LocalCluster, tmp_path: Path
+) -> None:
+    ha = ("--scheduler-name=gang-probe-ha", "--leader-elect", "--lease-name=gangsched-probe",
+          "--lease-namespace=default")
+    ports = free_port(), free_port()
+    leader = start_gangsched(cluster, tmp_path / "leader.log", *ha, f"--metrics-port={ports[0]}")
+    follower = start_gangsched(cluster, tmp_path / "follower.log", *ha,
+                               f"--metrics-port={ports[1]}", ready="leader_election_started")
+    try:
+        wait_for(lambda: get(ports[1], "/readyz")[0] == 200, timeout=30,
+                 what="the follower to be ready")
+        assert get(ports[1], "/readyz")[1] == "ready: follower, not leading\n"
+        assert get(ports[1], "/healthz") == (200, "ok: follower, not leading\n")
+        assert metric(get(ports[1], "/metrics")[1], "gangsched_leader") == 0.0
+        assert get(ports[0], "/readyz")[1] == "ready: leading\n"
+        assert metric(get(ports[0], "/metrics")[1], "gangsched_leader") == 1.0
+    finally:
+        for running in (leader, follower):
+            if running.proc.poll() is None:
+                stop_gangsched(running)

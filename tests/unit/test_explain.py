@@ -1,0 +1,83 @@
+"""``explain``'s core: the figures behind a waiting gang, from the cycle's own input and result."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+
+from gangsched.core.cycle import CycleInput, QueueSpec, run_cycle
+from gangsched.core.explain import Explanation, Verdict, explain_gang
+from gangsched.core.model import Gang, GangKey, Node, Pod, Policy, QueueName, Taint
+from gangsched.core.placement import Snapshot
+from gangsched.core.resources import Resources
+from tests.unit.clusters import GPU, gang, node, pod
+
+
+def explain(nodes: Sequence[Node], bound: Sequence[Pod], gangs: Sequence[Gang],
+            key: str, **queue: object) -> Explanation:
+    default = QueueName("default")
+    inp = CycleInput(
+        snapshot=Snapshot.build(nodes, bound), gangs=tuple(gangs),
+        bound_requests={g.key: Resources.parse({"cpu": 1}) for g in gangs if g.bound},
+        queues={default: QueueSpec(default, **queue)},  # type: ignore[arg-type]
+        admitted=frozenset(g.key for g in gangs if g.bound), waiting_since={}, now=0.0,
+        policy=Policy.BINPACK,
+    )
+    explanation = explain_gang(inp, run_cycle(inp), GangKey(key))
+    assert explanation is not None
+    return explanation
+
+
+def test_gpu_gang_blocked_names_the_closest_nodes_and_what_each_lacks() -> None:
+    nodes = [node("gpu-0", gpu=1), node("gpu-1", gpu=1),
+             node("tainted", gpu=1, taints=[Taint("gpu", "busy", "NoSchedule")])]
+    blocker = pod("ns/blocker", gpu=1, node_name="gpu-0")
+    train = gang("ns/train", [pod(f"ns/w{i}", gpu=1) for i in range(2)])
+    e = explain(nodes, [blocker], [train], "ns/train")
+
+    assert e.verdict is Verdict.WAITING
+    assert e.reason is not None and GPU in e.reason
+    [shape] = e.shapes
+    assert (shape.pending, shape.room, shape.short) == (2, 1, 1)
+    assert [(f.node, f.fits) for f in shape.closest] == [("gpu-1", 1), ("gpu-0", 0)]
+    assert shape.closest[1].lacks.get(GPU) == 1
+    assert shape.excluded == {"taint gpu=busy:NoSchedule": 1}
+    assert e.remedies[0].startswith("room for 1 more pod(s) of")
+    assert "gpu-0, the closest, lacks" not in e.remedies[0], "gpu-1 is the closest: it fits one"
+
+
+def test_a_gang_no_node_may_take_says_which_rules_keep_it_out() -> None:
+    nodes = [node("n0", taints=[Taint("dedicated", "infra", "NoSchedule")]),
+             node("n1", unschedulable=True)]
+    e = explain(nodes, [], [gang("ns/job", [pod("ns/p0")])], "ns/job")
+    [shape] = e.shapes
+    assert shape.closest == ()
+    assert shape.excluded == {"cordoned": 1, "taint dedicated=infra:NoSchedule": 1}
+    assert e.remedies[0].startswith("no node may take pods of")
+
+
+def test_a_gang_that_fits_is_placed_and_says_where() -> None:
+    e = explain([node("n0", cpu="4")], [], [gang("ns/job", [pod("ns/p0"), pod("ns/p1")])],
+                "ns/job")
+    assert e.verdict is Verdict.PLACED
+    assert sorted(n for _, n in e.assignments) == ["n0", "n0"]
+    assert e.remedies == ("it fits now: a running gangsched binds it in its next cycle",)
+
+
+def test_room_reserved_for_an_admitted_gang_is_named_with_its_holder() -> None:
+    # ns/spark is admitted with 3 cpu of minResources and one cpu bound: it holds 2 more.
+    spark = replace(gang("ns/spark", [], min_member=1, bound=1),
+                    min_resources=Resources.parse({"cpu": 3}))
+    driver = pod("ns/spark-driver", node_name="n0")
+    other = gang("ns/other", [pod(f"ns/o{i}") for i in range(2)])
+    e = explain([node("n0", cpu="3")], [driver], [spark, other], "ns/other")
+    assert e.verdict is Verdict.WAITING
+    assert [(k, r.get("cpu")) for k, r in e.reserved_by_others] == [("ns/spark", 2000)]
+    assert any("room is held for admitted gangs (ns/spark)" in r for r in e.remedies), e.remedies
+
+
+def test_a_queue_cap_in_the_way_is_named() -> None:
+    e = explain([node("n0", cpu="8")], [], [gang("ns/job", [pod("ns/p0"), pod("ns/p1")])],
+                "ns/job", capability=Resources.parse({"cpu": 1}))
+    assert e.verdict is Verdict.WAITING
+    assert any("at its capability" in r for r in e.remedies), (e.reason, e.remedies)
