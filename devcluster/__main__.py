@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import sys
 import time
 from pathlib import Path
@@ -36,6 +37,8 @@ def main() -> None:
               help="kube-scheduler gang-schedules native PodGroups (GenericWorkload, "
                    "TopologyAwareWorkloadScheduling); the Job controller creates them "
                    "(WorkloadWithJob).")
+@click.option("--keep-state/--fresh", default=False,
+              help="Keep the objects of the previous cluster (its etcd data); fresh by default.")
 def up(
     nodes: int,
     node_cpu: str,
@@ -44,11 +47,14 @@ def up(
     with_kube_scheduler: bool,
     with_controller_manager: bool,
     native_gang: bool,
+    keep_state: bool,
 ) -> None:
     """Start the control plane in the background and print the line to use it."""
     if (WORKDIR / "state.json").exists():
         click.echo("a cluster is already running; `make cluster-down` first", err=True)
         sys.exit(1)
+    if not keep_state:
+        shutil.rmtree(WORKDIR / "etcd", ignore_errors=True)
     options = ClusterOptions(
         nodes=nodes,
         shape=NodeShape(cpu=node_cpu, memory=node_memory, gpus=node_gpus),
