@@ -7,12 +7,13 @@ NODES ?= 4
 NODE_CPU ?= 4
 NODE_MEMORY ?= 16Gi
 NODE_GPUS ?= 0
-WITH_KUBE_SCHEDULER ?= 0
+WITH_KUBE_SCHEDULER ?= 1
 WITH_CONTROLLER_MANAGER ?= 0
 NATIVE_GANG ?= 0
+KEEP_STATE ?= 0
 PYTEST_ARGS ?=
 
-.PHONY: test unit e2e lint binaries cluster-up cluster-down bench bench-core bench-scenarios bench-scheduler clean
+.PHONY: test unit e2e lint binaries cluster-up cluster-down demo kind-demo bench bench-core bench-scenarios bench-scheduler clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -35,7 +36,7 @@ e2e: $(VENV)/.installed binaries
 	$(BIN)/python -m pytest tests/e2e $(PYTEST_ARGS)
 
 lint: $(VENV)/.installed
-	$(BIN)/ruff check gangsched devcluster tests bench
+	$(BIN)/ruff check gangsched devcluster tests bench demo
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 	set -o pipefail; $$(bash cluster/build.sh)/helm lint --quiet helm/gangsched 2>&1 \
@@ -46,10 +47,20 @@ cluster-up: $(VENV)/.installed binaries
 	  --node-memory $(NODE_MEMORY) --node-gpus $(NODE_GPUS) \
 	  $(if $(filter 1,$(WITH_KUBE_SCHEDULER)),--with-kube-scheduler) \
 	  $(if $(filter 1,$(WITH_CONTROLLER_MANAGER)),--with-controller-manager) \
-	  $(if $(filter 1,$(NATIVE_GANG)),--native-gang)
+	  $(if $(filter 1,$(NATIVE_GANG)),--native-gang) \
+	  $(if $(filter 1,$(KEEP_STATE)),--keep-state)
 
 cluster-down: $(VENV)/.installed
 	@$(BIN)/python -m devcluster down
+
+## The seed workloads under kube-scheduler alone, then gangsched (then kube-scheduler's
+## native gang scheduling), side by side; writes demo-out/ and stops every process.
+demo: $(VENV)/.installed binaries
+	@$(BIN)/python -m demo
+
+## For machines with Docker: a kind cluster, the image built and loaded, helm install, the examples.
+kind-demo:
+	@bash cluster/kind-demo.sh
 
 ## Benchmarks write their figures to bench/results/.
 bench: bench-core bench-scenarios bench-scheduler
@@ -68,4 +79,4 @@ bench-scheduler: $(VENV)/.installed binaries
 	$(BIN)/python -m bench.scheduler
 
 clean:
-	rm -rf $(VENV) .cluster .pytest_cache .mypy_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) .cluster demo-out .pytest_cache .mypy_cache .ruff_cache .hypothesis

@@ -1,0 +1,188 @@
+"""``python -m demo`` (``make demo``): each seed workload under each scheduler, side by side.
+
+For every contender: a fresh local control plane (kube-scheduler always
+runs; gangsched beside it when the contender is gangsched), then each
+scenario on exactly the nodes it names, polled until every job finished or
+nothing changed for ``STALL_S``. Everything is torn down afterwards; what
+stays is ``demo-out/``: the timeline PNG, an HTML page, the figures as JSON
+and the processes' logs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+import click
+from rich.console import Console
+from rich.live import Live
+from rich.table import Table
+
+from demo.contenders import CONTENDERS, Contender
+from demo.report import draw_timeline, outcome, write_html, write_json
+from demo.scenarios import SCENARIOS, Scenario, bound_pods
+from demo.timeline import Recorder, Run, RunSummary, summarize
+from devcluster.controlplane import ClusterOptions, LocalCluster, ensure_binaries
+from tests.e2e.scenario import only_nodes
+from tests.e2e.workspace import Workspace
+
+POLL_S = 0.1
+STALL_S = 6.0
+"""A run with no pod changing state for this long is stuck (a deadlock: nothing will)."""
+MAX_S = 90.0
+
+
+@contextlib.contextmanager
+def gangsched(cluster: LocalCluster, log: Path) -> Iterator[subprocess.Popen[bytes]]:
+    with log.open("ab") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "gangsched", "run", f"--kubeconfig={cluster.kubeconfig}",
+             "--metrics-port=0", "--log-format=json"],
+            stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+        )
+    try:
+        deadline = time.monotonic() + 60
+        while "scheduler_started" not in log.read_text(errors="replace"):
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise click.ClickException(f"gangsched did not start; see {log}")
+            time.sleep(0.1)
+        yield proc
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def progress(contender: Contender, scenario: Scenario, recorder: Recorder, now: float,
+             pods: int, bound: int) -> Table:
+    table = Table(show_header=True, box=None, pad_edge=False)
+    for column in ("scheduler", "scenario", "time", "pods bound", "jobs finished",
+                   "jobs partly bound"):
+        table.add_column(column)
+    partly = recorder.partly_bound_jobs()
+    table.add_row(contender.title, scenario.short, f"{now:5.1f} s", f"{bound}/{pods}",
+                  f"{scenario.finished()}/{scenario.jobs}",
+                  f"[red]{partly}[/red]" if partly else "0")
+    return table
+
+
+def run_scenario(cluster: LocalCluster, contender: Contender, make: type[Scenario],
+                 live: Live) -> Run:
+    ws = Workspace(cluster)
+    scenario = make(ws, contender)
+    only_nodes(cluster, scenario.nodes, scenario.shape)
+    recorder = Recorder()
+    started = time.monotonic()
+    finished_at: float | None = None
+    try:
+        scenario.submit()
+        while True:
+            now = time.monotonic() - started
+            pods = ws.pods()
+            recorder.observe(pods, now)
+            scenario.step(pods, now)
+            live.update(progress(contender, scenario, recorder, now, len(pods),
+                                 bound_pods(pods)))
+            if scenario.finished() == scenario.jobs:
+                # The last job's pods turn Succeeded on the next poll; record it.
+                recorder.observe(ws.pods(), time.monotonic() - started)
+                finished_at = now
+                break
+            if now - recorder.last_change > STALL_S or now > MAX_S:
+                break
+            time.sleep(POLL_S)
+        ended = time.monotonic() - started
+    finally:
+        ws.close()
+    run = summarize(scenario.title, contender.title, scenario.jobs, scenario.finished(),
+                    recorder, ended, finished_at)
+    live.console.print(f"[bold]{contender.title}[/bold] · {scenario.short}: "
+                       f"{outcome(run.summary)}")
+    return run
+
+
+def run_contender(contender: Contender, bin_dir: Path, logs: Path, live: Live) -> list[Run]:
+    with tempfile.TemporaryDirectory(prefix="gangsched-demo-") as workdir:
+        cluster = LocalCluster(
+            workdir=Path(workdir), bin_dir=bin_dir,
+            options=ClusterOptions(nodes=0, with_kube_scheduler=True,
+                                   native_gang=contender.native_gang),
+        )
+        live.update(f"starting a control plane for {contender.title}…")
+        cluster.start()
+        try:
+            cluster.apply_crds()
+            with contextlib.ExitStack() as stack:
+                if contender.runs_gangsched:
+                    stack.enter_context(gangsched(cluster, logs / f"{contender.key}.log"))
+                return [run_scenario(cluster, contender, make, live) for make in SCENARIOS]
+        finally:
+            cluster.stop()
+            for log in cluster.logs.glob("*.log"):
+                shutil.copy(log, logs / f"{contender.key}-{log.name}")
+
+
+def summary_table(summaries: list[list[RunSummary]], contenders: Sequence[Contender]) -> Table:
+    table = Table(title="Side by side (measured on this machine)", title_justify="left")
+    table.add_column("scenario")
+    table.add_column("")
+    for contender in contenders:
+        table.add_column(contender.title)
+    for s, title in enumerate(make.short for make in SCENARIOS):
+        runs = [summaries[c][s] for c in range(len(contenders))]
+        table.add_row(title, "jobs done", *(f"{r.finished} of {r.jobs}" for r in runs))
+        table.add_row("", "time", *(f"stuck at {r.seconds:g}s" if r.stuck
+                                    else f"{r.seconds:g}s" for r in runs))
+        table.add_row("", "pods bound", *(f"{r.pods_bound} of {r.pods}" for r in runs))
+        table.add_row("", "partly bound", *(f"{r.partly_bound_s:g}s" for r in runs),
+                      end_section=True)
+    return table
+
+
+@click.command()
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path),
+              default=Path("demo-out"), show_default=True)
+@click.option("--contender", "only", multiple=True,
+              type=click.Choice([c.key for c in CONTENDERS]),
+              help="Run only these schedulers (repeatable); all by default.")
+def main(out: Path, only: tuple[str, ...]) -> None:
+    """Run the seed workloads under each scheduler and write demo-out/."""
+    console = Console()
+    contenders = [c for c in CONTENDERS if not only or c.key in only]
+    out.mkdir(parents=True, exist_ok=True)
+    logs = out / "logs"
+    shutil.rmtree(logs, ignore_errors=True)
+    logs.mkdir()
+    bin_dir = ensure_binaries()
+    started = time.monotonic()
+    runs: list[list[Run]] = []
+    with Live("", console=console, refresh_per_second=8, transient=True) as live:
+        for contender in contenders:
+            runs.append(run_contender(contender, bin_dir, logs, live))
+    summaries = [[run.summary for run in row] for row in runs]
+    console.print(summary_table(summaries, contenders))
+    by_scenario = [[runs[c][s] for c in range(len(contenders))] for s in range(len(SCENARIOS))]
+    titles = [c.title for c in contenders]
+    scenario_titles = [run.summary.scenario for run in runs[0]]
+    draw_timeline(by_scenario, titles, scenario_titles, out / "timeline.png")
+    machine = f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"
+    write_html([[r.summary for r in row] for row in by_scenario], titles, scenario_titles,
+               "timeline.png", out / "index.html", machine)
+    write_json(summaries, out / "results.json")
+    console.print(f"wrote {out}/timeline.png, {out}/index.html, {out}/results.json "
+                  f"in {time.monotonic() - started:.0f} s; every process stopped")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,191 @@
+"""The three seed workloads, played as their operators and frameworks would play them.
+
+Each scenario creates its pods through a :class:`Contender` (which decides
+the scheduler and how the gang is declared) and then acts on what the
+cluster shows: Spark creates executors once its driver runs; training code
+makes progress only when all of a job's workers run. The pods themselves are
+KWOK's: bound pods become Running; pods with ``kwok.gangsched.io/run-for``
+succeed after that long.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Protocol
+
+from demo.contenders import Contender
+from demo.timeline import JOB_LABEL
+from devcluster.controlplane import NodeShape
+from tests.e2e.workspace import Workspace, node_of, phase_of
+
+Pods = Mapping[str, Mapping[str, Any]]
+TRAIN_S = 2.0
+"""How long a training job runs once all its workers run."""
+
+
+class Scenario(Protocol):
+    key: ClassVar[str]
+    title: ClassVar[str]
+    short: ClassVar[str]
+    nodes: int
+    shape: NodeShape
+    jobs: int
+
+    def __init__(self, ws: Workspace, contender: Contender) -> None: ...
+
+    def submit(self) -> None: ...
+
+    def step(self, pods: Pods, now: float) -> None: ...
+
+    def finished(self) -> int: ...
+
+
+def _pod(ws: Workspace, contender: Contender, name: str, job: str | None, *,
+         cpu: str = "1", gpus: int = 0, run_for: str | None = None) -> dict[str, Any]:
+    manifest = ws.pod(name, cpu=cpu, gpus=gpus, scheduler="kube", run_for=run_for,
+                      labels={JOB_LABEL: job} if job else {})
+    return contender.member(manifest, job) if job else manifest
+
+
+def _declare(ws: Workspace, contender: Contender, job: str, min_member: int,
+             min_resources: Mapping[str, str]) -> None:
+    group = contender.podgroup(ws.name, job, min_member, min_resources)
+    if group is not None:
+        ws.create(group)
+
+
+def _running(pods: Pods, names: list[str]) -> bool:
+    return all(phase_of(pods.get(name, {})) == "Running" for name in names)
+
+
+@dataclass
+class Spark:
+    """Six jobs of a driver and two executors (1 CPU each) on 3 nodes x 2 CPU."""
+
+    ws: Workspace
+    contender: Contender
+    key: ClassVar[str] = "spark"
+    title: ClassVar[str] = "Spark: 6 jobs x (driver + 2 executors) on 6 CPUs"
+    short: ClassVar[str] = "Spark, 6 jobs on 6 CPUs"
+    nodes: int = 3
+    shape: NodeShape = field(default_factory=lambda: NodeShape(cpu="2", memory="8Gi"))
+    jobs: int = 6
+    executors_made: set[int] = field(default_factory=set)
+    done: set[int] = field(default_factory=set)
+
+    def submit(self) -> None:
+        for job in range(self.jobs):
+            # The driver alone exists up front: the gang is declared by minResources.
+            _declare(self.ws, self.contender, f"spark-{job}", 1, {"cpu": "3"})
+            self.ws.create(_pod(self.ws, self.contender, f"spark-{job}-driver", f"spark-{job}"))
+
+    def step(self, pods: Pods, now: float) -> None:
+        for job in range(self.jobs):
+            driver = f"spark-{job}-driver"
+            if job in self.done or phase_of(pods.get(driver, {})) != "Running":
+                continue
+            executors = [f"spark-{job}-exec-{i}" for i in range(2)]
+            if job not in self.executors_made:
+                self.ws.create(*(_pod(self.ws, self.contender, name, f"spark-{job}",
+                                      run_for="3s") for name in executors))
+                self.executors_made.add(job)
+            elif all(phase_of(pods.get(name, {})) == "Succeeded" for name in executors):
+                self.ws.finish_pod(driver)
+                self.done.add(job)
+
+    def finished(self) -> int:
+        return len(self.done)
+
+
+@dataclass
+class GpuBlocker:
+    """A blocker holds one of two GPUs; a 2-worker job arrives; the blocker goes after 4 s."""
+
+    ws: Workspace
+    contender: Contender
+    key: ClassVar[str] = "gpu-blocker"
+    title: ClassVar[str] = "GPU blocker: 2-worker job, one of 2 GPUs held for 4 s"
+    short: ClassVar[str] = "GPU blocker"
+    nodes: int = 2
+    shape: NodeShape = field(default_factory=lambda: NodeShape(cpu="8", memory="32Gi", gpus=1))
+    jobs: int = 1
+    hold_s: float = 4.0
+    job_created: float | None = None
+    blocker_deleted: bool = False
+    all_running: float | None = None
+    done: bool = False
+
+    def submit(self) -> None:
+        self.ws.create(_pod(self.ws, self.contender, "blocker", None, gpus=1))
+
+    def step(self, pods: Pods, now: float) -> None:
+        workers = ["train-worker-0", "train-worker-1"]
+        if self.job_created is None and phase_of(pods.get("blocker", {})) == "Running":
+            _declare(self.ws, self.contender, "train", 2, {})
+            self.ws.create(*(_pod(self.ws, self.contender, name, "train", gpus=1)
+                             for name in workers))
+            self.job_created = now
+        if (self.job_created is not None and not self.blocker_deleted
+                and now - self.job_created >= self.hold_s):
+            self.ws.delete_pod("blocker")
+            self.blocker_deleted = True
+        if not self.done and _running(pods, workers):
+            self.all_running = self.all_running if self.all_running is not None else now
+            if now - self.all_running >= TRAIN_S:
+                for name in workers:
+                    self.ws.finish_pod(name)
+                self.done = True
+
+    def finished(self) -> int:
+        return int(self.done)
+
+
+@dataclass
+class Training:
+    """Three jobs of 4 one-GPU workers each, created interleaved, on 2 nodes x 2 GPUs."""
+
+    ws: Workspace
+    contender: Contender
+    key: ClassVar[str] = "training"
+    title: ClassVar[str] = "Training: 3 jobs x 4 GPU workers on 4 GPUs"
+    short: ClassVar[str] = "Training, 3 jobs on 4 GPUs"
+    nodes: int = 2
+    shape: NodeShape = field(default_factory=lambda: NodeShape(cpu="8", memory="32Gi", gpus=2))
+    jobs: int = 3
+    workers: int = 4
+    all_running: dict[str, float] = field(default_factory=dict)
+    done: set[str] = field(default_factory=set)
+
+    def _names(self, job: str) -> list[str]:
+        return [f"{job}-worker-{i}" for i in range(self.workers)]
+
+    def submit(self) -> None:
+        jobs = [f"job-{j}" for j in range(self.jobs)]
+        for job in jobs:
+            _declare(self.ws, self.contender, job, self.workers, {})
+        for i in range(self.workers):  # operators create their pods side by side
+            for job in jobs:
+                self.ws.create(_pod(self.ws, self.contender, f"{job}-worker-{i}", job, gpus=1))
+
+    def step(self, pods: Pods, now: float) -> None:
+        for j in range(self.jobs):
+            job = f"job-{j}"
+            names = self._names(job)
+            if job in self.done or not _running(pods, names):
+                continue
+            started = self.all_running.setdefault(job, now)
+            if now - started >= TRAIN_S:
+                for name in names:
+                    self.ws.finish_pod(name)
+                self.done.add(job)
+
+    def finished(self) -> int:
+        return len(self.done)
+
+
+SCENARIOS = (Spark, GpuBlocker, Training)
+
+
+def bound_pods(pods: Pods) -> int:
+    return sum(1 for pod in pods.values() if node_of(pod))
