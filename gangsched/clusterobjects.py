@@ -27,6 +27,7 @@ from gangsched.mirror import Mirror
 
 RawObject = dict[str, Any]
 QUEUE_API = "scheduling.gangsched.io/v1alpha1"
+WORKLOAD_API = "scheduling.k8s.io/v1beta1"
 ADMITTED_PHASES = frozenset({"Inqueue", "Scheduling", "Running"})
 """Phases, in every flavour, of a group the scheduler has admitted."""
 
@@ -41,6 +42,8 @@ class ClusterObjects:
     pods: list[RawObject] = field(default_factory=list)
     groups: list[tuple[Flavor, RawObject]] = field(default_factory=list)
     queues: list[RawObject] = field(default_factory=list)
+    workloads: list[RawObject] = field(default_factory=list)
+    """Native Workloads: their queue annotation is their PodGroups' queue."""
     priority_classes: list[RawObject] = field(default_factory=list)
     ignored: list[str] = field(default_factory=list)
     """Kinds of objects found in files that no decision reads."""
@@ -58,6 +61,8 @@ class ClusterObjects:
             self.groups.append((Flavor(api_version), obj))
         elif kind == "Queue" and api_version == QUEUE_API:
             self.queues.append(obj)
+        elif kind == "Workload" and api_version == WORKLOAD_API:
+            self.workloads.append(obj)
         elif kind == "PriorityClass":
             self.priority_classes.append(obj)
         else:
@@ -68,6 +73,7 @@ class ClusterObjects:
         self.pods += other.pods
         self.groups += other.groups
         self.queues += other.queues
+        self.workloads += other.workloads
         self.priority_classes += other.priority_classes
         self.ignored += other.ignored
 
@@ -80,6 +86,8 @@ class ClusterObjects:
             mirror.upsert_group(flavor, body)
         for body in self.queues:
             mirror.upsert_queue(body)
+        for body in self.workloads:
+            mirror.upsert_workload(body)
         return mirror
 
 
@@ -204,5 +212,6 @@ def from_cluster(api: pykube.HTTPClient) -> ClusterObjects:
         objects.groups += [(flavor, o) for o in _list(api, flavor.value, "podgroups",
                                                      optional=True)]
     objects.queues = _list(api, QUEUE_API, "queues", optional=True)
+    objects.workloads = _list(api, WORKLOAD_API, "workloads", optional=True)
     return objects
 

@@ -134,3 +134,19 @@ def test_durations_read_as_go_writes_them() -> None:
     assert parse_duration("1m30s") == 90
     assert parse_duration("500ms") == 0.5
     assert parse_duration("soon") is None
+
+
+def test_native_podgroups_are_simulated_like_every_other_flavour(tmp_path: Path) -> None:
+    jobs: list[dict[str, Any]] = []
+    for j in range(2):
+        jobs.append({"apiVersion": "scheduling.k8s.io/v1beta1", "kind": "PodGroup",
+                     "metadata": {"name": f"train-{j}"},
+                     "spec": {"schedulingPolicy": {"gang": {"minCount": 2}}}})
+        for i in range(2):
+            member = pod(f"train-{j}-{i}", None, gpus=1)
+            member["spec"]["schedulingGroup"] = {"podGroupName": f"train-{j}"}
+            jobs.append(member)
+    out = simulate(tmp_path, nodes(1, "8", gpus=2), jobs)
+    assert [(r["gang"], r["start_s"], len(r["pods"])) for r in out["runs"]] == [
+        ("default/train-0", 0.0, 2), ("default/train-1", 3.0, 2),
+    ]
