@@ -175,7 +175,7 @@ def _decide(objects: ClusterObjects, scheduler_name: str, policy: str,
 
 
 def _print_json(data: object) -> None:
-    click.echo(json.dumps(data, indent=2, default=str))
+    click.echo(json.dumps(data, indent=2, default=str, ensure_ascii=False))
 
 
 @main.command()

@@ -19,6 +19,7 @@ from gangsched.core.cycle import DEFAULT_QUEUE
 from gangsched.core.explain import Explanation
 from gangsched.core.groups import MemberCounts
 from gangsched.core.model import GangKey, QueueName
+from gangsched.core.reasons import describe_request
 from gangsched.core.resources import PODS, Resources, format_amount
 from gangsched.decisions import Decision
 from gangsched.mirror import View
@@ -159,16 +160,19 @@ def print_status(console: Console, queues: list[QueueRow], groups: list[GroupRow
     console.print(table)
     table = Table(title="PodGroups", box=box.SIMPLE_HEAD, title_justify="left")
     for column in ("PODGROUP", "FLAVOR", "QUEUE", "PHASE", "BOUND/MIN", "PENDING",
-                   "MIN RESOURCES", "WAITING", "REASON"):
+                   "MIN RESOURCES", "WAITING"):
         table.add_column(column, overflow="fold")
     for g in groups:
         table.add_row(g.group, g.flavor, g.queue, g.phase, f"{g.bound}/{g.min_member}",
-                      str(g.pending), _amounts(g.min_resources), _duration(g.waiting_s),
-                      g.reason)
+                      str(g.pending), _amounts(g.min_resources), _duration(g.waiting_s))
     if not groups:
         console.print("No PodGroups.")
-    else:
-        console.print(table)
+        return
+    console.print(table)
+    # Reasons are sentences: each on its own line under the table, where they can wrap.
+    for g in groups:
+        if g.reason:
+            console.print(f"[bold]{g.group}[/bold]: {g.reason}", highlight=False)
 
 
 # ---- explain -----------------------------------------------------------------------------
@@ -218,7 +222,7 @@ def print_explanation(console: Console, explanation: Explanation, what: str) -> 
         placed = ", ".join(f"{pod.split('/', 1)[1]} → {node}" for pod, node in e.assignments)
         console.print(f"  would be placed: {placed}", highlight=False)
     for shape in e.shapes:
-        console.print(f"  pods of {_text(shape.requests)}: {shape.pending} pending, "
+        console.print(f"  pods of {describe_request(shape.requests)}: {shape.pending} pending, "
                       f"room for {shape.room}", highlight=False)
         for fit in shape.closest:
             said = (f"takes {fit.fits}" if fit.fits

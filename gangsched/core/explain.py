@@ -59,6 +59,8 @@ class ShapeNeed:
     """How many of these pods the nodes they may use can take now, summed."""
     closest: tuple[NodeFit, ...]
     """The nodes that came closest: most room first, then least lacking."""
+    nearest_short: NodeFit | None
+    """Of the nodes that cannot take one more such pod, the one lacking least."""
     excluded: Mapping[str, int]
     """Why the other nodes may not take these pods at all, with how many nodes each."""
 
@@ -118,7 +120,8 @@ def _shapes(gang: Gang, inp: CycleInput) -> tuple[ShapeNeed, ...]:
         fits.sort(key=lambda f: (-f.fits, _lack_ratio(f.lacks, requests), f.node))
         shapes.append(ShapeNeed(
             requests=requests, rules=rules, pending=pending,
-            room=sum(f.fits for f in fits), closest=tuple(fits[:CLOSEST]), excluded=excluded,
+            room=sum(f.fits for f in fits), closest=tuple(fits[:CLOSEST]),
+            nearest_short=next((f for f in fits if f.fits == 0), None), excluded=excluded,
         ))
     return tuple(shapes)
 
@@ -147,13 +150,14 @@ def _remedies(
                 f"or change their nodeSelector, affinity or tolerations"
             )
         elif shape.short:
-            best = shape.closest[0]
-            lack = _without_pods(best.lacks)
-            near = f"; {best.node}, the closest, lacks {lack}" if not lack.is_zero else ""
+            near = shape.nearest_short
+            lack = _without_pods(near.lacks) if near is not None else Resources.zero()
+            freeing = (f"{describe_request(lack)} freed on {near.node} (it lacks only that), "
+                       if near is not None and not lack.is_zero else "")
             remedies.append(
-                f"room for {shape.short} more pod(s) of {what} is missing{near}: "
-                f"pods finishing or deleted there, or a new node with "
-                f"{describe_request(shape.requests.scale(shape.short))}, would let it run"
+                f"room for {shape.short} more pod(s) of {what} is missing: {freeing}or a new "
+                f"node with {describe_request(shape.requests.scale(shape.short))}, "
+                f"would let it run"
             )
     text = reason or ""
     if reserved and ("reserved by admitted gangs" in text or "waiting for admission" in text):
