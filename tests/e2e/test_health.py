@@ -43,12 +43,18 @@ def test_probes_answer_on_their_own_paths_and_metrics_count_gangs(
         assert get(port, "/anything")[0] == 404, "only /metrics serves the metrics page"
         assert metric(get(port, "/metrics")[1], "gangsched_leader") == 1.0
 
-        ws.create(ws.podgroup("fits", min_member=2))
-        ws.create(*(ws.pod(f"fits-{i}", cpu="1", scheduler="gang-probe", group="fits")
-                    for i in range(2)))
-        ws.create(ws.podgroup("too-big", min_member=2))
-        ws.create(*(ws.pod(f"big-{i}", cpu="3", scheduler="gang-probe", group="too-big")
-                    for i in range(2)))
+        # A queue of its own, so groups other tests left do not count.
+        queue = f"probe-{ws.name}"
+        ws.create({"apiVersion": "scheduling.gangsched.io/v1alpha1", "kind": "Queue",
+                   "metadata": {"name": queue}, "spec": {"weight": 1}})
+        ws.create(ws.podgroup("fits", min_member=2, queue=queue))
+        # Pinned to the probe's node: nodes other tests left must not give room.
+        pin = {"kubernetes.io/hostname": "probe-0"}
+        ws.create(*(ws.pod(f"fits-{i}", cpu="1", scheduler="gang-probe", group="fits",
+                           node_selector=pin) for i in range(2)))
+        ws.create(ws.podgroup("too-big", min_member=2, queue=queue))
+        ws.create(*(ws.pod(f"big-{i}", cpu="3", scheduler="gang-probe", group="too-big",
+                           node_selector=pin) for i in range(2)))
         wait_for(lambda: all(node_of(ws.pods()[f"fits-{i}"]) for i in range(2)), timeout=30,
                  what="the small gang to bind")
 
@@ -59,12 +65,13 @@ def test_probes_answer_on_their_own_paths_and_metrics_count_gangs(
 
         text = wait_for(counted, timeout=10, what="the gang's wait to be observed")
         assert metric(text, "gangsched_bind_seconds_count") == 2.0
-        assert metric(text, "gangsched_pending_gangs", queue="default") == 1.0, \
-            "the gang that does not fit is pending in the default queue"
+        assert metric(text, "gangsched_pending_gangs", queue=queue) == 1.0, \
+            "the gang that does not fit is pending in its queue"
         assert (metric(text, "gangsched_gang_wait_seconds_sum") or 0) < 30
     finally:
         assert stop_gangsched(running) == 0
         cluster.ensure_nodes(0, prefix="probe")
+        cluster.kubectl("delete", "queue", f"probe-{ws.name}", "--ignore-not-found")
 
 
 def test_a_follower_is_ready_and_alive_but_does_not_lead(
