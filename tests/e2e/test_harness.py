@@ -143,3 +143,44 @@ def _check_up_then_down(workdir: Path, env: dict[str, str]) -> None:
     assert down.returncode == 0, down.stderr
     assert not any(_listening(p) for p in ports)
     assert _processes_under(workdir) == []
+
+
+def _up(env: dict[str, str], *args: str) -> list[str]:
+    """``make cluster-up``; returns the kubectl command line that reaches the new cluster."""
+    up = subprocess.run(["make", "-s", "cluster-up", "NODES=1", *args], cwd=REPO, env=env,
+                        capture_output=True, text=True, timeout=300)
+    assert up.returncode == 0, up.stderr
+    export = up.stdout.strip().splitlines()[-1]
+    kubeconfig = export.split("KUBECONFIG=")[1].split()[0]
+    kubectl = Path(export.split("PATH=")[1].split(":")[0]) / "kubectl"
+    return [str(kubectl), f"--kubeconfig={kubeconfig}"]
+
+
+def _down(env: dict[str, str]) -> None:
+    subprocess.run(["make", "-s", "cluster-down"], cwd=REPO, env=env, capture_output=True,
+                   timeout=120, check=True)
+
+
+def test_make_cluster_up_starts_empty_unless_asked_to_keep_state(tmp_path: Path) -> None:
+    env = {**os.environ, "GANGSCHED_CLUSTER_DIR": str(tmp_path / "cluster")}
+
+    def namespaces(kubectl: list[str]) -> list[str]:
+        out = subprocess.run([*kubectl, "get", "namespaces", "-o", "name"],
+                             capture_output=True, text=True, check=True)
+        return out.stdout.split()
+
+    try:
+        kubectl = _up(env)
+        subprocess.run([*kubectl, "create", "namespace", "left-behind"], check=True,
+                       capture_output=True)
+        _down(env)
+        kubectl = _up(env)
+        assert "namespace/left-behind" not in namespaces(kubectl), "a new cluster is empty"
+        subprocess.run([*kubectl, "create", "namespace", "kept"], check=True,
+                       capture_output=True)
+        _down(env)
+        kubectl = _up(env, "KEEP_STATE=1")
+        assert "namespace/kept" in namespaces(kubectl), "KEEP_STATE=1 keeps the objects"
+    finally:
+        subprocess.run(["make", "-s", "cluster-down"], cwd=REPO, env=env,
+                       capture_output=True, timeout=120)
