@@ -6,7 +6,6 @@ take several values separated by spaces."""
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import json
 import sys
 import time
@@ -193,8 +192,8 @@ def status(kubeconfig: str | None, context: str | None, scheduler_name: str, pol
     view, decision = _decide(objects, scheduler_name, policy, starvation_seconds, now)
     queues, groups = views.status_rows(view, decision, now)
     if output == "json":
-        _print_json({"queues": [dataclasses.asdict(q) for q in queues],
-                     "podGroups": [dataclasses.asdict(g) for g in groups]})
+        _print_json({"queues": [views.row_json(q) for q in queues],
+                     "podGroups": [views.row_json(g) for g in groups]})
     else:
         views.print_status(Console(), queues, groups)
 

@@ -8,7 +8,7 @@ would take (``gangsched.decisions``) over the objects the command read.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from rich import box
@@ -70,7 +70,7 @@ class GroupRow:
     min_member: int
     pending: int
     min_resources: dict[str, str]
-    waiting_s: float | None
+    waiting_seconds: float | None
     reason: str
 
 
@@ -115,7 +115,7 @@ def status_rows(
             min_member=spec.min_member if spec is not None else 0,
             pending=tally.pending,
             min_resources=quantities(spec.min_resources) if spec is not None else {},
-            waiting_s=round(now - spec.created, 1) if waiting and spec is not None else None,
+            waiting_seconds=round(now - spec.created, 1) if waiting and spec is not None else None,
             reason=reason,
         ))
     allocated: dict[QueueName, Resources] = {}
@@ -135,6 +135,16 @@ def status_rows(
         for name, spec in sorted(view.queues.items())
     ]
     return queues, groups
+
+
+def _camel(name: str) -> str:
+    head, *rest = name.split("_")
+    return head + "".join(part.title() for part in rest)
+
+
+def row_json(row: GroupRow | QueueRow) -> dict[str, Any]:
+    """A row as ``--output json`` prints it: camelCase keys, as Kubernetes objects have."""
+    return {_camel(key): value for key, value in asdict(row).items()}
 
 
 def _status_message(status: Mapping[str, Any]) -> str:
@@ -164,7 +174,7 @@ def print_status(console: Console, queues: list[QueueRow], groups: list[GroupRow
         table.add_column(column, overflow="fold")
     for g in groups:
         table.add_row(g.group, g.flavor, g.queue, g.phase, f"{g.bound}/{g.min_member}",
-                      str(g.pending), _amounts(g.min_resources), _duration(g.waiting_s))
+                      str(g.pending), _amounts(g.min_resources), _duration(g.waiting_seconds))
     if not groups:
         console.print("No PodGroups.")
         return

@@ -56,12 +56,12 @@ class Simulation:
     def as_json(self) -> dict[str, Any]:
         return {
             "runs": [
-                {"gang": r.gang, "start_s": r.start_s, "end_s": r.end_s,
+                {"gang": r.gang, "startSeconds": r.start_s, "endSeconds": r.end_s,
                  "pods": [{"pod": pod, "node": node} for pod, node in r.nodes]}
                 for r in self.runs
             ],
             "never": [{"gang": gang, "reason": reason} for gang, reason in self.never],
-            "not_ours": list(self.not_ours),
+            "notOurs": list(self.not_ours),
         }
 
 

@@ -80,9 +80,9 @@ def test_status_lists_the_waiting_group_with_its_reason_and_queue(
     [row] = [g for g in answer["podGroups"] if g["group"] == f"{ws.name}/train"]
     assert row["flavor"] == "gangsched"
     assert row["phase"] in ("Pending", "Inqueue")
-    assert (row["bound"], row["min_member"], row["pending"]) == (0, 2, 2)
+    assert (row["bound"], row["minMember"], row["pending"]) == (0, 2, 2)
     assert "nvidia.com/gpu" in row["reason"]
-    assert row["waiting_s"] is not None and row["waiting_s"] >= 0
+    assert row["waitingSeconds"] is not None and row["waitingSeconds"] >= 0
     assert any(q["queue"] == "default" and q["pending"] >= 1 for q in answer["queues"])
 
     text = gangsched_cli(cluster, "status")

@@ -59,7 +59,7 @@ def test_six_three_cpu_jobs_on_six_cpus_run_two_at_a_time(tmp_path: Path) -> Non
         jobs += [pod(f"job-{j}-{i}", f"job-{j}") for i in range(3)]
     out = simulate(tmp_path, nodes(3, "2"), jobs)
 
-    starts = [(run["gang"], run["start_s"], run["end_s"]) for run in out["runs"]]
+    starts = [(run["gang"], run["startSeconds"], run["endSeconds"]) for run in out["runs"]]
     assert starts == [
         ("default/job-0", 0.0, 3.0), ("default/job-1", 0.0, 3.0),
         ("default/job-2", 3.0, 6.0), ("default/job-3", 3.0, 6.0),
@@ -94,7 +94,7 @@ def test_the_blocker_finishing_lets_the_gang_run_whole(tmp_path: Path) -> None:
     ]
     out = simulate(tmp_path, nodes(2, "8", gpus=1), jobs)
     [run] = out["runs"]
-    assert (run["gang"], run["start_s"]) == ("default/train", 10.0)
+    assert (run["gang"], run["startSeconds"]) == ("default/train", 10.0)
     assert sorted(p["node"] for p in run["pods"]) == ["node-0", "node-1"]
 
 
@@ -107,7 +107,7 @@ def test_reserved_minresources_hold_room_for_a_jobs_later_pods(tmp_path: Path) -
         pod("spark-1-driver", "spark-1", run_for="20s"),
     ]
     out = simulate(tmp_path, nodes(2, "2"), jobs)
-    assert [(r["gang"], r["start_s"]) for r in out["runs"]] == [
+    assert [(r["gang"], r["startSeconds"]) for r in out["runs"]] == [
         ("default/spark-0", 0.0), ("default/spark-1", 20.0),
     ]
 
@@ -147,6 +147,6 @@ def test_native_podgroups_are_simulated_like_every_other_flavour(tmp_path: Path)
             member["spec"]["schedulingGroup"] = {"podGroupName": f"train-{j}"}
             jobs.append(member)
     out = simulate(tmp_path, nodes(1, "8", gpus=2), jobs)
-    assert [(r["gang"], r["start_s"], len(r["pods"])) for r in out["runs"]] == [
+    assert [(r["gang"], r["startSeconds"], len(r["pods"])) for r in out["runs"]] == [
         ("default/train-0", 0.0, 2), ("default/train-1", 3.0, 2),
     ]
