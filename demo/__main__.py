@@ -178,7 +178,7 @@ def main(out: Path, only: tuple[str, ...]) -> None:
     draw_timeline(by_scenario, titles, scenario_titles, out / "timeline.png")
     machine = f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"
     write_html([[r.summary for r in row] for row in by_scenario], titles, scenario_titles,
-               "timeline.png", out / "index.html", machine)
+               "timeline.png", out / "index.html", machine, POLL_S)
     write_json(summaries, out / "results.json")
     console.print(f"wrote {out}/timeline.png, {out}/index.html, {out}/results.json "
                   f"in {time.monotonic() - started:.0f} s; every process stopped")

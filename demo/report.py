@@ -95,7 +95,7 @@ def _held_idle(run: Run, track: PodTrack) -> tuple[float, float]:
 
 def write_html(summaries: Sequence[Sequence[RunSummary]], titles: Sequence[str],
                scenario_titles: Sequence[str], picture: str, path: Path,
-               machine: str) -> None:
+               machine: str, poll_s: float) -> None:
     rows = []
     for r, row in enumerate(summaries):
         cells = "".join(
@@ -113,7 +113,8 @@ vertical-align:top}}img{{max-width:100%}}</style></head><body>
 <h1>gangsched demo: the same workloads under each scheduler</h1>
 <p>Measured by <code>make demo</code> on {html.escape(machine)}: a local control plane
 (kube-apiserver, etcd, kube-scheduler, KWOK nodes), each workload submitted as its
-operator would, every pod polled every 0.1 s. "Partly bound": seconds during which a job
+operator would, its pods listed every {poll_s:g} s plus the time the listing takes.
+"Partly bound": seconds during which a job
 held nodes with some pods while others of it waited.</p>
 <table><tr><th>scenario</th>{head}</tr>{''.join(rows)}</table>
 <h2>Timeline</h2><img src="{html.escape(picture)}" alt="one row per pod, one panel per scheduler">
