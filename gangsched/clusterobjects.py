@@ -10,6 +10,7 @@ user would ``kubectl apply`` them.
 from __future__ import annotations
 
 import copy
+import os
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -156,14 +157,20 @@ def from_files(paths: Sequence[Path], created: float | None = None) -> ClusterOb
 def client(kubeconfig: str | None, context: str | None) -> pykube.HTTPClient:
     """A client configured as kubectl would be: --kubeconfig, else $KUBECONFIG, else
     ~/.kube/config, else the pod's service account."""
+    # $KUBECONFIG may list several files; like kubectl, the first that exists counts
+    # (kubectl merges them; the first holds the current context in the usual case).
+    paths = [p for p in (kubeconfig or "").split(os.pathsep) if p]
+    existing = next((p for p in paths if Path(p).expanduser().exists()), None)
+    default = Path("~/.kube/config").expanduser()
     try:
-        if kubeconfig:
-            config = pykube.KubeConfig.from_file(kubeconfig)
+        if existing is not None:
+            config = pykube.KubeConfig.from_file(existing)
+        elif paths:
+            raise ObjectsError(f"no kubeconfig at {kubeconfig}")
+        elif default.exists():
+            config = pykube.KubeConfig.from_file(str(default))
         else:
-            try:
-                config = pykube.KubeConfig.from_env()
-            except (pykube.exceptions.PyKubeError, FileNotFoundError):
-                config = pykube.KubeConfig.from_service_account()
+            config = pykube.KubeConfig.from_service_account()
         if context:
             config.set_current_context(context)
     except (pykube.exceptions.PyKubeError, FileNotFoundError, OSError, KeyError) as error:

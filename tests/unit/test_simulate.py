@@ -150,3 +150,4 @@ def test_native_podgroups_are_simulated_like_every_other_flavour(tmp_path: Path)
     assert [(r["gang"], r["startSeconds"], len(r["pods"])) for r in out["runs"]] == [
         ("default/train-0", 0.0, 2), ("default/train-1", 3.0, 2),
     ]
+
