@@ -132,11 +132,12 @@ def _decision_options(command: Callable[..., None]) -> Callable[..., None]:
                      show_default=True, help="Pods with this spec.schedulerName are gangsched's."),
         click.option("--policy", envvar=_env("policy"),
                      type=click.Choice([p.value for p in Policy]), default="binpack",
-                     show_default=True),
+                     show_default=True, help="As the scheduler runs with (gangsched run)."),
         click.option("--starvation-seconds", envvar=_env("starvation-seconds"),
-                     type=click.FloatRange(0), default=60.0, show_default=True),
+                     type=click.FloatRange(0), default=60.0, show_default=True,
+                     help="As the scheduler runs with (gangsched run)."),
         click.option("-o", "--output", type=click.Choice(["text", "json"]), default="text",
-                     show_default=True),
+                     show_default=True, help="text for people, json for programs."),
     )):
         command = option(command)
     return command
