@@ -128,8 +128,9 @@ def _kube_options(command: Callable[..., None]) -> Callable[..., None]:
 def _decision_options(command: Callable[..., None]) -> Callable[..., None]:
     """The flags of ``run`` that change decisions, so the CLI decides as the scheduler does."""
     for option in reversed((
-        click.option("--scheduler-name", envvar=_env("scheduler-name"), default="gang",
-                     show_default=True, help="Pods with this spec.schedulerName are gangsched's."),
+        click.option("--scheduler-name", "scheduler_names", envvar=_env("scheduler-name"),
+                     multiple=True, default=("gang",), show_default=True,
+                     help="Pods with this spec.schedulerName are gangsched's (repeatable)."),
         click.option("--policy", envvar=_env("policy"),
                      type=click.Choice([p.value for p in Policy]), default="binpack",
                      show_default=True, help="As the scheduler runs with (gangsched run)."),
@@ -160,12 +161,12 @@ def _load_cluster(
         _fail(error)
 
 
-def _decide(objects: ClusterObjects, scheduler_name: str, policy: str,
+def _decide(objects: ClusterObjects, scheduler_names: tuple[str, ...], policy: str,
             starvation_seconds: float, now: float) -> tuple[View, Decision]:
     from gangsched.clusterobjects import admitted_groups
     from gangsched.decisions import decide
 
-    mirror = objects.mirror(scheduler_name)
+    mirror = objects.mirror(frozenset(scheduler_names))
     view = mirror.view()
     return view, decide(
         view, admitted=admitted_groups(objects), waiting_since={}, finished_uids=frozenset(),
@@ -181,8 +182,8 @@ def _print_json(data: object) -> None:
 @main.command()
 @_kube_options
 @_decision_options
-def status(kubeconfig: str | None, context: str | None, scheduler_name: str, policy: str,
-           starvation_seconds: float, output: str) -> None:
+def status(kubeconfig: str | None, context: str | None, scheduler_names: tuple[str, ...],
+           policy: str, starvation_seconds: float, output: str) -> None:
     """Queues and PodGroups of every flavour: phase, members bound, waiting time, reason."""
     from rich.console import Console
 
@@ -190,7 +191,7 @@ def status(kubeconfig: str | None, context: str | None, scheduler_name: str, pol
 
     now = time.time()
     _, objects = _load_cluster(kubeconfig, context)
-    view, decision = _decide(objects, scheduler_name, policy, starvation_seconds, now)
+    view, decision = _decide(objects, scheduler_names, policy, starvation_seconds, now)
     queues, groups = views.status_rows(view, decision, now)
     if output == "json":
         _print_json({"queues": [views.row_json(q) for q in queues],
@@ -206,7 +207,8 @@ def status(kubeconfig: str | None, context: str | None, scheduler_name: str, pol
 @_kube_options
 @_decision_options
 def explain(target: str, namespace: str | None, kubeconfig: str | None, context: str | None,
-            scheduler_name: str, policy: str, starvation_seconds: float, output: str) -> None:
+            scheduler_names: tuple[str, ...], policy: str, starvation_seconds: float,
+            output: str) -> None:
     """Why a pod or a PodGroup waits: TARGET is POD, pod/NAME or podgroup/NAME (pg/NAME).
 
     Decided by the same cycle the scheduler runs, over the cluster as it is now:
@@ -223,7 +225,7 @@ def explain(target: str, namespace: str | None, kubeconfig: str | None, context:
 
     api, objects = _load_cluster(kubeconfig, context)
     namespace = namespace or current_namespace(api)
-    view, decision = _decide(objects, scheduler_name, policy, starvation_seconds, time.time())
+    view, decision = _decide(objects, scheduler_names, policy, starvation_seconds, time.time())
     kind, _, name = target.rpartition("/")
     if kind in ("podgroup", "podgroups", "pg"):
         key = gang_key(namespace, name)
@@ -237,8 +239,8 @@ def explain(target: str, namespace: str | None, kubeconfig: str | None, context:
         if record is None:
             _fail(LookupError(f"no pod {name} in namespace {namespace}"))
         if not record.ours:
-            _fail(LookupError(f"pod {pod_key} is not gangsched's: its schedulerName is not "
-                              f"{scheduler_name!r}"))
+            _fail(LookupError(f"pod {pod_key} is not gangsched's: its schedulerName is none "
+                              f"of {', '.join(scheduler_names)}"))
         if record.pod.node_name is not None:
             if output == "json":
                 _print_json({"pod": pod_key, "node": record.pod.node_name})
@@ -272,8 +274,8 @@ def explain(target: str, namespace: str | None, kubeconfig: str | None, context:
 @_kube_options
 @_decision_options
 def simulate(files: tuple[Path, ...], from_cluster: bool, default_run_seconds: float,
-             kubeconfig: str | None, context: str | None, scheduler_name: str, policy: str,
-             starvation_seconds: float, output: str) -> None:
+             kubeconfig: str | None, context: str | None, scheduler_names: tuple[str, ...],
+             policy: str, starvation_seconds: float, output: str) -> None:
     """What gangsched would do, offline: which gangs run now, where, and in what order
     the rest follow as pods finish. Nothing is written anywhere."""
     from rich.console import Console
@@ -292,7 +294,8 @@ def simulate(files: tuple[Path, ...], from_cluster: bool, default_run_seconds: f
         objects.extend(from_files(files, created=now))
     except ObjectsError as error:
         _fail(error)
-    simulation = run_simulation(objects, scheduler_name=scheduler_name, policy=Policy(policy),
+    simulation = run_simulation(objects, scheduler_names=frozenset(scheduler_names),
+                                policy=Policy(policy),
                                 starvation_s=starvation_seconds,
                                 default_run_s=default_run_seconds, now=now)
     if output == "json":

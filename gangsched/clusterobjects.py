@@ -78,8 +78,8 @@ class ClusterObjects:
         self.priority_classes += other.priority_classes
         self.ignored += other.ignored
 
-    def mirror(self, scheduler_name: str) -> Mirror:
-        mirror = Mirror(scheduler_name=scheduler_name)
+    def mirror(self, scheduler_names: frozenset[str]) -> Mirror:
+        mirror = Mirror(scheduler_names=scheduler_names)
         mirror.replace("nodes", list(self.nodes))
         mirror.replace("priorityclasses", list(self.priority_classes))
         mirror.replace("pods", list(self.pods))

@@ -2,8 +2,13 @@
 
 The scheduler runs it every cycle on its live mirror; ``gangsched explain``,
 ``status`` and ``simulate`` run it on a mirror filled from the API server or
-from files. One function for both, so what the CLI says would happen is what
-the scheduler does with the same objects.
+from files. The same functions for both, so what the CLI says would happen
+is what the scheduler does with the same objects.
+
+Two steps, because the scheduler does one thing in between: from what
+:func:`gather_view` found it updates the rooms it holds for departed members
+(state only a running scheduler has), then passes them to
+:func:`cycle_input`. The CLI, knowing no such state, calls :func:`decide`.
 """
 
 from __future__ import annotations
@@ -13,9 +18,19 @@ from dataclasses import dataclass
 
 from gangsched.core.cycle import CycleInput, CycleResult, run_cycle
 from gangsched.core.gangs import Gathered, gather
-from gangsched.core.groups import FINISHED_PHASES
+from gangsched.core.groups import FINISHED_PHASES, GroupSpec
+from gangsched.core.holds import Hold
 from gangsched.core.model import GangKey, Policy
 from gangsched.mirror import View
+
+
+@dataclass(frozen=True, slots=True)
+class Gathering:
+    groups: Mapping[GangKey, GroupSpec]
+    """The valid groups of the view, by key."""
+    gathered: Gathered
+    finished_uids: frozenset[str]
+    """UIDs of groups known to have finished, to pass to the next gathering."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -24,21 +39,12 @@ class Decision:
     input: CycleInput
     result: CycleResult
     finished_uids: frozenset[str]
-    """UIDs of groups known to have finished, to pass to the next decision."""
 
 
-def decide(
-    view: View,
-    *,
-    admitted: frozenset[GangKey],
-    waiting_since: Mapping[GangKey, float],
-    finished_uids: frozenset[str],
-    priority_classes: Mapping[str, int],
-    now: float,
-    policy: Policy,
-    starvation_s: float,
-) -> Decision:
-    """Gather the view's gangs and run the pure cycle over them.
+def gather_view(
+    view: View, finished_uids: frozenset[str], priority_classes: Mapping[str, int]
+) -> Gathering:
+    """The view's pods and groups as gangs.
 
     A finished group whose pods were deleted must stay finished. Its own
     status says so after a restart; until the watch brings that status back,
@@ -55,8 +61,22 @@ def decide(
         g.uid for k, g in view.groups.items()
         if k in gathered.finished or (g.uid in finished_uids and k not in gathered.counts)
     )
+    return Gathering(groups=groups, gathered=gathered, finished_uids=still_finished)
+
+
+def cycle_input(
+    view: View,
+    gathered: Gathered,
+    *,
+    admitted: frozenset[GangKey],
+    waiting_since: Mapping[GangKey, float],
+    now: float,
+    policy: Policy,
+    starvation_s: float,
+    holds: tuple[Hold, ...] = (),
+) -> CycleInput:
     keys = {gang.key for gang in gathered.gangs}
-    inp = CycleInput(
+    return CycleInput(
         snapshot=view.snapshot,
         gangs=gathered.gangs,
         bound_requests=gathered.bound_requests,
@@ -66,6 +86,24 @@ def decide(
         now=now,
         policy=policy,
         starvation_seconds=starvation_s,
+        holds=holds,
     )
-    return Decision(gathered=gathered, input=inp, result=run_cycle(inp),
-                    finished_uids=still_finished)
+
+
+def decide(
+    view: View,
+    *,
+    admitted: frozenset[GangKey],
+    waiting_since: Mapping[GangKey, float],
+    finished_uids: frozenset[str],
+    priority_classes: Mapping[str, int],
+    now: float,
+    policy: Policy,
+    starvation_s: float,
+) -> Decision:
+    """Gather the view's gangs and run the pure cycle over them, holding no departed rooms."""
+    gathering = gather_view(view, finished_uids, priority_classes)
+    inp = cycle_input(view, gathering.gathered, admitted=admitted, waiting_since=waiting_since,
+                      now=now, policy=policy, starvation_s=starvation_s)
+    return Decision(gathered=gathering.gathered, input=inp, result=run_cycle(inp),
+                    finished_uids=gathering.finished_uids)

@@ -18,10 +18,9 @@ import structlog
 from prometheus_client import Counter, Gauge, Histogram
 
 from gangsched.binder import Binder, BindOutcome
-from gangsched.core.cycle import DEFAULT_QUEUE, CycleInput, CycleResult, run_cycle
-from gangsched.core.gangs import Gathered, gather
+from gangsched.core.cycle import DEFAULT_QUEUE, CycleResult, run_cycle
+from gangsched.core.gangs import Gathered
 from gangsched.core.groups import (
-    FINISHED_PHASES,
     Flavor,
     GroupSpec,
     GroupStatus,
@@ -33,6 +32,7 @@ from gangsched.core.holds import GroupLife, Hold, Seat, seats_of, update_holds
 from gangsched.core.model import GangKey, PodKey, Policy, QueueName
 from gangsched.core.placement import Placement
 from gangsched.core.resources import Resources
+from gangsched.decisions import cycle_input, gather_view
 from gangsched.mirror import Mirror, View
 from gangsched.reporting import Reporter
 
@@ -121,38 +121,15 @@ class Scheduler:
             log.warning("assumption_expired", pod=pod)
         view = self.mirror.view()
         self._forget_replaced_groups(view)
-        groups = {k: g.spec for k, g in view.groups.items() if g.spec is not None}
-        policies = {k: g.policy for k, g in view.groups.items() if g.policy is not None}
-        # A finished group whose pods were deleted must stay finished. Its own
-        # status says so after a restart; until the watch brings that status
-        # back, what this process saw finish says so.
-        finished_before = frozenset(
-            k for k, g in view.groups.items()
-            if g.uid in self.finished_uids or g.status.get("phase") in FINISHED_PHASES
-        )
-        gathered = gather(view.members, groups, policies, finished_before,
-                          self.mirror.priority_classes)
-        self.finished_uids = {
-            g.uid for k, g in view.groups.items()
-            if k in gathered.finished
-            or (g.uid in self.finished_uids and k not in gathered.counts)
-        }
-        keys = {gang.key for gang in gathered.gangs}
-        self._update_holds(view, groups, gathered, now)
-        result = run_cycle(
-            CycleInput(
-                snapshot=view.snapshot,
-                gangs=gathered.gangs,
-                bound_requests=gathered.bound_requests,
-                queues=view.queues,
-                admitted=self.admitted & keys,
-                waiting_since={k: v for k, v in self.waiting_since.items() if k in keys},
-                now=now,
-                policy=self.config.policy,
-                starvation_seconds=self.config.starvation_s,
-                holds=self.holds,
-            )
-        )
+        gathering = gather_view(view, frozenset(self.finished_uids),
+                                self.mirror.priority_classes)
+        gathered = gathering.gathered
+        self.finished_uids = set(gathering.finished_uids)
+        self._update_holds(view, gathering.groups, gathered, now)
+        result = run_cycle(cycle_input(
+            view, gathered, admitted=self.admitted, waiting_since=self.waiting_since, now=now,
+            policy=self.config.policy, starvation_s=self.config.starvation_s, holds=self.holds,
+        ))
         self.admitted = result.admitted
         elapsed = time.perf_counter() - started
         self._last_cycle_s = elapsed

@@ -79,7 +79,7 @@ def _key(obj: Mapping[str, Any]) -> PodKey:
 def simulate(
     objects: ClusterObjects,
     *,
-    scheduler_name: str,
+    scheduler_names: frozenset[str],
     policy: Policy,
     starvation_s: float,
     default_run_s: float,
@@ -87,7 +87,7 @@ def simulate(
 ) -> Simulation:
     objects = copy.deepcopy(objects)
     pods: dict[PodKey, dict[str, Any]] = {_key(p): p for p in objects.pods}
-    mirror = objects.mirror(scheduler_name)
+    mirror = objects.mirror(scheduler_names)
     clock = _Clock()
     for key, pod in pods.items():
         annotation = ((pod.get("metadata") or {}).get("annotations") or {}).get(RUN_FOR)
