@@ -30,6 +30,9 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if "tests/e2e/" in str(item.fspath):
             item.add_marker(pytest.mark.e2e)
+    # The CRD tests check what the API server stores before any scheduler writes
+    # status: they run before the first test that starts the session's scheduler.
+    items.sort(key=lambda item: not str(item.fspath).endswith("tests/e2e/test_crds.py"))
 
 
 @pytest.hookimpl(wrapper=True)

@@ -1,7 +1,5 @@
 """``gangsched status``, ``explain`` and ``simulate --from-cluster`` on real objects.
 
-(Named to run after ``test_crds``, whose status checks need no scheduler running yet.)
-
 Run as users run them: the installed command, a kubeconfig, the scheduler
 running beside them and writing its own status.
 """
