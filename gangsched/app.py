@@ -153,7 +153,8 @@ async def run(options: RunOptions) -> int:
 
     loop = asyncio.get_running_loop()
     tasks = [asyncio.create_task(r.run(), name=f"watch-{r.kind}") for r in reflectors]
-    tasks.append(asyncio.create_task(Sweeper(api, mirror, scheduler.trigger).run(),
+    sweeper = Sweeper(api, mirror, scheduler.trigger)
+    tasks.append(asyncio.create_task(sweeper.run(),
                                      name="sweeper"))
 
     async def report_synced(part: str, synced: asyncio.Event) -> None:
@@ -183,6 +184,7 @@ async def run(options: RunOptions) -> int:
 
     async def schedule_when_synced() -> None:
         await asyncio.gather(*(r.synced.wait() for r in reflectors))
+        await sweeper.prime()
         # The mirror now holds the cluster; its long-lived objects need no more
         # collection passes, which otherwise stall cycles by hundreds of ms.
         gc.freeze()

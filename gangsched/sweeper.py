@@ -31,6 +31,7 @@ from gangsched.mirror import Mirror
 log = structlog.get_logger(__name__)
 
 NOT_SERVED = 404
+TOO_MANY = 429
 
 
 class Sweeper:
@@ -52,10 +53,9 @@ class Sweeper:
             except (ApiException, aiohttp.ClientError, TimeoutError) as error:
                 log.warning("sweep_failed", error=str(error))
 
-    async def _names(
-        self, group: str, version: str, plural: str
-    ) -> set[tuple[str, str]] | None:
-        """``(namespace/name, uid)`` of every object; None when the API does not serve it."""
+    async def _list(self, group: str, version: str, plural: str
+                    ) -> list[Mapping[str, Any]] | None:
+        """Every object (from the watch cache); None when the API does not serve them."""
         try:
             found = await self._custom.list_cluster_custom_object(
                 group, version, plural, resource_version="0")
@@ -64,12 +64,52 @@ class Sweeper:
                 return None
             raise
         items: list[Mapping[str, Any]] = found.get("items") or []
+        return items
+
+    async def _names(
+        self, group: str, version: str, plural: str
+    ) -> set[tuple[str, str]] | None:
+        """``(namespace/name, uid)`` of every object; None when the API does not serve it."""
+        items = await self._list(group, version, plural)
+        if items is None:
+            return None
         return {
             (f"{(i.get('metadata') or {}).get('namespace', '')}/"
              f"{(i.get('metadata') or {}).get('name', '')}".lstrip("/"),
              str((i.get("metadata") or {}).get("uid", "")))
             for i in items
         }
+
+    async def prime(self, timeout: float = 30.0) -> None:
+        """Fill the mirror with every PodGroup, Queue and Workload before the first cycle.
+
+        kopf reports them as its watches start, which may be after the pods'
+        list: a first cycle before that would tell every member of a gang
+        that its PodGroup does not exist. An API server still filling its
+        cache answers 429; that is waited out, up to ``timeout``.
+        """
+        deadline = asyncio.get_running_loop().time() + timeout
+        while True:
+            try:
+                await self._prime_once()
+                return
+            except ApiException as error:
+                if error.status != TOO_MANY or asyncio.get_running_loop().time() > deadline:
+                    log.warning("prime_failed", error=str(error.reason))
+                    return
+                await asyncio.sleep(0.5)
+            except (aiohttp.ClientError, TimeoutError) as error:
+                log.warning("prime_failed", error=str(error))
+                return
+
+    async def _prime_once(self) -> None:
+        for flavor in Flavor:
+            for item in await self._list(flavor.group, flavor.version, "podgroups") or ():
+                self._mirror.upsert_group(flavor, item)
+        for item in await self._list(*QUEUES) or ():
+            self._mirror.upsert_queue(item)
+        for item in await self._list(*WORKLOADS) or ():
+            self._mirror.upsert_workload(item)
 
     async def sweep(self) -> bool:
         """One pass; True when something was forgotten."""

@@ -10,7 +10,7 @@ from kubernetes_asyncio.client.exceptions import ApiException
 
 from gangsched.core.cycle import QueueSpec
 from gangsched.core.groups import Flavor
-from gangsched.core.model import QueueName
+from gangsched.core.model import GangKey, QueueName
 from gangsched.mirror import Mirror
 from gangsched.sweeper import Sweeper
 from tests.e2e.workspace import Workspace
@@ -81,3 +81,13 @@ async def test_an_entry_the_watch_adds_during_the_sweep_stays(
     await sweep(sweeper)
     assert f"{ws.name}/newborn" in mirror.groups
     assert QueueName("newborn") in mirror.queues
+
+
+async def test_prime_fills_the_mirror_before_the_first_cycle(
+    ws: Workspace, api: client.ApiClient
+) -> None:
+    ws.create(ws.podgroup("early", min_member=2), ws.native_podgroup("native", min_count=2))
+    mirror = Mirror(scheduler_names=frozenset({"gang"}))
+    await Sweeper(api, mirror, on_change=lambda: None).prime()
+    assert {f"{ws.name}/early", f"{ws.name}/native"} <= set(mirror.groups)
+    assert mirror.groups[GangKey(f"{ws.name}/native")].flavor is Flavor.NATIVE
