@@ -162,6 +162,7 @@ def pod_from_api(obj: Mapping[str, Any]) -> Pod:
         created=timestamp(meta.get("creationTimestamp"), where, "metadata.creationTimestamp"),
         terminal=phase in _TERMINAL_PHASES,
         gates=_gates(spec, where),
+        preempts=spec.get("preemptionPolicy") != "Never",
     )
 
 

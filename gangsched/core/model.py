@@ -94,6 +94,9 @@ class Pod:
     """Succeeded or Failed: holds no resources on its node."""
     gates: tuple[str, ...] = ()
     """Names of its ``spec.schedulingGates``: while any remain the pod may not be bound."""
+    preempts: bool = True
+    """False for ``spec.preemptionPolicy: Never`` (set from its PriorityClass): the pod
+    waits for room rather than taking it from lower priorities."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,3 +121,7 @@ class Gang:
     """Node labels whose values every member must share: the gang lands in one domain."""
     bound_on: frozenset[NodeName] = frozenset()
     """Nodes the gang's bound members run on: a topology gang's domain is theirs."""
+    preempts: bool = True
+    """May evict gangs of lower priority to make room (no ``preemptionPolicy: Never``)."""
+    preemptible: bool = True
+    """May be evicted, whole, for a gang of higher priority (no opt-out annotation)."""

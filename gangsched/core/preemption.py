@@ -1,0 +1,248 @@
+"""Which whole gangs to evict so that a gang of higher priority fits.
+
+Volcano's preemption evicts single pods and so breaks the gangs it takes
+from: a training job that loses one worker of eight holds seven GPUs and
+makes no progress. Here a victim is always a whole gang, and the set of
+victims is checked with the very placement core that will place the
+preemptor (:class:`~gangsched.core.placement.Capacity`) before anything is
+evicted: freeing room that the preemptor then cannot use would kill work
+for nothing.
+
+The chosen set is the smallest one that makes the preemptor fit, and of the
+smallest ones, the one whose highest-priority victim is lowest (then the
+next highest, and so on; equal priorities lose their youngest gang first,
+which has done the least work). The search is exact while it stays within a
+budget of placement checks; past it, it falls back to a greedy set pruned
+until no victim can be spared, which is minimal though perhaps not minimum.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from itertools import combinations
+
+from gangsched.core.model import Gang, GangKey, NodeName, Pod, PodKey, Policy
+from gangsched.core.placement import Capacity, Placement, Snapshot
+from gangsched.core.resources import Resources
+from gangsched.core.snapshot import NodeUsage
+
+__all__ = [
+    "PREEMPTION_BUDGET",
+    "Candidate",
+    "Preemption",
+    "choose_victims",
+    "shifted",
+]
+
+PREEMPTION_BUDGET = 256
+"""Placement checks one preemptor may spend on the exact search."""
+
+_ENUMERATION_LIMIT = 20_000
+"""Victim sets looked at (mostly rejected by arithmetic alone) before falling back."""
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    """A running gang that may be evicted: every one of its bound, live pods."""
+
+    gang: GangKey
+    priority: int
+    created: float
+    pods: tuple[Pod, ...]
+
+    @property
+    def order(self) -> tuple[int, float, GangKey]:
+        """Evicted first: lowest priority, then youngest (least work lost), then by key."""
+        return (self.priority, -self.created, self.gang)
+
+    @property
+    def requests(self) -> Resources:
+        total = Resources.zero()
+        for pod in self.pods:
+            total = total + pod.requests
+        return total
+
+
+@dataclass(frozen=True, slots=True)
+class Preemption:
+    """Evict ``victims`` (all of ``pods``), then ``placement`` holds for the preemptor."""
+
+    preemptor: GangKey
+    victims: tuple[GangKey, ...]
+    pods: tuple[PodKey, ...]
+    placement: Placement
+
+
+RoomCheck = Callable[[Resources, Placement], bool]
+"""Whether a placement found after freeing ``freed`` keeps the cycle's other promises
+(reservations, queue caps); the placement core only knows nodes."""
+
+
+def shifted(snapshot: Snapshot, add: Iterable[Pod] = (), remove: Iterable[Pod] = ()) -> Snapshot:
+    """The snapshot with ``add`` counted on their nodes and ``remove`` taken off theirs.
+
+    Pods without a node, terminal pods and pods on unknown nodes change
+    nothing, as in :meth:`Snapshot.build`.
+    """
+    delta: dict[NodeName, Resources] = {}
+    for sign, pods in ((1, add), (-1, remove)):
+        for pod in pods:
+            name = pod.node_name
+            if name is None or pod.terminal or name not in snapshot.nodes:
+                continue
+            change = pod.requests if sign > 0 else Resources.zero() - pod.requests
+            delta[name] = delta.get(name, Resources.zero()) + change
+    if not delta:
+        return snapshot
+    nodes = dict(snapshot.nodes)
+    for name, change in delta.items():
+        usage = nodes[name]
+        nodes[name] = NodeUsage(usage.node, usage.requested + change)
+    return Snapshot(nodes)
+
+
+def choose_victims(
+    snapshot: Snapshot,
+    preemptor: Gang,
+    candidates: Sequence[Candidate],
+    policy: Policy = Policy.BINPACK,
+    *,
+    room: RoomCheck | None = None,
+    budget: int = PREEMPTION_BUDGET,
+) -> Preemption | None:
+    """The fewest, lowest-priority whole gangs whose eviction lets ``preemptor`` fit.
+
+    Only candidates of strictly lower priority are considered; the caller
+    has already left out gangs that may not be evicted. None when no set of
+    them would do, or when the preemptor may not preempt at all.
+    """
+    if not preemptor.preempts or not preemptor.pending:
+        return None
+    pool = sorted(
+        (c for c in candidates if c.priority < preemptor.priority and c.pods),
+        key=lambda c: c.order,
+    )
+    if not pool:
+        return None
+    checker = _Checker(snapshot, preemptor, policy, room)
+    # Evicting every candidate is the most room preemption can make: if the
+    # gang does not fit then, no subset will, and nothing is searched.
+    if checker.place(pool) is None:
+        return None
+    for size in range(1, len(pool) + 1):
+        found, complete = _smallest_of_size(checker, pool, size, budget)
+        if found is not None:
+            return checker.preemption(found)
+        if not complete:
+            break
+    return checker.preemption(_greedy_pruned(checker, pool))
+
+
+class _Checker:
+    """Places the preemptor on the snapshot with a set of victims gone; counts the checks."""
+
+    def __init__(
+        self, snapshot: Snapshot, preemptor: Gang, policy: Policy, room: RoomCheck | None
+    ) -> None:
+        self.snapshot = snapshot
+        self.preemptor = preemptor
+        self.policy = policy
+        self.room = room
+        self.checks = 0
+        free = Capacity.from_snapshot(snapshot).free_total()
+        self.free = free
+        self.need = _least_need(preemptor)
+        self.found: dict[tuple[GangKey, ...], Placement] = {}
+
+    def may_fit(self, victims: Sequence[Candidate]) -> bool:
+        """The arithmetic necessary condition: freed plus free covers the minimum need."""
+        freed = Resources.zero()
+        for victim in victims:
+            freed = freed + victim.requests
+        return self.need.fits(self.free + freed)
+
+    def place(self, victims: Sequence[Candidate]) -> Placement | None:
+        self.checks += 1
+        pods = [pod for victim in victims for pod in victim.pods]
+        decision = Capacity.from_snapshot(shifted(self.snapshot, remove=pods)).place(
+            self.preemptor, self.policy
+        )
+        if not isinstance(decision, Placement):
+            return None
+        if self.room is not None:
+            freed = Resources.zero()
+            for pod in pods:
+                freed = freed + pod.requests
+            if not self.room(freed, decision):
+                return None
+        self.found[tuple(victim.gang for victim in victims)] = decision
+        return decision
+
+    def preemption(self, victims: Sequence[Candidate]) -> Preemption:
+        keys = tuple(victim.gang for victim in victims)
+        placement = self.found.get(keys) or self.place(victims)
+        if placement is None:  # pragma: no cover - only sets that fit get here
+            raise AssertionError("a victim set was chosen that does not make room")
+        return Preemption(
+            preemptor=self.preemptor.key,
+            victims=keys,
+            pods=tuple(pod.key for victim in victims for pod in victim.pods),
+            placement=placement,
+        )
+
+
+def _least_need(gang: Gang) -> Resources:
+    """Per resource, the least that ``min_member - bound`` of its pending pods can ask."""
+    count = max(0, gang.min_member - gang.bound)
+    names = {name for pod in gang.pending for name in pod.requests.amounts}
+    return Resources.of({
+        name: sum(sorted(pod.requests.get(name) for pod in gang.pending)[:count])
+        for name in names
+    })
+
+
+def _smallest_of_size(
+    checker: _Checker, pool: Sequence[Candidate], size: int, budget: int
+) -> tuple[tuple[Candidate, ...] | None, bool]:
+    """(best set of ``size`` victims that makes room, or None; whether the search was whole).
+
+    Sets are tried best first (lowest highest priority, and so on), so the
+    first that makes room is the answer for this size.
+    """
+    sets: list[tuple[Candidate, ...]] = []
+    for looked, victims in enumerate(combinations(pool, size)):
+        if looked >= _ENUMERATION_LIMIT:
+            return None, False
+        if checker.may_fit(victims):
+            sets.append(victims)
+    sets.sort(key=_set_order)
+    for victims in sets:
+        if checker.checks >= budget:
+            return None, False
+        if checker.place(victims) is not None:
+            return victims, True
+    return None, True
+
+
+def _set_order(victims: tuple[Candidate, ...]) -> tuple[tuple[int, float, GangKey], ...]:
+    return tuple(sorted((victim.order for victim in victims), reverse=True))
+
+
+def _greedy_pruned(checker: _Checker, pool: Sequence[Candidate]) -> tuple[Candidate, ...]:
+    """Victims in eviction order until the gang fits, then each spared that can be.
+
+    Every check is bounded by the pool's size, so this ends however large the
+    cluster; the whole pool is known to make room.
+    """
+    chosen: list[Candidate] = list(pool)
+    for end in range(1, len(pool) + 1):
+        prefix = pool[:end]
+        if checker.may_fit(prefix) and checker.place(prefix) is not None:
+            chosen = list(prefix)
+            break
+    for victim in sorted(chosen, key=lambda c: c.order, reverse=True):
+        rest = [c for c in chosen if c is not victim]
+        if rest and checker.may_fit(rest) and checker.place(rest) is not None:
+            chosen = rest
+    return tuple(chosen)

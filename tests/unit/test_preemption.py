@@ -1,0 +1,198 @@
+"""Victim choice: whole gangs, the fewest and lowest that really make room."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from itertools import combinations
+
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
+
+from gangsched.core.model import Gang, GangKey, Node, NodeName
+from gangsched.core.placement import Capacity, Placement, Snapshot
+from gangsched.core.preemption import Candidate, choose_victims, shifted
+from tests.unit.clusters import gang, max_placeable, node, overcommitted, pod, workers
+
+
+def running(key: str, nodes: list[str], *, gpu: int = 1, priority: int = 0,
+            created: float = 0.0) -> Candidate:
+    pods = tuple(pod(f"{key}-{i}", cpu="100m", memory="128Mi", gpu=gpu, node_name=name)
+                 for i, name in enumerate(nodes))
+    return Candidate(GangKey(key), priority, created, pods)
+
+
+def cluster(candidates: list[Candidate], nodes: list[Node]) -> Snapshot:
+    return Snapshot.build(nodes, [p for c in candidates for p in c.pods])
+
+
+def urgent(count: int, *, gpu: int = 1, priority: int = 100) -> Gang:
+    return replace(gang("ns/urgent", workers("ns/u", count, cpu="100m", memory="128Mi", gpu=gpu)),
+                   priority=priority)
+
+
+def gpu_nodes(count: int, gpus: int = 8) -> list[Node]:
+    return [node(f"n{i}", cpu="32", memory="128Gi", gpu=gpus) for i in range(count)]
+
+
+def test_evicts_exactly_enough_whole_gangs_for_an_eight_gpu_gang() -> None:
+    nodes = gpu_nodes(4)
+    # 16 gangs of 2 one-GPU pods fill 4 x 8 GPUs.
+    small = [running(f"ns/g{i:02d}", [f"n{i // 4}"] * 2, created=float(i)) for i in range(16)]
+    chosen = choose_victims(cluster(small, nodes), urgent(2, gpu=4), small)
+    assert chosen is not None
+    assert len(chosen.victims) == 4
+    assert len(chosen.pods) == 8  # every pod of every victim
+    freed = shifted(cluster(small, nodes), remove=[
+        p for c in small if c.gang in chosen.victims for p in c.pods])
+    assert overcommitted(freed, chosen.placement, urgent(2, gpu=4).pending) == []
+
+
+def test_lowest_priority_and_then_youngest_go_first() -> None:
+    nodes = gpu_nodes(1, gpus=4)
+    low_old = running("ns/low-old", ["n0", "n0"], priority=1, created=1.0)
+    low_new = running("ns/low-new", ["n0"], priority=1, created=2.0)
+    mid = running("ns/mid", ["n0"], priority=5, created=3.0)
+    everyone = [low_old, low_new, mid]
+    chosen = choose_victims(cluster(everyone, nodes), urgent(1), everyone)
+    assert chosen is not None and chosen.victims == ("ns/low-new",)
+
+
+def test_fewer_victims_beat_lower_priority_ones() -> None:
+    nodes = gpu_nodes(1, gpus=4)
+    one_big = running("ns/big", ["n0"], gpu=2, priority=5)
+    two_small = [running(f"ns/s{i}", ["n0"], priority=1) for i in range(2)]
+    everyone = [one_big, *two_small]
+    chosen = choose_victims(cluster(everyone, nodes), urgent(1, gpu=2), everyone)
+    assert chosen is not None and chosen.victims == ("ns/big",)
+
+
+def test_nothing_evicted_when_even_all_victims_would_not_do() -> None:
+    nodes = gpu_nodes(2, gpus=2)
+    small = [running(f"ns/g{i}", [f"n{i}"], gpu=2) for i in range(2)]
+    # One pod of 4 GPUs fits no 2-GPU node, however empty.
+    assert choose_victims(cluster(small, nodes), urgent(1, gpu=4), small) is None
+
+
+def test_equal_or_higher_priority_is_never_a_victim() -> None:
+    nodes = gpu_nodes(1, gpus=2)
+    peer = running("ns/peer", ["n0", "n0"], priority=100)
+    assert choose_victims(cluster([peer], nodes), urgent(1), [peer]) is None
+
+
+def test_a_gang_that_may_not_preempt_evicts_nothing() -> None:
+    nodes = gpu_nodes(1, gpus=2)
+    low = running("ns/low", ["n0", "n0"])
+    assert choose_victims(cluster([low], nodes), replace(urgent(1), preempts=False), [low]) is None
+
+
+def test_room_check_rejects_sets_that_break_other_promises() -> None:
+    nodes = gpu_nodes(1, gpus=2)
+    low = running("ns/low", ["n0", "n0"])
+    assert choose_victims(cluster([low], nodes), urgent(1), [low],
+                          room=lambda freed, placement: False) is None
+
+
+def test_shifted_adds_and_removes_requests_on_their_nodes() -> None:
+    nodes = gpu_nodes(1, gpus=2)
+    low = running("ns/low", ["n0"])
+    snapshot = cluster([low], nodes)
+    n0 = NodeName("n0")
+    assert shifted(snapshot, remove=low.pods).free(n0) == Snapshot.build(nodes, []).free(n0)
+    assert shifted(shifted(snapshot, remove=low.pods), add=low.pods) == snapshot
+
+
+# ---------------------------------------------------------------- properties
+
+
+@st.composite
+def preemption_instances(draw: st.DrawFn) -> tuple[Snapshot, Gang, list[Candidate]]:
+    """A few GPU nodes full of small running gangs of mixed priority, and a preemptor."""
+    count = draw(st.integers(1, 3))
+    nodes = [node(f"n{i}", cpu="4", memory="8Gi", gpu=draw(st.sampled_from([2, 3, 4])))
+             for i in range(count)]
+    free = {n.name: n.allocatable.get("nvidia.com/gpu") for n in nodes}
+    candidates: list[Candidate] = []
+    for g in range(draw(st.integers(1, 6))):
+        size = draw(st.integers(1, 3))
+        placed: list[str] = []
+        for _ in range(size):
+            options = sorted(name for name, left in free.items() if left > 0)
+            if not options:
+                break
+            name = draw(st.sampled_from(options))
+            free[name] -= 1
+            placed.append(name)
+        if placed:
+            candidates.append(running(f"ns/g{g}", placed, priority=draw(st.integers(0, 3)),
+                                      created=float(draw(st.integers(0, 5)))))
+    pods = draw(st.integers(1, 4))
+    gpus = draw(st.sampled_from([1, 1, 2]))
+    preemptor = replace(
+        gang("ns/urgent", workers("ns/u", pods, cpu="100m", memory="128Mi", gpu=gpus),
+             min_member=draw(st.integers(1, pods))),
+        priority=draw(st.integers(1, 4)),
+    )
+    return cluster(candidates, nodes), preemptor, candidates
+
+
+def fits_without(snapshot: Snapshot, preemptor: Gang, victims: tuple[Candidate, ...]) -> bool:
+    """Independent of the code under test: brute force over every assignment."""
+    freed = shifted(snapshot, remove=[p for v in victims for p in v.pods])
+    return max_placeable(freed, preemptor.pending) >= preemptor.min_member - preemptor.bound
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(preemption_instances())
+def test_evicting_the_chosen_set_always_makes_the_preemptor_fit(
+    instance: tuple[Snapshot, Gang, list[Candidate]],
+) -> None:
+    snapshot, preemptor, candidates = instance
+    assume(not fits_without(snapshot, preemptor, ()))  # preemption is for gangs that do not fit
+    chosen = choose_victims(snapshot, preemptor, candidates)
+    if chosen is None:
+        return
+    by_key = {c.gang: c for c in candidates}
+    victims = tuple(by_key[key] for key in chosen.victims)
+    assert all(v.priority < preemptor.priority for v in victims)
+    # Whole gangs: every pod of every victim, and nothing else.
+    assert sorted(chosen.pods) == sorted(p.key for v in victims for p in v.pods)
+    freed = shifted(snapshot, remove=[p for v in victims for p in v.pods])
+    assert fits_without(snapshot, preemptor, victims)
+    assert overcommitted(freed, chosen.placement, preemptor.pending) == []
+    again = Capacity.from_snapshot(freed).place(preemptor)
+    assert isinstance(again, Placement)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(preemption_instances())
+def test_no_smaller_set_of_lower_priority_would_do(
+    instance: tuple[Snapshot, Gang, list[Candidate]],
+) -> None:
+    snapshot, preemptor, candidates = instance
+    assume(not fits_without(snapshot, preemptor, ()))  # preemption is for gangs that do not fit
+    chosen = choose_victims(snapshot, preemptor, candidates)
+    lower = [c for c in candidates if c.priority < preemptor.priority]
+    size = len(chosen.victims) if chosen is not None else len(lower) + 1
+    for smaller in range(size):
+        for victims in combinations(lower, smaller):
+            assert not fits_without(snapshot, preemptor, victims), (
+                f"{[v.gang for v in victims]} would do with fewer victims than "
+                f"{chosen.victims if chosen else 'none found'}"
+            )
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(preemption_instances())
+def test_of_the_smallest_sets_the_highest_victim_priority_is_lowest(
+    instance: tuple[Snapshot, Gang, list[Candidate]],
+) -> None:
+    snapshot, preemptor, candidates = instance
+    assume(not fits_without(snapshot, preemptor, ()))  # preemption is for gangs that do not fit
+    chosen = choose_victims(snapshot, preemptor, candidates)
+    if chosen is None:
+        return
+    lower = [c for c in candidates if c.priority < preemptor.priority]
+    worst = max(c.priority for c in candidates if c.gang in chosen.victims)
+    for victims in combinations(lower, len(chosen.victims)):
+        if fits_without(snapshot, preemptor, victims):
+            assert max(v.priority for v in victims) >= worst
