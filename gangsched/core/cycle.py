@@ -20,18 +20,23 @@ The flow, in the spirit of Volcano's allocate action:
 5. A running gang that lost members holds their room (``holds``) before any
    gang is placed, so its replacements, which operators create a moment after
    the old pods go, find it still free.
+6. A gang that does not fit may evict whole gangs of lower priority
+   (:mod:`gangsched.core.preemption`). One preemption is under way at a time:
+   while its victims go, the preemptor is placed before any other gang and
+   holds its room, and no victim is chosen twice.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from fractions import Fraction
 
 from gangsched.core.fairness import dominant_share, gang_order, lowest_share
 from gangsched.core.holds import Hold, anywhere, describe, pinned
-from gangsched.core.model import Gang, GangKey, NodeName, Policy, QueueName
+from gangsched.core.model import Gang, GangKey, NodeName, Pod, Policy, QueueName
 from gangsched.core.placement import Capacity, Placement, Snapshot, Unplaceable
+from gangsched.core.preemption import Candidate, Preemption, choose_victims, shifted
 from gangsched.core.resources import Resources
 from gangsched.core.topology import Domain, domains_of, place_in_one_domain
 
@@ -74,6 +79,13 @@ class CycleInput:
     starvation_seconds: float = 60.0
     holds: tuple[Hold, ...] = ()
     """Rooms of departed members held for their gangs' replacements (see ``holds``)."""
+    bound_pods: Mapping[GangKey, tuple[Pod, ...]] = field(default_factory=dict)
+    """The live pods each gang has on nodes: what evicting it would free."""
+    preemption: bool = False
+    preempting: Mapping[GangKey, frozenset[GangKey]] = field(default_factory=dict)
+    """Preemptions under way: preemptor to the victims whose pods are going."""
+    unevictable: frozenset[GangKey] = frozenset()
+    """Gangs the Eviction API refused lately (a PodDisruptionBudget): not victims now."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,6 +107,8 @@ class CycleResult:
     unadmitted: tuple[Unplaceable, ...] = ()
     holding: Mapping[GangKey, str] = field(default_factory=dict)
     """Gangs still holding the room of departed members after this cycle, and what they hold."""
+    preemptions: tuple[Preemption, ...] = ()
+    """New preemptions to carry out: evict every victim pod, then the preemptor fits."""
 
 
 def run_cycle(inp: CycleInput) -> CycleResult:
@@ -190,6 +204,13 @@ class _Cycle:
                 self._hold(gang, outstanding(gang.min_resources, self.bound[gang.key]))
 
         self.starving: GangKey | None = None
+        self.victims_of = {
+            victim: preemptor
+            for preemptor, victims in inp.preempting.items()
+            for victim in victims
+        }
+        self.preemptions: list[Preemption] = []
+        self.placed_pods: list[Pod] = []
         self.placements: list[Placement] = []
         self.unplaceable: list[Unplaceable] = []
         self.unadmitted: list[Unplaceable] = []
@@ -205,6 +226,13 @@ class _Cycle:
         for gang in waiting:
             if gang.queue not in self.queues:
                 continue
+            preemptor = self.victims_of.get(gang.key)
+            if preemptor is not None:
+                # Its members are being evicted: a replacement placed now would
+                # only be evicted too, and would take the preemptor's room.
+                self.unplaceable.append(Unplaceable(
+                    gang.key, f"preempted by gang {preemptor}: waiting for its members to go"))
+                continue
             gate = gated_reason(gang)
             if gate is None:
                 known.append(gang)
@@ -216,6 +244,15 @@ class _Cycle:
         replacements = sorted((g for g in known if _is_running(g)), key=gang_order)
         for gang in replacements:
             self._place(gang)
+        # A preemptor whose victims are going comes next, before anyone who
+        # could take the room it evicted for, and holds that room meanwhile.
+        nominated = sorted(
+            (g for g in known if g.key in self.inp.preempting and not _is_running(g)),
+            key=gang_order,
+        )
+        for gang in nominated:
+            self._consider(gang)
+        known = [g for g in known if g.key not in self.inp.preempting]
 
         # PodGroups with no pods yet still ask for admission, in the same fair
         # order: Kubeflow's training-operator creates no pod of a Volcano job
@@ -255,6 +292,7 @@ class _Cycle:
                 key: describe((hold, placement.assignments[0][1]) for hold, placement in held)
                 for key, held in sorted(self.held.items())
             },
+            preemptions=tuple(self.preemptions),
         )
 
     # -- stages ---------------------------------------------------------------
@@ -335,7 +373,8 @@ class _Cycle:
         """
         decision = self._decide(gang)
         if isinstance(decision, Unplaceable):
-            self._wait(gang, decision.reason)
+            if not self._preempt_for(gang, decision.reason):
+                self._wait(gang, decision.reason)
             return
         requests = {pod.key: pod.requests for pod in gang.pending}
         placed = _total(requests[pod] for pod, _ in decision.assignments)
@@ -369,6 +408,10 @@ class _Cycle:
                 return
 
         self.placements.append(decision)
+        by_key = {pod.key: pod for pod in gang.pending}
+        self.placed_pods.extend(
+            replace(by_key[pod], node_name=node) for pod, node in decision.assignments
+        )
         self.free = free_after
         self.bound[gang.key] = bound_after
         self.allocated[queue.name] = self.allocated[queue.name] + placed
@@ -419,6 +462,88 @@ class _Cycle:
                     f"schedulable nodes have ({self.cluster_total}); {reason}"
                 )
         self.unplaceable.append(Unplaceable(gang.key, reason))
+
+    # -- preemption -----------------------------------------------------------
+
+    def _preempt_for(self, gang: Gang, reason: str) -> bool:
+        """Hold room for a preemptor whose victims are going, or start a preemption.
+
+        True when the gang's wait is accounted for here (held, with its
+        reason); False when it just waits like any other gang.
+        """
+        victims = self.inp.preempting.get(gang.key)
+        if victims is not None:
+            hold = self._room_of(gang)
+            self._hold(gang, hold)
+            self.unplaceable.append(Unplaceable(
+                gang.key,
+                f"preempted {len(victims)} gang(s) ({', '.join(sorted(victims))}); "
+                f"holding {hold} until they are gone; {reason}",
+            ))
+            return True
+        if not self._may_preempt(gang):
+            return False
+        chosen = choose_victims(
+            shifted(self.inp.snapshot, add=self.placed_pods),
+            gang,
+            self._candidates(gang),
+            gang.policy or self.inp.policy,
+            room=lambda freed, placement: self._room_after_eviction(gang, freed, placement),
+        )
+        if chosen is None:
+            return False
+        self.preemptions.append(chosen)
+        hold = self._room_of(gang)
+        self._hold(gang, hold)
+        self.unplaceable.append(Unplaceable(
+            gang.key,
+            f"preempting {len(chosen.victims)} gang(s) of lower priority "
+            f"({', '.join(chosen.victims)}); holding {hold} for it; {reason}",
+        ))
+        return True
+
+    def _may_preempt(self, gang: Gang) -> bool:
+        """One preemption at a time: a second chosen while the first's victims are still
+        going would see their room as taken and evict more than needed."""
+        return (
+            self.inp.preemption
+            and not self.inp.preempting
+            and not self.preemptions
+            and gang.preempts
+            and not gang.topology_keys
+            and gang.bound == 0
+        )
+
+    def _candidates(self, gang: Gang) -> list[Candidate]:
+        """Running gangs of lower priority that may be evicted now, whole."""
+        placed = {placement.gang for placement in self.placements}
+        return [
+            Candidate(other.key, other.priority, other.created, pods)
+            for other in self.gangs
+            if other.priority < gang.priority
+            and other.preemptible
+            and other.key not in placed
+            and other.key not in self.inp.unevictable
+            and (pods := tuple(self.inp.bound_pods.get(other.key, ())))
+        ]
+
+    def _room_after_eviction(self, gang: Gang, freed: Resources, placement: Placement) -> bool:
+        """Whether the placement found after evicting keeps every other promise:
+        reservations of admitted gangs and the gang's queue capability."""
+        requests = {pod.key: pod.requests for pod in gang.pending}
+        placed = _total(requests[pod] for pod, _ in placement.assignments)
+        others = self.reserved - self.holding.get(gang.key, Resources.zero())
+        if not others.fits(self.free + freed - placed):
+            return False
+        queue = self.queues[gang.queue]
+        if queue.capability is None:
+            return True
+        committed = self.allocated[queue.name] + self.queue_reserved[queue.name] + placed
+        return within_capability(committed, queue.capability)
+
+    def _room_of(self, gang: Gang) -> Resources:
+        pending = _total(pod.requests for pod in gang.pending)
+        return Resources.max_each(outstanding(gang.min_resources, self.bound[gang.key]), pending)
 
     def _urgency(self, gang: Gang) -> str:
         if _partly_bound(gang):

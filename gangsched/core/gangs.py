@@ -38,6 +38,8 @@ class Gathered:
     finished: frozenset[GangKey] = field(default_factory=frozenset)
     solo_of: Mapping[GangKey, GangKey] = field(default_factory=dict)
     """The one-pod gangs of basic-policy groups, to the group they are counted in."""
+    bound_pods: Mapping[GangKey, tuple[Pod, ...]] = field(default_factory=dict)
+    """Each gang's live pods on nodes: what evicting the gang whole would free."""
 
 
 def gather(
@@ -46,6 +48,7 @@ def gather(
     policies: Mapping[GangKey, Policy] | None = None,
     finished_before: frozenset[GangKey] = frozenset(),
     priority_classes: Mapping[str, int] | None = None,
+    never_preempting_classes: frozenset[str] = frozenset(),
 ) -> Gathered:
     """Group our pods into gangs; every unfinished PodGroup is a gang even with no pods.
 
@@ -67,6 +70,10 @@ def gather(
     A basic-policy group (native ``schedulingPolicy.basic``) is no gang: each
     of its pending pods is a gang of one, in the group's queue and at its
     priority, while the group still counts its members for its status.
+
+    A gang may preempt unless its group or class says ``preemptionPolicy:
+    Never`` or one of its pods does (their class set it); its priority counts
+    its bound pods too, so a running gang is never taken for a lower one.
     """
     pending: dict[GangKey, list[Pod]] = defaultdict(list)
     bound_requests: dict[GangKey, Resources] = defaultdict(Resources.zero)
@@ -74,6 +81,8 @@ def gather(
     orphans: dict[GangKey, list[Pod]] = defaultdict(list)
     priority: dict[GangKey, int] = {}
     bound_on: dict[GangKey, set[NodeName]] = defaultdict(set)
+    bound_pods: dict[GangKey, list[Pod]] = defaultdict(list)
+    never: set[GangKey] = set()
     solo_of: dict[GangKey, GangKey] = {}
     for member in members:
         pod = member.pod
@@ -91,6 +100,8 @@ def gather(
             counts[key]["pending"] += 1
             pending[solo].append(replace(pod, gang=solo))
             priority[solo] = pod.priority
+            if not pod.preempts:
+                never.add(solo)
             continue
         tally = counts[key]
         if member.succeeded:
@@ -101,12 +112,16 @@ def gather(
             tally["scheduled"] += 1
             bound_requests[key] = bound_requests[key] + pod.requests
             bound_on[key].add(pod.node_name)
+            bound_pods[key].append(pod)
+            priority[key] = max(priority.get(key, pod.priority), pod.priority)
             if member.running:
                 tally["running"] += 1
         else:
             tally["pending"] += 1
             pending[key].append(replace(pod, gang=key))
             priority[key] = max(priority.get(key, pod.priority), pod.priority)
+            if not pod.preempts:
+                never.add(key)
 
     gangs: list[Gang] = []
     finished: set[GangKey] = set()
@@ -146,6 +161,9 @@ def gather(
                 policy=(policies or {}).get(solo_of.get(key, key)),
                 topology_keys=spec.topology_keys if spec and not owner else (),
                 bound_on=frozenset(bound_on.get(key, ())),
+                preempts=key not in never and (spec is None or (
+                    spec.preempts and spec.priority_class not in never_preempting_classes)),
+                preemptible=spec is None or spec.preemptible,
             )
         )
     return Gathered(
@@ -164,6 +182,7 @@ def gather(
         orphans={key: tuple(pods) for key, pods in orphans.items()},
         finished=frozenset(finished),
         solo_of=solo_of,
+        bound_pods={key: tuple(pods) for key, pods in bound_pods.items()},
     )
 
 

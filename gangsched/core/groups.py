@@ -28,6 +28,10 @@ COSCHEDULING_LABEL = "scheduling.x-k8s.io/pod-group"
 VOLCANO_ANNOTATION = "scheduling.k8s.io/group-name"
 QUEUE_ANNOTATION = "scheduling.gangsched.io/queue"
 """Picks the Queue of a native PodGroup (or of its Workload): the native API has no queue."""
+VOLCANO_QUEUE_ANNOTATION = "scheduling.volcano.sh/queue-name"
+"""Volcano's queue annotation, honoured where a PodGroup's own field names no queue."""
+PREEMPTIBLE_ANNOTATIONS = ("scheduling.gangsched.io/preemptible", "volcano.sh/preemptable")
+"""``"false"`` on a PodGroup keeps its gang from ever being evicted for another."""
 
 
 class Flavor(StrEnum):
@@ -124,6 +128,23 @@ class GroupSpec:
     workload: str | None = None
     """``namespace/name`` of the native Workload whose queue annotation applies when the
     PodGroup names none itself."""
+    preempts: bool = True
+    """False for native ``spec.preemptionPolicy: Never``: the gang waits for room."""
+    preemptible: bool = True
+    """False when an annotation of :data:`PREEMPTIBLE_ANNOTATIONS` says ``"false"``."""
+
+
+def _annotations(meta: Mapping[str, Any]) -> Mapping[str, Any]:
+    annotations = meta.get("annotations") or {}
+    return annotations if isinstance(annotations, Mapping) else {}
+
+
+def _preemptible(meta: Mapping[str, Any]) -> bool:
+    annotations = _annotations(meta)
+    return not any(
+        str(annotations.get(name, "")).strip().lower() == "false"
+        for name in PREEMPTIBLE_ANNOTATIONS
+    )
 
 
 def group_from_api(obj: Mapping[str, Any], flavor: Flavor) -> GroupSpec:
@@ -153,7 +174,8 @@ def group_from_api(obj: Mapping[str, Any], flavor: Flavor) -> GroupSpec:
         min_resources = Resources.parse(raw_resources)
     except QuantityError as error:
         raise ObjectError(f"podgroup {key}: minResources: {error}") from error
-    queue = spec.get("queue") or DEFAULT_QUEUE
+    queue = (spec.get("queue") or _annotations(meta).get(VOLCANO_QUEUE_ANNOTATION)
+             or DEFAULT_QUEUE)
     timeout = spec.get("scheduleTimeoutSeconds")
     if timeout is not None and (not isinstance(timeout, int) or timeout < 0):
         raise ObjectError(f"podgroup {key}: scheduleTimeoutSeconds {timeout!r} is not ≥ 0")
@@ -168,6 +190,7 @@ def group_from_api(obj: Mapping[str, Any], flavor: Flavor) -> GroupSpec:
         generation=int(meta.get("generation") or 0),
         timeout_seconds=timeout,
         priority_class=str(priority_class) if priority_class else None,
+        preemptible=_preemptible(meta),
     )
 
 
@@ -204,8 +227,8 @@ def _native_group(
     priority = spec.get("priority")
     if priority is not None and (not isinstance(priority, int) or isinstance(priority, bool)):
         raise ObjectError(f"{where}: priority {priority!r} is not an integer")
-    annotations = meta.get("annotations") or {}
-    queue = annotations.get(QUEUE_ANNOTATION) if isinstance(annotations, Mapping) else None
+    annotations = _annotations(meta)
+    queue = annotations.get(QUEUE_ANNOTATION) or annotations.get(VOLCANO_QUEUE_ANNOTATION)
     workload_ref = spec.get("workloadRef")
     workload = None
     if not queue and isinstance(workload_ref, Mapping) and workload_ref.get("workloadName"):
@@ -224,6 +247,8 @@ def _native_group(
         basic=gang is None,
         topology_keys=tuple(keys),
         workload=workload,
+        preempts=spec.get("preemptionPolicy") != "Never",
+        preemptible=_preemptible(meta),
     )
 
 

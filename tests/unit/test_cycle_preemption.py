@@ -1,0 +1,136 @@
+"""Preemption inside the cycle: whole gangs of lower priority, one preemption at a time."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import replace
+
+from gangsched.core.cycle import CycleInput, CycleResult, QueueSpec, run_cycle
+from gangsched.core.model import Gang, GangKey, Pod, PodKey, Policy, QueueName
+from gangsched.core.placement import Snapshot
+from gangsched.core.resources import Resources
+from tests.unit.test_cycle import gang, node, pod, reasons
+
+DEFAULT = QueueName("default")
+NODES = [node("n1", 4), node("n2", 4)]
+
+
+def running(key: str, on: str, pods: int = 2, *, priority: int = 0,
+            preemptible: bool = True) -> tuple[Gang, tuple[Pod, ...]]:
+    """A gang with every member bound on node ``on`` and nothing pending."""
+    members = tuple(pod(f"{key}-{i}", 1, gang=key, on=on) for i in range(pods))
+    return (
+        Gang(GangKey(key), min_member=pods, pending=(), bound=pods, priority=priority,
+             preemptible=preemptible),
+        members,
+    )
+
+
+def full(priority: int = 0) -> list[tuple[Gang, tuple[Pod, ...]]]:
+    """Two nodes of 4 CPU filled by four running gangs of 2 CPU."""
+    return [running(f"ns/low-{i}", f"n{1 + i // 2}", priority=priority) for i in range(4)]
+
+
+def run(
+    everyone: Iterable[tuple[Gang, tuple[Pod, ...]]],
+    waiting: Iterable[Gang],
+    *,
+    preemption: bool = True,
+    preempting: Mapping[str, Iterable[str]] | None = None,
+    unevictable: Iterable[str] = (),
+) -> CycleResult:
+    running_gangs = list(everyone)
+    pods = [p for _, members in running_gangs for p in members]
+    bound: dict[GangKey, Resources] = {}
+    for g, members in running_gangs:
+        total = Resources.zero()
+        for p in members:
+            total = total + p.requests
+        bound[g.key] = total
+    return run_cycle(CycleInput(
+        snapshot=Snapshot.build(NODES, pods),
+        gangs=(*(g for g, _ in running_gangs), *waiting),
+        bound_requests=bound,
+        queues={DEFAULT: QueueSpec(DEFAULT)},
+        admitted=frozenset(),
+        waiting_since={},
+        now=1000.0,
+        policy=Policy.BINPACK,
+        bound_pods={g.key: members for g, members in running_gangs},
+        preemption=preemption,
+        preempting={GangKey(k): frozenset(GangKey(v) for v in vs)
+                    for k, vs in (preempting or {}).items()},
+        unevictable=frozenset(GangKey(k) for k in unevictable),
+    ))
+
+
+def urgent(pods: int = 4, priority: int = 100) -> Gang:
+    return gang("ns/urgent", pods, 1, priority=priority)
+
+
+def test_a_gang_that_cannot_fit_evicts_exactly_enough_whole_gangs() -> None:
+    result = run(full(), [urgent(4)])
+    assert len(result.preemptions) == 1
+    chosen = result.preemptions[0]
+    assert chosen.preemptor == "ns/urgent"
+    assert len(chosen.victims) == 2
+    assert len(chosen.pods) == 4
+    assert result.placements == ()
+    assert "preempting 2 gang(s)" in reasons(result)["ns/urgent"]
+
+
+def test_no_preemption_when_the_flag_is_off() -> None:
+    result = run(full(), [urgent()], preemption=False)
+    assert result.preemptions == ()
+
+
+def test_equal_priority_waits() -> None:
+    result = run(full(priority=100), [urgent()])
+    assert result.preemptions == ()
+
+
+def test_a_gang_that_never_preempts_waits() -> None:
+    result = run(full(), [replace(urgent(), preempts=False)])
+    assert result.preemptions == ()
+
+
+def test_an_opted_out_gang_is_never_a_victim() -> None:
+    everyone = [running("ns/keep", "n1", 4, preemptible=False), *full()[2:]]
+    result = run(everyone, [urgent(4)])
+    assert [set(p.victims) for p in result.preemptions] == [{"ns/low-2", "ns/low-3"}]
+
+
+def test_refused_by_the_eviction_api_is_not_chosen_again() -> None:
+    result = run(full(), [urgent(4)], unevictable=["ns/low-0", "ns/low-1"])
+    assert [set(p.victims) for p in result.preemptions] == [{"ns/low-2", "ns/low-3"}]
+    nothing_left = run(full(), [urgent(4)], unevictable=["ns/low-0", "ns/low-1", "ns/low-2"])
+    assert nothing_left.preemptions == ()
+
+
+def test_while_victims_go_the_preemptor_holds_its_room_and_goes_first() -> None:
+    # low-0 is gone already, low-1 is still terminating: 2 CPU are free on n1.
+    everyone = full()[1:]
+    newcomer = gang("ns/small", 1, 1, created=-5.0)
+    result = run(everyone, [urgent(4), newcomer],
+                 preempting={"ns/urgent": ["ns/low-0", "ns/low-1"]})
+    assert result.placements == ()
+    assert result.preemptions == ()  # one at a time: nothing more is evicted
+    assert "holding" in reasons(result)["ns/urgent"]
+    assert "reserved" in reasons(result)["ns/small"]
+
+
+def test_once_the_room_is_free_the_preemptor_is_placed_before_older_gangs() -> None:
+    everyone = full()[2:]
+    older = gang("ns/older", 4, 1, created=-100.0, priority=200)
+    result = run(everyone, [urgent(4), older],
+                 preempting={"ns/urgent": ["ns/low-0", "ns/low-1"]})
+    assert [p.gang for p in result.placements] == ["ns/urgent"]
+
+
+def test_replacements_of_a_victim_wait_for_the_preemption() -> None:
+    victim, members = running("ns/low-0", "n1")
+    replacing = replace(victim, pending=(pod("ns/low-0-9", 1, gang="ns/low-0"),), bound=1)
+    result = run([(replacing, members[:1]), *full()[1:]], [urgent(4)],
+                 preempting={"ns/urgent": ["ns/low-0", "ns/low-1"]})
+    assert "preempted by gang ns/urgent" in reasons(result)["ns/low-0"]
+    assert PodKey("ns/low-0-9") not in {p for pl in result.placements for p, _ in pl.assignments}
