@@ -473,13 +473,9 @@ class _Cycle:
         """
         victims = self.inp.preempting.get(gang.key)
         if victims is not None:
-            hold = self._room_of(gang)
-            self._hold(gang, hold)
-            self.unplaceable.append(Unplaceable(
-                gang.key,
-                f"preempted {len(victims)} gang(s) ({', '.join(sorted(victims))}); "
-                f"holding {hold} until they are gone; {reason}",
-            ))
+            self._hold_for_preemptor(
+                gang, f"preempted {len(victims)} gang(s) ({', '.join(sorted(victims))})",
+                "until they are gone", reason)
             return True
         if not self._may_preempt(gang):
             return False
@@ -493,14 +489,18 @@ class _Cycle:
         if chosen is None:
             return False
         self.preemptions.append(chosen)
-        hold = self._room_of(gang)
-        self._hold(gang, hold)
-        self.unplaceable.append(Unplaceable(
-            gang.key,
+        self._hold_for_preemptor(
+            gang,
             f"preempting {len(chosen.victims)} gang(s) of lower priority "
-            f"({', '.join(chosen.victims)}); holding {hold} for it; {reason}",
-        ))
+            f"({', '.join(chosen.victims)})",
+            "for it", reason)
         return True
+
+    def _hold_for_preemptor(self, gang: Gang, what: str, until: str, reason: str) -> None:
+        pending = _total(pod.requests for pod in gang.pending)
+        hold = Resources.max_each(outstanding(gang.min_resources, self.bound[gang.key]), pending)
+        self._hold(gang, hold)
+        self.unplaceable.append(Unplaceable(gang.key, f"{what}; holding {hold} {until}; {reason}"))
 
     def _may_preempt(self, gang: Gang) -> bool:
         """One preemption at a time: a second chosen while the first's victims are still
@@ -540,10 +540,6 @@ class _Cycle:
             return True
         committed = self.allocated[queue.name] + self.queue_reserved[queue.name] + placed
         return within_capability(committed, queue.capability)
-
-    def _room_of(self, gang: Gang) -> Resources:
-        pending = _total(pod.requests for pod in gang.pending)
-        return Resources.max_each(outstanding(gang.min_resources, self.bound[gang.key]), pending)
 
     def _urgency(self, gang: Gang) -> str:
         if _partly_bound(gang):
