@@ -26,6 +26,7 @@ from kubernetes_asyncio.leaderelection.leaderelection import LeaderElection
 from gangsched import __version__, handlers
 from gangsched.binder import FIELD_MANAGER, Binder
 from gangsched.core.model import Policy
+from gangsched.evictor import Evictor
 from gangsched.health import Health, HealthServer
 from gangsched.leadership import (
     LEASE_DURATION_S,
@@ -53,6 +54,7 @@ class RunOptions:
     metrics_port: int
     starvation_seconds: float
     replacement_grace_seconds: float = 60.0
+    preemption: bool = True
     leader_elect: bool = False
     lease_namespace: str = "default"
     lease_name: str = "gangsched"
@@ -124,7 +126,8 @@ async def run(options: RunOptions) -> int:
     api = await _api_client(options.kubeconfig)
     core = client.CoreV1Api(api)
     config_ = SchedulerConfig(policy=options.policy, starvation_s=options.starvation_seconds,
-                              replacement_grace_s=options.replacement_grace_seconds)
+                              replacement_grace_s=options.replacement_grace_seconds,
+                              preemption=options.preemption)
     health = Health(stale_after_s=2 * config_.resync_s, leader_election=options.leader_elect)
     mirror = Mirror(scheduler_names=options.scheduler_names,
                     namespaces=frozenset(options.namespaces))
@@ -136,6 +139,7 @@ async def run(options: RunOptions) -> int:
         reporter=Reporter(api, placed=mirror.is_placed),
         config=config_,
         on_cycle=health.cycle_ran,
+        evictor=Evictor(core, options.bind_concurrency, may_evict=leadership.may_act),
     )
     reflectors = [
         Reflector("priorityclasses", client.SchedulingV1Api(api).list_priority_class, mirror,

@@ -64,6 +64,10 @@ def _env(flag: str) -> str:
               type=click.FloatRange(0), default=60.0, show_default=True,
               help="When a running gang drops below its minMember, the room of each "
               "departed member is held this long for its replacement.")
+@click.option("--preemption/--no-preemption", envvar=_env("preemption"), default=True,
+              show_default=True,
+              help="A gang that cannot fit may evict whole gangs of lower priority "
+              "(Eviction API: PodDisruptionBudgets hold).")
 @click.option("--leader-elect/--no-leader-elect", envvar=_env("leader-elect"), default=False,
               show_default=True, help="Schedule only while holding a Lease (for replicas > 1).")
 @click.option("--lease-namespace", envvar=[_env("lease-namespace"), "POD_NAMESPACE"],
@@ -83,6 +87,7 @@ def run(
     metrics_port: int,
     starvation_seconds: float,
     replacement_grace_seconds: float,
+    preemption: bool,
     leader_elect: bool,
     lease_namespace: str,
     lease_name: str,
@@ -104,6 +109,7 @@ def run(
                 metrics_port=metrics_port,
                 starvation_seconds=starvation_seconds,
                 replacement_grace_seconds=replacement_grace_seconds,
+                preemption=preemption,
                 leader_elect=leader_elect,
                 lease_namespace=lease_namespace,
                 lease_name=lease_name,

@@ -42,7 +42,10 @@ class Decision:
 
 
 def gather_view(
-    view: View, finished_uids: frozenset[str], priority_classes: Mapping[str, int]
+    view: View,
+    finished_uids: frozenset[str],
+    priority_classes: Mapping[str, int],
+    never_preempting_classes: frozenset[str] = frozenset(),
 ) -> Gathering:
     """The view's pods and groups as gangs.
 
@@ -56,7 +59,8 @@ def gather_view(
         k for k, g in view.groups.items()
         if g.uid in finished_uids or g.status.get("phase") in FINISHED_PHASES
     )
-    gathered = gather(view.members, groups, policies, finished_before, priority_classes)
+    gathered = gather(view.members, groups, policies, finished_before, priority_classes,
+                      never_preempting_classes)
     still_finished = frozenset(
         g.uid for k, g in view.groups.items()
         if k in gathered.finished or (g.uid in finished_uids and k not in gathered.counts)
@@ -74,7 +78,12 @@ def cycle_input(
     policy: Policy,
     starvation_s: float,
     holds: tuple[Hold, ...] = (),
+    preemption: bool = False,
+    preempting: Mapping[GangKey, frozenset[GangKey]] | None = None,
+    unevictable: frozenset[GangKey] = frozenset(),
 ) -> CycleInput:
+    """The cycle's input; preemption is the running scheduler's alone (it evicts), so the
+    CLI's answers say what placement does without it."""
     keys = {gang.key for gang in gathered.gangs}
     return CycleInput(
         snapshot=view.snapshot,
@@ -87,6 +96,10 @@ def cycle_input(
         policy=policy,
         starvation_seconds=starvation_s,
         holds=holds,
+        bound_pods=gathered.bound_pods,
+        preemption=preemption,
+        preempting=preempting or {},
+        unevictable=unevictable,
     )
 
 

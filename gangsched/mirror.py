@@ -109,6 +109,8 @@ class Mirror:
     bad_pods: dict[PodKey, str] = field(default_factory=dict)
     priority_classes: dict[str, int] = field(default_factory=dict)
     """PriorityClass values by name: a PodGroup's priorityClassName orders its gang."""
+    never_preempting_classes: set[str] = field(default_factory=set)
+    """PriorityClasses with ``preemptionPolicy: Never``: their gangs wait, never evict."""
     workload_queues: dict[str, QueueName] = field(default_factory=dict)
     """Queue annotations of native Workloads by ``namespace/name``: their PodGroups'
     queue when a PodGroup names none itself."""
@@ -119,6 +121,7 @@ class Mirror:
             self.nodes.clear()
         elif kind == "priorityclasses":
             self.priority_classes.clear()
+            self.never_preempting_classes.clear()
         else:
             self.pods.clear()
             self.bad_pods.clear()
@@ -147,6 +150,7 @@ class Mirror:
         if kind == "nodes":
             return self.nodes.pop(NodeName(str(meta.get("name"))), None) is not None
         if kind == "priorityclasses":
+            self.never_preempting_classes.discard(str(meta.get("name")))
             return self.priority_classes.pop(str(meta.get("name")), None) is not None
         key = PodKey(f"{meta.get('namespace')}/{meta.get('name')}")
         old = self.pods.pop(key, None)
@@ -173,7 +177,13 @@ class Mirror:
             return False
         old = self.priority_classes.get(name)
         self.priority_classes[name] = value
-        return old != value
+        never = obj.get("preemptionPolicy") == "Never"
+        changed = never != (name in self.never_preempting_classes)
+        if never:
+            self.never_preempting_classes.add(name)
+        else:
+            self.never_preempting_classes.discard(name)
+        return old != value or changed
 
     def _upsert_pod(self, obj: RawObject) -> bool:
         meta = obj.get("metadata") or {}

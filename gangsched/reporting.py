@@ -266,6 +266,47 @@ class Reporter:
             message=f"Successfully assigned {record.pod.key} to {node} with gang {gang}",
         )
 
+    # ---- preemption ---------------------------------------------------------------
+    def preempted(
+        self,
+        preemptor: GangKey,
+        victims: Mapping[GangKey, tuple[PodKey, ...]],
+        groups: Mapping[GangKey, GroupRecord],
+        pods: Mapping[PodKey, PodRecord],
+        preemptor_pods: tuple[PodKey, ...],
+    ) -> None:
+        """An Event on every victim pod and group naming the preemptor, and one on the
+        preemptor (its PodGroup, else its pods) naming every victim."""
+        names = ", ".join(sorted(victims))
+        for victim, members in victims.items():
+            message = f"Preempted by gang {preemptor}: evicted whole ({len(members)} pods)"
+            for pod in members:
+                record = pods.get(pod)
+                if record is not None:
+                    self._pod_event(record, "Preempted", message)
+            group = groups.get(victim)
+            if group is not None:
+                self._group_event(group, "Preempted", message)
+        message = f"Preempting {len(victims)} gang(s) of lower priority to make room: {names}"
+        group = groups.get(preemptor)
+        if group is not None:
+            self._group_event(group, "Preempting", message)
+            return
+        for pod in preemptor_pods:
+            record = pods.get(pod)
+            if record is not None:
+                self._pod_event(record, "Preempting", message)
+
+    def _pod_event(self, record: PodRecord, reason: str, message: str) -> None:
+        namespace, name = record.pod.key.split("/", 1)
+        self.event({"apiVersion": "v1", "namespace": namespace, "name": name, "uid": record.uid},
+                   kind="Pod", reason=reason, message=message)
+
+    def _group_event(self, group: GroupRecord, reason: str, message: str) -> None:
+        namespace, name = group.key.split("/", 1)
+        self.event({"apiVersion": group.flavor.value, "namespace": namespace, "name": name,
+                    "uid": group.uid}, kind="PodGroup", reason=reason, message=message)
+
     # ---- PodGroups --------------------------------------------------------------
     def group_status(self, group: GroupRecord, status: GroupStatus, observed: int) -> None:
         body = status_body(

@@ -31,8 +31,10 @@ from gangsched.core.groups import (
 from gangsched.core.holds import GroupLife, Hold, Seat, seats_of, update_holds
 from gangsched.core.model import GangKey, PodKey, Policy, QueueName
 from gangsched.core.placement import Placement
+from gangsched.core.preemption import Preemption
 from gangsched.core.resources import Resources
 from gangsched.decisions import cycle_input, gather_view
+from gangsched.evictor import Evictor
 from gangsched.mirror import Mirror, View
 from gangsched.reporting import Reporter
 
@@ -55,6 +57,7 @@ GANG_WAIT_SECONDS = Histogram(
 PENDING_GANGS = Gauge(
     "gangsched_pending_gangs", "PodGroups not yet running nor finished, per queue", ["queue"]
 )
+GANGS_PREEMPTED = Counter("gangsched_gangs_preempted_total", "Gangs evicted whole for another")
 
 
 @dataclass
@@ -65,6 +68,19 @@ class SchedulerConfig:
     assume_ttl_s: float = 60.0
     starvation_s: float = 60.0
     replacement_grace_s: float = 60.0
+    preemption: bool = True
+    preemption_timeout_s: float = 60.0
+    """A preemptor not placed this long after its victims were evicted stops holding room."""
+    unevictable_s: float = 15.0
+    """A gang the Eviction API refused (a PodDisruptionBudget) is no victim for this long."""
+
+
+@dataclass(frozen=True, slots=True)
+class InFlight:
+    """A preemption under way: its victims are being evicted or are terminating."""
+
+    victims: frozenset[GangKey]
+    since: float
 
 
 @dataclass
@@ -76,7 +92,12 @@ class Scheduler:
     clock: Callable[[], float] = time.time
     may_act: Callable[[], bool] = lambda: True
     """False while a leader cannot be sure it still holds its lease: no cycle runs."""
+    evictor: Evictor | None = None
+    """Preemption is off without one."""
     admitted: frozenset[GangKey] = frozenset()
+    preempting: dict[GangKey, InFlight] = field(default_factory=dict)
+    unevictable: dict[GangKey, float] = field(default_factory=dict)
+    """Gangs the Eviction API refused, to when they may be chosen again."""
     waiting_since: dict[GangKey, float] = field(default_factory=dict)
     finished_uids: set[str] = field(default_factory=set)
     holds: tuple[Hold, ...] = ()
@@ -122,13 +143,18 @@ class Scheduler:
         view = self.mirror.view()
         self._forget_replaced_groups(view)
         gathering = gather_view(view, frozenset(self.finished_uids),
-                                self.mirror.priority_classes)
+                                self.mirror.priority_classes,
+                                frozenset(self.mirror.never_preempting_classes))
         gathered = gathering.gathered
         self.finished_uids = set(gathering.finished_uids)
         self._update_holds(view, gathering.groups, gathered, now)
+        self._settle_preemptions(gathered, now)
         result = run_cycle(cycle_input(
             view, gathered, admitted=self.admitted, waiting_since=self.waiting_since, now=now,
             policy=self.config.policy, starvation_s=self.config.starvation_s, holds=self.holds,
+            preemption=self.config.preemption and self.evictor is not None,
+            preempting={k: v.victims for k, v in self.preempting.items()},
+            unevictable=frozenset(k for k, until in self.unevictable.items() if until > now),
         ))
         self.admitted = result.admitted
         elapsed = time.perf_counter() - started
@@ -154,7 +180,11 @@ class Scheduler:
             gang.key: min(pod.created for pod in gang.pending)
             for gang in gathered.gangs if gang.bound == 0 and gang.pending
         }
+        for preemption in result.preemptions:
+            self._start_preemption(preemption, gathered, view, now)
         for placement in result.placements:
+            if self.preempting.pop(placement.gang, None) is not None:
+                bound_log.info("preemptor_placed", gang=placement.gang)
             self.mirror.assume(placement, now)
             for pod, _ in placement.assignments:
                 self.reporter.pod_placed(pod)
@@ -222,6 +252,70 @@ class Scheduler:
                 bound_log.info("gang_waiting", gang=gang, pods=pending.get(gang, 0),
                                reason=reason, cycle_ms=round(elapsed * 1000, 2))
         self._logged_reasons = dict(reasons)
+
+    # ---- preemption -------------------------------------------------------------
+    def _settle_preemptions(self, gathered: Gathered, now: float) -> None:
+        """Forget preemptions whose preemptor is gone or placed elsewhere, or that
+        have waited too long: their room is no longer held for anyone."""
+        waiting = {gang.key for gang in gathered.gangs if gang.pending}
+        for key, flight in list(self.preempting.items()):
+            if key not in waiting or now - flight.since > self.config.preemption_timeout_s:
+                del self.preempting[key]
+                log.info("preemption_ended", gang=key, pending=key in waiting)
+        for key, until in list(self.unevictable.items()):
+            if until <= now:
+                del self.unevictable[key]
+
+    def _start_preemption(
+        self, preemption: Preemption, gathered: Gathered, view: View, now: float
+    ) -> None:
+        self.preempting[preemption.preemptor] = InFlight(frozenset(preemption.victims), now)
+        pods_of = {
+            victim: tuple(p.key for p in gathered.bound_pods.get(victim, ()))
+            for victim in preemption.victims
+        }
+        preemptor_pods = next(
+            (tuple(p.key for p in g.pending) for g in gathered.gangs
+             if g.key == preemption.preemptor), (),
+        )
+        task = asyncio.create_task(
+            self._evict(preemption, pods_of, preemptor_pods, view, now)
+        )
+        self._binds.add(task)
+        task.add_done_callback(self._binds.discard)
+
+    async def _evict(
+        self,
+        preemption: Preemption,
+        pods_of: Mapping[GangKey, tuple[PodKey, ...]],
+        preemptor_pods: tuple[PodKey, ...],
+        view: View,
+        now: float,
+    ) -> None:
+        """Evict every victim pod, or none when a PodDisruptionBudget forbids any of them."""
+        if self.evictor is None:
+            return
+        refused, done = await self.evictor.evict_all(preemption.pods)
+        if refused:
+            by_pod = {pod: victim for victim, pods in pods_of.items() for pod in pods}
+            blocked = {by_pod[o.pod] for o in refused if o.pod in by_pod}
+            for victim in blocked:
+                self.unevictable[victim] = now + self.config.unevictable_s
+            self.preempting.pop(preemption.preemptor, None)
+            log.info("preemption_refused", gang=preemption.preemptor, victims=sorted(blocked),
+                     status=sorted({o.status for o in refused}), detail=refused[0].detail[:200])
+            self.trigger()
+            return
+        failed = [o for o in done if not o.evicted]
+        GANGS_PREEMPTED.inc(len(preemption.victims))
+        log.info("gangs_preempted", gang=preemption.preemptor, victims=list(preemption.victims),
+                 pods=len(preemption.pods), failed=len(failed))
+        for outcome in failed:
+            log.warning("eviction_failed", pod=outcome.pod, status=outcome.status,
+                        detail=outcome.detail)
+        self.reporter.preempted(preemption.preemptor, pods_of, view.groups, view.pods,
+                                preemptor_pods)
+        self.trigger()
 
     async def _bind(self, placement: Placement, first_created: float | None) -> None:
         outcomes = await self.binder.bind_gang(placement)

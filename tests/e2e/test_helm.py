@@ -58,6 +58,7 @@ def can(cluster: LocalCluster, verb: str, resource: str, *extra: str) -> bool:
         ("watch", "nodes", ()),
         ("watch", "priorityclasses.scheduling.k8s.io", ()),
         ("create", "pods", ("--subresource=binding", "-n", "team-a")),
+        ("create", "pods", ("--subresource=eviction", "-n", "team-a")),
         ("patch", "pods", ("--subresource=status", "-n", "team-a")),
         ("create", "events", ("-n", "team-a")),
         ("patch", "podgroups.scheduling.gangsched.io", ("--subresource=status", "-n", "team-a")),
