@@ -336,7 +336,7 @@ class LocalCluster:
             "--leader-elect=false",
             "--controllers=job-controller,namespace-controller,garbage-collector-controller,"
             "serviceaccount-controller,replicaset-controller,deployment-controller,"
-            "pod-garbage-collector-controller",
+            "pod-garbage-collector-controller,disruption-controller",
             f"--root-ca-file={certs.ca_cert}",
             f"--service-account-private-key-file={certs.sa_private}",
             *([f"--feature-gates={NATIVE_CONTROLLER_GATES}"] if self.options.native_gang else []),

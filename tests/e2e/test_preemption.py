@@ -1,0 +1,152 @@
+"""Preemption on the real control plane: whole gangs of lower priority make room, never part
+of one; ``preemptionPolicy: Never`` and PodDisruptionBudgets hold."""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from collections.abc import Iterator
+from typing import Any
+
+import pykube
+import pytest
+
+from devcluster.controlplane import LocalCluster, NodeShape
+from tests.e2e.conftest import SchedulerProcess
+from tests.e2e.scenario import only_nodes, overcommitted
+from tests.e2e.workspace import Workspace, node_of, wait_for
+
+URGENT = "gangsched-test-preemptor"
+URGENT_NEVER = "gangsched-test-never-preempts"
+
+
+def priority_class(cluster: LocalCluster, name: str, **extra: Any) -> None:
+    pykube.object_factory(cluster.client, "scheduling.k8s.io/v1", "PriorityClass")(
+        cluster.client,
+        {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+         "metadata": {"name": name}, "value": 100000, **extra},
+    ).create()
+
+
+@pytest.fixture(scope="module")
+def classes(cluster: LocalCluster) -> Iterator[None]:
+    priority_class(cluster, URGENT)
+    priority_class(cluster, URGENT_NEVER, preemptionPolicy="Never")
+    yield
+    cluster.kubectl("delete", "priorityclass", URGENT, URGENT_NEVER, "--ignore-not-found")
+
+
+def fill(ws: Workspace, gangs: int, *, labels: dict[str, str] | None = None,
+         first: int = 0) -> None:
+    """Low-priority gangs of two one-GPU pods each (minMember 2)."""
+    for i in range(first, first + gangs):
+        ws.create(ws.podgroup(f"low-{i}", min_member=2))
+        ws.create(*(ws.pod(f"low-{i}-{k}", cpu="100m", gpus=1, group=f"low-{i}",
+                           labels={"gang": f"low-{i}", **(labels or {})}) for k in range(2)))
+
+
+def gang_sizes(ws: Workspace) -> Counter[str]:
+    """Live (bound, not deleting) pods per low gang."""
+    sizes: Counter[str] = Counter()
+    for pod in ws.pods().values():
+        gang = pod["metadata"].get("labels", {}).get("gang")
+        if gang and node_of(pod) and not pod["metadata"].get("deletionTimestamp"):
+            sizes[gang] += 1
+    return sizes
+
+
+def urgent_gang(ws: Workspace, pods: int, gpus: int, priority_class_name: str) -> None:
+    group = ws.podgroup("urgent", min_member=pods)
+    group["spec"]["priorityClassName"] = priority_class_name
+    ws.create(group)
+    ws.create(*(ws.pod(f"urgent-{k}", cpu="100m", gpus=gpus, group="urgent")
+                for k in range(pods)))
+
+
+def urgent_bound(ws: Workspace, pods: int) -> bool:
+    found = ws.pods()
+    return all(node_of(found.get(f"urgent-{k}", {})) for k in range(pods))
+
+
+def preempted_event(ws: Workspace, involved: str) -> bool:
+    return any(e["reason"] == "Preempted" and "urgent" in e["message"]
+               for e in ws.events(involved))
+
+
+def reason_of(ws: Workspace, group: str) -> str:
+    conditions = ws.podgroup_obj(group).get("status", {}).get("conditions") or []
+    return " ".join(str(c.get("message", "")) for c in conditions)
+
+
+@pytest.mark.usefixtures("gangsched", "classes")
+def test_eight_gpu_gang_evicts_exactly_four_whole_two_gpu_gangs(
+    cluster: LocalCluster, ws: Workspace
+) -> None:
+    only_nodes(cluster, 4, NodeShape(cpu="32", memory="128Gi", gpus=8))
+    fill(ws, 16)
+    wait_for(lambda: sum(gang_sizes(ws).values()) == 32, timeout=60,
+             what="16 two-GPU gangs to fill 4 x 8 GPUs")
+
+    started = time.monotonic()
+    urgent_gang(ws, 2, 4, URGENT)
+    wait_for(lambda: urgent_bound(ws, 2), timeout=60, what="the 8-GPU gang to start")
+    print(f"\n[preemption] 8-GPU gang bound {time.monotonic() - started:.1f}s after creation")
+
+    sizes = gang_sizes(ws)
+    whole = [g for g, n in sizes.items() if n == 2]
+    assert len(whole) == 12, f"exactly 4 of 16 gangs should go: {dict(sizes)}"
+    assert all(n in (0, 2) for n in sizes.values()), f"a gang left below minMember: {sizes}"
+    assert overcommitted(cluster, ws.pods().values()) == {}
+    evicted = sorted(f"low-{i}" for i in range(16) if f"low-{i}" not in whole)
+    # Both sides are told, each naming the other.
+    wait_for(lambda: any(e["reason"] == "Preempting" and all(v in e["message"] for v in evicted)
+                         for e in ws.events("urgent")),
+             timeout=20, what="a Preempting Event on the preemptor naming its victims")
+    for victim in evicted:
+        wait_for(lambda v=victim: preempted_event(ws, v), timeout=20,  # type: ignore[misc]
+                 what=f"a Preempted Event on {victim} naming the preemptor")
+        pod_events = ws.events(f"{victim}-0")
+        assert any(e["reason"] == "Preempted" for e in pod_events), victim
+
+
+@pytest.mark.usefixtures("gangsched", "classes")
+def test_preemption_policy_never_waits_and_evicts_nothing(
+    cluster: LocalCluster, ws: Workspace
+) -> None:
+    only_nodes(cluster, 2, NodeShape(cpu="32", memory="128Gi", gpus=4))
+    fill(ws, 4)
+    wait_for(lambda: sum(gang_sizes(ws).values()) == 8, timeout=60, what="4 gangs to run")
+    urgent_gang(ws, 2, 2, URGENT_NEVER)
+    wait_for(lambda: "nvidia.com/gpu" in reason_of(ws, "urgent"), timeout=30,
+             what="the Never gang to be told why it waits")
+    time.sleep(3)  # a few cycles: nothing may be evicted meanwhile
+    assert sum(gang_sizes(ws).values()) == 8
+    assert not urgent_bound(ws, 2)
+    assert "preempt" not in reason_of(ws, "urgent")
+
+
+@pytest.mark.usefixtures("classes")
+def test_a_disruption_budget_protects_its_gangs_and_others_go_instead(
+    cluster: LocalCluster, ws: Workspace, gangsched: SchedulerProcess
+) -> None:
+    only_nodes(cluster, 2, NodeShape(cpu="32", memory="128Gi", gpus=4))
+    # The protected gangs are the youngest, so they are the first choice of victims.
+    fill(ws, 2, first=2)
+    time.sleep(1.1)
+    fill(ws, 2, labels={"protected": "yes"})
+    pdb = pykube.object_factory(ws.api, "policy/v1", "PodDisruptionBudget")(ws.api, {
+        "apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+        "metadata": {"name": "protect", "namespace": ws.name},
+        "spec": {"minAvailable": 4, "selector": {"matchLabels": {"protected": "yes"}}},
+    })
+    pdb.create()
+    wait_for(lambda: sum(gang_sizes(ws).values()) == 8, timeout=60, what="4 gangs to run")
+    wait_for(lambda: pdb.reload() or pdb.obj.get("status", {}).get("currentHealthy") == 4,
+             timeout=30, what="the disruption controller to count the protected pods")
+
+    urgent_gang(ws, 2, 2, URGENT)
+    wait_for(lambda: urgent_bound(ws, 2), timeout=60, what="the preemptor to start")
+    sizes = gang_sizes(ws)
+    assert sizes["low-0"] == 2 and sizes["low-1"] == 2, f"protected gangs evicted: {sizes}"
+    assert sizes["low-2"] == 0 and sizes["low-3"] == 0, sizes
+    assert "preemption_refused" in gangsched.logs()
