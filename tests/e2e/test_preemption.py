@@ -36,6 +36,14 @@ def classes(cluster: LocalCluster) -> Iterator[None]:
     cluster.kubectl("delete", "priorityclass", URGENT, URGENT_NEVER, "--ignore-not-found")
 
 
+def full_cluster(cluster: LocalCluster, ws: Workspace, nodes: int, gpus: int) -> None:
+    """``nodes`` nodes of ``gpus`` GPUs, every GPU taken by a low-priority gang."""
+    only_nodes(cluster, nodes, NodeShape(cpu="32", memory="128Gi", gpus=gpus))
+    fill(ws, nodes * gpus // 2)
+    wait_for(lambda: sum(gang_sizes(ws).values()) == nodes * gpus, timeout=60,
+             what=f"two-GPU gangs to fill {nodes} x {gpus} GPUs")
+
+
 def fill(ws: Workspace, gangs: int, *, labels: dict[str, str] | None = None,
          first: int = 0) -> None:
     """Low-priority gangs of two one-GPU pods each (minMember 2)."""
@@ -82,10 +90,7 @@ def reason_of(ws: Workspace, group: str) -> str:
 def test_eight_gpu_gang_evicts_exactly_four_whole_two_gpu_gangs(
     cluster: LocalCluster, ws: Workspace
 ) -> None:
-    only_nodes(cluster, 4, NodeShape(cpu="32", memory="128Gi", gpus=8))
-    fill(ws, 16)
-    wait_for(lambda: sum(gang_sizes(ws).values()) == 32, timeout=60,
-             what="16 two-GPU gangs to fill 4 x 8 GPUs")
+    full_cluster(cluster, ws, 4, 8)
 
     started = time.monotonic()
     urgent_gang(ws, 2, 4, URGENT)
@@ -102,20 +107,16 @@ def test_eight_gpu_gang_evicts_exactly_four_whole_two_gpu_gangs(
     wait_for(lambda: any(e["reason"] == "Preempting" and all(v in e["message"] for v in evicted)
                          for e in ws.events("urgent")),
              timeout=20, what="a Preempting Event on the preemptor naming its victims")
-    for victim in evicted:
-        wait_for(lambda v=victim: preempted_event(ws, v), timeout=20,  # type: ignore[misc]
-                 what=f"a Preempted Event on {victim} naming the preemptor")
-        pod_events = ws.events(f"{victim}-0")
-        assert any(e["reason"] == "Preempted" for e in pod_events), victim
+    wait_for(lambda: all(preempted_event(ws, v) and preempted_event(ws, f"{v}-0")
+                         for v in evicted),
+             timeout=20, what="Preempted Events on every victim group and pod naming the preemptor")
 
 
 @pytest.mark.usefixtures("gangsched", "classes")
 def test_preemption_policy_never_waits_and_evicts_nothing(
     cluster: LocalCluster, ws: Workspace
 ) -> None:
-    only_nodes(cluster, 2, NodeShape(cpu="32", memory="128Gi", gpus=4))
-    fill(ws, 4)
-    wait_for(lambda: sum(gang_sizes(ws).values()) == 8, timeout=60, what="4 gangs to run")
+    full_cluster(cluster, ws, 2, 4)
     urgent_gang(ws, 2, 2, URGENT_NEVER)
     wait_for(lambda: "nvidia.com/gpu" in reason_of(ws, "urgent"), timeout=30,
              what="the Never gang to be told why it waits")
