@@ -18,7 +18,7 @@ import structlog
 from prometheus_client import Counter, Gauge, Histogram
 
 from gangsched.binder import Binder, BindOutcome
-from gangsched.core.cycle import DEFAULT_QUEUE, CycleResult, run_cycle
+from gangsched.core.cycle import CycleResult, run_cycle
 from gangsched.core.gangs import Gathered
 from gangsched.core.groups import (
     Flavor,
@@ -420,7 +420,9 @@ class Scheduler:
         pending: dict[QueueName, int] = dict.fromkeys(view.queues, 0)
         running: dict[QueueName, int] = dict.fromkeys(view.queues, 0)
         for gang in gathered.gangs:
-            queue = gang.queue if gang.queue in allocated else DEFAULT_QUEUE
+            queue = gang.queue
+            if queue not in allocated:
+                continue  # its queue does not exist: it waits, counted nowhere
             allocated[queue] = allocated[queue] + gathered.bound_requests.get(
                 gang.key, Resources.zero()
             )

@@ -217,11 +217,12 @@ class _Cycle:
 
     def run(self) -> CycleResult:
         waiting = [gang for gang in self.gangs if gang.pending]
-        for gang in waiting:
-            if gang.queue not in self.queues:
-                self.unplaceable.append(
-                    Unplaceable(gang.key, f"queue {gang.queue!r} does not exist")
-                )
+        for gang in self.gangs:
+            if gang.queue in self.queues or not (gang.pending or gang.bound == 0):
+                continue
+            # As Volcano does: it waits, saying so, and never falls back to default.
+            missing = Unplaceable(gang.key, f"queue {gang.queue!r} does not exist")
+            (self.unplaceable if gang.pending else self.unadmitted).append(missing)
         known = []
         for gang in waiting:
             if gang.queue not in self.queues:

@@ -617,3 +617,26 @@ def test_placements_never_break_a_reservation_that_held_at_the_start(inp: CycleI
             free = free - request
             bound[placement.gang] = bound.get(placement.gang, zero) + request
     assert reserved(result.admitted, bound) <= free.get("cpu")
+
+
+def test_podgroup_without_pods_naming_a_missing_queue_is_told_so() -> None:
+    result = cycle(SIX_CPU, [gang("ns/a", 0, queue="nope", min_member=1, min_cpu=1)])
+    assert {u.gang: u.reason for u in result.unadmitted} == {
+        "ns/a": "queue 'nope' does not exist"}
+    assert result.admitted == frozenset()
+
+
+def test_closed_queue_still_places_a_replacement_for_a_running_gang() -> None:
+    closed = QueueSpec(QueueName("q"), open=False)
+    replacement = gang("ns/running", 1, min_member=2, bound=1, queue="q", first=1)
+    result = cycle(SIX_CPU, [replacement], bound_pods=[pod("ns/running-0", on="n1")],
+                   queues=[closed])
+    assert placed(result) == ["ns/running"]
+
+
+def test_capability_caps_every_resource_it_names_under_a_flood() -> None:
+    capped = QueueSpec(QueueName("q"), capability=Resources.of({"cpu": 3000, "pods": 2}))
+    flood = [gang(f"ns/g{i}", 1, queue="q", created=float(i)) for i in range(20)]
+    result = cycle([node("big", 64)], flood, queues=[capped])
+    # cpu would allow three; the pod cap of two binds first.
+    assert len(result.placements) == 2
