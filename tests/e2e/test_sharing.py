@@ -63,13 +63,13 @@ def queues(cluster: LocalCluster, ws: Workspace) -> Iterator[dict[str, str]]:
 
 
 def flood(ws: Workspace, queue: str, role: str, gangs: int, run_for: str) -> list[dict[str, Any]]:
-    """Identical gangs of two one-GPU pods that run ``run_for`` each."""
+    """Identical 2-GPU gangs (one pod each, so a gang's GPUs are freed at one instant)
+    that run ``run_for`` each, as PodGroup and pod."""
     manifests: list[dict[str, Any]] = []
     for i in range(gangs):
         group = f"{role}-{i:03d}"
-        manifests.append(ws.podgroup(group, min_member=2, queue=queue))
-        manifests.extend(ws.pod(f"{group}-{k}", cpu="100m", gpus=1, group=group, run_for=run_for)
-                         for k in range(2))
+        manifests.append(ws.podgroup(group, min_member=1, queue=queue))
+        manifests.append(ws.pod(f"{group}-0", cpu="100m", gpus=2, group=group, run_for=run_for))
     return manifests
 
 
@@ -103,15 +103,15 @@ def test_two_queues_weighted_three_to_one_share_gpu_seconds_three_to_one(
     heavy = flood(ws, queues["heavy"], "heavy", 30, "2s")
     light = flood(ws, queues["light"], "light", 14, "2s")
     # Interleaved, so neither queue is ahead merely by arriving first.
-    for i in range(max(len(heavy), len(light)) // 3):
-        ws.create(*heavy[3 * i: 3 * i + 3], *light[3 * i: 3 * i + 3])
+    for i in range(max(len(heavy), len(light)) // 2):
+        ws.create(*heavy[2 * i: 2 * i + 2], *light[2 * i: 2 * i + 2])
     wait_for(lambda: sum(gpus_in_use(ws.pods(), lambda n: "all").values()) == 8, timeout=30,
              what="both queues to fill the 8 GPUs")
     totals, _, window = sample_gpu_seconds(ws, ("heavy", "light"), 14.0)
     ratio = totals["heavy"] / totals["light"]
     utilisation = sum(totals.values()) / (8 * window)
     record("fair_share_3_to_1", {
-        "cluster": "2 nodes x 4 GPUs", "gang": "2 pods x 1 GPU, runs 2 s",
+        "cluster": "2 nodes x 4 GPUs", "gang": "1 pod x 2 GPUs, runs 2 s",
         "window_s": round(window, 1), "gpu_seconds": {k: round(v, 1) for k, v in totals.items()},
         "ratio": round(ratio, 3), "utilisation": round(utilisation, 3),
     })
