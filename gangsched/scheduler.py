@@ -216,6 +216,10 @@ class Scheduler:
         succeeded = {m.pod.key for m in view.members if m.succeeded}
         holds = update_holds(self.seats, seats, self.holds, lives, succeeded,
                              now=now, grace=self.config.replacement_grace_s)
+        # A gang being preempted loses its members on purpose: its room is the
+        # preemptor's, not its replacements'.
+        evicting = {victim for flight in self.preempting.values() for victim in flight.victims}
+        holds = tuple(hold for hold in holds if hold.gang not in evicting)
         for hold in set(holds) - set(self.holds):
             log.info("replacement_held", gang=hold.gang, pod=hold.pod.key,
                      node=hold.pod.node_name, seconds=self.config.replacement_grace_s)

@@ -480,8 +480,14 @@ class _Cycle:
             return True
         if not self._may_preempt(gang):
             return False
+        # Rooms held for other gangs' replacements are taken, as the placement
+        # after the eviction will find them.
+        held = [
+            replace(hold.pod, node_name=placement.assignments[0][1], terminal=False)
+            for holds in self.held.values() for hold, placement in holds
+        ]
         chosen = choose_victims(
-            shifted(self.inp.snapshot, add=self.placed_pods),
+            shifted(self.inp.snapshot, add=[*self.placed_pods, *held]),
             gang,
             self._candidates(gang),
             gang.policy or self.inp.policy,
