@@ -19,6 +19,7 @@ import aiohttp
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
+from gangsched.binder import FIELD_MANAGER
 from gangsched.core.model import PodKey
 
 NOT_LEADING = "not evicted: this replica's lease was not renewed within the renew deadline"
@@ -79,7 +80,8 @@ class Evictor:
                 return EvictionOutcome(pod, 0, NOT_LEADING)
             try:
                 response = await self._core.create_namespaced_pod_eviction(
-                    name, namespace, body, _preload_content=False, **extra
+                    name, namespace, body, field_manager=FIELD_MANAGER,
+                    _preload_content=False, **extra
                 )
             except ApiException as error:
                 return EvictionOutcome(pod, error.status or 0, str(error.reason))
