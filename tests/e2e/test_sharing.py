@@ -103,13 +103,16 @@ def test_two_queues_weighted_three_to_one_share_gpu_seconds_three_to_one(
     cluster: LocalCluster, ws: Workspace, queues: dict[str, str]
 ) -> None:
     only_nodes(cluster, 2, NodeShape(cpu="32", memory="128Gi", gpus=4))
-    heavy = flood(ws, queues["heavy"], "heavy", 30, "2s")
+    heavy = flood(ws, queues["heavy"], "heavy", 36, "2s")
     light = flood(ws, queues["light"], "light", 14, "2s")
     # Interleaved, so neither queue is ahead merely by arriving first.
     for i in range(max(len(heavy), len(light)) // 2):
         ws.create(*heavy[2 * i: 2 * i + 2], *light[2 * i: 2 * i + 2])
     wait_for(lambda: sum(gpus_in_use(ws.pods(), lambda n: "all").values()) == 8, timeout=30,
              what="both queues to fill the 8 GPUs")
+    # The first gangs of both queues land together on the empty cluster, two
+    # each; only once they finish does the weighted order decide. Measure after.
+    time.sleep(2.5)
     totals, _, window = sample_gpu_seconds(ws, ("heavy", "light"), 14.0)
     ratio = totals["heavy"] / totals["light"]
     utilisation = sum(totals.values()) / (8 * window)
