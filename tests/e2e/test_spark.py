@@ -88,12 +88,19 @@ class Spark:
         return pods
 
 
+@pytest.mark.parametrize(("flavor", "label"), [
+    (None, "kube-scheduler"),
+    # kube-scheduler 1.37's native PodGroup has no minResources: a group of the
+    # driver (minCount 1) is all Spark can declare up front, and it deadlocks alike.
+    ("native", "kube-scheduler 1.37 native gang (minCount 1)"),
+])
 @pytest.mark.usefixtures("six_cpus")
 def test_kube_scheduler_starts_every_driver_and_no_job_finishes(
-    ws: Workspace, cluster: LocalCluster
+    ws: Workspace, cluster: LocalCluster, flavor: str | None, label: str
 ) -> None:
-    spark = Spark(ws, scheduler="kube")
-    with timed("spark-6-jobs-6-cpus", "kube-scheduler",
+    spark = (Spark(ws, scheduler="kube") if flavor is None
+             else Spark(ws, scheduler="kube", flavor=flavor, native_min_count=1))
+    with timed("spark-6-jobs-6-cpus", label,
                outcome=f"deadlock: 0 of {JOBS} jobs finish in {KUBE_OBSERVE_S:.0f}s") as record:
         started = time.monotonic()
         spark.submit()
@@ -116,30 +123,6 @@ def test_kube_scheduler_starts_every_driver_and_no_job_finishes(
     reason = scheduled_condition(pods[executor(0, 0)])
     assert reason is not None and reason["reason"] == "Unschedulable", reason
     assert overcommitted(cluster, pods.values()) == {}
-
-
-@pytest.mark.usefixtures("six_cpus")
-def test_native_gang_of_the_driver_alone_deadlocks_like_kube_scheduler(
-    ws: Workspace, cluster: LocalCluster
-) -> None:
-    """kube-scheduler 1.37's native PodGroup has no minResources: a group of the driver
-    (``minCount: 1``) is all Spark can declare up front, and it deadlocks the same way."""
-    spark = Spark(ws, scheduler="kube", flavor="native", native_min_count=1)
-    with timed("spark-6-jobs-6-cpus", "kube-scheduler 1.37 native gang (minCount 1)",
-               outcome=f"deadlock: 0 of {JOBS} jobs finish in {KUBE_OBSERVE_S:.0f}s") as record:
-        started = time.monotonic()
-        spark.submit()
-        wait_for(lambda: (spark.step(), len(spark.executors_made) == JOBS)[1], timeout=60,
-                 what="all six drivers to run and ask for their executors")
-        record["deadlocked_after_s"] = round(time.monotonic() - started, 2)
-        deadline = time.monotonic() + KUBE_OBSERVE_S
-        while time.monotonic() < deadline:
-            pods = spark.step()
-            assert [node_of(p) for n, p in pods.items() if "-exec-" in n and node_of(p)] == []
-            time.sleep(0.5)
-    assert spark.finished == set()
-    assert spark.most_jobs_at_once == JOBS
-    assert overcommitted(cluster, ws.pods().values()) == {}
 
 
 @pytest.mark.usefixtures("six_cpus")
