@@ -65,16 +65,24 @@ def test_a_gated_member_keeps_its_gang_waiting_whole_until_the_gate_is_lifted(
     ws.create(ws.pod("trio-0", cpu="1", group="trio"), ws.pod("trio-1", cpu="1", group="trio"),
               gated_pod(ws, "trio-2", "trio", KUEUE_GATE))
 
-    group = wait_for(lambda: (g := ws.podgroup_obj("trio")).get("status", {}).get("conditions")
-                     and g, timeout=20, what="the PodGroup to say why it waits")
-    message = group["status"]["conditions"][0]["message"]
-    assert KUEUE_GATE in message and "trio-2" in message, message
-    gated = wait_for(lambda: reason_of(ws.pods()["trio-2"]), timeout=20,
-                     what="the gated pod's PodScheduled condition")
-    assert gated[0] == "SchedulingGated" and KUEUE_GATE in gated[1], gated
-    others = wait_for(lambda: reason_of(ws.pods()["trio-0"]), timeout=20,
-                      what="an ungated member's PodScheduled condition")
-    assert KUEUE_GATE in others[1], others
+    # The first words may be of a gang still arriving; it settles on the gate.
+    def group_says() -> str | None:
+        conditions = ws.podgroup_obj("trio").get("status", {}).get("conditions") or [{}]
+        message = str(conditions[0].get("message", ""))
+        return message if KUEUE_GATE in message else None
+
+    message = wait_for(group_says, timeout=20, what="the PodGroup to name the gate")
+    assert "trio-2" in message, message
+
+    def pod_says(name: str) -> tuple[str, str] | None:
+        reason = reason_of(ws.pods()[name])
+        return reason if reason and KUEUE_GATE in reason[1] else None
+
+    gated = wait_for(lambda: pod_says("trio-2"), timeout=20,
+                     what="the gated pod's PodScheduled condition naming the gate")
+    assert gated[0] == "SchedulingGated", gated
+    wait_for(lambda: pod_says("trio-0"), timeout=20,
+             what="an ungated member's PodScheduled condition naming the gate")
 
     # Waiting, not retrying: over two seconds and the resyncs in them nothing
     # of the gang is bound and no bind is even tried.

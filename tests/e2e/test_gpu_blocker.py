@@ -87,14 +87,18 @@ def test_gang_waits_whole_until_the_blocker_goes(
     time.sleep(2)
     workers = [p for n, p in ws.pods().items() if n.startswith("worker")]
     assert bound(workers) == [], "no member of a gang that does not fit may be bound"
-    message = scheduled_condition(workers[0])["message"]  # type: ignore[index]
-    assert "nvidia.com/gpu" in message, message
+    wait_for(lambda: "nvidia.com/gpu" in (scheduled_condition(ws.pods()["worker-0"]) or {})
+             .get("message", ""), timeout=20, what="the worker's condition naming the GPU")
     events = ws.events("worker-0")
     assert any(e["reason"] == "FailedScheduling" for e in events)
-    group = ws.podgroup_obj("train")
-    assert group["status"]["phase"] in ("Pending", "Inqueue")
-    said = group["status"]["conditions"][0]["message"]
-    assert "nvidia.com/gpu" in said
+
+    def group_says() -> str | None:
+        status = ws.podgroup_obj("train")["status"]
+        message = str((status.get("conditions") or [{}])[0].get("message", ""))
+        return message if "nvidia.com/gpu" in message else None
+
+    said = wait_for(group_says, timeout=20, what="the PodGroup's condition naming the GPU")
+    assert ws.podgroup_obj("train")["status"]["phase"] in ("Pending", "Inqueue")
 
     with timed("gpu-blocker", "gangsched", outcome="0 of 2 bound while blocked; "
                "both bound once the blocker goes", podgroup_message=said) as record:
