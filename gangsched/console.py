@@ -20,7 +20,7 @@ from gangsched.core.explain import Explanation
 from gangsched.core.groups import MemberCounts
 from gangsched.core.model import GangKey, QueueName
 from gangsched.core.reasons import describe_request
-from gangsched.core.resources import PODS, Resources, format_amount
+from gangsched.core.resources import PODS, Capability, Resources, format_amount
 from gangsched.decisions import Decision
 from gangsched.mirror import View
 from gangsched.simulation import Simulation
@@ -34,12 +34,12 @@ FLAVOR_NAMES = {
 }
 
 
-def quantities(resources: Resources) -> dict[str, str]:
+def quantities(resources: Resources | Capability) -> dict[str, str]:
     return {name: format_amount(name, amount) for name, amount in resources.items()
             if name != PODS}
 
 
-def _text(resources: Resources | None) -> str:
+def _text(resources: Resources | Capability | None) -> str:
     if resources is None:
         return "-"
     shown = quantities(resources)

@@ -34,7 +34,7 @@ from gangsched.core.kubeobjects import ObjectError, node_from_api, pod_from_api
 from gangsched.core.model import GangKey, Node, NodeName, Pod, PodKey, Policy, QueueName
 from gangsched.core.placement import Placement, Snapshot
 from gangsched.core.quantity import QuantityError
-from gangsched.core.resources import Resources
+from gangsched.core.resources import Capability
 
 log = structlog.get_logger(__name__)
 
@@ -276,10 +276,10 @@ class Mirror:
         meta = body.get("metadata") or {}
         spec = body.get("spec") or {}
         name = QueueName(str(meta.get("name", "")))
-        capability: Resources | None = None
+        capability: Capability | None = None
         try:
-            if spec.get("capability"):
-                capability = Resources.parse(spec["capability"])
+            if spec.get("capability") is not None:
+                capability = Capability.parse(spec["capability"])
         except (QuantityError, AttributeError) as error:
             log.warning("queue_invalid", queue=name, field="capability", error=str(error))
         weight = spec.get("weight", 1)

@@ -37,7 +37,7 @@ from gangsched.core.holds import Hold, anywhere, describe, pinned
 from gangsched.core.model import Gang, GangKey, NodeName, Pod, Policy, QueueName
 from gangsched.core.placement import Capacity, Placement, Snapshot, Unplaceable
 from gangsched.core.preemption import Candidate, Preemption, choose_victims, shifted
-from gangsched.core.resources import Resources
+from gangsched.core.resources import Capability, Resources
 from gangsched.core.topology import Domain, domains_of, place_in_one_domain
 
 DEFAULT_QUEUE = QueueName("default")
@@ -47,13 +47,13 @@ DEFAULT_QUEUE = QueueName("default")
 class QueueSpec:
     """What the cycle needs of a Queue: its weight, its cap, whether it takes new gangs.
 
-    ``capability`` caps only the resources it names; a resource it does not
-    name is not limited, as in Volcano.
+    ``capability`` caps only the resources it names (a zero forbids that
+    resource); a resource it does not name is not limited, as in Volcano.
     """
 
     name: QueueName
     weight: int = 1
-    capability: Resources | None = None
+    capability: Capability | None = None
     open: bool = True
 
 
@@ -114,15 +114,6 @@ class CycleResult:
 def run_cycle(inp: CycleInput) -> CycleResult:
     """Decide, for one snapshot, which gangs to place where and why the others wait."""
     return _Cycle(inp).run()
-
-
-def within_capability(amount: Resources, capability: Resources) -> bool:
-    """Whether ``amount`` stays under ``capability`` on every resource the cap names.
-
-    Not ``Resources.fits``: a cap that names only cpu must not turn every
-    memory request into an overrun.
-    """
-    return all(amount.get(name) <= limit for name, limit in capability.items())
 
 
 def outstanding(min_resources: Resources, used: Resources) -> Resources:
@@ -341,7 +332,7 @@ class _Cycle:
         queue = self.queues[gang.queue]
         if queue.capability is not None:
             committed = self.allocated[queue.name] + self.queue_reserved[queue.name]
-            if not within_capability(committed + need, queue.capability):
+            if not queue.capability.allows(committed + need):
                 return (
                     f"waiting for admission: minResources {gang.min_resources} would exceed "
                     f"queue {queue.name!r} capability {queue.capability} "
@@ -398,7 +389,7 @@ class _Cycle:
         if queue.capability is not None:
             allocated_after = self.allocated[queue.name] + placed
             reserved_after = self.queue_reserved[queue.name] - own_before + own_after
-            if not within_capability(allocated_after + reserved_after, queue.capability):
+            if not queue.capability.allows(allocated_after + reserved_after):
                 self.capacity.release(decision)
                 self._wait(
                     gang,
@@ -546,7 +537,7 @@ class _Cycle:
         if queue.capability is None:
             return True
         committed = self.allocated[queue.name] + self.queue_reserved[queue.name] + placed
-        return within_capability(committed, queue.capability)
+        return queue.capability.allows(committed)
 
     def _urgency(self, gang: Gang) -> str:
         if _partly_bound(gang):

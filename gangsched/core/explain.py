@@ -19,7 +19,7 @@ from gangsched.core.cycle import CycleInput, CycleResult, outstanding
 from gangsched.core.model import Gang, GangKey, NodeName, PodKey, PodPlacementRules, QueueName
 from gangsched.core.nodefit import node_excluded_reason
 from gangsched.core.reasons import describe_request
-from gangsched.core.resources import PODS, Resources
+from gangsched.core.resources import PODS, Capability, Resources
 from gangsched.core.room import UNBOUNDED, fit_count
 
 __all__ = ["Explanation", "NodeFit", "ShapeNeed", "Verdict", "explain_gang"]
@@ -84,7 +84,7 @@ class Explanation:
     """Where the cycle places its pods, when it does."""
     reserved_by_others: tuple[tuple[GangKey, Resources], ...]
     """Room admitted gangs hold for pods they have not bound yet."""
-    queue_capability: Resources | None
+    queue_capability: Capability | None
     queue_allocated: Resources
     remedies: tuple[str, ...]
     """What would let it run, most direct first."""
@@ -136,7 +136,7 @@ def _remedies(
     reason: str | None,
     reserved: tuple[tuple[GangKey, Resources], ...],
     queue: QueueName,
-    capability: Resources | None,
+    capability: Capability | None,
 ) -> tuple[str, ...]:
     if verdict is Verdict.PLACED:
         return ("it fits now: a running gangsched binds it in its next cycle",)

@@ -249,3 +249,50 @@ class Resources:
 
 
 _ZERO = Resources._trusted({})
+
+
+@dataclass(frozen=True, slots=True)
+class Capability:
+    """A queue's cap: a limit for each resource it names, zero included.
+
+    Unlike :class:`Resources` a zero is kept: ``nvidia.com/gpu: 0`` is a
+    queue that may use no GPU at all, not a queue without a GPU cap. A
+    resource the cap does not name is not limited, as in Volcano.
+    """
+
+    limits: tuple[tuple[str, int], ...]
+    """Sorted by name."""
+
+    @staticmethod
+    def parse(mapping: Mapping[str, str | int | float]) -> Capability:
+        """A cap from quantity strings; raises QuantityError naming the resource."""
+        limits: dict[str, int] = {}
+        for name in mapping:
+            if not isinstance(name, str) or not name:
+                raise QuantityError(f"{name!r}: not a resource name")
+            limits[name] = canonical_amount(name, mapping[name])
+        return Capability(tuple(sorted(limits.items())))
+
+    @staticmethod
+    def of(resources: Resources) -> Capability:
+        """A cap of exactly these (non-zero) amounts."""
+        return Capability(resources.items())
+
+    def allows(self, amount: Resources) -> bool:
+        """Whether ``amount`` stays within the limit of every resource the cap names.
+
+        Not ``Resources.fits``: a cap that names only cpu must not turn every
+        memory request into an overrun.
+        """
+        return all(amount.get(name) <= limit for name, limit in self.limits)
+
+    def items(self) -> tuple[tuple[str, int], ...]:
+        return self.limits
+
+    def __str__(self) -> str:
+        if not self.limits:
+            return "none"
+        return " ".join(
+            f"{name}={format_amount(name, limit)}"
+            for name, limit in sorted(self.limits, key=lambda item: _order(item[0]))
+        )

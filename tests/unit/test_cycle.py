@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from gangsched.core.cycle import CycleInput, CycleResult, QueueSpec, run_cycle
 from gangsched.core.model import Gang, GangKey, Node, NodeName, Pod, PodKey, Policy, QueueName
 from gangsched.core.placement import Snapshot
-from gangsched.core.resources import Resources
+from gangsched.core.resources import Capability, Resources
 
 DEFAULT = QueueName("default")
 
@@ -233,7 +233,7 @@ def test_admission_counts_room_taken_earlier_in_the_cycle() -> None:
 
 
 def test_queue_capability_caps_admission() -> None:
-    capped = QueueSpec(QueueName("q"), capability=cpu(4))
+    capped = QueueSpec(QueueName("q"), capability=Capability.of(cpu(4)))
     big = [node("n1", 8)]
     result = cycle(
         big,
@@ -251,7 +251,7 @@ def test_queue_capability_caps_admission() -> None:
 
 
 def test_queue_capability_caps_placement_on_the_resources_it_names() -> None:
-    capped = QueueSpec(QueueName("q"), capability=cpu(2))
+    capped = QueueSpec(QueueName("q"), capability=Capability.of(cpu(2)))
     big = [node("n1", 8)]
     result = cycle(
         big,
@@ -493,7 +493,7 @@ def cycle_inputs(draw: st.DrawFn) -> CycleInput:
         QueueName("a"): QueueSpec(
             QueueName("a"),
             weight=draw(st.integers(1, 3)),
-            capability=draw(st.sampled_from([None, cpu(3), cpu(6)])),
+            capability=draw(st.sampled_from([None, Capability.of(cpu(3)), Capability.of(cpu(6))])),
             open=draw(st.booleans()),
         ),
     }
@@ -635,8 +635,21 @@ def test_closed_queue_still_places_a_replacement_for_a_running_gang() -> None:
 
 
 def test_capability_caps_every_resource_it_names_under_a_flood() -> None:
-    capped = QueueSpec(QueueName("q"), capability=Resources.of({"cpu": 3000, "pods": 2}))
+    capped = QueueSpec(QueueName("q"),
+                       capability=Capability.of(Resources.of({"cpu": 3000, "pods": 2})))
     flood = [gang(f"ns/g{i}", 1, queue="q", created=float(i)) for i in range(20)]
     result = cycle([node("big", 64)], flood, queues=[capped])
     # cpu would allow three; the pod cap of two binds first.
     assert len(result.placements) == 2
+
+
+def test_a_capability_of_zero_lets_none_of_that_resource_in() -> None:
+    no_cpu = QueueSpec(QueueName("q"), capability=Capability.parse({"cpu": "0"}))
+    result = cycle([node("big", 64)], [gang("ns/a", 1, queue="q")], queues=[no_cpu])
+    assert result.placements == ()
+    assert "capability cpu=0" in reasons(result)["ns/a"]
+
+    # A zero on a resource the gang does not ask for stops nothing.
+    no_gpu = QueueSpec(QueueName("q"), capability=Capability.parse({"nvidia.com/gpu": 0}))
+    result = cycle([node("big", 64)], [gang("ns/a", 1, queue="q")], queues=[no_gpu])
+    assert placed(result) == ["ns/a"]

@@ -9,7 +9,7 @@ from gangsched.core.cycle import CycleInput, QueueSpec, run_cycle
 from gangsched.core.explain import Explanation, Verdict, explain_gang
 from gangsched.core.model import Gang, GangKey, Node, Pod, Policy, QueueName, Taint
 from gangsched.core.placement import Snapshot
-from gangsched.core.resources import Resources
+from gangsched.core.resources import Capability, Resources
 from tests.unit.clusters import GPU, gang, node, pod
 
 
@@ -78,6 +78,6 @@ def test_room_reserved_for_an_admitted_gang_is_named_with_its_holder() -> None:
 
 def test_a_queue_cap_in_the_way_is_named() -> None:
     e = explain([node("n0", cpu="8")], [], [gang("ns/job", [pod("ns/p0"), pod("ns/p1")])],
-                "ns/job", capability=Resources.parse({"cpu": 1}))
+                "ns/job", capability=Capability.parse({"cpu": 1}))
     assert e.verdict is Verdict.WAITING
     assert any("at its capability" in r for r in e.remedies), (e.reason, e.remedies)

@@ -7,6 +7,7 @@ from typing import Any
 from gangsched.core.groups import Flavor
 from gangsched.core.model import GangKey, NodeName, PodKey, QueueName
 from gangsched.core.placement import Placement
+from gangsched.core.resources import Resources
 from gangsched.mirror import Mirror
 
 
@@ -158,3 +159,13 @@ def test_queue_the_schema_should_have_rejected_is_read_without_crashing() -> Non
                                   "state": "Closed"}})
     queue = mirror.queues[QueueName("q")]
     assert (queue.weight, queue.capability, queue.open) == (1, None, False)
+
+
+def test_a_queue_capability_of_zero_is_kept() -> None:
+    mirror = mirror_with()
+    mirror.upsert_queue({"metadata": {"name": "q"},
+                         "spec": {"capability": {"nvidia.com/gpu": "0", "cpu": "4"}}})
+    capability = mirror.queues[QueueName("q")].capability
+    assert capability is not None
+    assert capability.items() == (("cpu", 4000), ("nvidia.com/gpu", 0))
+    assert not capability.allows(Resources.of({"nvidia.com/gpu": 1}))
