@@ -10,6 +10,7 @@ confirm or forget it.
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -33,6 +34,9 @@ BIND_SECONDS = Histogram(
 )
 
 
+NOT_LEADING = "not bound: this replica's lease was not renewed within the renew deadline"
+
+
 @dataclass(frozen=True, slots=True)
 class BindOutcome:
     pod: PodKey
@@ -45,8 +49,20 @@ class BindOutcome:
     def bound(self) -> bool:
         return 200 <= self.status <= 299
 
+    @property
+    def refused(self) -> bool:
+        """Sent and not bound: the API server said no, or did not answer."""
+        return not self.bound and self.detail != NOT_LEADING
 
-NOT_LEADING = "not bound: this replica's lease was not renewed within the renew deadline"
+
+def status_message(body: str) -> str:
+    """The ``message`` of a Kubernetes Status body, else the body itself."""
+    try:
+        status = json.loads(body)
+    except ValueError:
+        return body
+    message = status.get("message") if isinstance(status, dict) else None
+    return message if isinstance(message, str) and message else body
 
 
 class Binder:
@@ -89,7 +105,8 @@ class Binder:
             finally:
                 BIND_SECONDS.observe(time.perf_counter() - started)
             try:
-                detail = "" if 200 <= response.status <= 299 else (await response.text())[:300]
+                detail = ("" if 200 <= response.status <= 299
+                          else status_message(await response.text())[:300])
                 return BindOutcome(pod, node, response.status, detail)
             finally:
                 response.release()

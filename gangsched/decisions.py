@@ -16,11 +16,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from gangsched.core.backoff import BindRefusal
 from gangsched.core.cycle import CycleInput, CycleResult, run_cycle
 from gangsched.core.gangs import Gathered, gather
 from gangsched.core.groups import FINISHED_PHASES, GroupSpec
 from gangsched.core.holds import Hold
-from gangsched.core.model import GangKey, Policy
+from gangsched.core.model import GangKey, PodKey, Policy
 from gangsched.mirror import View
 
 
@@ -81,6 +82,7 @@ def cycle_input(
     preemption: bool = False,
     preempting: Mapping[GangKey, frozenset[GangKey]] | None = None,
     unevictable: frozenset[GangKey] = frozenset(),
+    bind_refusals: Mapping[PodKey, BindRefusal] | None = None,
 ) -> CycleInput:
     """The cycle's input; preemption is the running scheduler's alone (it evicts), so the
     CLI's answers say what placement does without it."""
@@ -100,6 +102,7 @@ def cycle_input(
         preemption=preemption,
         preempting=preempting or {},
         unevictable=unevictable,
+        bind_refusals=bind_refusals or {},
     )
 
 

@@ -18,6 +18,7 @@ import structlog
 from prometheus_client import Counter, Gauge, Histogram
 
 from gangsched.binder import Binder, BindOutcome
+from gangsched.core.backoff import BindRefusal, refused
 from gangsched.core.cycle import CycleResult, run_cycle
 from gangsched.core.gangs import Gathered
 from gangsched.core.groups import (
@@ -105,6 +106,8 @@ class Scheduler:
     """Last cycle's live members of groups: who is missing now departed since."""
     group_uids: dict[GangKey, str] = field(default_factory=dict)
     """The UID each group had last cycle: a new UID under the same name is a new group."""
+    bind_refusals: dict[PodKey, BindRefusal] = field(default_factory=dict)
+    """Pods whose last bind was refused, backing off (see core.backoff)."""
     _wake: asyncio.Event = field(default_factory=asyncio.Event)
     _binds: set[asyncio.Task[None]] = field(default_factory=set)
     _cycle_no: int = 0
@@ -142,6 +145,7 @@ class Scheduler:
             log.warning("assumption_expired", pod=pod)
         view = self.mirror.view()
         self._forget_replaced_groups(view)
+        self._forget_refusals()
         gathering = gather_view(view, frozenset(self.finished_uids),
                                 self.mirror.priority_classes,
                                 frozenset(self.mirror.never_preempting_classes))
@@ -155,6 +159,7 @@ class Scheduler:
             preemption=self.config.preemption and self.evictor is not None,
             preempting={k: v.victims for k, v in self.preempting.items()},
             unevictable=frozenset(k for k, until in self.unevictable.items() if until > now),
+            bind_refusals=self.bind_refusals,
         ))
         self.admitted = result.admitted
         elapsed = time.perf_counter() - started
@@ -330,19 +335,39 @@ class Scheduler:
             record = self.mirror.pods.get(outcome.pod)
             if outcome.bound:
                 PODS_BOUND.inc()
+                self.bind_refusals.pop(outcome.pod, None)
                 if record is not None:
                     self.reporter.pod_scheduled(record, outcome.node, placement.gang)
             else:
                 BIND_FAILURES.inc()
                 self.mirror.forget(outcome.pod)
+                if outcome.refused:
+                    self._refused(outcome)
         if failed:
             self._log_failures(placement, failed, len(outcomes))
-            self.trigger()  # retry the rest on other nodes at once
+            self.trigger()  # its gang now says why it waits
+
+    def _refused(self, outcome: BindOutcome) -> None:
+        """Back the pod off, and wake the scheduler when its backoff ends."""
+        refusal = refused(self.bind_refusals.get(outcome.pod), now=self.clock(),
+                          status=outcome.status, message=outcome.detail)
+        self.bind_refusals[outcome.pod] = refusal
+        asyncio.get_running_loop().call_later(refusal.delay(), self.trigger)
+
+    def _forget_refusals(self) -> None:
+        """A pod that went or got bound (by us or anyone) backs off no more."""
+        for pod in list(self.bind_refusals):
+            record = self.mirror.pods.get(pod)
+            if record is None or record.pod.node_name is not None:
+                del self.bind_refusals[pod]
 
     def _log_failures(self, placement: Placement, failed: list[BindOutcome], total: int) -> None:
         for outcome in failed:
+            refusal = self.bind_refusals.get(outcome.pod)
             log.warning("bind_failed", gang=placement.gang, pod=outcome.pod, node=outcome.node,
-                        status=outcome.status, detail=outcome.detail)
+                        status=outcome.status, detail=outcome.detail,
+                        refusals=refusal.refusals if refusal else None,
+                        retry_after_s=refusal.delay() if refusal else None)
         if len(failed) < total:
             log.warning("gang_partly_bound", gang=placement.gang, bound=total - len(failed),
                         failed=len(failed))

@@ -32,9 +32,10 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
 
+from gangsched.core.backoff import BindRefusal, backoff_reason
 from gangsched.core.fairness import dominant_share, gang_order, lowest_share
 from gangsched.core.holds import Hold, anywhere, describe, pinned
-from gangsched.core.model import Gang, GangKey, NodeName, Pod, Policy, QueueName
+from gangsched.core.model import Gang, GangKey, NodeName, Pod, PodKey, Policy, QueueName
 from gangsched.core.placement import Capacity, Placement, Snapshot, Unplaceable
 from gangsched.core.preemption import Candidate, Preemption, choose_victims, shifted
 from gangsched.core.resources import Capability, Resources
@@ -86,6 +87,8 @@ class CycleInput:
     """Preemptions under way: preemptor to the victims whose pods are going."""
     unevictable: frozenset[GangKey] = frozenset()
     """Gangs the Eviction API refused lately (a PodDisruptionBudget): not victims now."""
+    bind_refusals: Mapping[PodKey, BindRefusal] = field(default_factory=dict)
+    """Pods whose last bind the API server refused: their gangs wait out the backoff."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -225,13 +228,14 @@ class _Cycle:
                 self.unplaceable.append(Unplaceable(
                     gang.key, f"preempted by gang {preemptor}: waiting for its members to go"))
                 continue
-            gate = gated_reason(gang)
-            if gate is None:
+            held_back = gated_reason(gang) or backoff_reason(
+                gang, self.inp.bind_refusals, self.inp.now)
+            if held_back is None:
                 known.append(gang)
             else:
-                # Not _wait: a gang held back by a gate holds no room either,
-                # since no amount of waiting for room can place it.
-                self.unplaceable.append(Unplaceable(gang.key, gate))
+                # Not _wait: a gang held back by a gate or a refused bind holds
+                # no room either, since no amount of room can place it now.
+                self.unplaceable.append(Unplaceable(gang.key, held_back))
 
         replacements = sorted((g for g in known if _is_running(g)), key=gang_order)
         for gang in replacements:

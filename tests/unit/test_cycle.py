@@ -7,6 +7,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from gangsched.core.backoff import BindRefusal
 from gangsched.core.cycle import CycleInput, CycleResult, QueueSpec, run_cycle
 from gangsched.core.model import Gang, GangKey, Node, NodeName, Pod, PodKey, Policy, QueueName
 from gangsched.core.placement import Snapshot
@@ -76,6 +77,7 @@ def cycle(
     admitted: Iterable[str] = (),
     waiting_since: Mapping[str, float] | None = None,
     now: float = 1000.0,
+    bind_refusals: Mapping[str, BindRefusal] | None = None,
 ) -> CycleResult:
     specs = {DEFAULT: QueueSpec(DEFAULT)}
     specs.update({spec.name: spec for spec in queues})
@@ -89,6 +91,7 @@ def cycle(
             waiting_since={GangKey(k): v for k, v in (waiting_since or {}).items()},
             now=now,
             policy=Policy.BINPACK,
+            bind_refusals={PodKey(k): v for k, v in (bind_refusals or {}).items()},
         )
     )
 
