@@ -160,16 +160,28 @@ def create_namespace(api: pykube.HTTPClient, name: str) -> None:
                            "metadata": {"name": name}}).create()
 
 
-def delete_all(api: pykube.HTTPClient, namespace: str, timeout: float = 120) -> float:
-    """Delete every pod and PodGroup of ``namespace``; wait until no pod is left."""
+def delete_all(api: pykube.HTTPClient, namespace: str, timeout: float = 300) -> float:
+    """Delete every pod and PodGroup of ``namespace``; wait until no pod is left.
+
+    Deleting thousands of pods in one call can outlast the API server's own
+    request timeout (504, or the connection closed) on a loaded machine: the
+    call is then made again for what is left.
+    """
     started = time.monotonic()
     options = {"apiVersion": "v1", "kind": "DeleteOptions", "gracePeriodSeconds": 0}
-    # Deleting thousands of pods in one call outlasts the client's default 10 s.
-    api.raise_for_status(api.delete(url="pods", namespace=namespace, json=options,
-                                    timeout=timeout))
-    for version in (PODGROUP_VERSION, NATIVE_VERSION):
-        api.raise_for_status(api.delete(version=version, url="podgroups",
-                                        namespace=namespace, json=options, timeout=timeout))
+    for version, url in (("v1", "pods"), (PODGROUP_VERSION, "podgroups"),
+                         (NATIVE_VERSION, "podgroups")):
+        while True:
+            try:
+                response = api.delete(version=version, url=url, namespace=namespace,
+                                      json=options, timeout=timeout)
+            except requests.exceptions.ConnectionError:
+                if time.monotonic() - started > timeout:
+                    raise
+                continue
+            if response.status_code != 504 or time.monotonic() - started > timeout:
+                api.raise_for_status(response)
+                break
     while True:
         response = api.get(url="pods", namespace=namespace, params={"limit": "1"})
         api.raise_for_status(response)
@@ -295,8 +307,9 @@ def native_batch(namespace: str, gangs: int, size: int) -> Batch:
     return Batch(namespace, groups, pods)
 
 
-def plain_batch(namespace: str, count: int, size: int) -> Batch:
-    pods = [pod_manifest(namespace, f"job-{n // size}-{n % size}", "default-scheduler", None)
+def plain_batch(namespace: str, count: int, size: int,
+                scheduler: str = "default-scheduler") -> Batch:
+    pods = [pod_manifest(namespace, f"job-{n // size}-{n % size}", scheduler, None)
             for n in range(count)]
     return Batch(namespace, [], pods)
 
@@ -677,12 +690,49 @@ def run_kube(cluster: LocalCluster, clients: Clients, batch: Batch,
     }
 
 
+def run_bare(cluster: LocalCluster, clients: Clients, batch: Batch,
+             args: argparse.Namespace) -> dict[str, Any]:
+    """The bare binder (bench/barebinder.py) on a backlog, timed from its start."""
+    api = clients.get()
+    create_namespace(api, batch.namespace)
+    creation_s = create_all(clients, batch.pods, args.workers)
+    watch = PodWatch(clients, batch.namespace)
+    watch.start()
+    cpu_before = cpu_sample(cluster.pids)
+    started = time.monotonic()
+    command = [sys.executable, "-m", "bench.barebinder", f"--kubeconfig={cluster.kubeconfig}",
+               f"--namespace={batch.namespace}", "--node-prefix=bench",
+               f"--in-flight={args.bare_in_flight}"]
+    binder = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    finished = watch.wait_bound(len(batch.pods), args.timeout)
+    cpu_after = cpu_sample({**cluster.pids, "barebinder": binder.pid})
+    out, err = binder.communicate(timeout=60)
+    time.sleep(0.5)
+    watch.stop()
+    if binder.returncode != 0:
+        raise RuntimeError(f"the bare binder failed: {out.decode()[-2000:]}{err.decode()[-2000:]}")
+    return {
+        "pods": len(batch.pods),
+        "all_bound": finished,
+        "creation_s": round(creation_s, 2),
+        **bind_figures(watch, batch, started, None),
+        "cpu_s": {k: round(cpu_after.get(k, 0.0) - cpu_before.get(k, 0.0), 1)
+                  for k in cpu_after},
+        "config": f"aiohttp, {args.bare_in_flight} bindings in flight, round-robin nodes",
+        "binder": json.loads(out.decode().strip().splitlines()[-1]),
+    }
+
+
 # ---- main ---------------------------------------------------------------------------------
+CONTENDERS = ("gangsched", "gangsched_backlog", "kube_scheduler", "kube_scheduler_unthrottled",
+              "native_gang", "bare_binder")
+
+
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m bench.scheduler", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--nodes", type=int, default=500)
-    parser.add_argument("--gangs", type=int, default=250)
+    parser.add_argument("--nodes", type=int, default=1000)
+    parser.add_argument("--gangs", type=int, default=625)
     parser.add_argument("--gang-size", type=int, default=8)
     parser.add_argument("--workers", type=int, default=8, help="threads creating pods")
     parser.add_argument("--kube-qps", type=int, default=5000,
@@ -694,8 +744,17 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--workdir", type=Path, default=None,
                         help="keep the cluster's files and every log here "
                         "(default: a temporary directory, removed)")
+    parser.add_argument("--bare-in-flight", type=int, default=64,
+                        help="bindings the bare binder keeps in flight")
+    parser.add_argument("--contenders", default=",".join(CONTENDERS),
+                        help="comma-separated subset of: " + ", ".join(CONTENDERS))
     parser.add_argument("--output", type=Path, default=RESULTS)
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    args.contenders = [c for c in args.contenders.split(",") if c]
+    unknown = set(args.contenders) - set(CONTENDERS)
+    if unknown:
+        parser.error(f"unknown contenders: {', '.join(sorted(unknown))}")
+    return args
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -744,20 +803,22 @@ def main(argv: Sequence[str] | None = None) -> None:
             clients = Clients(cluster.kubeconfig)
             api = clients.get()
 
-            live = gang_batch("bench-gang", args.gangs, args.gang_size)
-            report["gangsched"] = run_live(cluster, clients, live, args,
-                                           workdir / "gangsched-live.log", profile("live"))
-            say(f"gangsched: {report['gangsched']['bound']}/{pods} bound in "
-                f"{report['gangsched'].get('wall_s')}s")
-            setup["delete_batch_1_s"] = round(delete_all(api, live.namespace), 1)
+            if "gangsched" in args.contenders:
+                live = gang_batch("bench-gang", args.gangs, args.gang_size)
+                report["gangsched"] = run_live(cluster, clients, live, args,
+                                               workdir / "gangsched-live.log", profile("live"))
+                say(f"gangsched: {report['gangsched']['bound']}/{pods} bound in "
+                    f"{report['gangsched'].get('wall_s')}s")
+                setup["delete_batch_1_s"] = round(delete_all(api, live.namespace), 1)
 
-            backlog = gang_batch("bench-backlog", args.gangs, args.gang_size)
-            report["gangsched_backlog"] = run_backlog(
-                cluster, clients, backlog, args, workdir / "gangsched-backlog.log",
-                profile("backlog"))
-            say(f"gangsched, backlog: {report['gangsched_backlog']['bound']}/{pods} bound in "
-                f"{report['gangsched_backlog'].get('wall_s')}s from its start")
-            setup["delete_batch_2_s"] = round(delete_all(api, backlog.namespace), 1)
+            if "gangsched_backlog" in args.contenders:
+                backlog = gang_batch("bench-backlog", args.gangs, args.gang_size)
+                report["gangsched_backlog"] = run_backlog(
+                    cluster, clients, backlog, args, workdir / "gangsched-backlog.log",
+                    profile("backlog"))
+                say(f"gangsched, backlog: {report['gangsched_backlog']['bound']}/{pods} bound "
+                    f"in {report['gangsched_backlog'].get('wall_s')}s from its start")
+                setup["delete_batch_2_s"] = round(delete_all(api, backlog.namespace), 1)
 
             contenders = (
                 ("kube_scheduler", plain_batch("bench-kube", pods, args.gang_size),
@@ -768,11 +829,20 @@ def main(argv: Sequence[str] | None = None) -> None:
                  True, args.kube_qps),
             )
             for name, batch, native, qps in contenders:
+                if name not in args.contenders:
+                    continue
                 report[name] = run_kube(cluster, clients, batch, args, native_gang=native,
                                         qps=qps)
                 say(f"{name}: {report[name]['bound']}/{pods} bound in "
                     f"{report[name].get('wall_s')}s")
                 setup[f"delete_{name}_s"] = round(delete_all(api, batch.namespace), 1)
+
+            if "bare_binder" in args.contenders:
+                bare = plain_batch("bench-bare", pods, args.gang_size, scheduler="bare-binder")
+                report["bare_binder"] = run_bare(cluster, clients, bare, args)
+                say(f"bare_binder: {report['bare_binder']['bound']}/{pods} bound in "
+                    f"{report['bare_binder'].get('wall_s')}s")
+                setup["delete_bare_binder_s"] = round(delete_all(api, bare.namespace), 1)
     report["ratios"] = ratios(report)
     report["total_run_s"] = round(time.monotonic() - run_started, 1)
 
@@ -782,7 +852,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     print(f"wrote {args.output}", file=sys.stderr)
 
 
-RATIO_BASES = ("kube_scheduler", "kube_scheduler_unthrottled", "native_gang")
+RATIO_BASES = ("kube_scheduler", "kube_scheduler_unthrottled", "native_gang", "bare_binder")
 
 
 def ratios(report: Mapping[str, Any]) -> dict[str, float | None]:
@@ -790,6 +860,8 @@ def ratios(report: Mapping[str, Any]) -> dict[str, float | None]:
     found: dict[str, float | None] = {}
     for ours in ("gangsched_backlog",):
         for base in RATIO_BASES:
+            if ours not in report or base not in report:
+                continue
             mine, theirs = report[ours].get("pods_per_s"), report[base].get("pods_per_s")
             found[f"{ours}_over_{base}"] = (
                 round(mine / theirs, 2) if mine and theirs else None)
@@ -801,29 +873,37 @@ def print_summary(report: Mapping[str, Any]) -> None:
     print(f"{sizes['nodes']} nodes, {sizes['pods']} pods ({sizes['gangs']} gangs of "
           f"{sizes['gang_size']}), {report['cores']} cores, Python {report['python']}"
           + (" (gangsched profiled)" if report["profiled"] else ""))
-    gang, backlog = report["gangsched"], report["gangsched_backlog"]
-    print(f"  gangsched live: {gang['bound']}/{gang['pods']} bound. Created in "
-          f"{gang['creation_s']}s ({gang['creation_pods_per_s']}/s); last bind "
-          f"{gang.get('wall_s')}s after the first create: {gang.get('pods_per_s')} pods/s; "
-          f"{gang.get('bound_by_creation_end')} bound by creation end, the other "
-          f"{gang['bound'] - gang.get('bound_by_creation_end', 0)} in "
-          f"{gang.get('after_creation_end_s')}s")
+    gang = report.get("gangsched")
+    if gang is not None:
+        print(f"  gangsched live: {gang['bound']}/{gang['pods']} bound. Created in "
+              f"{gang['creation_s']}s ({gang['creation_pods_per_s']}/s); last bind "
+              f"{gang.get('wall_s')}s after the first create: {gang.get('pods_per_s')} pods/s; "
+              f"{gang.get('bound_by_creation_end')} bound by creation end, the other "
+              f"{gang['bound'] - gang.get('bound_by_creation_end', 0)} in "
+              f"{gang.get('after_creation_end_s')}s")
     print(f"  backlogs of {sizes['pods']} pods, timed from the scheduler's start:")
-    for name, r in (("gangsched", backlog), *((base, report[base]) for base in RATIO_BASES)):
+    for name in ("gangsched_backlog", *RATIO_BASES):
+        r = report.get(name)
+        if r is None:
+            continue
         print(f"    {name}: {r['bound']}/{r['pods']} bound, last {r.get('wall_s')}s after its "
               f"start: {r.get('pods_per_s')} pods/s; first bind after "
-              f"{r.get('first_bind_after_s')}s, then {r.get('pods_per_s_bind_window')}/s")
-    for name, r in (("live", gang), ("backlog", backlog)):
+              f"{r.get('first_bind_after_s')}s, then {r.get('pods_per_s_bind_window')}/s; "
+              f"CPU s {r.get('cpu_s')}")
+    for name in ("gangsched", "gangsched_backlog"):
+        r = report.get(name)
+        if r is None:
+            continue
         after, cycles = r["after_stop"], r["cycles"]
         counters = r["counters_until_last_bind"]
-        print(f"  gangsched {name}: gangs whole {after.get('gangs_whole')}/{sizes['gangs']}, "
+        print(f"  {name}: gangs whole {after.get('gangs_whole')}/{sizes['gangs']}, "
               f"partly bound {after.get('gangs_partly_bound')}; a gang's binds span p50 "
               f"{r.get('gang_bind_spread_ms_p50')} ms, max {r.get('gang_bind_spread_ms_max')} "
               f"ms; {cycles.get('cycles_placing')} cycles placed gangs, cycle ms p50 "
               f"{cycles.get('cycle_ms_p50')} p95 {cycles.get('cycle_ms_p95')} max "
               f"{cycles.get('cycle_ms_max')}; {counters.get('cycles', 0):.0f} cycles in all until "
-              f"the last bind, {counters.get('cycle_seconds', 0):.2f}s of them; gangsched CPU "
-              f"{r['cpu_s'].get('gangsched')}s")
+              f"the last bind, {counters.get('cycle_seconds', 0):.2f}s of them; events "
+              f"{r.get('events_by_reason')}")
     print("  ratios (pods/s): " + ", ".join(f"{k} {v}" for k, v in report["ratios"].items()))
     print(f"  total run {report['total_run_s']}s")
 

@@ -132,15 +132,17 @@ async def run(options: RunOptions) -> int:
     mirror = Mirror(scheduler_names=options.scheduler_names,
                     namespaces=frozenset(options.namespaces))
     leadership = Leadership()
+    binder = Binder(core, options.bind_concurrency, may_bind=leadership.may_act)
     scheduler = Scheduler(
         mirror=mirror,
-        binder=Binder(core, options.bind_concurrency, may_bind=leadership.may_act),
+        binder=binder,
         may_act=leadership.may_act,
-        reporter=Reporter(api, placed=mirror.is_placed),
+        reporter=Reporter(api, placed=mirror.is_placed, wait_turn=binder.wait_slot_free),
         config=config_,
         on_cycle=health.cycle_ran,
         evictor=Evictor(core, options.bind_concurrency, may_evict=leadership.may_act),
     )
+    mirror.on_status_change = scheduler.status_changed
     reflectors = [
         Reflector("priorityclasses", client.SchedulingV1Api(api).list_priority_class, mirror,
                   scheduler.trigger),

@@ -76,8 +76,16 @@ class Binder:
         may_bind: Callable[[], bool] = lambda: True,
     ) -> None:
         self._core = core
+        self._concurrency = concurrency
         self._slots = asyncio.Semaphore(concurrency)
         self._may_bind = may_bind
+        self._outstanding = 0
+        self._slot_free = asyncio.Event()
+        self._slot_free.set()
+
+    async def wait_slot_free(self) -> None:
+        """Return once no bind waits for a slot: other writes go after binds."""
+        await self._slot_free.wait()
 
     async def bind_gang(self, placement: Placement) -> list[BindOutcome]:
         return list(
@@ -85,6 +93,17 @@ class Binder:
         )
 
     async def _bind(self, pod: PodKey, node: NodeName) -> BindOutcome:
+        self._outstanding += 1
+        if self._outstanding > self._concurrency:
+            self._slot_free.clear()
+        try:
+            return await self._bind_one(pod, node)
+        finally:
+            self._outstanding -= 1
+            if self._outstanding <= self._concurrency:
+                self._slot_free.set()
+
+    async def _bind_one(self, pod: PodKey, node: NodeName) -> BindOutcome:
         namespace, name = pod.split("/", 1)
         body = {
             "apiVersion": "v1",

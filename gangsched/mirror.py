@@ -12,7 +12,7 @@ forgets it; an assumption the watch never confirms expires after a bound time.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -77,12 +77,12 @@ class View:
 
 
 def _matters(old: PodRecord | None, new: PodRecord, assumed_on: NodeName | None) -> bool:
-    """Whether a pod's change can alter a decision or a group's status.
+    """Whether a pod's change can alter a decision.
 
     Pods of other schedulers matter only when they free room (finish) or
-    change their requests; ours also when they arrive, change phase or group,
-    have a scheduling gate lifted, or land somewhere other than where we
-    assumed them.
+    change their requests; ours also when they arrive, change group, have a
+    scheduling gate lifted, or land somewhere other than where we assumed
+    them.
     """
     if old is None:
         return new.ours
@@ -92,7 +92,13 @@ def _matters(old: PodRecord | None, new: PodRecord, assumed_on: NodeName | None)
         return False
     moved = new.pod.node_name != old.pod.node_name and new.pod.node_name != assumed_on
     lifted = new.pod.gates != old.pod.gates
-    return moved or lifted or new.phase != old.phase or new.group != old.group
+    return moved or lifted or new.group != old.group
+
+
+def _reported(old: PodRecord | None, new: PodRecord) -> bool:
+    """Whether a change that alters no decision still changes what a status says:
+    a member of ours started running (its group's running count)."""
+    return old is not None and new.ours and new.phase != old.phase
 
 
 @dataclass
@@ -114,6 +120,8 @@ class Mirror:
     workload_queues: dict[str, QueueName] = field(default_factory=dict)
     """Queue annotations of native Workloads by ``namespace/name``: their PodGroups'
     queue when a PodGroup names none itself."""
+    on_status_change: Callable[[], None] = lambda: None
+    """Called for a change that alters no decision but what a status reports."""
 
     # ---- watch sink (pods, nodes) -----------------------------------------
     def replace(self, kind: str, objects: list[RawObject]) -> None:
@@ -225,7 +233,11 @@ class Mirror:
         assumed = self.assumed.get(key)
         if pod.node_name is not None:
             self.assumed.pop(key, None)  # confirmed by the watch
-        return _matters(old, record, assumed[0] if assumed else None)
+        if _matters(old, record, assumed[0] if assumed else None):
+            return True
+        if _reported(old, record):
+            self.on_status_change()
+        return False
 
     # ---- PodGroups and Queues (from kopf event handlers) --------------------
     def upsert_group(self, flavor: Flavor, body: RawObject) -> GroupRecord:

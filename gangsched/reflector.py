@@ -12,12 +12,12 @@ broken stream leads to a fresh list, so the sink never misses a deletion.
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import aiohttp
+import orjson
 import structlog
 from kubernetes_asyncio.client.exceptions import ApiException
 
@@ -64,9 +64,9 @@ async def json_lines(response: aiohttp.ClientResponse) -> AsyncIterator[RawObjec
         *lines, buffer = buffer.split(b"\n")
         for line in lines:
             if line.strip():
-                yield json.loads(line)
+                yield orjson.loads(line)
     if buffer.strip():
-        yield json.loads(buffer)
+        yield orjson.loads(buffer)
 
 
 @dataclass
@@ -98,7 +98,7 @@ class Reflector:
                     continue
                 log.warning("list_watch_failed", kind=self.kind, status=error.status,
                             reason=error.reason)
-            except (TimeoutError, aiohttp.ClientError, json.JSONDecodeError) as error:
+            except (TimeoutError, aiohttp.ClientError, orjson.JSONDecodeError) as error:
                 log.warning("list_watch_failed", kind=self.kind, error=str(error))
             await asyncio.sleep(backoff)
             backoff = min(backoff * 2, 10.0)
@@ -114,7 +114,7 @@ class Reflector:
             response = await self.list_call(**kwargs)
             await raise_for_status(response)
             try:
-                body = json.loads(await response.read())
+                body = orjson.loads(await response.read())
             finally:
                 response.release()
             kind = body.get("kind", "").removesuffix("List")

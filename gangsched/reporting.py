@@ -60,6 +60,10 @@ def _quantities(resources: Resources) -> dict[str, str]:
     return {name: format_amount(name, amount) for name, amount in resources.items()}
 
 
+async def _no_wait() -> None:
+    return None
+
+
 class Reporter:
     """Writes what users see; status and conditions go ahead of Events.
 
@@ -72,13 +76,17 @@ class Reporter:
         api: client.ApiClient,
         placed: Callable[[PodKey], bool],
         concurrency: int = 16,
+        wait_turn: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
         self._core = client.CoreV1Api(api)
         self._custom = client.CustomObjectsApi(api)
         self._placed = placed
+        # While binds wait for a slot, the binds go out before any status or
+        # Event; what is queued meanwhile coalesces, latest wins.
+        self._wait_turn = wait_turn or _no_wait
         self._write_slots = asyncio.Semaphore(concurrency)
-        self._writes = WriteQueue(self._send, concurrency)
-        self._events = WriteQueue(self._send, max(1, concurrency // 4))
+        self._writes = WriteQueue(self._send, concurrency, self._wait_turn)
+        self._events = WriteQueue(self._send, max(1, concurrency // 4), self._wait_turn)
         self._tasks: set[asyncio.Task[None]] = set()
         self._last_event: dict[tuple[str, str], tuple[str, float]] = {}
         self._written_status: dict[str, Mapping[str, Any]] = {}
@@ -222,6 +230,7 @@ class Reporter:
         try:
             while True:
                 started = self._loop_time()
+                await self._wait_turn()
                 async with self._write_slots:
                     wanted = self._pod_wanted.pop(pod, None)
                     if wanted is None or self._placed(pod):

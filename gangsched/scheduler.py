@@ -110,6 +110,8 @@ class Scheduler:
     """Pods whose last bind was refused, backing off (see core.backoff)."""
     _wake: asyncio.Event = field(default_factory=asyncio.Event)
     _binds: set[asyncio.Task[None]] = field(default_factory=set)
+    """Binds and evictions under way."""
+    _status_stale: bool = False
     _cycle_no: int = 0
     _last_cycle_s: float = 0.0
     _logged_reasons: dict[GangKey, str] = field(default_factory=dict)
@@ -118,6 +120,26 @@ class Scheduler:
 
     def trigger(self) -> None:
         self._wake.set()
+
+    def status_changed(self) -> None:
+        """Something a status reports changed, nothing a decision reads: a member
+        started running. While gangs are binding the cycle that reports it waits
+        for the binds to end (the resync bounds the wait), so a flood of binds
+        is not slowed by a cycle per confirmation."""
+        if self._binds:
+            self._status_stale = True
+        else:
+            self.trigger()
+
+    def _track(self, task: asyncio.Task[None]) -> None:
+        self._binds.add(task)
+        task.add_done_callback(self._untrack)
+
+    def _untrack(self, task: asyncio.Task[None]) -> None:
+        self._binds.discard(task)
+        if not self._binds and self._status_stale:
+            self._status_stale = False
+            self.trigger()
 
     async def run(self) -> None:
         while True:
@@ -201,9 +223,8 @@ class Scheduler:
                 nodes=sorted({node for _, node in placement.assignments}),
                 cycle_ms=round(elapsed * 1000, 2),
             )
-            task = asyncio.create_task(self._bind(placement, first_created.get(placement.gang)))
-            self._binds.add(task)
-            task.add_done_callback(self._binds.discard)
+            self._track(asyncio.create_task(
+                self._bind(placement, first_created.get(placement.gang))))
 
         self._report(view, gathered, result, reasons, now)
         self._log_waiting(bound_log, gathered, reasons, elapsed)
@@ -287,11 +308,8 @@ class Scheduler:
             (tuple(p.key for p in g.pending) for g in gathered.gangs
              if g.key == preemption.preemptor), (),
         )
-        task = asyncio.create_task(
-            self._evict(preemption, pods_of, preemptor_pods, view, now)
-        )
-        self._binds.add(task)
-        task.add_done_callback(self._binds.discard)
+        self._track(asyncio.create_task(
+            self._evict(preemption, pods_of, preemptor_pods, view, now)))
 
     async def _evict(
         self,

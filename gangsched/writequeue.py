@@ -17,9 +17,14 @@ Send = Callable[[str, Callable[[], Awaitable[Any]]], Awaitable[bool]]
 
 
 class WriteQueue:
-    def __init__(self, send: Send, workers: int) -> None:
+    """``wait_turn`` is awaited before each write is taken from the queue: while
+    it waits, writes queued for the same object still replace each other."""
+
+    def __init__(self, send: Send, workers: int,
+                 wait_turn: Callable[[], Awaitable[None]] | None = None) -> None:
         self._send = send
         self._workers = workers
+        self._wait_turn = wait_turn
         self._pending: dict[Hashable, tuple[str, Callable[[], Awaitable[Any]]]] = {}
         self._running: set[asyncio.Task[None]] = set()
 
@@ -38,6 +43,10 @@ class WriteQueue:
 
     async def _work(self) -> None:
         while self._pending:
+            if self._wait_turn is not None:
+                await self._wait_turn()
+                if not self._pending:
+                    return
             key = next(iter(self._pending))
             what, make = self._pending.pop(key)
             await self._send(what, make)

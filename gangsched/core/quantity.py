@@ -12,6 +12,7 @@ does to the kubelet that admits it.
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from fractions import Fraction
@@ -76,6 +77,7 @@ def is_byte_resource(resource: str) -> bool:
     return resource in _BYTE_RESOURCES or resource.startswith("hugepages-")
 
 
+@functools.lru_cache(maxsize=4096, typed=True)
 def canonical_amount(resource: str, text: str | int | float) -> int:
     """The integer amount the scheduler compares for ``resource``.
 
@@ -85,6 +87,9 @@ def canonical_amount(resource: str, text: str | int | float) -> int:
     amount is an error rather than something to round: the API server
     rejects it too. Negative amounts are errors: no request, allocatable or
     capacity can be negative.
+
+    Cached: a cluster repeats a few amounts ("500m", "8Gi") in thousands of
+    pods, and every watch event of a pod is read again.
     """
     try:
         value = _as_fraction(text)

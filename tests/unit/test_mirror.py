@@ -140,12 +140,17 @@ def test_only_changes_that_can_alter_a_decision_wake_the_scheduler() -> None:
     done = pod("theirs", scheduler="default-scheduler", node_name="n1")
     done["status"]["phase"] = "Succeeded"
     assert mirror.upsert("pods", done) is True
-    # The watch confirming our own bind changes nothing; the pod running does.
+    # The watch confirming our own bind changes nothing; the pod running changes
+    # only what its group's status reports, and says so apart.
+    reported: list[str] = []
+    mirror.on_status_change = lambda: reported.append("status")
     mirror.assume(Placement(GangKey("ns/pod:ours"), ((PodKey("ns/ours"), NodeName("n1")),)), 0.0)
     assert mirror.upsert("pods", pod("ours", node_name="n1")) is False
+    assert reported == []
     running = pod("ours", node_name="n1")
     running["status"]["phase"] = "Running"
-    assert mirror.upsert("pods", running) is True
+    assert mirror.upsert("pods", running) is False
+    assert reported == ["status"]
     # A new pending pod of ours matters; one of another scheduler does not.
     assert mirror.upsert("pods", pod("new")) is True
     assert mirror.upsert("pods", pod("other", scheduler="default-scheduler")) is False

@@ -62,3 +62,18 @@ async def test_a_write_queued_as_the_last_worker_stops_still_goes_out() -> None:
     queue.put("b", "w", body("b"))
     await queue.drain()
     assert server.received == ["a", "b"]
+
+
+async def test_writes_wait_their_turn_and_coalesce_meanwhile() -> None:
+    server = Server()
+    turn = asyncio.Event()
+    queue = WriteQueue(server.send, workers=2, wait_turn=turn.wait)
+    for version in range(10):
+        queue.put("group-a", "w", body(f"group-a v{version}"))
+        queue.put("group-b", "w", body(f"group-b v{version}"))
+        await asyncio.sleep(0)
+    await asyncio.sleep(0.05)
+    assert server.received == [], "nothing goes out before its turn"
+    turn.set()
+    await queue.drain()
+    assert sorted(server.received) == ["group-a v9", "group-b v9"]
