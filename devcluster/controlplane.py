@@ -52,6 +52,8 @@ REPO = Path(__file__).resolve().parent.parent
 STAGES = Path(__file__).resolve().parent / "kwok-stages.yaml"
 KWOK_LABEL = ("type", "kwok")
 READY_TIMEOUT_S = 60.0
+STOP_GRACE_S = 5.0
+"""How long a component may take to exit on SIGTERM before it is killed."""
 NATIVE_API_GATES = "GenericWorkload=true,TopologyAwareWorkloadScheduling=true,WorkloadWithJob=true"
 """Feature gates the API server always runs with: the 1.37 native gang API, whole."""
 NATIVE_SCHEDULER_GATES = "GenericWorkload=true,TopologyAwareWorkloadScheduling=true"
@@ -298,10 +300,30 @@ class LocalCluster:
         """Stop kube-apiserver, keep it down ``down_s`` seconds, start it again on the
         same port with the same certificates: an outage as clients see one."""
         assert self._certs is not None, "the cluster was not started"
-        stop_pids({"kube-apiserver": self.pids.pop("kube-apiserver")})
-        self._procs.pop("kube-apiserver", None)
-        time.sleep(down_s)
+        self._stop_for("kube-apiserver", down_s)
         self._spawn("kube-apiserver", self._apiserver_args(self._certs), die_with_parent)
+        self._wait_apiserver_ready()
+
+    def restart_etcd(self, down_s: float, *, die_with_parent: bool = True) -> None:
+        """Stop etcd at once, keep it down ``down_s`` seconds, start it again on the same
+        ports and data. kube-apiserver runs on meanwhile, answering what it can from its
+        caches and failing the rest; this returns once it is ready again.
+
+        No grace: etcd stops serving on SIGTERM but then waits seconds for its open
+        streams before it exits, which would lengthen every outage by that wait.
+        """
+        self._stop_for("etcd", down_s, grace=0.0)
+        self._spawn("etcd", self._etcd_args(), die_with_parent)
+        self._wait_http(f"http://127.0.0.1:{self.ports['etcd']}/health", "etcd")
+        self._wait_apiserver_ready()
+
+    def _stop_for(self, name: str, down_s: float, grace: float = STOP_GRACE_S) -> None:
+        stop_pids({name: self.pids.pop(name)}, grace=grace)
+        self._procs.pop(name, None)
+        time.sleep(down_s)
+
+    def _wait_apiserver_ready(self) -> None:
+        assert self._certs is not None, "the cluster was not started"
         self._wait_http(f"{self.server}/readyz", "kube-apiserver", self._certs)
         self._save_state()
 
@@ -519,7 +541,7 @@ def _die_with_parent() -> None:
 STOP_ORDER = ("kwok", "kube-scheduler", "kube-controller-manager", "kube-apiserver", "etcd")
 
 
-def stop_pids(pids: dict[str, int], grace: float = 5.0) -> None:
+def stop_pids(pids: dict[str, int], grace: float = STOP_GRACE_S) -> None:
     """Stop clients before the API server and etcd last, each with SIGTERM then SIGKILL.
 
     The API server drains watches for a long time on SIGTERM; a test cluster

@@ -13,11 +13,16 @@ the process is frozen.
 
 The lock also never lets a connection error escape: an API server restart
 must look like a failed renewal (retried, then leadership lost), not crash
-every replica at once.
+every replica at once. Nor does it wait on a silent connection: the client
+has no timeout of its own, and behind a network partition a Lease read would
+hang for good, the renew loop with it, and the cut-off leader would never
+step down. Every Lease call gives up after ``LEASE_CALL_TIMEOUT_S``, so one
+renewal (a read and a write) fits within the renew deadline.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from collections.abc import Awaitable, Callable
@@ -35,24 +40,27 @@ log = structlog.get_logger(__name__)
 LEASE_DURATION_S = 15
 RENEW_DEADLINE_S = 10
 RETRY_PERIOD_S = 2
+LEASE_CALL_TIMEOUT_S = RENEW_DEADLINE_S / 2
 UNREACHABLE = 503
 
 
-def _unreachable(error: Exception) -> ApiException:
+def _unreachable(detail: str) -> ApiException:
     """A connection failure in the shape the election expects of a failed read."""
-    failure = ApiException(status=UNREACHABLE, reason=f"API server unreachable: {error}")
-    failure.body = json.dumps({"code": UNREACHABLE, "message": str(error)}).encode()
+    failure = ApiException(status=UNREACHABLE, reason=f"API server unreachable: {detail}")
+    failure.body = json.dumps({"code": UNREACHABLE, "message": detail}).encode()
     return failure
 
 
 class FencedLeaseLock(LeaseLock):  # type: ignore[misc]  # the library is untyped
     """A LeaseLock that notes when it last wrote the Lease and turns connection errors
-    into failed attempts."""
+    and calls that outlast ``call_timeout_s`` into failed attempts."""
 
     def __init__(self, name: str, namespace: str, identity: str, api_client: ApiClient,
-                 *, clock: Callable[[], float] = time.monotonic) -> None:
+                 *, clock: Callable[[], float] = time.monotonic,
+                 call_timeout_s: float = LEASE_CALL_TIMEOUT_S) -> None:
         super().__init__(name, namespace, identity, api_client)
         self.clock = clock
+        self.call_timeout_s = call_timeout_s
         self.written_at: float | None = None
 
     async def get(
@@ -60,10 +68,9 @@ class FencedLeaseLock(LeaseLock):  # type: ignore[misc]  # the library is untype
     ) -> tuple[bool, LeaderElectionRecord] | tuple[bool, Exception] | tuple[bool, None]:
         try:
             found: tuple[bool, LeaderElectionRecord] | tuple[bool, Exception] = (
-                await super().get(name, namespace))
+                await asyncio.wait_for(super().get(name, namespace), self.call_timeout_s))
         except (aiohttp.ClientError, TimeoutError) as error:
-            log.warning("lease_unreachable", lease=f"{namespace}/{name}", error=str(error))
-            return False, _unreachable(error)
+            return False, _unreachable(self._log_unreachable(error))
         return found
 
     async def create(
@@ -80,11 +87,15 @@ class FencedLeaseLock(LeaseLock):  # type: ignore[misc]  # the library is untype
 
     async def _guarded(self, attempt: Awaitable[bool]) -> bool:
         try:
-            return await attempt
+            return await asyncio.wait_for(attempt, self.call_timeout_s)
         except (aiohttp.ClientError, TimeoutError) as error:
-            log.warning("lease_unreachable", lease=f"{self.namespace}/{self.name}",
-                        error=str(error))
+            self._log_unreachable(error)
             return False
+
+    def _log_unreachable(self, error: Exception) -> str:
+        detail = str(error) or f"no answer within {self.call_timeout_s:g}s"
+        log.warning("lease_unreachable", lease=f"{self.namespace}/{self.name}", error=detail)
+        return detail
 
     def _noted(self, written: bool) -> bool:
         if written:

@@ -89,12 +89,15 @@ class SchedulerProcess:
 
 
 def start_gangsched(
-    cluster: LocalCluster, log_path: Path, *extra: str, ready: str = "scheduler_started"
+    cluster: LocalCluster, log_path: Path, *extra: str, ready: str = "scheduler_started",
+    kubeconfig: Path | None = None, log_format: str = "console",
 ) -> SchedulerProcess:
+    """``kubeconfig`` reaches the cluster another way (through a proxy); by default its own."""
     log = log_path.open("ab")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "gangsched", "run", f"--kubeconfig={cluster.kubeconfig}",
-         "--metrics-port=0", "--log-format=console", "--log-level=debug", *extra],
+        [sys.executable, "-m", "gangsched", "run",
+         f"--kubeconfig={kubeconfig or cluster.kubeconfig}", "--metrics-port=0",
+         f"--log-format={log_format}", "--log-level=debug", *extra],
         stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
     )
     running = SchedulerProcess(proc, log_path)
