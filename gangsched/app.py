@@ -60,14 +60,20 @@ class RunOptions:
     lease_name: str = "gangsched"
 
 
-async def _api_client(kubeconfig: str | None) -> client.ApiClient:
-    """A client whose every write is ours by name.
+OTHER_CONNECTIONS = 64
+"""Connections beside the binds': watches, status and Event writers, the Lease."""
+
+
+async def _api_client(kubeconfig: str | None, bind_concurrency: int) -> client.ApiClient:
+    """A client whose every write is ours by name, with a connection for every bind
+    in flight.
 
     The API server names the field manager of a write that gives none after
     the user agent; the client library's default would make our writes (the
     Lease included) look like any other generated client's.
     """
     configuration = client.Configuration()
+    configuration.connection_pool_maxsize = bind_concurrency + OTHER_CONNECTIONS
     if kubeconfig:
         await config.load_kube_config(config_file=kubeconfig,
                                       client_configuration=configuration)
@@ -123,7 +129,7 @@ async def run(options: RunOptions) -> int:
     gc.set_threshold(20_000, 20, 50)
     if options.kubeconfig:
         os.environ["KUBECONFIG"] = options.kubeconfig  # kopf's login reads it
-    api = await _api_client(options.kubeconfig)
+    api = await _api_client(options.kubeconfig, options.bind_concurrency)
     core = client.CoreV1Api(api)
     config_ = SchedulerConfig(policy=options.policy, starvation_s=options.starvation_seconds,
                               replacement_grace_s=options.replacement_grace_seconds,
@@ -180,15 +186,10 @@ async def run(options: RunOptions) -> int:
         ),
         name="kopf",
     )
-    # kopf installs its own SIGINT/SIGTERM handlers before it reports ready; ours
-    # replace them then, so a signal stops every part of the process, not kopf alone.
-    ready = asyncio.create_task(kopf_ready.wait())
-    await asyncio.wait([ready, operator], return_when=asyncio.FIRST_COMPLETED)
-    ready.cancel()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
 
     async def schedule_when_synced() -> None:
+        # Not waiting for kopf: the priming list gives the mirror every PodGroup
+        # and Queue, and kopf's own events about them change nothing after it.
         await asyncio.gather(*(r.synced.wait() for r in reflectors))
         await sweeper.prime()
         # The mirror now holds the cluster; its long-lived objects need no more
@@ -204,6 +205,14 @@ async def run(options: RunOptions) -> int:
     tasks.append(asyncio.create_task(lead(options, api, leadership, schedule_when_synced,
                                           health),
                                      name="scheduler"))
+    # kopf installs its own SIGINT/SIGTERM handlers before it reports ready; ours
+    # replace them then, so a signal stops every part of the process, not kopf alone.
+    ready = asyncio.create_task(kopf_ready.wait())
+    await asyncio.wait([ready, operator], return_when=asyncio.FIRST_COMPLETED)
+    ready.cancel()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+
     waiter = asyncio.create_task(stop.wait())
     done, _ = await asyncio.wait([waiter, operator, *tasks], return_when=asyncio.FIRST_COMPLETED)
     # Only a signal ends the process cleanly; any part ending on its own (kopf

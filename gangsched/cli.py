@@ -51,7 +51,7 @@ def _env(flag: str) -> str:
               help="Placement policy; a PodGroup may override it by the "
               "scheduling.gangsched.io/policy annotation.")
 @click.option("--bind-concurrency", envvar=_env("bind-concurrency"),
-              type=click.IntRange(1, 512), default=32, show_default=True,
+              type=click.IntRange(1, 512), default=96, show_default=True,
               help="Binding calls in flight at once.")
 @click.option("--metrics-port", envvar=_env("metrics-port"), type=click.IntRange(0, 65535),
               default=8080, show_default=True,

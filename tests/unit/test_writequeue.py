@@ -67,7 +67,11 @@ async def test_a_write_queued_as_the_last_worker_stops_still_goes_out() -> None:
 async def test_writes_wait_their_turn_and_coalesce_meanwhile() -> None:
     server = Server()
     turn = asyncio.Event()
-    queue = WriteQueue(server.send, workers=2, wait_turn=turn.wait)
+
+    async def wait_turn() -> None:
+        await turn.wait()
+
+    queue = WriteQueue(server.send, workers=2, wait_turn=wait_turn)
     for version in range(10):
         queue.put("group-a", "w", body(f"group-a v{version}"))
         queue.put("group-b", "w", body(f"group-b v{version}"))
