@@ -138,7 +138,7 @@ async def run(options: RunOptions) -> int:
     mirror = Mirror(scheduler_names=options.scheduler_names,
                     namespaces=frozenset(options.namespaces))
     leadership = Leadership()
-    binder = Binder(core, options.bind_concurrency, may_bind=leadership.may_act)
+    binder = Binder(api, options.bind_concurrency, may_bind=leadership.may_act)
     scheduler = Scheduler(
         mirror=mirror,
         binder=binder,
