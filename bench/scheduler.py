@@ -618,12 +618,16 @@ def run_backlog(cluster: LocalCluster, clients: Clients, batch: Batch,
         assert scheduler.proc is not None
         cpu_after = cpu_sample({**cluster.pids, "gangsched": scheduler.proc.pid})
         counters = scheduler.metrics()
-        time.sleep(0.5)
+        # Binds go before status and Events: how long the PodGroups take to say
+        # Running once the last pod is bound.
+        groups_running = groups_running_after(api, batch.namespace, len(batch.podgroups))
         watch.stop()
     finally:
         scheduler.stop()
     figures = bind_figures(watch, batch, started, None)
     last = max(watch.bound_at.values(), default=ready)
+    figures["podgroups_running_after_last_bind_s"] = (
+        None if groups_running is None else round(groups_running - last, 2))
     return {
         "pods": len(batch.pods),
         "all_bound": finished,
@@ -642,6 +646,19 @@ def run_backlog(cluster: LocalCluster, clients: Clients, batch: Batch,
         "after_stop": final_state(api, batch.namespace, args.gang_size),
         "events_by_reason": event_reasons(api, batch.namespace),
     }
+
+
+def groups_running_after(api: pykube.HTTPClient, namespace: str, count: int,
+                         timeout: float = 60) -> float | None:
+    """Wait until ``count`` PodGroups of ``namespace`` say Running; when that was
+    seen (``time.monotonic``), or None after ``timeout``."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        groups, _ = list_items(api, "podgroups", namespace, PODGROUP_VERSION)
+        if sum((g.get("status") or {}).get("phase") == "Running" for g in groups) >= count:
+            return time.monotonic()
+        time.sleep(0.2)
+    return None
 
 
 def run_kube(cluster: LocalCluster, clients: Clients, batch: Batch,
@@ -902,8 +919,9 @@ def print_summary(report: Mapping[str, Any]) -> None:
               f"ms; {cycles.get('cycles_placing')} cycles placed gangs, cycle ms p50 "
               f"{cycles.get('cycle_ms_p50')} p95 {cycles.get('cycle_ms_p95')} max "
               f"{cycles.get('cycle_ms_max')}; {counters.get('cycles', 0):.0f} cycles in all until "
-              f"the last bind, {counters.get('cycle_seconds', 0):.2f}s of them; events "
-              f"{r.get('events_by_reason')}")
+              f"the last bind, {counters.get('cycle_seconds', 0):.2f}s of them; PodGroups all "
+              f"Running {r.get('podgroups_running_after_last_bind_s')}s after the last bind; "
+              f"events {r.get('events_by_reason')}")
     print("  ratios (pods/s): " + ", ".join(f"{k} {v}" for k, v in report["ratios"].items()))
     print(f"  total run {report['total_run_s']}s")
 
