@@ -89,6 +89,9 @@ PODGROUP_VERSION = "scheduling.gangsched.io/v1alpha1"
 NATIVE_VERSION = "scheduling.k8s.io/v1beta1"
 NODE_SHAPE = NodeShape(cpu="32", memory="128Gi", gpus=8)
 THROTTLE_DELAY = re.compile(r'delay="([0-9.]+)s"')
+API_REQUESTS = re.compile(r'^apiserver_request_total\{([^}]*)\} ([0-9.e+]+)$', re.MULTILINE)
+API_LABEL = re.compile(r'(\w+)="([^"]*)"')
+WRITE_VERBS = frozenset({"POST", "PUT", "PATCH", "DELETE", "APPLY"})
 SCRAPED = {
     "gangsched_cycles_total": "cycles",
     "gangsched_cycle_seconds_sum": "cycle_seconds",
@@ -231,6 +234,31 @@ def final_state(api: pykube.HTTPClient, namespace: str, gang_size: int) -> dict[
         figures["gangs_partly_bound"] = sum(
             1 for members in gangs.values() if any(members) and not all(members))
     return figures
+
+
+def api_writes(api: pykube.HTTPClient) -> Counter[str]:
+    """The API server's count of write requests so far, by verb and resource
+    (``POST pods/binding``), from its own metrics."""
+    response = api.session.get(f"{api.url}/metrics", timeout=30)
+    response.raise_for_status()
+    counts: Counter[str] = Counter()
+    for labels, value in API_REQUESTS.findall(response.text):
+        label = dict(API_LABEL.findall(labels))
+        if label.get("verb") not in WRITE_VERBS:
+            continue
+        resource = label.get("resource", "")
+        if label.get("subresource"):
+            resource += "/" + label["subresource"]
+        counts[f"{label['verb']} {resource}"] += int(float(value))
+    return counts
+
+
+def writes_between(before: Counter[str], after: Counter[str], pods: int) -> dict[str, Any]:
+    """Writes the API server took meanwhile, by kind, and per pod of the batch
+    (every component's: the scheduler's, KWOK's, the controllers')."""
+    delta = {k: after[k] - before.get(k, 0) for k in after if after[k] > before.get(k, 0)}
+    return {"by_kind": dict(sorted(delta.items(), key=lambda kv: -kv[1])),
+            "per_pod": round(sum(delta.values()) / pods, 2)}
 
 
 def cpu_seconds(pid: int) -> float:
@@ -609,7 +637,7 @@ def run_backlog(cluster: LocalCluster, clients: Clients, batch: Batch,
     watch = PodWatch(clients, batch.namespace)
     watch.start()
     scheduler = Gangsched(cluster, log_path, profile)
-    cpu_before = cpu_sample(cluster.pids)
+    cpu_before, writes_before = cpu_sample(cluster.pids), api_writes(api)
     started = time.monotonic()
     scheduler.start()
     try:
@@ -617,6 +645,7 @@ def run_backlog(cluster: LocalCluster, clients: Clients, batch: Batch,
         finished = watch.wait_bound(len(batch.pods), args.timeout)
         assert scheduler.proc is not None
         cpu_after = cpu_sample({**cluster.pids, "gangsched": scheduler.proc.pid})
+        writes = writes_between(writes_before, api_writes(api), len(batch.pods))
         counters = scheduler.metrics()
         # Binds go before status and Events: how long the PodGroups take to say
         # Running once the last pod is bound.
@@ -640,6 +669,7 @@ def run_backlog(cluster: LocalCluster, clients: Clients, batch: Batch,
         **gang_spread(batch, watch),
         "cpu_s": {k: round(cpu_after.get(k, 0.0) - cpu_before.get(k, 0.0), 1)
                   for k in cpu_after},
+        "api_writes_until_last_bind": writes,
         "gangsched_process": scheduler.figures,
         "counters_until_last_bind": {k: round(v, 2) for k, v in counters.items()},
         "cycles": scheduler.cycles(),
@@ -674,11 +704,12 @@ def run_kube(cluster: LocalCluster, clients: Clients, batch: Batch,
     creation_s = create_all(clients, batch.pods, args.workers)
     watch = PodWatch(clients, batch.namespace)
     watch.start()
-    cpu_before = cpu_sample(cluster.pids)
+    cpu_before, writes_before = cpu_sample(cluster.pids), api_writes(api)
     started = time.monotonic()
     cluster.restart_kube_scheduler(native_gang=native_gang, qps=qps)
     finished = watch.wait_bound(len(batch.pods), args.timeout)
     cpu_after = cpu_sample(cluster.pids)
+    writes = writes_between(writes_before, api_writes(api), len(batch.pods))
     time.sleep(0.5)
     watch.stop()
     # kube-scheduler's client logs, now and then, how long a request waited for
@@ -700,6 +731,7 @@ def run_kube(cluster: LocalCluster, clients: Clients, batch: Batch,
         **(gang_spread(batch, watch) if batch.podgroups else {}),
         "cpu_s": {k: round(cpu_after.get(k, 0.0) - cpu_before.get(k, 0.0), 1)
                   for k in cpu_after},
+        "api_writes_until_last_bind": writes,
         "config": ("native gang scheduling (GenericWorkload), " if native_gang else "") + limits,
         "client_side_throttling_max_wait_s": round(max(throttled, default=0.0), 1),
         "after": final_state(api, batch.namespace, args.gang_size),
@@ -715,7 +747,7 @@ def run_bare(cluster: LocalCluster, clients: Clients, batch: Batch,
     creation_s = create_all(clients, batch.pods, args.workers)
     watch = PodWatch(clients, batch.namespace)
     watch.start()
-    cpu_before = cpu_sample(cluster.pids)
+    cpu_before, writes_before = cpu_sample(cluster.pids), api_writes(api)
     started = time.monotonic()
     command = [sys.executable, "-m", "bench.barebinder", f"--kubeconfig={cluster.kubeconfig}",
                f"--namespace={batch.namespace}", "--node-prefix=bench",
@@ -723,6 +755,7 @@ def run_bare(cluster: LocalCluster, clients: Clients, batch: Batch,
     binder = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     finished = watch.wait_bound(len(batch.pods), args.timeout)
     cpu_after = cpu_sample({**cluster.pids, "barebinder": binder.pid})
+    writes = writes_between(writes_before, api_writes(api), len(batch.pods))
     out, err = binder.communicate(timeout=60)
     time.sleep(0.5)
     watch.stop()
@@ -735,6 +768,7 @@ def run_bare(cluster: LocalCluster, clients: Clients, batch: Batch,
         **bind_figures(watch, batch, started, None),
         "cpu_s": {k: round(cpu_after.get(k, 0.0) - cpu_before.get(k, 0.0), 1)
                   for k in cpu_after},
+        "api_writes_until_last_bind": writes,
         "config": f"aiohttp, {args.bare_in_flight} bindings in flight, round-robin nodes",
         "binder": json.loads(out.decode().strip().splitlines()[-1]),
     }
@@ -906,7 +940,8 @@ def print_summary(report: Mapping[str, Any]) -> None:
         print(f"    {name}: {r['bound']}/{r['pods']} bound, last {r.get('wall_s')}s after its "
               f"start: {r.get('pods_per_s')} pods/s; first bind after "
               f"{r.get('first_bind_after_s')}s, then {r.get('pods_per_s_bind_window')}/s; "
-              f"CPU s {r.get('cpu_s')}")
+              f"CPU s {r.get('cpu_s')}; API writes per pod "
+              f"{(r.get('api_writes_until_last_bind') or {}).get('per_pod')}")
     for name in ("gangsched", "gangsched_backlog"):
         r = report.get(name)
         if r is None:
