@@ -8,7 +8,6 @@ other schedulers' pods already sit.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import gc
 import os
 import signal
@@ -59,6 +58,9 @@ class RunOptions:
     lease_namespace: str = "default"
     lease_name: str = "gangsched"
 
+
+STOP_GRACE_S = 5.0
+"""How long queued writes and kopf get to finish once the process is told to stop."""
 
 OTHER_CONNECTIONS = 64
 """Connections beside the binds': watches, status and Event writers, the Lease."""
@@ -226,10 +228,13 @@ async def run(options: RunOptions) -> int:
     stop.set()
     for task in tasks:
         task.cancel()
-    with contextlib.suppress(asyncio.TimeoutError):
-        await asyncio.wait_for(scheduler.drain(), timeout=3)
-    with contextlib.suppress(asyncio.TimeoutError, asyncio.CancelledError):
-        await asyncio.wait_for(operator, timeout=5)
+    # Queued writes go out while kopf stops, both within one bound, so a
+    # replica stops well inside the pod's termination grace period.
+    draining = asyncio.create_task(scheduler.drain())
+    await asyncio.wait([draining, operator], timeout=STOP_GRACE_S)
+    for part in (draining, operator):
+        part.cancel()
+    await asyncio.gather(draining, operator, return_exceptions=True)
     for probe in probes:
         probe.cancel()
     await asyncio.gather(*tasks, *probes, return_exceptions=True)

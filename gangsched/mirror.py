@@ -123,6 +123,10 @@ class Mirror:
     on_status_change: Callable[[], None] = lambda: None
     """Called for a change that alters no decision but what a status reports."""
 
+    def in_scope(self, namespace: str) -> bool:
+        """Whether objects of ``namespace`` are this scheduler's to act on."""
+        return not self.namespaces or namespace in self.namespaces
+
     # ---- watch sink (pods, nodes) -----------------------------------------
     def replace(self, kind: str, objects: list[RawObject]) -> None:
         if kind == "nodes":
@@ -198,9 +202,7 @@ class Mirror:
         spec = obj.get("spec") or {}
         namespace = str(meta.get("namespace", ""))
         key = PodKey(f"{namespace}/{meta.get('name')}")
-        ours = spec.get("schedulerName") in self.scheduler_names and (
-            not self.namespaces or namespace in self.namespaces
-        )
+        ours = spec.get("schedulerName") in self.scheduler_names and self.in_scope(namespace)
         try:
             pod = pod_from_api(obj)
         except ObjectError as error:

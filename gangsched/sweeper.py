@@ -103,13 +103,17 @@ class Sweeper:
                 return
 
     async def _prime_once(self) -> None:
+        """Namespaced objects only of the namespaces served, as kopf watches them."""
+        mirror = self._mirror
         for flavor in Flavor:
             for item in await self._list(flavor.group, flavor.version, "podgroups") or ():
-                self._mirror.upsert_group(flavor, item)
+                if mirror.in_scope(_namespace_of(item)):
+                    mirror.upsert_group(flavor, item)
         for item in await self._list(*QUEUES) or ():
-            self._mirror.upsert_queue(item)
+            mirror.upsert_queue(item)
         for item in await self._list(*WORKLOADS) or ():
-            self._mirror.upsert_workload(item)
+            if mirror.in_scope(_namespace_of(item)):
+                mirror.upsert_workload(item)
 
     async def sweep(self) -> bool:
         """One pass; True when something was forgotten."""
@@ -145,3 +149,7 @@ class Sweeper:
                 forgotten = True
         return forgotten
 
+
+
+def _namespace_of(item: Mapping[str, Any]) -> str:
+    return str((item.get("metadata") or {}).get("namespace", ""))

@@ -47,6 +47,34 @@ def test_every_scheduler_name_given_is_served(
         assert stop_gangsched(own) == 0, own.logs()[-3000:]
 
 
+def test_a_scheduler_given_namespaces_leaves_other_namespaces_groups_alone(
+    ws: Workspace, cluster: LocalCluster, tmp_path: Path
+) -> None:
+    only_nodes(cluster, 3, NodeShape(cpu="2", memory="8Gi"))
+    other = Workspace(cluster)
+    try:
+        # A group elsewhere that a scheduler acting on it would refuse admission,
+        # and say so in its log.
+        other.create(other.podgroup("elsewhere", min_member=1, min_resources={"cpu": "100"}))
+        other.create(other.pod("elsewhere-0", cpu="1", scheduler="gang-scoped",
+                               group="elsewhere"))
+        own = start_gangsched(cluster, tmp_path / "gangsched.log", f"--namespace={ws.name}",
+                              "--scheduler-name=gang-scoped")
+        try:
+            ws.create(ws.podgroup("here", min_member=2))
+            ws.create(*(ws.pod(f"here-{i}", cpu="1", scheduler="gang-scoped", group="here")
+                        for i in range(2)))
+            wait_for(lambda: len(bound(ws.pods().values())) == 2, timeout=30,
+                     what="the gang of its own namespace to bind")
+            wait_for(lambda: "cycle=" in own.logs(), timeout=10, what="a cycle")
+        finally:
+            assert stop_gangsched(own) == 0, own.logs()[-3000:]
+        assert other.name not in own.logs(), own.logs()[-3000:]
+        assert bound(other.pods().values()) == []
+    finally:
+        other.close()
+
+
 def test_chart_takes_a_list_of_scheduler_names(cluster: LocalCluster) -> None:
     rendered = subprocess.run(
         [str(cluster.bin_dir / "helm"), "template", "gangsched", str(CHART),
