@@ -232,6 +232,8 @@ async def run(options: RunOptions) -> int:
     # replica stops well inside the pod's termination grace period.
     draining = asyncio.create_task(scheduler.drain())
     await asyncio.wait([draining, operator], timeout=STOP_GRACE_S)
+    log.debug("stop_step", step="drained", writes_left=scheduler.reporter.queued(),
+              kopf_stopped=operator.done())
     for part in (draining, operator):
         part.cancel()
     await asyncio.gather(draining, operator, return_exceptions=True)

@@ -67,8 +67,9 @@ class FencedLeaseLock(LeaseLock):  # type: ignore[misc]  # the library is untype
         self, name: str, namespace: str
     ) -> tuple[bool, LeaderElectionRecord] | tuple[bool, Exception] | tuple[bool, None]:
         try:
-            found: tuple[bool, LeaderElectionRecord] | tuple[bool, Exception] = (
-                await asyncio.wait_for(super().get(name, namespace), self.call_timeout_s))
+            async with asyncio.timeout(self.call_timeout_s):
+                found: tuple[bool, LeaderElectionRecord] | tuple[bool, Exception] = (
+                    await super().get(name, namespace))
         except (aiohttp.ClientError, TimeoutError) as error:
             return False, _unreachable(self._log_unreachable(error))
         return found
@@ -87,7 +88,8 @@ class FencedLeaseLock(LeaseLock):  # type: ignore[misc]  # the library is untype
 
     async def _guarded(self, attempt: Awaitable[bool]) -> bool:
         try:
-            return await asyncio.wait_for(attempt, self.call_timeout_s)
+            async with asyncio.timeout(self.call_timeout_s):
+                return await attempt
         except (aiohttp.ClientError, TimeoutError) as error:
             self._log_unreachable(error)
             return False

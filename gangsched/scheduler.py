@@ -144,8 +144,11 @@ class Scheduler:
     async def run(self) -> None:
         while True:
             # The resync timeout: schedule timeouts and starvation advance with the clock alone.
+            # asyncio.timeout, not wait_for: on Python 3.11 wait_for may swallow a
+            # cancellation that meets a wake-up, and this loop would never stop.
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), timeout=self.config.resync_s)
+                async with asyncio.timeout(self.config.resync_s):
+                    await self._wake.wait()
             # Coalesce a burst of events into one cycle, and under load keep cycles
             # to about a third of the loop's time so binds and watches keep flowing.
             await asyncio.sleep(max(self.config.debounce_s, 2 * self._last_cycle_s))
