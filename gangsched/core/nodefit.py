@@ -36,6 +36,7 @@ __all__ = [
     "tolerates",
     "untolerated_taint",
     "uses_node_name",
+    "PER_NODE_LABELS",
 ]
 
 UNSCHEDULABLE_TAINT = Taint("node.kubernetes.io/unschedulable", "", "NoSchedule")
@@ -184,13 +185,24 @@ def selector_ok(rules: PodPlacementRules, node: Node) -> bool:
     return node_selector_ok(rules, node) and affinity_ok(rules, node)
 
 
+PER_NODE_LABELS = frozenset({"kubernetes.io/hostname"})
+"""Labels that name one node: every node carries its own value, so grouping nodes
+by them would make every node a kind of its own."""
+
+
 def uses_node_name(rules: PodPlacementRules) -> bool:
-    """Whether the rules look at the node's name (matchFields).
+    """Whether the rules look at the node's name: matchFields, or a label that
+    names one node (``kubernetes.io/hostname``).
 
     Such rules cannot share a fit result between nodes that differ only in
     name, so callers that cache per kind of node must check them node by node.
     """
-    return any(term.match_fields for term in rules.required_affinity)
+    if any(key in PER_NODE_LABELS for key, _ in rules.node_selector):
+        return True
+    return any(
+        term.match_fields or any(r.key in PER_NODE_LABELS for r in term.match_expressions)
+        for term in rules.required_affinity
+    )
 
 
 def node_excluded_reason(rules: PodPlacementRules, node: Node) -> str | None:

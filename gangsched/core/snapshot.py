@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 
 from gangsched.core.model import Node, NodeName, Pod, PodPlacementRules, Taint
-from gangsched.core.nodefit import node_excluded_reason, uses_node_name
+from gangsched.core.nodefit import PER_NODE_LABELS, node_excluded_reason, uses_node_name
 from gangsched.core.resources import Resources
 
 __all__ = ["NodeIndex", "NodeUsage", "Snapshot"]
@@ -45,8 +45,8 @@ _KindKey = tuple[tuple[tuple[str, str], ...], tuple[Taint, ...], bool, bool]
 class NodeIndex:
     """Nodes grouped for placement, derived once from a snapshot and never changed.
 
-    ``kinds[k]`` is one node standing for every node with the same labels,
-    taints and flags: a pod's rules give the same answer for all of them
+    ``kinds[k]`` is one node standing for every node with the same labels
+    (but those naming one node, see ``PER_NODE_LABELS``), taints and flags: a pod's rules give the same answer for all of them
     (unless the rules look at node names, see :func:`uses_node_name`), so the
     answer is computed once per (rules, kind) and cached here, shared by every
     :class:`~gangsched.core.placement.Capacity` taken from the snapshot.
@@ -76,7 +76,8 @@ class NodeIndex:
         for name in sorted(nodes):
             usage = nodes[name]
             node = usage.node
-            key = (node.labels, node.taints, node.unschedulable, node.ready)
+            labels = tuple(item for item in node.labels if item[0] not in PER_NODE_LABELS)
+            key = (labels, node.taints, node.unschedulable, node.ready)
             kind = by_key.get(key)
             if kind is None:
                 kind = by_key[key] = len(self.kinds)

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from typing import Any
+
+import pytest
+
 from gangsched.core.model import (
     Gang,
     GangKey,
@@ -187,6 +191,34 @@ def test_match_fields_pins_pods_to_named_nodes() -> None:
     refused = place_gang(s, gang("ns/b", three))
     assert isinstance(refused, Unplaceable)
     assert "2 by node affinity" in refused.reason
+
+
+def hosts(count: int, cpu: str = "2") -> Snapshot:
+    """Nodes labelled as every real node is: with their own hostname."""
+    return snapshot(*(node(f"n{i}", cpu=cpu, labels={"kubernetes.io/hostname": f"n{i}",
+                                                     "zone": "a"})
+                      for i in range(count)))
+
+
+def test_nodes_differing_only_in_hostname_are_one_kind() -> None:
+    s = hosts(50)
+    assert len(s.index.kinds) == 1
+
+
+@pytest.mark.parametrize("by", ["nodeSelector", "affinity"])
+def test_a_hostname_rule_still_picks_its_one_node(by: str) -> None:
+    s = hosts(3)
+    wanted = SelectorTerm(match_expressions=(
+        SelectorRequirement("kubernetes.io/hostname", "In", ("n2",)),))
+    rules: dict[str, Any] = (
+        {"selector": {"kubernetes.io/hostname": "n2"}} if by == "nodeSelector"
+        else {"affinity": [wanted]})
+    members = [pod(f"ns/p-{i}", cpu="1", **rules) for i in range(2)]
+    decision = place_gang(s, gang("ns/a", members))
+    assert isinstance(decision, Placement)
+    assert nodes_used(decision) == {"n2"}
+    three = [pod(f"ns/q-{i}", cpu="1", **rules) for i in range(3)]
+    assert isinstance(place_gang(s, gang("ns/b", three)), Unplaceable)
 
 
 def test_cordoned_and_not_ready_nodes_take_nothing() -> None:
