@@ -58,6 +58,10 @@ PENDING_GANGS = Gauge(
     "gangsched_pending_gangs", "PodGroups not yet running nor finished, per queue", ["queue"]
 )
 GANGS_PREEMPTED = Counter("gangsched_gangs_preempted_total", "Gangs evicted whole for another")
+WRITE_QUEUE_DEPTH = Gauge(
+    "gangsched_write_queue_depth",
+    "Status writes and Events waiting to go out to the API server (at most one per object)",
+)
 
 
 @dataclass
@@ -112,6 +116,9 @@ class Scheduler:
     _logged_reasons: dict[GangKey, str] = field(default_factory=dict)
     on_cycle: Callable[[], None] = lambda: None
     """Called after every cycle: the liveness probe counts them."""
+
+    def __post_init__(self) -> None:
+        WRITE_QUEUE_DEPTH.set_function(self.reporter.queued)
 
     def trigger(self) -> None:
         self._wake.set()
@@ -202,6 +209,11 @@ class Scheduler:
 
         self._report(view, gathered, result, reasons, now)
         self._log_waiting(bound_log, gathered, reasons, elapsed)
+        # cycle_ms is the decision alone (the histogram's figure); with_reports_ms adds
+        # handing out binds and the status, condition and Event writes it asks for.
+        bound_log.debug("cycle_done", cycle_ms=round(elapsed * 1000, 2),
+                        with_reports_ms=round((time.perf_counter() - started) * 1000, 2),
+                        gangs=len(gathered.gangs), placed=len(result.placements))
         return result
 
     def _update_holds(
