@@ -315,7 +315,7 @@ class Gangsched:
     def samples(self) -> dict[str, float]:
         """Every unlabelled sample of the metrics page, by name."""
         with urllib.request.urlopen(f"http://127.0.0.1:{self.metrics_port}/metrics",
-                                    timeout=5) as response:
+                                    timeout=10) as response:
             text = response.read().decode()
         values: dict[str, float] = {}
         for line in text.splitlines():

@@ -114,9 +114,17 @@ class Mirror:
     workload_queues: dict[str, QueueName] = field(default_factory=dict)
     """Queue annotations of native Workloads by ``namespace/name``: their PodGroups'
     queue when a PodGroup names none itself."""
+    version: int = 0
+    """Counts the changes to what the mirror holds: equal versions, equal views."""
+
+    def _changed(self, changed: bool = True) -> bool:
+        if changed:
+            self.version += 1
+        return changed
 
     # ---- watch sink (pods, nodes) -----------------------------------------
     def replace(self, kind: str, objects: list[RawObject]) -> None:
+        self._changed()
         if kind == "nodes":
             self.nodes.clear()
         elif kind == "priorityclasses":
@@ -148,14 +156,18 @@ class Mirror:
     def delete(self, kind: str, obj: RawObject) -> bool:
         meta = obj.get("metadata") or {}
         if kind == "nodes":
-            return self.nodes.pop(NodeName(str(meta.get("name"))), None) is not None
+            return self._changed(self.nodes.pop(NodeName(str(meta.get("name"))), None)
+                                 is not None)
         if kind == "priorityclasses":
+            never = str(meta.get("name")) in self.never_preempting_classes
             self.never_preempting_classes.discard(str(meta.get("name")))
-            return self.priority_classes.pop(str(meta.get("name")), None) is not None
+            return self._changed(
+                self.priority_classes.pop(str(meta.get("name")), None) is not None or never)
         key = PodKey(f"{meta.get('namespace')}/{meta.get('name')}")
         old = self.pods.pop(key, None)
-        self.assumed.pop(key, None)
+        assumed = self.assumed.pop(key, None)
         bad = self.bad_pods.pop(key, None)
+        self._changed(old is not None or assumed is not None or bad is not None)
         # Gone from a node frees room; gone from a gang changes the gang.
         return bad is not None or (old is not None and (
             old.ours or (old.pod.node_name is not None and not old.pod.terminal)))
@@ -168,7 +180,7 @@ class Mirror:
             return False
         old = self.nodes.get(node.name)
         self.nodes[node.name] = node
-        return old != node
+        return self._changed(old != node)
 
     def _upsert_priority_class(self, obj: RawObject) -> bool:
         name = str((obj.get("metadata") or {}).get("name", ""))
@@ -183,7 +195,7 @@ class Mirror:
             self.never_preempting_classes.add(name)
         else:
             self.never_preempting_classes.discard(name)
-        return old != value or changed
+        return self._changed(old != value or changed)
 
     def _upsert_pod(self, obj: RawObject) -> bool:
         meta = obj.get("metadata") or {}
@@ -196,11 +208,11 @@ class Mirror:
         try:
             pod = pod_from_api(obj)
         except ObjectError as error:
+            self._changed()
             self.pods.pop(key, None)
             if ours and not spec.get("nodeName"):
                 self.bad_pods[key] = str(error)
             return ours
-        self.bad_pods.pop(key, None)
         group_name = group_name_of(
             meta.get("labels") or {}, meta.get("annotations") or {}
         ) or native_group_name(spec)
@@ -225,6 +237,9 @@ class Mirror:
         assumed = self.assumed.get(key)
         if pod.node_name is not None:
             self.assumed.pop(key, None)  # confirmed by the watch
+        was_bad = self.bad_pods.pop(key, None) is not None
+        confirmed = assumed is not None and pod.node_name is not None
+        self._changed(old != record or confirmed or was_bad)
         return _matters(old, record, assumed[0] if assumed else None)
 
     # ---- PodGroups and Queues (from kopf event handlers) --------------------
@@ -258,6 +273,7 @@ class Mirror:
         current = self.groups.get(key)
         if current is None or current.flavor == flavor or current.spec is None:
             self.groups[key] = record
+            self._changed(current != record)
         return record
 
     def delete_group(self, flavor: Flavor, body: RawObject) -> None:
@@ -265,6 +281,7 @@ class Mirror:
         current = self.groups.get(key)
         if current is not None and current.flavor == flavor:
             del self.groups[key]
+            self._changed()
 
     def upsert_queue(self, body: RawObject) -> None:
         """Mirror a Queue; a part the schema should have rejected is logged and left out.
@@ -286,12 +303,14 @@ class Mirror:
         if isinstance(weight, bool) or not isinstance(weight, int) or weight < 1:
             log.warning("queue_invalid", queue=name, field="weight", error=repr(weight))
             weight = 1
-        self.queues[name] = QueueSpec(
+        queue = QueueSpec(
             name=name,
             weight=weight,
             capability=capability,
             open=spec.get("state", "Open") != "Closed",
         )
+        self._changed(self.queues.get(name) != queue)
+        self.queues[name] = queue
 
     def upsert_workload(self, body: RawObject) -> bool:
         """Mirror a native Workload's queue annotation; True when it changed."""
@@ -303,12 +322,12 @@ class Mirror:
             self.workload_queues[key] = QueueName(str(queue))
         else:
             self.workload_queues.pop(key, None)
-        return before != self.workload_queues.get(key)
+        return self._changed(before != self.workload_queues.get(key))
 
     def delete_workload(self, body: RawObject) -> bool:
         meta = body.get("metadata") or {}
-        return self.workload_queues.pop(f"{meta.get('namespace')}/{meta.get('name')}",
-                                        None) is not None
+        return self._changed(self.workload_queues.pop(
+            f"{meta.get('namespace')}/{meta.get('name')}", None) is not None)
 
     def _with_workload_queue(self, record: GroupRecord) -> GroupRecord:
         spec = record.spec
@@ -318,12 +337,14 @@ class Mirror:
         return replace(record, spec=replace(spec, queue=queue)) if queue else record
 
     def delete_queue(self, body: RawObject) -> None:
-        self.queues.pop(QueueName(str((body.get("metadata") or {}).get("name", ""))), None)
+        name = QueueName(str((body.get("metadata") or {}).get("name", "")))
+        self._changed(self.queues.pop(name, None) is not None)
 
     # ---- assume / forget / expire -------------------------------------------
     def assume(self, placement: Placement, now: float) -> None:
         for pod_key, node in placement.assignments:
             self.assumed[pod_key] = (node, now)
+        self._changed(bool(placement.assignments))
 
     def is_placed(self, pod_key: PodKey) -> bool:
         """Assumed or bound: a pod whose "cannot be placed" report would now be a lie."""
@@ -331,13 +352,20 @@ class Mirror:
         return pod_key in self.assumed or (record is not None and record.pod.node_name is not None)
 
     def forget(self, pod_key: PodKey) -> None:
-        self.assumed.pop(pod_key, None)
+        self._changed(self.assumed.pop(pod_key, None) is not None)
 
     def expire(self, now: float, ttl: float) -> list[PodKey]:
         stale = [key for key, (_, since) in self.assumed.items() if now - since > ttl]
         for key in stale:
             del self.assumed[key]
+        self._changed(bool(stale))
         return stale
+
+    def next_expiry(self, ttl: float) -> float | None:
+        """When the oldest assumption expires, if any is held."""
+        if not self.assumed:
+            return None
+        return min(since for _, since in self.assumed.values()) + ttl
 
     # ---- the per-cycle view -------------------------------------------------
     def view(self) -> View:

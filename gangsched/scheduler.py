@@ -33,6 +33,7 @@ from gangsched.core.model import GangKey, PodKey, Policy, QueueName
 from gangsched.core.placement import Placement
 from gangsched.core.preemption import Preemption
 from gangsched.core.resources import Resources
+from gangsched.core.thresholds import next_threshold
 from gangsched.decisions import cycle_input, gather_view
 from gangsched.evictor import Evictor
 from gangsched.mirror import Mirror, View
@@ -77,6 +78,16 @@ class SchedulerConfig:
     """A preemptor not placed this long after its victims were evicted stops holding room."""
     unevictable_s: float = 15.0
     """A gang the Eviction API refused (a PodDisruptionBudget) is no victim for this long."""
+    reuse_unchanged: bool = True
+    """A cycle whose inputs did not change since the last full one, and for which the
+    clock crossed no threshold (:mod:`gangsched.core.thresholds`), reuses its answer
+    instead of deciding again: a settled cluster costs next to nothing per resync."""
+    settle_s: float = 15.0
+    """After the inputs change, every cycle decides in full for this long, so what the
+    reporter held back (an Event within ``EVENT_CHANGE_GAP_S`` of the last) goes out."""
+    refresh_s: float = 60.0
+    """With nothing changed, a full cycle still runs this often: Events about pods still
+    waiting are sent again (at most once a ``EVENT_INTERVAL_S``) and failed writes retried."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,6 +96,20 @@ class InFlight:
 
     victims: frozenset[GangKey]
     since: float
+
+
+@dataclass(frozen=True, slots=True)
+class Settled:
+    """A full cycle's answer that a cycle on the same inputs gives again, until ``until``."""
+
+    inputs: tuple[object, ...]
+    result: CycleResult
+    since: float
+    """When a full cycle first reached this answer on these inputs."""
+    ran_at: float
+    """When a full cycle last ran on them."""
+    until: float
+    """The first threshold the clock reaches after ``ran_at``."""
 
 
 @dataclass
@@ -114,6 +139,10 @@ class Scheduler:
     _cycle_no: int = 0
     _last_cycle_s: float = 0.0
     _logged_reasons: dict[GangKey, str] = field(default_factory=dict)
+    _settled: Settled | None = None
+    _full_cycles: int = 0
+    _thresholds: list[float] = field(default_factory=list)
+    """Moments at which the last full cycle's answer changes with the clock alone."""
     on_cycle: Callable[[], None] = lambda: None
     """Called after every cycle: the liveness probe counts them."""
 
@@ -142,11 +171,66 @@ class Scheduler:
 
     # ---- one cycle ------------------------------------------------------------
     def cycle(self) -> CycleResult:
+        """Decide, or reuse the last answer when nothing it depends on has changed."""
         self._cycle_no += 1
         started = time.perf_counter()
         now = self.clock()
         for pod in self.mirror.expire(now, self.config.assume_ttl_s):
             log.warning("assumption_expired", pod=pod)
+        inputs = self._inputs()
+        settled = self._settled
+        if settled is not None and self._may_reuse(settled, inputs, now):
+            elapsed = time.perf_counter() - started
+            self._count(elapsed, settled.result)
+            log.debug("cycle_done", cycle=self._cycle_no, cycle_ms=round(elapsed * 1000, 2),
+                      with_reports_ms=round(elapsed * 1000, 2), reused=True,
+                      gangs=None, placed=0)
+            return settled.result
+        before = self._state()
+        result = self._decide(now, started)
+        self._settle(inputs, before, result, now)
+        return result
+
+    def _inputs(self) -> tuple[object, ...]:
+        """What a cycle reads that changes outside cycles: the mirror, and preemptions."""
+        return (self.mirror.version, tuple(self.preempting.items()),
+                tuple(self.unevictable.items()))
+
+    def _state(self) -> tuple[object, ...]:
+        """What a cycle reads and may itself change for the next one."""
+        return (self._inputs(), self.admitted, frozenset(self.waiting_since),
+                frozenset(self.finished_uids), self.holds)
+
+    def _may_reuse(self, settled: Settled, inputs: tuple[object, ...], now: float) -> bool:
+        return (
+            self.config.reuse_unchanged
+            and settled.inputs == inputs
+            and now < settled.until
+            and now - settled.since >= self.config.settle_s
+            and now - settled.ran_at < self.config.refresh_s
+        )
+
+    def _settle(self, inputs: tuple[object, ...], before: tuple[object, ...],
+                result: CycleResult, now: float) -> None:
+        """Keep the answer for reuse when deciding again on its inputs would not change them."""
+        if self._state() != before:
+            self._settled = None
+            return
+        previous = self._settled
+        since = previous.since if previous is not None and previous.inputs == inputs else now
+        self._settled = Settled(inputs, result, since, now,
+                                next_threshold(now, self._thresholds))
+
+    def _count(self, elapsed: float, result: CycleResult) -> None:
+        self._last_cycle_s = elapsed
+        CYCLES.inc()
+        CYCLE_SECONDS.observe(elapsed)
+        GANGS_WAITING.set(len(result.unplaceable))
+        self.on_cycle()
+
+    def _decide(self, now: float, started: float) -> CycleResult:
+        """One full cycle: view, gangs, decisions, binds handed out, reports."""
+        self._full_cycles += 1
         view = self.mirror.view()
         self._forget_replaced_groups(view)
         gathering = gather_view(view, frozenset(self.finished_uids),
@@ -165,11 +249,7 @@ class Scheduler:
         ))
         self.admitted = result.admitted
         elapsed = time.perf_counter() - started
-        self._last_cycle_s = elapsed
-        CYCLES.inc()
-        CYCLE_SECONDS.observe(elapsed)
-        GANGS_WAITING.set(len(result.unplaceable))
-        self.on_cycle()
+        self._count(elapsed, result)
         bound_log = log.bind(cycle=self._cycle_no)
 
         # PodGroups refused admission before they have pods wait too: their
@@ -180,6 +260,7 @@ class Scheduler:
                 del self.waiting_since[gang]
         for gang in reasons:
             self.waiting_since.setdefault(gang, now)
+        self._thresholds = self._threshold_moments(view)
 
         # A gang placed whole (none of it bound before) has waited since its first
         # member was created; replacements for running gangs are not gang waits.
@@ -213,8 +294,28 @@ class Scheduler:
         # handing out binds and the status, condition and Event writes it asks for.
         bound_log.debug("cycle_done", cycle_ms=round(elapsed * 1000, 2),
                         with_reports_ms=round((time.perf_counter() - started) * 1000, 2),
-                        gangs=len(gathered.gangs), placed=len(result.placements))
+                        reused=False, gangs=len(gathered.gangs),
+                        placed=len(result.placements))
         return result
+
+    def _threshold_moments(self, view: View) -> list[float]:
+        """When the clock alone would change this cycle's answer (see core.thresholds)."""
+        config = self.config
+        moments = [since + config.starvation_s for since in self.waiting_since.values()]
+        for gang, since in self.waiting_since.items():
+            group = view.groups.get(gang)
+            if group is not None and group.spec is not None and (
+                group.spec.timeout_seconds is not None
+            ):
+                moments.append(since + group.spec.timeout_seconds)
+        moments.extend(hold.until for hold in self.holds)
+        moments.extend(flight.since + config.preemption_timeout_s
+                       for flight in self.preempting.values())
+        moments.extend(self.unevictable.values())
+        expiry = self.mirror.next_expiry(config.assume_ttl_s)
+        if expiry is not None:
+            moments.append(expiry)
+        return moments
 
     def _update_holds(
         self, view: View, groups: Mapping[GangKey, GroupSpec], gathered: Gathered, now: float
@@ -426,7 +527,7 @@ class Scheduler:
             statuses[key] = status
             self.reporter.group_status(group, status, group.spec.generation)
         self._report_queues(view, gathered, statuses)
-        if self._cycle_no % 100 == 0:
+        if self._full_cycles % 100 == 0:
             self.reporter.retain(view.groups, view.pods)
 
     def _report_queues(
