@@ -32,6 +32,7 @@ from gangsched.core.holds import GroupLife, Hold, Seat, seats_of, update_holds
 from gangsched.core.model import GangKey, PodKey, Policy, QueueName
 from gangsched.core.placement import Placement
 from gangsched.core.preemption import Preemption
+from gangsched.core.reasons import Reported, reported_reasons
 from gangsched.core.resources import Resources
 from gangsched.core.thresholds import next_threshold
 from gangsched.decisions import cycle_input, gather_view
@@ -85,6 +86,9 @@ class SchedulerConfig:
     settle_s: float = 15.0
     """After the inputs change, every cycle decides in full for this long, so what the
     reporter held back (an Event within ``EVENT_CHANGE_GAP_S`` of the last) goes out."""
+    reason_hold_s: float = 60.0
+    """A waiting gang's reported reason keeps its figures this long when only they moved
+    (see :func:`gangsched.core.reasons.reported_reasons`)."""
     refresh_s: float = 60.0
     """With nothing changed, a full cycle still runs this often: Events about pods still
     waiting are sent again (at most once a ``EVENT_INTERVAL_S``) and failed writes retried."""
@@ -139,6 +143,7 @@ class Scheduler:
     _cycle_no: int = 0
     _last_cycle_s: float = 0.0
     _logged_reasons: dict[GangKey, str] = field(default_factory=dict)
+    _reported: dict[GangKey, Reported] = field(default_factory=dict)
     _settled: Settled | None = None
     _full_cycles: int = 0
     _thresholds: list[float] = field(default_factory=list)
@@ -260,7 +265,10 @@ class Scheduler:
                 del self.waiting_since[gang]
         for gang in reasons:
             self.waiting_since.setdefault(gang, now)
-        self._thresholds = self._threshold_moments(view)
+        self._reported = reported_reasons(self._reported, reasons, now,
+                                          self.config.reason_hold_s)
+        shown = {gang: reported.text for gang, reported in self._reported.items()}
+        self._thresholds = self._threshold_moments(view, reasons)
 
         # A gang placed whole (none of it bound before) has waited since its first
         # member was created; replacements for running gangs are not gang waits.
@@ -288,8 +296,8 @@ class Scheduler:
             self._binds.add(task)
             task.add_done_callback(self._binds.discard)
 
-        self._report(view, gathered, result, reasons, now)
-        self._log_waiting(bound_log, gathered, reasons, elapsed)
+        self._report(view, gathered, result, shown, now)
+        self._log_waiting(bound_log, gathered, shown, elapsed)
         # cycle_ms is the decision alone (the histogram's figure); with_reports_ms adds
         # handing out binds and the status, condition and Event writes it asks for.
         bound_log.debug("cycle_done", cycle_ms=round(elapsed * 1000, 2),
@@ -298,10 +306,14 @@ class Scheduler:
                         placed=len(result.placements))
         return result
 
-    def _threshold_moments(self, view: View) -> list[float]:
-        """When the clock alone would change this cycle's answer (see core.thresholds)."""
+    def _threshold_moments(self, view: View, reasons: Mapping[GangKey, str]) -> list[float]:
+        """When the clock alone would change this cycle's answer (see core.thresholds),
+        or what it reports: a reason held back is reported once its hold ends."""
         config = self.config
         moments = [since + config.starvation_s for since in self.waiting_since.values()]
+        moments.extend(reported.since + config.reason_hold_s
+                       for gang, reported in self._reported.items()
+                       if reported.text != reasons[gang])
         for gang, since in self.waiting_since.items():
             group = view.groups.get(gang)
             if group is not None and group.spec is not None and (
@@ -353,6 +365,7 @@ class Scheduler:
                 self.admitted = self.admitted - {key}
                 self.waiting_since.pop(key, None)
                 self._logged_reasons.pop(key, None)
+                self._reported.pop(key, None)
         self.group_uids = uids
 
     def _log_waiting(
