@@ -25,6 +25,7 @@ import time
 from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -64,6 +65,8 @@ class Arrivals:
     due: dict[str, float] = field(default_factory=dict)
     started: dict[str, float] = field(default_factory=dict)
     created: dict[str, float] = field(default_factory=dict)
+    created_wall: dict[str, float] = field(default_factory=dict)
+    """``created`` on the wall clock, to set beside the times in gangsched's log."""
     failures: list[str] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -86,6 +89,7 @@ def create_gang(clients: Clients, pods_pool: ThreadPoolExecutor, manifests: list
     with arrivals.lock:
         arrivals.started[name] = started
         arrivals.created[name] = time.monotonic()
+        arrivals.created_wall[name] = time.time()
 
 
 def run_rate(cluster: LocalCluster, clients: Clients, scheduler: Gangsched, rate: float,
@@ -137,6 +141,11 @@ def run_rate(cluster: LocalCluster, clients: Clients, scheduler: Gangsched, rate
     lags = [(arrivals.started[n] - arrivals.due[n]) * 1000 for n in arrivals.started]
     spans = [(arrivals.created[n] - arrivals.started[n]) * 1000 for n in arrivals.created]
     figures = distribution(latencies)
+    placed_wall = {str(line["gang"]).split("/", 1)[1]: _wall(str(line["timestamp"]))
+                   for line in scheduler.log_lines("gang_placed")
+                   if str(line["gang"]).startswith(namespace + "/")}
+    to_placed = [(placed_wall[n] - arrivals.created_wall[n]) * 1000
+                 for n in arrivals.created if n in placed_wall]
     goal = GOALS_P99_MS.get(rate)
     delete_s = delete_all(api, namespace, timeout=300)
     return {
@@ -154,6 +163,7 @@ def run_rate(cluster: LocalCluster, clients: Clients, scheduler: Gangsched, rate
             "p99_ms_at_most": goal,
             "met": bool(latencies) and unbound == 0 and float(figures["p99"]) <= goal,
         },
+        "placed_after_last_create_ms": distribution(to_placed),
         "gang_start_behind_schedule_ms": distribution(lags),
         "gang_creation_ms": distribution(spans),
         "gangsched_cpu_s": round(cpu_used, 1),
@@ -166,6 +176,11 @@ def run_rate(cluster: LocalCluster, clients: Clients, scheduler: Gangsched, rate
         "load_average_1_5_15": {"start": load_start, "end": load_end},
         "delete_s": round(delete_s, 1),
     }
+
+
+def _wall(stamp: str) -> float:
+    """A log line's ISO timestamp as seconds since the epoch."""
+    return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:

@@ -29,6 +29,7 @@ from gangsched.core.groups import (
     group_key_of,
     group_name_of,
     native_group_name,
+    solo_gang_key,
 )
 from gangsched.core.kubeobjects import ObjectError, node_from_api, pod_from_api
 from gangsched.core.model import GangKey, Node, NodeName, Pod, PodKey, Policy, QueueName
@@ -216,6 +217,9 @@ class Mirror:
         group_name = group_name_of(
             meta.get("labels") or {}, meta.get("annotations") or {}
         ) or native_group_name(spec)
+        group = gang_key(namespace, group_name) if group_name else None
+        # The gang it will be gathered into, set once here rather than every cycle.
+        pod = replace(pod, gang=group or solo_gang_key(key))
         status = obj.get("status") or {}
         scheduled = next(
             (c for c in status.get("conditions") or [] if c.get("type") == "PodScheduled"), None
@@ -224,7 +228,7 @@ class Mirror:
             pod=pod,
             uid=str(meta.get("uid", "")),
             ours=ours,
-            group=gang_key(namespace, group_name) if group_name else None,
+            group=group,
             phase=str(status.get("phase", "Pending")),
             scheduled_message=(
                 scheduled.get("message") if scheduled and scheduled.get("status") == "False"

@@ -12,7 +12,7 @@ import asyncio
 import contextlib
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import structlog
 from prometheus_client import Counter, Gauge, Histogram
@@ -89,6 +89,11 @@ class SchedulerConfig:
     reason_hold_s: float = 60.0
     """A waiting gang's reported reason keeps its figures this long when only they moved
     (see :func:`gangsched.core.reasons.reported_reasons`)."""
+    pod_report_s: float = 300.0
+    """A waiting pod is reported to the reporter when its reason changes, and with an
+    unchanged reason again after this long (its FailedScheduling Event sent again, a
+    failed condition write retried), as kube-scheduler retries an unschedulable pod
+    within five minutes: thousands of waiting pods must not cost an Event each a minute."""
     refresh_s: float = 60.0
     """With nothing changed, a full cycle still runs this often: Events about pods still
     waiting are sent again (at most once a ``EVENT_INTERVAL_S``) and failed writes retried."""
@@ -100,6 +105,20 @@ class InFlight:
 
     victims: frozenset[GangKey]
     since: float
+
+
+@dataclass(frozen=True, slots=True)
+class PodReport:
+    """What a waiting pod was last reported as waiting for.
+
+    Reported every cycle while the reason is new (for ``settle_s``, so an Event the
+    reporter held back goes out once it settles), then once every ``pod_report_s``.
+    """
+
+    uid: str
+    reason: str
+    since: float
+    at: float
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,6 +163,7 @@ class Scheduler:
     _last_cycle_s: float = 0.0
     _logged_reasons: dict[GangKey, str] = field(default_factory=dict)
     _reported: dict[GangKey, Reported] = field(default_factory=dict)
+    _pod_reports: dict[PodKey, PodReport] = field(default_factory=dict)
     _settled: Settled | None = None
     _full_cycles: int = 0
     _thresholds: list[float] = field(default_factory=list)
@@ -483,6 +503,7 @@ class Scheduler:
         now: float,
     ) -> None:
         placed = {p.gang for p in result.placements}
+        pod_reports: dict[PodKey, PodReport] = {}
         for gang in gathered.gangs:
             reason = reasons.get(gang.key)
             if reason is None:
@@ -491,10 +512,21 @@ class Scheduler:
                 record = view.pods.get(pod.key)
                 if record is None:
                     continue
+                last = self._pod_reports.get(pod.key)
+                if last is None or (last.uid, last.reason) != (record.uid, reason):
+                    last = PodReport(record.uid, reason, now, now)
+                elif (now - last.since >= self.config.settle_s
+                      and now - last.at < self.config.pod_report_s):
+                    pod_reports[pod.key] = last
+                    continue
+                else:
+                    last = replace(last, at=now)
+                pod_reports[pod.key] = last
                 if pod.gates:
                     self.reporter.pod_gated(record, reason)
                 else:
                     self.reporter.pod_unschedulable(record, reason)
+        self._pod_reports = pod_reports
         for key, pods in gathered.orphans.items():
             group = view.groups.get(key)
             message = (

@@ -10,6 +10,7 @@ pods come and go between cycles.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, cast
 
@@ -187,3 +188,32 @@ def test_reuse_happens_once_settled_and_stops_at_a_threshold() -> None:
         assert "starving" in result.unplaceable[0].reason
 
     asyncio.run(run())
+
+
+class CountingReporter(SilentReporter):
+    def __init__(self) -> None:
+        self.unschedulable: list[str] = []
+
+    def pod_unschedulable(self, record: Any, message: str) -> None:
+        self.unschedulable.append(record.pod.key)
+
+
+def test_a_waiting_pod_is_reported_while_its_reason_is_new_then_every_few_minutes() -> None:
+    async def run() -> list[int]:
+        clock = Clock()
+        scenario = Scenario(nodes=[1], gangs=[Gang("big", 2, 1, 2, None)],
+                            steps=[], starvation_s=1e6, assume_ttl_s=60.0)
+        scheduler = start(scenario, clock, False)
+        scheduler.config = dataclasses.replace(scheduler.config, settle_s=15.0)
+        reporter = CountingReporter()
+        scheduler.reporter = cast(Reporter, reporter)
+        counts = []
+        for seconds in (0, 5, 10, 20, 200, 290, 310):
+            clock.now = 1000.0 + seconds
+            before = len(reporter.unschedulable)
+            scheduler.cycle()
+            counts.append(len(reporter.unschedulable) - before)
+        return counts
+
+    # Two pods each time: within settle_s (15 s) of the reason, then at 300 s.
+    assert asyncio.run(run()) == [2, 2, 2, 0, 0, 0, 2]
