@@ -111,9 +111,16 @@ def delete_all(api: pykube.HTTPClient, namespace: str, timeout: float = 120) -> 
     """Delete every pod and PodGroup of ``namespace``; wait until no pod is left."""
     started = time.monotonic()
     options = {"apiVersion": "v1", "kind": "DeleteOptions", "gracePeriodSeconds": 0}
-    # Deleting thousands of pods in one call outlasts the client's default 10 s.
-    api.raise_for_status(api.delete(url="pods", namespace=namespace, json=options,
-                                    timeout=timeout))
+    # Deleting thousands of pods in one call outlasts the client's default 10 s; a
+    # connection the server closed while the client sat idle is retried once.
+    for attempt in (1, 2):
+        try:
+            api.raise_for_status(api.delete(url="pods", namespace=namespace, json=options,
+                                            timeout=timeout))
+            break
+        except requests.exceptions.ConnectionError:
+            if attempt == 2:
+                raise
     for version in (PODGROUP_VERSION, NATIVE_VERSION):
         api.raise_for_status(api.delete(version=version, url="podgroups",
                                         namespace=namespace, json=options, timeout=timeout))

@@ -187,7 +187,11 @@ def main(argv: Sequence[str] | None = None) -> None:
         "idle": {
             "seconds": args.idle_seconds,
             "cycles": len(idle),
-            "gangs_in_cycle": int(idle[-1]["gangs"]) if idle else None,
+            "gangs_in_cycle": max((int(c["gangs"]) for c in lines if c.get("gangs")),
+                                  default=None),
+            "reused": sum(1 for c in idle if c.get("reused")),
+            "full_with_reports_ms": distribution(
+                [float(c["with_reports_ms"]) for c in idle if not c.get("reused")]),
             "cycle_ms": distribution([float(c["cycle_ms"]) for c in idle]),
             "with_reports_ms": distribution(idle_ms),
             "gangsched_cpu_s": round(idle_cpu, 2),
