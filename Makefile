@@ -13,7 +13,7 @@ NATIVE_GANG ?= 0
 KEEP_STATE ?= 0
 PYTEST_ARGS ?=
 
-.PHONY: test unit e2e lint binaries cluster-up cluster-down demo kind-demo bench bench-core bench-scenarios bench-scheduler clean
+.PHONY: test unit e2e lint binaries cluster-up cluster-down demo kind-demo bench bench-core bench-scenarios bench-scheduler bench-latency bench-scale bench-soak clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -63,7 +63,7 @@ kind-demo:
 	@bash cluster/kind-demo.sh
 
 ## Benchmarks write their figures to bench/results/.
-bench: bench-core bench-scenarios bench-scheduler
+bench: bench-core bench-scenarios bench-scheduler bench-latency bench-scale
 
 bench-core: $(VENV)/.installed
 	$(BIN)/python -m bench.core
@@ -77,6 +77,20 @@ bench-scenarios: $(VENV)/.installed binaries
 ## Pods bound per second on 500 KWOK nodes: gangsched (2,000 pods in gangs of 8) vs kube-scheduler.
 bench-scheduler: $(VENV)/.installed binaries
 	$(BIN)/python -m bench.scheduler
+
+## Gang latency (last pod created to all bound) at 5, 10 and 20 gangs/s on 1,000 KWOK nodes.
+bench-latency: $(VENV)/.installed binaries
+	$(BIN)/python -m bench.latency
+
+## 5,000 nodes and 20,000 pods, half of them waiting: cycle times, idle cycle, peak memory.
+bench-scale: $(VENV)/.installed binaries
+	$(BIN)/python -m bench.scale
+
+## Not part of `bench`: gangs replaced at a steady rate for SOAK_MINUTES (30), memory and
+## write queue sampled; `make bench-soak SOAK_MINUTES=5` for a shorter run.
+SOAK_MINUTES ?= 30
+bench-soak: $(VENV)/.installed binaries
+	$(BIN)/python -m bench.soak --minutes $(SOAK_MINUTES)
 
 clean:
 	rm -rf $(VENV) .cluster demo-out .pytest_cache .mypy_cache .ruff_cache .hypothesis

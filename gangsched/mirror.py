@@ -29,6 +29,7 @@ from gangsched.core.groups import (
     group_key_of,
     group_name_of,
     native_group_name,
+    solo_gang_key,
 )
 from gangsched.core.kubeobjects import ObjectError, node_from_api, pod_from_api
 from gangsched.core.model import GangKey, Node, NodeName, Pod, PodKey, Policy, QueueName
@@ -122,13 +123,21 @@ class Mirror:
     queue when a PodGroup names none itself."""
     on_status_change: Callable[[], None] = lambda: None
     """Called for a change that alters no decision but what a status reports."""
+    version: int = 0
+    """Counts the changes to what the mirror holds: equal versions, equal views."""
 
     def in_scope(self, namespace: str) -> bool:
         """Whether objects of ``namespace`` are this scheduler's to act on."""
         return not self.namespaces or namespace in self.namespaces
 
+    def _changed(self, changed: bool = True) -> bool:
+        if changed:
+            self.version += 1
+        return changed
+
     # ---- watch sink (pods, nodes) -----------------------------------------
     def replace(self, kind: str, objects: list[RawObject]) -> None:
+        self._changed()
         if kind == "nodes":
             self.nodes.clear()
         elif kind == "priorityclasses":
@@ -160,14 +169,18 @@ class Mirror:
     def delete(self, kind: str, obj: RawObject) -> bool:
         meta = obj.get("metadata") or {}
         if kind == "nodes":
-            return self.nodes.pop(NodeName(str(meta.get("name"))), None) is not None
+            return self._changed(self.nodes.pop(NodeName(str(meta.get("name"))), None)
+                                 is not None)
         if kind == "priorityclasses":
+            never = str(meta.get("name")) in self.never_preempting_classes
             self.never_preempting_classes.discard(str(meta.get("name")))
-            return self.priority_classes.pop(str(meta.get("name")), None) is not None
+            return self._changed(
+                self.priority_classes.pop(str(meta.get("name")), None) is not None or never)
         key = PodKey(f"{meta.get('namespace')}/{meta.get('name')}")
         old = self.pods.pop(key, None)
-        self.assumed.pop(key, None)
+        assumed = self.assumed.pop(key, None)
         bad = self.bad_pods.pop(key, None)
+        self._changed(old is not None or assumed is not None or bad is not None)
         # Gone from a node frees room; gone from a gang changes the gang.
         return bad is not None or (old is not None and (
             old.ours or (old.pod.node_name is not None and not old.pod.terminal)))
@@ -180,7 +193,7 @@ class Mirror:
             return False
         old = self.nodes.get(node.name)
         self.nodes[node.name] = node
-        return old != node
+        return self._changed(old != node)
 
     def _upsert_priority_class(self, obj: RawObject) -> bool:
         name = str((obj.get("metadata") or {}).get("name", ""))
@@ -195,7 +208,7 @@ class Mirror:
             self.never_preempting_classes.add(name)
         else:
             self.never_preempting_classes.discard(name)
-        return old != value or changed
+        return self._changed(old != value or changed)
 
     def _upsert_pod(self, obj: RawObject) -> bool:
         meta = obj.get("metadata") or {}
@@ -206,14 +219,17 @@ class Mirror:
         try:
             pod = pod_from_api(obj)
         except ObjectError as error:
+            self._changed()
             self.pods.pop(key, None)
             if ours and not spec.get("nodeName"):
                 self.bad_pods[key] = str(error)
             return ours
-        self.bad_pods.pop(key, None)
         group_name = group_name_of(
             meta.get("labels") or {}, meta.get("annotations") or {}
         ) or native_group_name(spec)
+        group = gang_key(namespace, group_name) if group_name else None
+        # The gang it will be gathered into, set once here rather than every cycle.
+        pod = replace(pod, gang=group or solo_gang_key(key))
         status = obj.get("status") or {}
         scheduled = next(
             (c for c in status.get("conditions") or [] if c.get("type") == "PodScheduled"), None
@@ -222,7 +238,7 @@ class Mirror:
             pod=pod,
             uid=str(meta.get("uid", "")),
             ours=ours,
-            group=gang_key(namespace, group_name) if group_name else None,
+            group=group,
             phase=str(status.get("phase", "Pending")),
             scheduled_message=(
                 scheduled.get("message") if scheduled and scheduled.get("status") == "False"
@@ -235,6 +251,9 @@ class Mirror:
         assumed = self.assumed.get(key)
         if pod.node_name is not None:
             self.assumed.pop(key, None)  # confirmed by the watch
+        was_bad = self.bad_pods.pop(key, None) is not None
+        confirmed = assumed is not None and pod.node_name is not None
+        self._changed(old != record or confirmed or was_bad)
         if _matters(old, record, assumed[0] if assumed else None):
             return True
         if _reported(old, record):
@@ -272,6 +291,7 @@ class Mirror:
         current = self.groups.get(key)
         if current is None or current.flavor == flavor or current.spec is None:
             self.groups[key] = record
+            self._changed(current != record)
         return record
 
     def delete_group(self, flavor: Flavor, body: RawObject) -> None:
@@ -279,6 +299,7 @@ class Mirror:
         current = self.groups.get(key)
         if current is not None and current.flavor == flavor:
             del self.groups[key]
+            self._changed()
 
     def upsert_queue(self, body: RawObject) -> None:
         """Mirror a Queue; a part the schema should have rejected is logged and left out.
@@ -300,12 +321,14 @@ class Mirror:
         if isinstance(weight, bool) or not isinstance(weight, int) or weight < 1:
             log.warning("queue_invalid", queue=name, field="weight", error=repr(weight))
             weight = 1
-        self.queues[name] = QueueSpec(
+        queue = QueueSpec(
             name=name,
             weight=weight,
             capability=capability,
             open=spec.get("state", "Open") != "Closed",
         )
+        self._changed(self.queues.get(name) != queue)
+        self.queues[name] = queue
 
     def upsert_workload(self, body: RawObject) -> bool:
         """Mirror a native Workload's queue annotation; True when it changed."""
@@ -317,12 +340,12 @@ class Mirror:
             self.workload_queues[key] = QueueName(str(queue))
         else:
             self.workload_queues.pop(key, None)
-        return before != self.workload_queues.get(key)
+        return self._changed(before != self.workload_queues.get(key))
 
     def delete_workload(self, body: RawObject) -> bool:
         meta = body.get("metadata") or {}
-        return self.workload_queues.pop(f"{meta.get('namespace')}/{meta.get('name')}",
-                                        None) is not None
+        return self._changed(self.workload_queues.pop(
+            f"{meta.get('namespace')}/{meta.get('name')}", None) is not None)
 
     def _with_workload_queue(self, record: GroupRecord) -> GroupRecord:
         spec = record.spec
@@ -332,12 +355,14 @@ class Mirror:
         return replace(record, spec=replace(spec, queue=queue)) if queue else record
 
     def delete_queue(self, body: RawObject) -> None:
-        self.queues.pop(QueueName(str((body.get("metadata") or {}).get("name", ""))), None)
+        name = QueueName(str((body.get("metadata") or {}).get("name", "")))
+        self._changed(self.queues.pop(name, None) is not None)
 
     # ---- assume / forget / expire -------------------------------------------
     def assume(self, placement: Placement, now: float) -> None:
         for pod_key, node in placement.assignments:
             self.assumed[pod_key] = (node, now)
+        self._changed(bool(placement.assignments))
 
     def is_placed(self, pod_key: PodKey) -> bool:
         """Assumed or bound: a pod whose "cannot be placed" report would now be a lie."""
@@ -345,13 +370,20 @@ class Mirror:
         return pod_key in self.assumed or (record is not None and record.pod.node_name is not None)
 
     def forget(self, pod_key: PodKey) -> None:
-        self.assumed.pop(pod_key, None)
+        self._changed(self.assumed.pop(pod_key, None) is not None)
 
     def expire(self, now: float, ttl: float) -> list[PodKey]:
         stale = [key for key, (_, since) in self.assumed.items() if now - since > ttl]
         for key in stale:
             del self.assumed[key]
+        self._changed(bool(stale))
         return stale
+
+    def next_expiry(self, ttl: float) -> float | None:
+        """When the oldest assumption expires, if any is held."""
+        if not self.assumed:
+            return None
+        return min(since for _, since in self.assumed.values()) + ttl
 
     # ---- the per-cycle view -------------------------------------------------
     def view(self) -> View:

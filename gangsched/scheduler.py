@@ -4,6 +4,13 @@ One cycle at a time, debounced: a burst of watch events (an operator creating
 64 pods) becomes one cycle over all of them, not 64 cycles over a growing
 gang. The cycle itself is synchronous and pure; only binding and reporting
 await, on tasks of their own, after the placements are assumed in the mirror.
+
+A settled cluster is cheap to keep deciding on: the mirror counts its changes,
+and a cycle whose inputs are those of the last full cycle, which changed none
+of them, reuses that answer until the clock reaches a threshold that would
+change it (:mod:`gangsched.core.thresholds`). Full cycles still run for a
+while after every change and once a minute, so what the reporter rate-limits
+goes out as before.
 """
 
 from __future__ import annotations
@@ -12,7 +19,7 @@ import asyncio
 import contextlib
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import structlog
 from prometheus_client import Counter, Gauge, Histogram
@@ -33,7 +40,9 @@ from gangsched.core.holds import GroupLife, Hold, Seat, seats_of, update_holds
 from gangsched.core.model import GangKey, PodKey, Policy, QueueName
 from gangsched.core.placement import Placement
 from gangsched.core.preemption import Preemption
+from gangsched.core.reasons import Reported, reported_reasons
 from gangsched.core.resources import Resources
+from gangsched.core.thresholds import next_threshold
 from gangsched.decisions import cycle_input, gather_view
 from gangsched.evictor import Evictor
 from gangsched.mirror import Mirror, View
@@ -59,6 +68,10 @@ PENDING_GANGS = Gauge(
     "gangsched_pending_gangs", "PodGroups not yet running nor finished, per queue", ["queue"]
 )
 GANGS_PREEMPTED = Counter("gangsched_gangs_preempted_total", "Gangs evicted whole for another")
+WRITE_QUEUE_DEPTH = Gauge(
+    "gangsched_write_queue_depth",
+    "Status writes and Events waiting to go out to the API server (at most one per object)",
+)
 
 
 @dataclass
@@ -74,6 +87,24 @@ class SchedulerConfig:
     """A preemptor not placed this long after its victims were evicted stops holding room."""
     unevictable_s: float = 15.0
     """A gang the Eviction API refused (a PodDisruptionBudget) is no victim for this long."""
+    reuse_unchanged: bool = True
+    """A cycle whose inputs did not change since the last full one, and for which the
+    clock crossed no threshold (:mod:`gangsched.core.thresholds`), reuses its answer
+    instead of deciding again: a settled cluster costs next to nothing per resync."""
+    settle_s: float = 15.0
+    """After the inputs change, every cycle decides in full for this long, so what the
+    reporter held back (an Event within ``EVENT_CHANGE_GAP_S`` of the last) goes out."""
+    reason_hold_s: float = 60.0
+    """A waiting gang's reported reason keeps its figures this long when only they moved
+    (see :func:`gangsched.core.reasons.reported_reasons`)."""
+    pod_report_s: float = 300.0
+    """A waiting pod is reported to the reporter when its reason changes, and with an
+    unchanged reason again after this long (its FailedScheduling Event sent again, a
+    failed condition write retried), as kube-scheduler retries an unschedulable pod
+    within five minutes: thousands of waiting pods must not cost an Event each a minute."""
+    refresh_s: float = 60.0
+    """With nothing changed, a full cycle still runs this often: Events about pods still
+    waiting are sent again (at most once a ``EVENT_INTERVAL_S``) and failed writes retried."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,6 +113,34 @@ class InFlight:
 
     victims: frozenset[GangKey]
     since: float
+
+
+@dataclass(frozen=True, slots=True)
+class PodReport:
+    """What a waiting pod was last reported as waiting for.
+
+    Reported every cycle while the reason is new (for ``settle_s``, so an Event the
+    reporter held back goes out once it settles), then once every ``pod_report_s``.
+    """
+
+    uid: str
+    reason: str
+    since: float
+    at: float
+
+
+@dataclass(frozen=True, slots=True)
+class Settled:
+    """A full cycle's answer that a cycle on the same inputs gives again, until ``until``."""
+
+    inputs: tuple[object, ...]
+    result: CycleResult
+    since: float
+    """When a full cycle first reached this answer on these inputs."""
+    ran_at: float
+    """When a full cycle last ran on them."""
+    until: float
+    """The first threshold the clock reaches after ``ran_at``."""
 
 
 @dataclass
@@ -115,8 +174,17 @@ class Scheduler:
     _cycle_no: int = 0
     _last_cycle_s: float = 0.0
     _logged_reasons: dict[GangKey, str] = field(default_factory=dict)
+    _reported: dict[GangKey, Reported] = field(default_factory=dict)
+    _pod_reports: dict[PodKey, PodReport] = field(default_factory=dict)
+    _settled: Settled | None = None
+    _full_cycles: int = 0
+    _thresholds: list[float] = field(default_factory=list)
+    """Moments at which the last full cycle's answer changes with the clock alone."""
     on_cycle: Callable[[], None] = lambda: None
     """Called after every cycle: the liveness probe counts them."""
+
+    def __post_init__(self) -> None:
+        WRITE_QUEUE_DEPTH.set_function(self.reporter.queued)
 
     def trigger(self) -> None:
         self._wake.set()
@@ -163,11 +231,66 @@ class Scheduler:
 
     # ---- one cycle ------------------------------------------------------------
     def cycle(self) -> CycleResult:
+        """Decide, or reuse the last answer when nothing it depends on has changed."""
         self._cycle_no += 1
         started = time.perf_counter()
         now = self.clock()
         for pod in self.mirror.expire(now, self.config.assume_ttl_s):
             log.warning("assumption_expired", pod=pod)
+        inputs = self._inputs()
+        settled = self._settled
+        if settled is not None and self._may_reuse(settled, inputs, now):
+            elapsed = time.perf_counter() - started
+            self._count(elapsed, settled.result)
+            log.debug("cycle_done", cycle=self._cycle_no, cycle_ms=round(elapsed * 1000, 2),
+                      with_reports_ms=round(elapsed * 1000, 2), reused=True,
+                      gangs=None, placed=0)
+            return settled.result
+        before = self._state()
+        result = self._decide(now, started)
+        self._settle(inputs, before, result, now)
+        return result
+
+    def _inputs(self) -> tuple[object, ...]:
+        """What a cycle reads that changes outside cycles: the mirror, and preemptions."""
+        return (self.mirror.version, tuple(self.preempting.items()),
+                tuple(self.unevictable.items()))
+
+    def _state(self) -> tuple[object, ...]:
+        """What a cycle reads and may itself change for the next one."""
+        return (self._inputs(), self.admitted, frozenset(self.waiting_since),
+                frozenset(self.finished_uids), self.holds)
+
+    def _may_reuse(self, settled: Settled, inputs: tuple[object, ...], now: float) -> bool:
+        return (
+            self.config.reuse_unchanged
+            and settled.inputs == inputs
+            and now < settled.until
+            and now - settled.since >= self.config.settle_s
+            and now - settled.ran_at < self.config.refresh_s
+        )
+
+    def _settle(self, inputs: tuple[object, ...], before: tuple[object, ...],
+                result: CycleResult, now: float) -> None:
+        """Keep the answer for reuse when deciding again on its inputs would not change them."""
+        if self._state() != before:
+            self._settled = None
+            return
+        previous = self._settled
+        since = previous.since if previous is not None and previous.inputs == inputs else now
+        self._settled = Settled(inputs, result, since, now,
+                                next_threshold(now, self._thresholds))
+
+    def _count(self, elapsed: float, result: CycleResult) -> None:
+        self._last_cycle_s = elapsed
+        CYCLES.inc()
+        CYCLE_SECONDS.observe(elapsed)
+        GANGS_WAITING.set(len(result.unplaceable))
+        self.on_cycle()
+
+    def _decide(self, now: float, started: float) -> CycleResult:
+        """One full cycle: view, gangs, decisions, binds handed out, reports."""
+        self._full_cycles += 1
         view = self.mirror.view()
         self._forget_replaced_groups(view)
         self._forget_refusals()
@@ -188,11 +311,7 @@ class Scheduler:
         ))
         self.admitted = result.admitted
         elapsed = time.perf_counter() - started
-        self._last_cycle_s = elapsed
-        CYCLES.inc()
-        CYCLE_SECONDS.observe(elapsed)
-        GANGS_WAITING.set(len(result.unplaceable))
-        self.on_cycle()
+        self._count(elapsed, result)
         bound_log = log.bind(cycle=self._cycle_no)
 
         # PodGroups refused admission before they have pods wait too: their
@@ -203,6 +322,10 @@ class Scheduler:
                 del self.waiting_since[gang]
         for gang in reasons:
             self.waiting_since.setdefault(gang, now)
+        self._reported = reported_reasons(self._reported, reasons, now,
+                                          self.config.reason_hold_s)
+        shown = {gang: reported.text for gang, reported in self._reported.items()}
+        self._thresholds = self._threshold_moments(view, reasons)
 
         # A gang placed whole (none of it bound before) has waited since its first
         # member was created; replacements for running gangs are not gang waits.
@@ -229,9 +352,38 @@ class Scheduler:
             self._track(asyncio.create_task(
                 self._bind(placement, first_created.get(placement.gang))))
 
-        self._report(view, gathered, result, reasons, now)
-        self._log_waiting(bound_log, gathered, reasons, elapsed)
+        self._report(view, gathered, result, shown, now)
+        self._log_waiting(bound_log, gathered, shown, elapsed)
+        # cycle_ms is the decision alone (the histogram's figure); with_reports_ms adds
+        # handing out binds and the status, condition and Event writes it asks for.
+        bound_log.debug("cycle_done", cycle_ms=round(elapsed * 1000, 2),
+                        with_reports_ms=round((time.perf_counter() - started) * 1000, 2),
+                        reused=False, gangs=len(gathered.gangs),
+                        placed=len(result.placements))
         return result
+
+    def _threshold_moments(self, view: View, reasons: Mapping[GangKey, str]) -> list[float]:
+        """When the clock alone would change this cycle's answer (see core.thresholds),
+        or what it reports: a reason held back is reported once its hold ends."""
+        config = self.config
+        moments = [since + config.starvation_s for since in self.waiting_since.values()]
+        moments.extend(reported.since + config.reason_hold_s
+                       for gang, reported in self._reported.items()
+                       if reported.text != reasons[gang])
+        for gang, since in self.waiting_since.items():
+            group = view.groups.get(gang)
+            if group is not None and group.spec is not None and (
+                group.spec.timeout_seconds is not None
+            ):
+                moments.append(since + group.spec.timeout_seconds)
+        moments.extend(hold.until for hold in self.holds)
+        moments.extend(flight.since + config.preemption_timeout_s
+                       for flight in self.preempting.values())
+        moments.extend(self.unevictable.values())
+        expiry = self.mirror.next_expiry(config.assume_ttl_s)
+        if expiry is not None:
+            moments.append(expiry)
+        return moments
 
     def _update_holds(
         self, view: View, groups: Mapping[GangKey, GroupSpec], gathered: Gathered, now: float
@@ -269,6 +421,7 @@ class Scheduler:
                 self.admitted = self.admitted - {key}
                 self.waiting_since.pop(key, None)
                 self._logged_reasons.pop(key, None)
+                self._reported.pop(key, None)
         self.group_uids = uids
 
     def _log_waiting(
@@ -403,6 +556,7 @@ class Scheduler:
         now: float,
     ) -> None:
         placed = {p.gang for p in result.placements}
+        pod_reports: dict[PodKey, PodReport] = {}
         for gang in gathered.gangs:
             reason = reasons.get(gang.key)
             if reason is None:
@@ -411,10 +565,21 @@ class Scheduler:
                 record = view.pods.get(pod.key)
                 if record is None:
                     continue
+                last = self._pod_reports.get(pod.key)
+                if last is None or (last.uid, last.reason) != (record.uid, reason):
+                    last = PodReport(record.uid, reason, now, now)
+                elif (now - last.since >= self.config.settle_s
+                      and now - last.at < self.config.pod_report_s):
+                    pod_reports[pod.key] = last
+                    continue
+                else:
+                    last = replace(last, at=now)
+                pod_reports[pod.key] = last
                 if pod.gates:
                     self.reporter.pod_gated(record, reason)
                 else:
                     self.reporter.pod_unschedulable(record, reason)
+        self._pod_reports = pod_reports
         for key, pods in gathered.orphans.items():
             group = view.groups.get(key)
             message = (
@@ -460,7 +625,7 @@ class Scheduler:
             statuses[key] = status
             self.reporter.group_status(group, status, group.spec.generation)
         self._report_queues(view, gathered, statuses)
-        if self._cycle_no % 100 == 0:
+        if self._full_cycles % 100 == 0:
             self.reporter.retain(view.groups, view.pods)
 
     def _report_queues(

@@ -147,6 +147,8 @@ class Sweeper:
         for workload in workloads_before - workload_names:
             if mirror.workload_queues.pop(workload, None) is not None:
                 forgotten = True
+        if forgotten:
+            mirror.version += 1  # what a cycle decides from changed
         return forgotten
 
 

@@ -98,7 +98,7 @@ def gather(
             solo = solo_gang_key(pod.key)
             solo_of[solo] = key
             counts[key]["pending"] += 1
-            pending[solo].append(replace(pod, gang=solo))
+            pending[solo].append(pod if pod.gang == solo else replace(pod, gang=solo))
             priority[solo] = pod.priority
             if not pod.preempts:
                 never.add(solo)
@@ -118,7 +118,7 @@ def gather(
                 tally["running"] += 1
         else:
             tally["pending"] += 1
-            pending[key].append(replace(pod, gang=key))
+            pending[key].append(pod if pod.gang == key else replace(pod, gang=key))
             priority[key] = max(priority.get(key, pod.priority), pod.priority)
             if not pod.preempts:
                 never.add(key)

@@ -24,6 +24,7 @@ from gangsched.core.model import (
 
 __all__ = [
     "NOT_READY_TAINT",
+    "PER_NODE_LABELS",
     "UNSCHEDULABLE_TAINT",
     "affinity_ok",
     "format_taint",
@@ -36,7 +37,6 @@ __all__ = [
     "tolerates",
     "untolerated_taint",
     "uses_node_name",
-    "PER_NODE_LABELS",
 ]
 
 UNSCHEDULABLE_TAINT = Taint("node.kubernetes.io/unschedulable", "", "NoSchedule")

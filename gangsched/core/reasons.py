@@ -12,10 +12,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from gangsched.core.model import Gang, PodPlacementRules
+from gangsched.core.model import Gang, GangKey, PodPlacementRules
 from gangsched.core.resources import PODS, Resources, devices_first, format_amount
 
-__all__ = ["ShapeFigures", "describe_request", "unplaceable_reason"]
+__all__ = ["Reported", "ShapeFigures", "describe_request", "reported_reasons", "unplaceable_reason"]
 
 _TIMES = "\u00d7"  # the multiplication sign
 
@@ -131,3 +131,45 @@ def unplaceable_reason(
     if cut_short:
         parts.append(cut_short)
     return "; ".join(parts)
+
+
+@dataclass(frozen=True, slots=True)
+class Reported:
+    """The reason last reported for a waiting gang, and since when."""
+
+    text: str
+    since: float
+
+
+def reported_reasons(
+    reported: Mapping[GangKey, Reported],
+    reasons: Mapping[GangKey, str],
+    now: float,
+    hold_s: float,
+) -> dict[GangKey, Reported]:
+    """The reasons to report now: a new reason, unless only its figures moved.
+
+    While other gangs come and go, the room a waiting gang is told about
+    ("3 nodes can take 1 each") changes nearly every cycle, and each change
+    would rewrite the condition of every waiting pod, send Events and log a
+    line: thousands of writes a minute on a busy cluster for nothing anyone
+    acts on. So a reason whose first clause (up to the first ``"; "``) is
+    unchanged, and that differs only after it, keeps the text reported
+    before until that text is ``hold_s`` old. Any other change is reported at
+    once.
+    """
+    settled: dict[GangKey, Reported] = {}
+    for gang, reason in reasons.items():
+        before = reported.get(gang)
+        if before is not None and (before.text == reason or (
+            now - before.since < hold_s and _same_clause(before.text, reason)
+        )):
+            settled[gang] = before
+        else:
+            settled[gang] = Reported(reason, now)
+    return settled
+
+
+def _same_clause(old: str, new: str) -> bool:
+    head, separator, _ = new.partition("; ")
+    return bool(separator) and old.startswith(head + separator)

@@ -46,7 +46,8 @@ class NodeIndex:
     """Nodes grouped for placement, derived once from a snapshot and never changed.
 
     ``kinds[k]`` is one node standing for every node with the same labels
-    (but those naming one node, see ``PER_NODE_LABELS``), taints and flags: a pod's rules give the same answer for all of them
+    (but those naming one node, see ``PER_NODE_LABELS``), taints and flags:
+    a pod's rules give the same answer for all of them
     (unless the rules look at node names, see :func:`uses_node_name`), so the
     answer is computed once per (rules, kind) and cached here, shared by every
     :class:`~gangsched.core.placement.Capacity` taken from the snapshot.
