@@ -164,6 +164,7 @@ def main(argv: Sequence[str] | None = None) -> None:
             lines = scheduler.log_lines("cycle_done")
             memory_now = memory_kib(pid)
             load_idle = load_average()
+            warnings = scheduler.cycles()["warnings"]  # the log goes with the workdir
         finally:
             memory.stop()
             scheduler.stop()
@@ -205,7 +206,7 @@ def main(argv: Sequence[str] | None = None) -> None:
                                          for _, kib in memory.samples[::10]],
         },
         "gangsched_process": scheduler.figures,
-        "warnings": scheduler.cycles()["warnings"],
+        "warnings": warnings,
     })
     idle_p50 = report["idle"]["with_reports_ms"].get("p50")
     report["goals"] = {
