@@ -111,13 +111,6 @@ class Reflector:
             kwargs: dict[str, Any] = {"limit": self.page_size, "_preload_content": False}
             if token:
                 kwargs["_continue"] = token
-            elif not self.synced.is_set():
-                # The first list comes from the API server's watch cache, as
-                # client-go's informers list: no read of etcd, which a starting
-                # scheduler on a big cluster would otherwise wait for page by
-                # page. A re-list (after 410) reads etcd, so it never goes back
-                # in time past what the watch already showed.
-                kwargs["resource_version"] = "0"
             response = await self.list_call(**kwargs)
             await raise_for_status(response)
             try:
