@@ -252,9 +252,10 @@ class Scheduler:
         return result
 
     def _inputs(self) -> tuple[object, ...]:
-        """What a cycle reads that changes outside cycles: the mirror, and preemptions."""
+        """What a cycle reads that changes outside cycles: the mirror, preemptions
+        and refused binds."""
         return (self.mirror.version, tuple(self.preempting.items()),
-                tuple(self.unevictable.items()))
+                tuple(self.unevictable.items()), tuple(self.bind_refusals.items()))
 
     def _state(self) -> tuple[object, ...]:
         """What a cycle reads and may itself change for the next one."""
@@ -380,6 +381,7 @@ class Scheduler:
         moments.extend(flight.since + config.preemption_timeout_s
                        for flight in self.preempting.values())
         moments.extend(self.unevictable.values())
+        moments.extend(refusal.until for refusal in self.bind_refusals.values())
         expiry = self.mirror.next_expiry(config.assume_ttl_s)
         if expiry is not None:
             moments.append(expiry)

@@ -4,7 +4,8 @@ A cycle's answer depends on its inputs and on ``now`` only through fixed
 thresholds: a gang starves once it has waited ``starvation_s``, a PodGroup
 turns Unschedulable past its ``scheduleTimeoutSeconds``, a held room is
 released when its grace ends, a preemption stops holding room after its
-timeout, a refused victim may be chosen again, an assumed bind expires. Between
+timeout, a refused victim may be chosen again, an assumed bind expires, a pod
+whose bind was refused ends its backoff. Between
 two thresholds the answer to the same inputs is the same, so a cycle whose
 inputs did not change since the last one may reuse that answer until the
 earliest threshold after the last one: :func:`next_threshold`.

@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 from gangsched.binder import Binder, BindOutcome
 from gangsched.core.cycle import CycleResult
 from gangsched.core.groups import Flavor
+from gangsched.core.model import PodKey
 from gangsched.core.placement import Placement
 from gangsched.core.thresholds import next_threshold
 from gangsched.mirror import Mirror
@@ -217,3 +218,39 @@ def test_a_waiting_pod_is_reported_while_its_reason_is_new_then_every_few_minute
 
     # Two pods each time: within settle_s (15 s) of the reason, then at 300 s.
     assert asyncio.run(run()) == [2, 2, 2, 0, 0, 0, 2]
+
+
+class RefusingBinder:
+    """The API server refuses every bind (an admission policy, say)."""
+
+    async def bind_gang(self, placement: Placement) -> list[BindOutcome]:
+        return [BindOutcome(pod, node, 403, "bindings are frozen")
+                for pod, node in placement.assignments]
+
+
+def test_a_refused_bind_is_tried_again_when_its_backoff_ends_not_at_the_next_refresh() -> None:
+    async def run() -> None:
+        clock = Clock()
+        scenario = Scenario(nodes=[1], gangs=[Gang("one", 1, 1, 1, None)],
+                            steps=[], starvation_s=1e6, assume_ttl_s=60.0)
+        scheduler = start(scenario, clock, True)
+        scheduler.binder = cast(Binder, RefusingBinder())
+        assert scheduler.cycle().placements
+        while scheduler._binds:
+            await asyncio.sleep(0)
+        refusal = scheduler.bind_refusals[PodKey("ns/one-0")]
+        clock.now += 0.1
+        waiting = scheduler.cycle()
+        assert "was refused" in waiting.unplaceable[0].reason
+        clock.now += 0.1
+        scheduler.cycle()  # the gang waited already: this answer settles
+        settled = scheduler._settled
+        clock.now += 0.1
+        scheduler.cycle()
+        assert settled is not None and scheduler._settled is settled, "reused while backing off"
+        clock.now = refusal.until + 0.01
+        assert scheduler.cycle().placements, "the backoff ended: the gang is tried again"
+        for task in list(scheduler._binds):
+            task.cancel()
+
+    asyncio.run(run())
