@@ -298,8 +298,11 @@ class Mirror:
         key = group_key_of(body)
         current = self.groups.get(key)
         if current is not None and current.flavor == flavor:
-            del self.groups[key]
-            self._changed()
+            self.forget_group(key)
+
+    def forget_group(self, key: GangKey) -> bool:
+        """Drop a group by key (its deletion was seen, or the sweeper missed it)."""
+        return self._changed(self.groups.pop(key, None) is not None)
 
     def upsert_queue(self, body: RawObject) -> None:
         """Mirror a Queue; a part the schema should have rejected is logged and left out.
@@ -344,8 +347,11 @@ class Mirror:
 
     def delete_workload(self, body: RawObject) -> bool:
         meta = body.get("metadata") or {}
-        return self._changed(self.workload_queues.pop(
-            f"{meta.get('namespace')}/{meta.get('name')}", None) is not None)
+        return self.forget_workload(f"{meta.get('namespace')}/{meta.get('name')}")
+
+    def forget_workload(self, key: str) -> bool:
+        """Drop a Workload's queue annotation by ``namespace/name``."""
+        return self._changed(self.workload_queues.pop(key, None) is not None)
 
     def _with_workload_queue(self, record: GroupRecord) -> GroupRecord:
         spec = record.spec
@@ -355,8 +361,10 @@ class Mirror:
         return replace(record, spec=replace(spec, queue=queue)) if queue else record
 
     def delete_queue(self, body: RawObject) -> None:
-        name = QueueName(str((body.get("metadata") or {}).get("name", "")))
-        self._changed(self.queues.pop(name, None) is not None)
+        self.forget_queue(QueueName(str((body.get("metadata") or {}).get("name", ""))))
+
+    def forget_queue(self, name: QueueName) -> bool:
+        return self._changed(self.queues.pop(name, None) is not None)
 
     # ---- assume / forget / expire -------------------------------------------
     def assume(self, placement: Placement, now: float) -> None:

@@ -129,8 +129,7 @@ class Sweeper:
                 current = mirror.groups.get(key)
                 if owner is not flavor or current is None or current.uid != uid:
                     continue  # another flavour's, or changed since the list was asked for
-                if listed is None or uid_of.get(key) != uid:
-                    del mirror.groups[key]
+                if (listed is None or uid_of.get(key) != uid) and mirror.forget_group(key):
                     log.warning("podgroup_forgotten", group=key, flavor=flavor.value,
                                 reason="deleted while the watch was down")
                     forgotten = True
@@ -138,19 +137,15 @@ class Sweeper:
         if listed_queues is not None:
             queue_names = {QueueName(name) for name, _ in listed_queues}
             for name in queues_before - queue_names:
-                if mirror.queues.pop(name, None) is not None:
+                if mirror.forget_queue(name):
                     log.warning("queue_forgotten", queue=name,
                                 reason="deleted while the watch was down")
                     forgotten = True
         listed_workloads = await self._names(*WORKLOADS)
         workload_names = {name for name, _ in listed_workloads or ()}
         for workload in workloads_before - workload_names:
-            if mirror.workload_queues.pop(workload, None) is not None:
-                forgotten = True
-        if forgotten:
-            mirror.version += 1  # what a cycle decides from changed
+            forgotten = mirror.forget_workload(workload) or forgotten
         return forgotten
-
 
 
 def _namespace_of(item: Mapping[str, Any]) -> str:
