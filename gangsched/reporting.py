@@ -267,13 +267,8 @@ class Reporter:
     def pod_scheduled(self, record: PodRecord, node: NodeName, gang: str) -> None:
         self._pod_messages.pop(record.pod.key, None)
         self._last_event.pop(("pod", record.pod.key), None)
-        namespace, name = record.pod.key.split("/", 1)
-        self.event(
-            {"apiVersion": "v1", "namespace": namespace, "name": name, "uid": record.uid},
-            kind="Pod",
-            reason="Scheduled",
-            message=f"Successfully assigned {record.pod.key} to {node} with gang {gang}",
-        )
+        self._pod_event(record, "Scheduled",
+                        f"Successfully assigned {record.pod.key} to {node} with gang {gang}")
 
     # ---- preemption ---------------------------------------------------------------
     def preempted(
@@ -311,10 +306,12 @@ class Reporter:
         self.event({"apiVersion": "v1", "namespace": namespace, "name": name, "uid": record.uid},
                    kind="Pod", reason=reason, message=message)
 
-    def _group_event(self, group: GroupRecord, reason: str, message: str) -> None:
+    def _group_event(self, group: GroupRecord, reason: str, message: str,
+                     type_: str = "Normal") -> None:
         namespace, name = group.key.split("/", 1)
         self.event({"apiVersion": group.flavor.value, "namespace": namespace, "name": name,
-                    "uid": group.uid}, kind="PodGroup", reason=reason, message=message)
+                    "uid": group.uid}, kind="PodGroup", reason=reason, message=message,
+                   type_=type_)
 
     # ---- PodGroups --------------------------------------------------------------
     def group_status(self, group: GroupRecord, status: GroupStatus, observed: int) -> None:
@@ -327,23 +324,14 @@ class Reporter:
             return
         previous = self._written_status.get(key)
         self._written_status[key] = body
-        namespace, name = group.key.split("/", 1)
         self._patch_group_status(group, body)
         old_phase = (previous or {}).get("phase")
         if status.phase in (Phase.UNSCHEDULABLE, Phase.PENDING) and (
             status.reason not in QUIET_REASONS
         ) and self._event_due(("podgroup", key), status.message):
-            self.event(
-                {"apiVersion": group.flavor.value, "namespace": namespace, "name": name,
-                 "uid": group.uid},
-                kind="PodGroup", reason=status.reason, message=status.message, type_="Warning",
-            )
+            self._group_event(group, status.reason, status.message, type_="Warning")
         elif old_phase != body.get("phase") and status.phase in (Phase.RUNNING, Phase.INQUEUE):
-            self.event(
-                {"apiVersion": group.flavor.value, "namespace": namespace, "name": name,
-                 "uid": group.uid},
-                kind="PodGroup", reason=status.reason, message=status.message,
-            )
+            self._group_event(group, status.reason, status.message)
 
     def _patch_group_status(self, group: GroupRecord, body: Mapping[str, Any]) -> None:
         """Volcano's PodGroup CRD has no status subresource: its status is patched in place."""
@@ -388,14 +376,9 @@ class Reporter:
         if self._written_status.get(key) == {"invalid": message}:
             return
         self._written_status[key] = {"invalid": message}
-        namespace, name = group.key.split("/", 1)
         self._patch_group_status(group, invalid_body(group.flavor, message, _now_iso()))
         if self._event_due(("podgroup", key), message):
-            self.event(
-                {"apiVersion": group.flavor.value, "namespace": namespace, "name": name,
-                 "uid": group.uid},
-                kind="PodGroup", reason="InvalidSpec", message=message, type_="Warning",
-            )
+            self._group_event(group, "InvalidSpec", message, type_="Warning")
 
     # ---- Queues -------------------------------------------------------------------
     def queue_status(
