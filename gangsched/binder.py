@@ -82,6 +82,15 @@ class Binder:
         may_bind: Callable[[], bool] = lambda: True,
     ) -> None:
         self._api = api
+        self._url = f"{api.configuration.host}/api/v1/namespaces"
+        rest = api.rest_client
+        # What the generated client adds to every request on this connection pool.
+        self._route: dict[str, Any] = {
+            name: value for name, value in (("proxy", rest.proxy),
+                                            ("proxy_headers", rest.proxy_headers),
+                                            ("server_hostname", rest.server_hostname))
+            if value
+        }
         self._concurrency = concurrency
         self._slots = asyncio.Semaphore(concurrency)
         self._may_bind = may_bind
@@ -123,7 +132,7 @@ class Binder:
             started = time.perf_counter()
             try:
                 async with await self._post(
-                    f"/api/v1/namespaces/{namespace}/pods/{name}/binding", body
+                    f"{self._url}/{namespace}/pods/{name}/binding", body
                 ) as response:
                     detail = ("" if 200 <= response.status <= 299
                               else status_message(await response.text())[:300])
@@ -133,7 +142,7 @@ class Binder:
             finally:
                 BIND_SECONDS.observe(time.perf_counter() - started)
 
-    async def _post(self, path: str, body: Mapping[str, Any]) -> aiohttp.ClientResponse:
+    async def _post(self, url: str, body: Mapping[str, Any]) -> aiohttp.ClientResponse:
         """POST ``body`` on the client's own connections, with its credentials.
 
         Not through the generated client: a bind is the one request sent
@@ -142,17 +151,9 @@ class Binder:
         """
         headers = {"Content-Type": "application/json", "Accept": "application/json",
                    "User-Agent": self._api.user_agent}
-        await self._api.update_params_for_auth(headers, [], ["BearerToken"])
-        rest = self._api.rest_client
-        extra: dict[str, Any] = {}
-        if rest.proxy:
-            extra["proxy"] = rest.proxy
-        if rest.proxy_headers:
-            extra["proxy_headers"] = rest.proxy_headers
-        if rest.server_hostname:
-            extra["server_hostname"] = rest.server_hostname
-        response: aiohttp.ClientResponse = await rest.pool_manager.post(
-            f"{self._api.configuration.host}{path}", data=orjson.dumps(body),
-            params=BIND_PARAMS, headers=headers, timeout=BIND_TIMEOUT, **extra,
+        await self._api.update_params_for_auth(headers, [], ["BearerToken"])  # tokens rotate
+        response: aiohttp.ClientResponse = await self._api.rest_client.pool_manager.post(
+            url, data=orjson.dumps(body), params=BIND_PARAMS, headers=headers,
+            timeout=BIND_TIMEOUT, **self._route,
         )
         return response

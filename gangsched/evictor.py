@@ -19,7 +19,7 @@ import aiohttp
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from gangsched.binder import FIELD_MANAGER
+from gangsched.binder import FIELD_MANAGER, status_message
 from gangsched.core.model import PodKey
 
 NOT_LEADING = "not evicted: this replica's lease was not renewed within the renew deadline"
@@ -88,7 +88,8 @@ class Evictor:
             except (TimeoutError, aiohttp.ClientError) as error:
                 return EvictionOutcome(pod, 0, str(error))
             try:
-                detail = "" if 200 <= response.status <= 299 else (await response.text())[:300]
+                detail = ("" if 200 <= response.status <= 299
+                          else status_message(await response.text())[:300])
                 return EvictionOutcome(pod, response.status, detail)
             finally:
                 response.release()
