@@ -35,7 +35,6 @@ from devcluster.controlplane import LocalCluster, NodeShape, free_port
 GROUP_LABEL = "scheduling.gangsched.io/pod-group"
 PODGROUP_VERSION = "scheduling.gangsched.io/v1alpha1"
 NATIVE_VERSION = "scheduling.k8s.io/v1beta1"
-NODE_SHAPE = NodeShape(cpu="32", memory="128Gi", gpus=8)
 SCRAPED = {
     "gangsched_cycles_total": "cycles",
     "gangsched_cycle_seconds_sum": "cycle_seconds",

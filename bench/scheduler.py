@@ -54,13 +54,10 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
-import platform
 import re
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from collections import Counter
 from collections.abc import Mapping, Sequence
@@ -73,19 +70,24 @@ import pykube
 from bench.harness import (
     GROUP_LABEL,
     NATIVE_VERSION,
-    NODE_SHAPE,
     POD_REQUESTS,
     PODGROUP_VERSION,
     Clients,
     Gangsched,
     PodWatch,
+    bench_parser,
     cpu_seconds,
     create_all,
     create_namespace,
     delete_all,
     list_items,
+    machine,
+    node_shape,
     percentile,
     pod_manifest,
+    say,
+    shape_figures,
+    work_directory,
 )
 from devcluster.controlplane import (
     ClusterOptions,
@@ -471,11 +473,8 @@ CONTENDERS = ("gangsched", "gangsched_backlog", "kube_scheduler", "kube_schedule
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m bench.scheduler", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--nodes", type=int, default=1000)
+    parser = bench_parser("bench.scheduler", __doc__, RESULTS, nodes=1000, node_gpus=8)
     parser.add_argument("--gangs", type=int, default=625)
-    parser.add_argument("--gang-size", type=int, default=8)
     parser.add_argument("--workers", type=int, default=8, help="threads creating pods")
     parser.add_argument("--kube-qps", type=int, default=5000,
                         help="kube-scheduler's raised client QPS and burst")
@@ -483,14 +482,10 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                         help="seconds to wait for one run's pods to bind")
     parser.add_argument("--profile", type=Path, default=None, metavar="DIR",
                         help="run gangsched under pyinstrument; reports go to DIR")
-    parser.add_argument("--workdir", type=Path, default=None,
-                        help="keep the cluster's files and every log here "
-                        "(default: a temporary directory, removed)")
     parser.add_argument("--bare-in-flight", type=int, default=64,
                         help="bindings the bare binder keeps in flight")
     parser.add_argument("--contenders", default=",".join(CONTENDERS),
                         help="comma-separated subset of: " + ", ".join(CONTENDERS))
-    parser.add_argument("--output", type=Path, default=RESULTS)
     args = parser.parse_args(argv)
     args.contenders = [c for c in args.contenders.split(",") if c]
     unknown = set(args.contenders) - set(CONTENDERS)
@@ -506,16 +501,13 @@ def main(argv: Sequence[str] | None = None) -> None:
     if args.profile is not None:
         args.profile.mkdir(parents=True, exist_ok=True)
     pods = args.gangs * args.gang_size
+    shape = node_shape(args.node_gpus)
     report: dict[str, Any] = {
         "benchmark": "end-to-end scheduling on the local control plane",
-        "python": platform.python_version(),
-        "implementation": platform.python_implementation(),
-        "machine": platform.machine(),
-        "cores": os.cpu_count(),
+        "machine": machine(),
         "sizes": {
             "nodes": args.nodes,
-            "node": {"cpu": NODE_SHAPE.cpu, "memory": NODE_SHAPE.memory,
-                     "nvidia.com/gpu": NODE_SHAPE.gpus, "pods": NODE_SHAPE.pods},
+            "node": shape_figures(shape),
             "gangs": args.gangs,
             "gang_size": args.gang_size,
             "pods": pods,
@@ -528,17 +520,13 @@ def main(argv: Sequence[str] | None = None) -> None:
     def profile(name: str) -> Path | None:
         return None if args.profile is None else args.profile / f"{name}.txt"
 
-    def say(text: str) -> None:
-        print(f"[bench] {text}", file=sys.stderr, flush=True)
-
     run_started = time.monotonic()
-    with tempfile.TemporaryDirectory(prefix="gangsched-bench-") as tmp:
-        workdir = args.workdir or Path(tmp)
+    with work_directory(args.workdir, "gangsched-bench-") as workdir:
         options = ClusterOptions(nodes=0, with_kube_scheduler=True)
         with running_cluster(workdir / "cluster", options) as cluster:
             cluster.apply_crds()
             step = time.monotonic()
-            cluster.ensure_nodes(args.nodes, NODE_SHAPE, prefix="bench")
+            cluster.ensure_nodes(args.nodes, shape, prefix="bench")
             setup: dict[str, float] = {"nodes_ready_s": round(time.monotonic() - step, 1)}
             report["setup"] = setup
             say(f"{args.nodes} nodes ready in {setup['nodes_ready_s']}s")
@@ -612,8 +600,9 @@ def ratios(report: Mapping[str, Any]) -> dict[str, float | None]:
 
 def print_summary(report: Mapping[str, Any]) -> None:
     sizes = report["sizes"]
+    host = report["machine"]
     print(f"{sizes['nodes']} nodes, {sizes['pods']} pods ({sizes['gangs']} gangs of "
-          f"{sizes['gang_size']}), {report['cores']} cores, Python {report['python']}"
+          f"{sizes['gang_size']}), {host['cores']} cores, Python {host['python']}"
           + (" (gangsched profiled)" if report["profiled"] else ""))
     gang = report.get("gangsched")
     if gang is not None:
