@@ -273,11 +273,6 @@ class Capability:
             limits[name] = canonical_amount(name, mapping[name])
         return Capability(tuple(sorted(limits.items())))
 
-    @staticmethod
-    def of(resources: Resources) -> Capability:
-        """A cap of exactly these (non-zero) amounts."""
-        return Capability(resources.items())
-
     def allows(self, amount: Resources) -> bool:
         """Whether ``amount`` stays within the limit of every resource the cap names.
 

@@ -236,7 +236,7 @@ def test_admission_counts_room_taken_earlier_in_the_cycle() -> None:
 
 
 def test_queue_capability_caps_admission() -> None:
-    capped = QueueSpec(QueueName("q"), capability=Capability.of(cpu(4)))
+    capped = QueueSpec(QueueName("q"), capability=Capability.parse({"cpu": 4}))
     big = [node("n1", 8)]
     result = cycle(
         big,
@@ -254,7 +254,7 @@ def test_queue_capability_caps_admission() -> None:
 
 
 def test_queue_capability_caps_placement_on_the_resources_it_names() -> None:
-    capped = QueueSpec(QueueName("q"), capability=Capability.of(cpu(2)))
+    capped = QueueSpec(QueueName("q"), capability=Capability.parse({"cpu": 2}))
     big = [node("n1", 8)]
     result = cycle(
         big,
@@ -496,7 +496,8 @@ def cycle_inputs(draw: st.DrawFn) -> CycleInput:
         QueueName("a"): QueueSpec(
             QueueName("a"),
             weight=draw(st.integers(1, 3)),
-            capability=draw(st.sampled_from([None, Capability.of(cpu(3)), Capability.of(cpu(6))])),
+            capability=draw(st.sampled_from(
+                [None, Capability.parse({"cpu": 3}), Capability.parse({"cpu": 6})])),
             open=draw(st.booleans()),
         ),
     }
@@ -639,7 +640,7 @@ def test_closed_queue_still_places_a_replacement_for_a_running_gang() -> None:
 
 def test_capability_caps_every_resource_it_names_under_a_flood() -> None:
     capped = QueueSpec(QueueName("q"),
-                       capability=Capability.of(Resources.of({"cpu": 3000, "pods": 2})))
+                       capability=Capability.parse({"cpu": 3, "pods": 2}))
     flood = [gang(f"ns/g{i}", 1, queue="q", created=float(i)) for i in range(20)]
     result = cycle([node("big", 64)], flood, queues=[capped])
     # cpu would allow three; the pod cap of two binds first.
