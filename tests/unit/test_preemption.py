@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from gangsched.core.model import Gang, GangKey, Node, NodeName
 from gangsched.core.placement import Capacity, Placement, Snapshot
-from gangsched.core.preemption import Candidate, choose_victims, shifted
+from gangsched.core.preemption import Candidate, Preemption, choose_victims, shifted
 from tests.unit.clusters import gang, max_placeable, node, overcommitted, pod, workers
 
 
@@ -141,14 +141,22 @@ def fits_without(snapshot: Snapshot, preemptor: Gang, victims: tuple[Candidate, 
     return max_placeable(freed, preemptor.pending) >= preemptor.min_member - preemptor.bound
 
 
+def chosen_for(
+    instance: tuple[Snapshot, Gang, list[Candidate]],
+) -> tuple[Snapshot, Gang, list[Candidate], Preemption | None]:
+    """The instance and the victims chosen for it; only gangs that do not fit as they
+    are, since preemption is for them."""
+    snapshot, preemptor, candidates = instance
+    assume(not fits_without(snapshot, preemptor, ()))
+    return snapshot, preemptor, candidates, choose_victims(snapshot, preemptor, candidates)
+
+
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(preemption_instances())
 def test_evicting_the_chosen_set_always_makes_the_preemptor_fit(
     instance: tuple[Snapshot, Gang, list[Candidate]],
 ) -> None:
-    snapshot, preemptor, candidates = instance
-    assume(not fits_without(snapshot, preemptor, ()))  # preemption is for gangs that do not fit
-    chosen = choose_victims(snapshot, preemptor, candidates)
+    snapshot, preemptor, candidates, chosen = chosen_for(instance)
     if chosen is None:
         return
     by_key = {c.gang: c for c in candidates}
@@ -168,9 +176,7 @@ def test_evicting_the_chosen_set_always_makes_the_preemptor_fit(
 def test_no_smaller_set_of_lower_priority_would_do(
     instance: tuple[Snapshot, Gang, list[Candidate]],
 ) -> None:
-    snapshot, preemptor, candidates = instance
-    assume(not fits_without(snapshot, preemptor, ()))  # preemption is for gangs that do not fit
-    chosen = choose_victims(snapshot, preemptor, candidates)
+    snapshot, preemptor, candidates, chosen = chosen_for(instance)
     lower = [c for c in candidates if c.priority < preemptor.priority]
     size = len(chosen.victims) if chosen is not None else len(lower) + 1
     for smaller in range(size):
@@ -186,9 +192,7 @@ def test_no_smaller_set_of_lower_priority_would_do(
 def test_of_the_smallest_sets_the_highest_victim_priority_is_lowest(
     instance: tuple[Snapshot, Gang, list[Candidate]],
 ) -> None:
-    snapshot, preemptor, candidates = instance
-    assume(not fits_without(snapshot, preemptor, ()))  # preemption is for gangs that do not fit
-    chosen = choose_victims(snapshot, preemptor, candidates)
+    snapshot, preemptor, candidates, chosen = chosen_for(instance)
     if chosen is None:
         return
     lower = [c for c in candidates if c.priority < preemptor.priority]
