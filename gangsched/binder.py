@@ -50,6 +50,8 @@ class BindOutcome:
     status: int
     """HTTP status of the binding call; 0 when the request itself failed."""
     detail: str = ""
+    sent: bool = True
+    """False when the request never went out (this replica was not sure it leads)."""
 
     @property
     def bound(self) -> bool:
@@ -58,7 +60,7 @@ class BindOutcome:
     @property
     def refused(self) -> bool:
         """Sent and not bound: the API server said no, or did not answer."""
-        return not self.bound and self.detail != NOT_LEADING
+        return self.sent and not self.bound
 
 
 def status_message(body: str) -> str:
@@ -128,7 +130,7 @@ class Binder:
         }
         async with self._slots:
             if not self._may_bind():
-                return BindOutcome(pod, node, 0, NOT_LEADING)
+                return BindOutcome(pod, node, 0, NOT_LEADING, sent=False)
             started = time.perf_counter()
             try:
                 async with await self._post(
