@@ -271,7 +271,6 @@ class PodWatch:
 
 
 # ---- gangsched ------------------------------------------------------------------------------
-# ---- gangsched ------------------------------------------------------------------------------
 @dataclass
 class Gangsched:
     """``gangsched run`` started as tests/e2e/conftest.py starts it; SIGTERM to stop."""

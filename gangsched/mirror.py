@@ -35,7 +35,8 @@ from gangsched.core.kubeobjects import ObjectError, node_from_api, pod_from_api
 from gangsched.core.model import GangKey, Node, NodeName, Pod, PodKey, Policy, QueueName
 from gangsched.core.placement import Placement, Snapshot
 from gangsched.core.quantity import QuantityError
-from gangsched.core.resources import Capability
+from gangsched.core.resources import Capability, Resources
+from gangsched.core.snapshot import NodeUsage
 
 log = structlog.get_logger(__name__)
 
@@ -125,6 +126,15 @@ class Mirror:
     """Called for a change that alters no decision but what a status reports."""
     version: int = 0
     """Counts the changes to what the mirror holds: equal versions, equal views."""
+    # Kept as pods and assumptions change, so a view costs no pass over every pod:
+    _members: dict[PodKey, Member] = field(default_factory=dict)
+    """Our pods as the cycle gathers them, placed where they are assumed."""
+    _seated: dict[PodKey, tuple[NodeName, Resources]] = field(default_factory=dict)
+    """Each live pod on a node (bound or assumed): where, and what it requests."""
+    _requested: dict[NodeName, Resources] = field(default_factory=dict)
+    """What the seated pods request, by node name (known to us or not)."""
+    _usage: dict[NodeName, NodeUsage] = field(default_factory=dict)
+    """Each known node with the sum of what its seated pods request."""
 
     def in_scope(self, namespace: str) -> bool:
         """Whether objects of ``namespace`` are this scheduler's to act on."""
@@ -140,12 +150,16 @@ class Mirror:
         self._changed()
         if kind == "nodes":
             self.nodes.clear()
+            self._usage.clear()
         elif kind == "priorityclasses":
             self.priority_classes.clear()
             self.never_preempting_classes.clear()
         else:
             self.pods.clear()
             self.bad_pods.clear()
+            self._members.clear()
+            for key in list(self._seated):
+                self._unseat(key)
         for obj in objects:
             self.upsert(kind, obj)
         if kind == "pods":
@@ -169,8 +183,9 @@ class Mirror:
     def delete(self, kind: str, obj: RawObject) -> bool:
         meta = obj.get("metadata") or {}
         if kind == "nodes":
-            return self._changed(self.nodes.pop(NodeName(str(meta.get("name"))), None)
-                                 is not None)
+            name = NodeName(str(meta.get("name")))
+            self._usage.pop(name, None)
+            return self._changed(self.nodes.pop(name, None) is not None)
         if kind == "priorityclasses":
             never = str(meta.get("name")) in self.never_preempting_classes
             self.never_preempting_classes.discard(str(meta.get("name")))
@@ -180,6 +195,7 @@ class Mirror:
         old = self.pods.pop(key, None)
         assumed = self.assumed.pop(key, None)
         bad = self.bad_pods.pop(key, None)
+        self._derive(key)
         self._changed(old is not None or assumed is not None or bad is not None)
         # Gone from a node frees room; gone from a gang changes the gang.
         return bad is not None or (old is not None and (
@@ -193,6 +209,9 @@ class Mirror:
             return False
         old = self.nodes.get(node.name)
         self.nodes[node.name] = node
+        if old != node:
+            self._usage[node.name] = NodeUsage(
+                node, self._requested.get(node.name, Resources.zero()))
         return self._changed(old != node)
 
     def _upsert_priority_class(self, obj: RawObject) -> bool:
@@ -221,6 +240,7 @@ class Mirror:
         except ObjectError as error:
             self._changed()
             self.pods.pop(key, None)
+            self._derive(key)
             if ours and not spec.get("nodeName"):
                 self.bad_pods[key] = str(error)
             return ours
@@ -251,6 +271,7 @@ class Mirror:
         assumed = self.assumed.get(key)
         if pod.node_name is not None:
             self.assumed.pop(key, None)  # confirmed by the watch
+        self._derive(key)
         was_bad = self.bad_pods.pop(key, None) is not None
         confirmed = assumed is not None and pod.node_name is not None
         self._changed(old != record or confirmed or was_bad)
@@ -370,6 +391,7 @@ class Mirror:
     def assume(self, placement: Placement, now: float) -> None:
         for pod_key, node in placement.assignments:
             self.assumed[pod_key] = (node, now)
+            self._derive(pod_key)
         self._changed(bool(placement.assignments))
 
     def is_placed(self, pod_key: PodKey) -> bool:
@@ -379,11 +401,13 @@ class Mirror:
 
     def forget(self, pod_key: PodKey) -> None:
         self._changed(self.assumed.pop(pod_key, None) is not None)
+        self._derive(pod_key)
 
     def expire(self, now: float, ttl: float) -> list[PodKey]:
         stale = [key for key, (_, since) in self.assumed.items() if now - since > ttl]
         for key in stale:
             del self.assumed[key]
+            self._derive(key)
         self._changed(bool(stale))
         return stale
 
@@ -393,31 +417,59 @@ class Mirror:
             return None
         return min(since for _, since in self.assumed.values()) + ttl
 
+    # ---- what a view is made of, kept as pods change ----------------------
+    def _derive(self, key: PodKey) -> None:
+        """Bring the pod's member and seat in line with its record and assumption."""
+        record = self.pods.get(key)
+        if record is None:
+            self._members.pop(key, None)
+            self._unseat(key)
+            return
+        pod = record.pod
+        assumed = self.assumed.get(key)
+        if assumed is not None and pod.node_name is None:
+            pod = replace(pod, node_name=assumed[0])
+        if record.ours:
+            self._members[key] = Member(
+                pod=pod,
+                group=record.group,
+                running=record.phase == "Running",
+                succeeded=record.phase == "Succeeded",
+                failed=record.phase == "Failed",
+            )
+        else:
+            self._members.pop(key, None)
+        # Terminal pods hold nothing; the node's kubelet has released them.
+        if pod.terminal or pod.node_name is None:
+            self._unseat(key)
+        elif self._seated.get(key) != (pod.node_name, pod.requests):
+            self._unseat(key)
+            self._seated[key] = (pod.node_name, pod.requests)
+            self._add_requested(pod.node_name, pod.requests, +1)
+
+    def _unseat(self, key: PodKey) -> None:
+        seat = self._seated.pop(key, None)
+        if seat is not None:
+            self._add_requested(seat[0], seat[1], -1)
+
+    def _add_requested(self, name: NodeName, requests: Resources, sign: int) -> None:
+        before = self._requested.get(name, Resources.zero())
+        total = before + requests if sign > 0 else before - requests
+        if total.is_zero:
+            self._requested.pop(name, None)
+        else:
+            self._requested[name] = total
+        node = self.nodes.get(name)
+        if node is not None:
+            self._usage[name] = NodeUsage(node, total)
+
     # ---- the per-cycle view -------------------------------------------------
     def view(self) -> View:
-        pods: list[Pod] = []
-        members: list[Member] = []
-        for key, record in self.pods.items():
-            pod = record.pod
-            assumed = self.assumed.get(key)
-            if assumed is not None and pod.node_name is None:
-                pod = replace(pod, node_name=assumed[0])
-            pods.append(pod)
-            if record.ours:
-                members.append(
-                    Member(
-                        pod=pod,
-                        group=record.group,
-                        running=record.phase == "Running",
-                        succeeded=record.phase == "Succeeded",
-                        failed=record.phase == "Failed",
-                    )
-                )
         queues = dict(self.queues)
         queues.setdefault(DEFAULT_QUEUE, QueueSpec(name=DEFAULT_QUEUE))
         return View(
-            snapshot=Snapshot.build(self.nodes.values(), pods),
-            members=tuple(members),
+            snapshot=Snapshot(self._usage),
+            members=tuple(self._members.values()),
             groups={key: self._with_workload_queue(g) for key, g in self.groups.items()},
             queues=queues,
             pods=dict(self.pods),

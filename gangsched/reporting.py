@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import time
 from collections.abc import Awaitable, Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any
@@ -43,7 +44,13 @@ COMPONENT = "gangsched"
 
 
 def _now_iso() -> str:
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    """The time as the API writes it (whole seconds): asked once per group per cycle."""
+    return _iso_second(int(time.time()))
+
+
+@functools.lru_cache(maxsize=1)
+def _iso_second(second: int) -> str:
+    return datetime.fromtimestamp(second, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _written_key(group: GroupRecord) -> str:
