@@ -184,6 +184,8 @@ class PodWatch:
     clients: Clients
     namespace: str
     bound_at: dict[str, float] = field(default_factory=dict)
+    seen_at: dict[str, float] = field(default_factory=dict)
+    """When each pod was first seen at all: how late the API server's watches run."""
     nodes: dict[str, str] = field(default_factory=dict)
     events_before_bind: Counter[str] = field(default_factory=Counter)
     error: BaseException | None = None
@@ -257,6 +259,7 @@ class PodWatch:
 
     def _note(self, pod: Mapping[str, Any], seen: float) -> None:
         name = str((pod.get("metadata") or {}).get("name"))
+        self.seen_at.setdefault(name, seen)
         if name in self.bound_at:
             return
         node = (pod.get("spec") or {}).get("nodeName")

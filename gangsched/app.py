@@ -39,7 +39,7 @@ from gangsched.leadership import (
 from gangsched.mirror import Mirror
 from gangsched.reflector import Reflector
 from gangsched.reporting import Reporter
-from gangsched.scheduler import Scheduler, SchedulerConfig
+from gangsched.scheduler import ScheduledEvents, Scheduler, SchedulerConfig
 from gangsched.sweeper import Sweeper
 
 log = structlog.get_logger(__name__)
@@ -58,6 +58,7 @@ class RunOptions:
     preemption: bool = True
     leader_elect: bool = False
     lease_namespace: str = "default"
+    scheduled_events: ScheduledEvents = ScheduledEvents.GANG
     lease_name: str = "gangsched"
 
 
@@ -153,7 +154,8 @@ async def run(options: RunOptions) -> int:
     core = client.CoreV1Api(api)
     config_ = SchedulerConfig(policy=options.policy, starvation_s=options.starvation_seconds,
                               replacement_grace_s=options.replacement_grace_seconds,
-                              preemption=options.preemption)
+                              preemption=options.preemption,
+                              scheduled_events=options.scheduled_events)
     health = Health(stale_after_s=2 * config_.resync_s, leader_election=options.leader_elect)
     mirror = Mirror(scheduler_names=options.scheduler_names,
                     namespaces=frozenset(options.namespaces))

@@ -53,6 +53,10 @@ def _env(flag: str) -> str:
 @click.option("--bind-concurrency", envvar=_env("bind-concurrency"),
               type=click.IntRange(1, 512), default=96, show_default=True,
               help="Binding calls in flight at once.")
+@click.option("--scheduled-events", envvar=_env("scheduled-events"),
+              type=click.Choice(["gang", "pod"]), default="gang", show_default=True,
+              help="One Scheduled Event per gang, on its PodGroup, naming each pod's node; "
+              "or one per pod, as kube-scheduler writes them.")
 @click.option("--metrics-port", envvar=_env("metrics-port"), type=click.IntRange(0, 65535),
               default=8080, show_default=True,
               help="Port serving /metrics, /healthz and /readyz; 0 turns them off.")
@@ -84,6 +88,7 @@ def run(
     namespaces: tuple[str, ...],
     policy: str,
     bind_concurrency: int,
+    scheduled_events: str,
     metrics_port: int,
     starvation_seconds: float,
     replacement_grace_seconds: float,
@@ -96,6 +101,7 @@ def run(
 ) -> None:
     """Run the scheduler until SIGTERM or SIGINT."""
     from gangsched import app, logs
+    from gangsched.scheduler import ScheduledEvents
 
     logs.configure(log_format, log_level)
     code = asyncio.run(
@@ -106,6 +112,7 @@ def run(
                 namespaces=namespaces,
                 policy=Policy(policy),
                 bind_concurrency=bind_concurrency,
+                scheduled_events=ScheduledEvents(scheduled_events),
                 metrics_port=metrics_port,
                 starvation_seconds=starvation_seconds,
                 replacement_grace_seconds=replacement_grace_seconds,

@@ -26,7 +26,13 @@ from gangsched.binder import FIELD_MANAGER
 from gangsched.core.groups import Flavor, GroupStatus, Phase
 from gangsched.core.model import GangKey, NodeName, PodKey, QueueName
 from gangsched.core.resources import Resources, format_amount
-from gangsched.core.status_bodies import QUIET_REASONS, invalid_body, status_body
+from gangsched.core.status_bodies import (
+    EVENT_MESSAGE_LIMIT,
+    QUIET_REASONS,
+    invalid_body,
+    scheduled_message,
+    status_body,
+)
 from gangsched.mirror import GroupRecord, PodRecord
 from gangsched.writequeue import WriteQueue
 
@@ -172,7 +178,7 @@ class Reporter:
             "metadata": {"generateName": f"{involved['name']}.", "namespace": namespace},
             "involvedObject": {**involved, "kind": kind},
             "reason": reason,
-            "message": message[:1024],
+            "message": message[:EVENT_MESSAGE_LIMIT],
             "type": type_,
             "source": {"component": COMPONENT},
             "reportingComponent": COMPONENT,
@@ -271,11 +277,18 @@ class Reporter:
         self._pod_wanted.pop(pod, None)
         self._pod_messages.pop(pod, None)
 
-    def pod_scheduled(self, record: PodRecord, node: NodeName, gang: str) -> None:
+    def pod_scheduled(self, record: PodRecord, node: NodeName, gang: str,
+                      event: bool = True) -> None:
+        """A pod bound: what was said about it waiting is over; ``event``: say where it went."""
         self._pod_messages.pop(record.pod.key, None)
         self._last_event.pop(("pod", record.pod.key), None)
-        self._pod_event(record, "Scheduled",
-                        f"Successfully assigned {record.pod.key} to {node} with gang {gang}")
+        if event:
+            self._pod_event(record, "Scheduled",
+                            f"Successfully assigned {record.pod.key} to {node} with gang {gang}")
+
+    def gang_scheduled(self, group: GroupRecord, bound: list[tuple[PodKey, NodeName]]) -> None:
+        """One Event on the PodGroup for the pods of a gang bound together: where each went."""
+        self._group_event(group, "Scheduled", scheduled_message(bound))
 
     # ---- preemption ---------------------------------------------------------------
     def preempted(

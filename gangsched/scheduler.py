@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import enum
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
@@ -74,6 +75,15 @@ WRITE_QUEUE_DEPTH = Gauge(
 )
 
 
+class ScheduledEvents(enum.Enum):
+    """Where the ``Scheduled`` Event of a bound gang goes."""
+
+    GANG = "gang"
+    """One on the PodGroup naming every pod's node; pods without a PodGroup get their own."""
+    POD = "pod"
+    """One on every pod, as kube-scheduler writes them."""
+
+
 @dataclass
 class SchedulerConfig:
     policy: Policy = Policy.BINPACK
@@ -102,6 +112,8 @@ class SchedulerConfig:
     unchanged reason again after this long (its FailedScheduling Event sent again, a
     failed condition write retried), as kube-scheduler retries an unschedulable pod
     within five minutes: thousands of waiting pods must not cost an Event each a minute."""
+    scheduled_events: ScheduledEvents = ScheduledEvents.GANG
+    """One ``Scheduled`` Event per gang, on its PodGroup, or one per pod as kube-scheduler."""
     refresh_s: float = 60.0
     """With nothing changed, a full cycle still runs this often: Events about pods still
     waiting are sent again (at most once a ``EVENT_INTERVAL_S``) and failed writes retried."""
@@ -507,18 +519,24 @@ class Scheduler:
         failed = [o for o in outcomes if not o.bound]
         if not failed and first_created is not None:
             GANG_WAIT_SECONDS.observe(max(0.0, self.clock() - first_created))
+        group = self.mirror.groups.get(placement.gang)
+        per_gang = self.config.scheduled_events is ScheduledEvents.GANG and group is not None
         for outcome in outcomes:
             record = self.mirror.pods.get(outcome.pod)
             if outcome.bound:
                 PODS_BOUND.inc()
                 self.bind_refusals.pop(outcome.pod, None)
                 if record is not None:
-                    self.reporter.pod_scheduled(record, outcome.node, placement.gang)
+                    self.reporter.pod_scheduled(record, outcome.node, placement.gang,
+                                                event=not per_gang)
             else:
                 BIND_FAILURES.inc()
                 self.mirror.forget(outcome.pod)
                 if outcome.refused:
                     self._refused(outcome)
+        if per_gang and group is not None and len(failed) < len(outcomes):
+            self.reporter.gang_scheduled(
+                group, [(o.pod, o.node) for o in outcomes if o.bound])
         if failed:
             self._log_failures(placement, failed, len(outcomes))
             self.trigger()  # its gang now says why it waits

@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from gangsched.core.groups import Flavor, GroupStatus, Phase
+from gangsched.core.model import NodeName, PodKey
 
 MESSAGE_LIMIT = 1024
 TRANSITION_ID = "gangsched"
@@ -184,3 +185,17 @@ def invalid_body(flavor: Flavor, error: str, now: str) -> dict[str, Any]:
             "message": message, "transitionID": TRANSITION_ID, "lastTransitionTime": now,
         }]
     return body
+
+
+EVENT_MESSAGE_LIMIT = 1024
+"""Kubernetes caps an Event's message at 1 KiB."""
+
+
+def scheduled_message(bound: list[tuple[PodKey, NodeName]]) -> str:
+    """"Successfully assigned 3 pods: node-a: w-0, w-1; node-b: w-2", cut to an Event's size."""
+    by_node: dict[NodeName, list[str]] = {}
+    for pod, node in sorted(bound):
+        by_node.setdefault(node, []).append(pod.split("/", 1)[1])
+    text = (f"Successfully assigned {len(bound)} pod{'s' if len(bound) != 1 else ''}: "
+            + "; ".join(f"{node}: {', '.join(pods)}" for node, pods in sorted(by_node.items())))
+    return text if len(text) <= EVENT_MESSAGE_LIMIT else text[:EVENT_MESSAGE_LIMIT - 1] + "…"

@@ -116,5 +116,6 @@ def test_gang_waits_whole_until_the_blocker_goes(
     assert max(times) - min(times) <= 2.0
     wait_for(lambda: ws.podgroup_obj("train")["status"].get("phase") == "Running",
              timeout=20, what="PodGroup Running")
-    assert any(e["reason"] == "Scheduled" and "node-" in e["message"]
-               for e in ws.events("worker-0"))
+    wait_for(lambda: any(e["reason"] == "Scheduled" and "worker-0" in e["message"]
+                         and "node-" in e["message"] for e in ws.events("train")),
+             timeout=20, what="the PodGroup's Scheduled Event naming worker-0's node")

@@ -7,7 +7,13 @@ from typing import Any
 import pytest
 
 from gangsched.core.groups import Flavor, GroupStatus, MemberCounts, Phase
-from gangsched.core.status_bodies import invalid_body, status_body
+from gangsched.core.model import NodeName, PodKey
+from gangsched.core.status_bodies import (
+    EVENT_MESSAGE_LIMIT,
+    invalid_body,
+    scheduled_message,
+    status_body,
+)
 
 NOW, EARLIER = "2026-01-01T00:00:10Z", "2026-01-01T00:00:00Z"
 
@@ -81,3 +87,13 @@ def test_invalid_group_body_per_flavour() -> None:
     assert invalid_body(Flavor.GANGSCHED, "bad", NOW)["conditions"][0]["reason"] == "InvalidSpec"
     assert invalid_body(Flavor.VOLCANO, "bad", NOW)["conditions"][0]["message"] == "bad"
     assert invalid_body(Flavor.COSCHEDULING, "bad", NOW) == {"phase": "Pending"}
+
+
+def test_a_gang_s_scheduled_event_names_each_pod_s_node_and_fits_an_event() -> None:
+    bound = [(PodKey("ns/w-1"), NodeName("b")), (PodKey("ns/w-0"), NodeName("a")),
+             (PodKey("ns/w-2"), NodeName("a"))]
+    assert scheduled_message(bound) == "Successfully assigned 3 pods: a: w-0, w-2; b: w-1"
+    many = [(PodKey(f"ns/worker-{i}"), NodeName(f"node-{i % 40}")) for i in range(500)]
+    message = scheduled_message(many)
+    assert message.startswith("Successfully assigned 500 pods: node-0: worker-0, ")
+    assert len(message) == EVENT_MESSAGE_LIMIT and message.endswith("…")
