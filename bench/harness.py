@@ -176,7 +176,6 @@ def pod_manifest(namespace: str, name: str, scheduler: str, group: str | None,
 
 
 # ---- watching binds -------------------------------------------------------------------------
-# ---- watching binds -------------------------------------------------------------------------
 @dataclass
 class PodWatch:
     """Watches one namespace's pods and notes when each was first seen bound."""

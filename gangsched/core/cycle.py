@@ -131,10 +131,7 @@ def outstanding(min_resources: Resources, used: Resources) -> Resources:
 
 
 def _total(amounts: Iterable[Resources]) -> Resources:
-    total = Resources.zero()
-    for amount in amounts:
-        total = total + amount
-    return total
+    return Resources.sum(amounts)
 
 
 class _Cycle:
@@ -205,6 +202,13 @@ class _Cycle:
         }
         self.preemptions: list[Preemption] = []
         self.placed_pods: list[Pod] = []
+        """Pods placed this cycle, in order; only ever added to."""
+        self._with_placed: tuple[int, tuple[Pod, ...], Snapshot] | None = None
+        """The snapshot with the first N placed pods and the held rooms counted."""
+        evictable = [g.priority for g in self.gangs if g.preemptible
+                     and g.key not in inp.unevictable and inp.bound_pods.get(g.key)]
+        self.lowest_evictable = min(evictable, default=None)
+        """The lowest priority a victim could have: a gang at or under it evicts nobody."""
         self.placements: list[Placement] = []
         self.unplaceable: list[Unplaceable] = []
         self.unadmitted: list[Unplaceable] = []
@@ -475,16 +479,13 @@ class _Cycle:
             return True
         if not self._may_preempt(gang):
             return False
-        # Rooms held for other gangs' replacements are taken, as the placement
-        # after the eviction will find them.
-        held = [
-            replace(hold.pod, node_name=placement.assignments[0][1], terminal=False)
-            for holds in self.held.values() for hold, placement in holds
-        ]
+        candidates = self._candidates(gang)
+        if not candidates:
+            return False
         chosen = choose_victims(
-            shifted(self.inp.snapshot, add=[*self.placed_pods, *held]),
+            self._snapshot_with_placed(),
             gang,
-            self._candidates(gang),
+            candidates,
             gang.policy or self.inp.policy,
             room=lambda freed, placement: self._room_after_eviction(gang, freed, placement),
         )
@@ -516,8 +517,30 @@ class _Cycle:
             and gang.bound == 0
         )
 
+    def _snapshot_with_placed(self) -> Snapshot:
+        """The snapshot with this cycle's placements and the rooms held for other gangs'
+        replacements counted, as the placement after an eviction will find them.
+
+        Shifted only by the pods placed since it was last asked for: a cycle that
+        places thousands of pods and then finds a thousand gangs that wait must
+        not count every placed pod again for each of them.
+        """
+        held = tuple(
+            replace(hold.pod, node_name=placement.assignments[0][1], terminal=False)
+            for holds in self.held.values() for hold, placement in holds
+        )
+        kept = self._with_placed
+        if kept is not None and kept[1] == held:
+            snapshot = shifted(kept[2], add=self.placed_pods[kept[0]:])
+        else:
+            snapshot = shifted(self.inp.snapshot, add=[*self.placed_pods, *held])
+        self._with_placed = (len(self.placed_pods), held, snapshot)
+        return snapshot
+
     def _candidates(self, gang: Gang) -> list[Candidate]:
         """Running gangs of lower priority that may be evicted now, whole."""
+        if self.lowest_evictable is None or self.lowest_evictable >= gang.priority:
+            return []
         placed = {placement.gang for placement in self.placements}
         return [
             Candidate(other.key, other.priority, other.created, pods)

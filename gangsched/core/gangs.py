@@ -76,7 +76,6 @@ def gather(
     its bound pods too, so a running gang is never taken for a lower one.
     """
     pending: dict[GangKey, list[Pod]] = defaultdict(list)
-    bound_requests: dict[GangKey, Resources] = defaultdict(Resources.zero)
     counts: dict[GangKey, dict[str, int]] = defaultdict(lambda: defaultdict(int))
     orphans: dict[GangKey, list[Pod]] = defaultdict(list)
     priority: dict[GangKey, int] = {}
@@ -110,7 +109,6 @@ def gather(
             tally["failed"] += 1
         elif pod.node_name is not None:
             tally["scheduled"] += 1
-            bound_requests[key] = bound_requests[key] + pod.requests
             bound_on[key].add(pod.node_name)
             bound_pods[key].append(pod)
             priority[key] = max(priority.get(key, pod.priority), pod.priority)
@@ -168,7 +166,8 @@ def gather(
         )
     return Gathered(
         gangs=tuple(gangs),
-        bound_requests=dict(bound_requests),
+        bound_requests={key: Resources.sum(pod.requests for pod in pods)
+                        for key, pods in bound_pods.items()},
         counts={
             key: MemberCounts(
                 pending=t.get("pending", 0),

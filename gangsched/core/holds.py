@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, replace
+from typing import NamedTuple
 
 from gangsched.core.model import (
     GangKey,
@@ -30,9 +31,11 @@ from gangsched.core.model import (
 from gangsched.core.resources import Resources
 
 
-@dataclass(frozen=True, slots=True)
-class Seat:
-    """A live member of a PodGroup: bound (or assumed) to a node and not finished."""
+class Seat(NamedTuple):
+    """A live member of a PodGroup: bound (or assumed) to a node and not finished.
+
+    A named tuple, not a frozen dataclass: one is made for every bound member
+    every cycle, and a tuple is made several times faster."""
 
     pod: Pod
     gang: GangKey

@@ -134,3 +134,18 @@ def test_replacements_of_a_victim_wait_for_the_preemption() -> None:
                  preempting={"ns/urgent": ["ns/low-0", "ns/low-1"]})
     assert "preempted by gang ns/urgent" in reasons(result)["ns/low-0"]
     assert PodKey("ns/low-0-9") not in {p for pl in result.placements for p, _ in pl.assignments}
+
+
+def test_victims_are_chosen_against_every_gang_placed_earlier_in_the_cycle() -> None:
+    """Gangs placed before a preemptor, also after another gang weighed preempting and
+    chose nobody, take room the preemptor cannot count on."""
+    lows = [running("ns/low-0", "n1", priority=0), running("ns/low-1", "n2", priority=0)]
+    result = run(lows, [
+        gang("ns/first", 1, 1, priority=300),      # placed: 3 CPU left free
+        gang("ns/too-big", 10, 1, priority=200),   # cannot fit even with every eviction
+        gang("ns/second", 2, 1, priority=150),     # placed: 1 CPU left free
+        gang("ns/urgent", 4, 1, priority=100),     # needs 3 more: both low gangs must go
+    ])
+    assert {p.gang for p in result.placements} == {"ns/first", "ns/second"}
+    assert [(p.preemptor, sorted(p.victims)) for p in result.preemptions] == [
+        ("ns/urgent", ["ns/low-0", "ns/low-1"])]

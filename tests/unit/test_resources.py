@@ -97,6 +97,15 @@ def test_scale_is_repeated_addition(a: Resources, n: int) -> None:
     assert a.scale(n) == total
 
 
+@given(st.lists(vectors, max_size=8))
+def test_sum_is_repeated_addition(many: list[Resources]) -> None:
+    total = Resources.zero()
+    for vector in many:
+        total = total + vector
+    assert Resources.sum(many) == total
+    assert all(Resources.sum(many).amounts.values())  # no zero kept
+
+
 @given(non_negative.map(Resources.of), non_negative.map(Resources.of),
        non_negative.map(Resources.of))
 def test_fit_is_monotonic(request: Resources, within: Resources, extra: Resources) -> None:
