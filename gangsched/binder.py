@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -94,8 +95,11 @@ class Binder:
             if value
         }
         self._concurrency = concurrency
-        self._slots = asyncio.Semaphore(concurrency)
         self._may_bind = may_bind
+        # Binds wait in one queue for a bounded set of workers, not as a coroutine
+        # each: a backlog of 10,000 binds is 10,000 small tuples, not 10,000 frames.
+        self._queue: deque[tuple[PodKey, NodeName, asyncio.Future[BindOutcome]]] = deque()
+        self._workers: set[asyncio.Task[None]] = set()
         self._outstanding = 0
         self._slot_free = asyncio.Event()
         self._slot_free.set()
@@ -105,22 +109,44 @@ class Binder:
         await self._slot_free.wait()
 
     async def bind_gang(self, placement: Placement) -> list[BindOutcome]:
-        return list(
-            await asyncio.gather(*(self._bind(pod, node) for pod, node in placement.assignments))
-        )
-
-    async def _bind(self, pod: PodKey, node: NodeName) -> BindOutcome:
-        self._outstanding += 1
+        loop = asyncio.get_running_loop()
+        futures: list[asyncio.Future[BindOutcome]] = []
+        for pod, node in placement.assignments:
+            future: asyncio.Future[BindOutcome] = loop.create_future()
+            self._queue.append((pod, node, future))
+            futures.append(future)
+        self._outstanding += len(futures)
         if self._outstanding > self._concurrency:
             self._slot_free.clear()
-        try:
-            return await self._bind_one(pod, node)
-        finally:
-            self._outstanding -= 1
-            if self._outstanding <= self._concurrency:
-                self._slot_free.set()
+        while self._queue and len(self._workers) < min(self._concurrency, len(self._queue)):
+            worker = asyncio.create_task(self._work())
+            self._workers.add(worker)
+            worker.add_done_callback(self._workers.discard)
+        return list(await asyncio.gather(*futures))
+
+    async def _work(self) -> None:
+        """Bind queued pods one at a time until none is left."""
+        while self._queue:
+            pod, node, future = self._queue.popleft()
+            try:
+                outcome = await self._bind_one(pod, node)
+            except asyncio.CancelledError:
+                future.cancel()
+                raise
+            except Exception as error:  # not a refusal: the caller's gather raises it
+                if not future.done():
+                    future.set_exception(error)
+                continue
+            finally:
+                self._outstanding -= 1
+                if self._outstanding <= self._concurrency:
+                    self._slot_free.set()
+            if not future.done():  # the gang's bind was cancelled meanwhile
+                future.set_result(outcome)
 
     async def _bind_one(self, pod: PodKey, node: NodeName) -> BindOutcome:
+        if not self._may_bind():
+            return BindOutcome(pod, node, 0, NOT_LEADING, sent=False)
         namespace, name = pod.split("/", 1)
         body = {
             "apiVersion": "v1",
@@ -128,21 +154,18 @@ class Binder:
             "metadata": {"name": name, "namespace": namespace},
             "target": {"apiVersion": "v1", "kind": "Node", "name": node},
         }
-        async with self._slots:
-            if not self._may_bind():
-                return BindOutcome(pod, node, 0, NOT_LEADING, sent=False)
-            started = time.perf_counter()
-            try:
-                async with await self._post(
-                    f"{self._url}/{namespace}/pods/{name}/binding", body
-                ) as response:
-                    detail = ("" if 200 <= response.status <= 299
-                              else status_message(await response.text())[:300])
-                    return BindOutcome(pod, node, response.status, detail)
-            except (TimeoutError, aiohttp.ClientError) as error:
-                return BindOutcome(pod, node, 0, str(error) or type(error).__name__)
-            finally:
-                BIND_SECONDS.observe(time.perf_counter() - started)
+        started = time.perf_counter()
+        try:
+            async with await self._post(
+                f"{self._url}/{namespace}/pods/{name}/binding", body
+            ) as response:
+                detail = ("" if 200 <= response.status <= 299
+                          else status_message(await response.text())[:300])
+                return BindOutcome(pod, node, response.status, detail)
+        except (TimeoutError, aiohttp.ClientError) as error:
+            return BindOutcome(pod, node, 0, str(error) or type(error).__name__)
+        finally:
+            BIND_SECONDS.observe(time.perf_counter() - started)
 
     async def _post(self, url: str, body: Mapping[str, Any]) -> aiohttp.ClientResponse:
         """POST ``body`` on the client's own connections, with its credentials.

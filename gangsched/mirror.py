@@ -147,22 +147,41 @@ class Mirror:
 
     # ---- watch sink (pods, nodes) -----------------------------------------
     def replace(self, kind: str, objects: list[RawObject]) -> None:
+        """Hold exactly ``objects`` of this kind: a list read whole."""
+        seen: set[str] = set()
+        self.listed(kind, objects, seen)
+        self.list_done(kind, seen)
+
+    def listed(self, kind: str, page: list[RawObject], seen: set[str]) -> None:
+        """One page of a (re-)list, each object taken as a watch would report it.
+
+        Page by page, so a list of many thousand pods is never held raw all at
+        once; a cycle between two pages sees some objects newer than others,
+        as it may while any watch runs behind.
+        """
+        for obj in page:
+            meta = obj.get("metadata") or {}
+            seen.add(f"{meta.get('namespace')}/{meta.get('name')}" if kind == "pods"
+                     else str(meta.get("name")))
+            self.upsert(kind, obj)
+
+    def list_done(self, kind: str, seen: set[str]) -> None:
+        """The list is complete: what it did not return was deleted meanwhile."""
         self._changed()
         if kind == "nodes":
-            self.nodes.clear()
-            self._usage.clear()
+            for name in [n for n in self.nodes if n not in seen]:
+                del self.nodes[name]
+                self._usage.pop(name, None)
         elif kind == "priorityclasses":
-            self.priority_classes.clear()
-            self.never_preempting_classes.clear()
+            for class_name in [n for n in self.priority_classes if n not in seen]:
+                del self.priority_classes[class_name]
+            self.never_preempting_classes &= seen
         else:
-            self.pods.clear()
-            self.bad_pods.clear()
-            self._members.clear()
-            for key in list(self._seated):
-                self._unseat(key)
-        for obj in objects:
-            self.upsert(kind, obj)
-        if kind == "pods":
+            for key in [k for k in self.pods if k not in seen]:
+                del self.pods[key]
+                self._derive(key)
+            for key in [k for k in self.bad_pods if k not in seen]:
+                del self.bad_pods[key]
             for key in [k for k in self.assumed if k not in self.pods]:
                 del self.assumed[key]
 

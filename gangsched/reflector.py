@@ -30,7 +30,11 @@ ListCall = Callable[..., Awaitable[Any]]
 class Sink(Protocol):
     """Where objects go; ``upsert`` and ``delete`` say whether the change matters."""
 
-    def replace(self, kind: str, objects: list[RawObject]) -> None: ...
+    def listed(self, kind: str, page: list[RawObject], seen: set[str]) -> None:
+        """Take one page of a list; add each object's key to ``seen``."""
+
+    def list_done(self, kind: str, seen: set[str]) -> None:
+        """Drop every object of the kind the list did not return."""
 
     def upsert(self, kind: str, obj: RawObject) -> bool: ...
 
@@ -104,8 +108,9 @@ class Reflector:
             backoff = min(backoff * 2, 10.0)
 
     async def _list(self) -> str:
-        """List in pages, so a cluster of many thousand pods is never one huge response."""
-        items: list[RawObject] = []
+        """List in pages, each handed on as it comes: a cluster of many thousand pods is
+        never one huge response, nor held raw all at once."""
+        seen: set[str] = set()
         token: str | None = None
         while True:
             kwargs: dict[str, Any] = {"limit": self.page_size, "_preload_content": False}
@@ -119,16 +124,18 @@ class Reflector:
                 response.release()
             kind = body.get("kind", "").removesuffix("List")
             api_version = body.get("apiVersion", "")
+            items: list[RawObject] = []
             for item in body.get("items") or []:  # list items come without kind/apiVersion
                 if isinstance(item, dict):
                     item.setdefault("kind", kind)
                     item.setdefault("apiVersion", api_version)
                     items.append(item)
+            self.sink.listed(self.kind, items, seen)
             metadata = body.get("metadata") or {}
             token = metadata.get("continue")
             if not token:
                 break
-        self.sink.replace(self.kind, items)
+        self.sink.list_done(self.kind, seen)
         self.on_change()
         return str(metadata.get("resourceVersion", ""))
 

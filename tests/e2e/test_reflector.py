@@ -19,11 +19,16 @@ class Recorder:
 
     def __init__(self) -> None:
         self.objects: dict[str, Mapping[str, Any]] = {}
-        self.replaced = 0
+        self.pages = 0
 
-    def replace(self, kind: str, objects: list[Mapping[str, Any]]) -> None:
-        self.replaced += 1
-        self.objects = {o["metadata"]["name"]: o for o in objects}
+    def listed(self, kind: str, page: list[Mapping[str, Any]], seen: set[str]) -> None:
+        self.pages += 1
+        for obj in page:
+            seen.add(obj["metadata"]["name"])
+            self.objects[obj["metadata"]["name"]] = obj
+
+    def list_done(self, kind: str, seen: set[str]) -> None:
+        self.objects = {name: obj for name, obj in self.objects.items() if name in seen}
 
     def upsert(self, kind: str, obj: Mapping[str, Any]) -> bool:
         self.objects[obj["metadata"]["name"]] = obj
@@ -50,8 +55,10 @@ async def test_list_pages_through_every_object(ws: Workspace, core: client.CoreV
         return core.list_namespaced_pod(ws.name, **kwargs)
 
     reflector = Reflector("pods", list_pods, sink, lambda: None, page_size=2)
+    sink.objects["gone"] = {}  # held from before, deleted while the watch was down
     version = await reflector._list()
     assert sorted(sink.objects) == [f"p{i}" for i in range(7)]
+    assert sink.pages == 4
     assert all(o["kind"] == "Pod" for o in sink.objects.values())
     assert version
 
