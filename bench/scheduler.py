@@ -26,7 +26,10 @@ batch after another (each deleted, and gone, before the next):
 
 The backlogs (2 to 5) measure each scheduler's own throughput, from its
 start to its last bind, with pod creation out of the way; the ratios in the
-report compare gangsched's backlog with each of them.
+report compare gangsched's backlog with each of them. gangsched's backlog,
+the unthrottled kube-scheduler and the bare binder then run again, one after
+another, for ``--rounds`` rounds in all (3): ``ratios_of_medians`` compares
+the medians of their rounds, steadier than any one run on a shared machine.
 
 A watch on the batch's namespace notes, in this process's clock, when each pod
 was first seen bound (``spec.nodeName``). Figures per run: the time to create
@@ -470,6 +473,9 @@ def run_bare(cluster: LocalCluster, clients: Clients, batch: Batch,
 # ---- main ---------------------------------------------------------------------------------
 CONTENDERS = ("gangsched", "gangsched_backlog", "kube_scheduler", "kube_scheduler_unthrottled",
               "native_gang", "bare_binder")
+ROUNDED = ("gangsched_backlog", "kube_scheduler_unthrottled", "bare_binder")
+"""The contenders run again in later rounds: the quick ones the goals compare, on a
+machine whose noise moves any single run by a fifth."""
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -484,6 +490,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                         help="run gangsched under pyinstrument; reports go to DIR")
     parser.add_argument("--bare-in-flight", type=int, default=64,
                         help="bindings the bare binder keeps in flight")
+    parser.add_argument("--rounds", type=int, default=3,
+                        help="runs of each of " + ", ".join(ROUNDED) + " (one after another, "
+                        "round after round); ratios also come from their medians")
     parser.add_argument("--contenders", default=",".join(CONTENDERS),
                         help="comma-separated subset of: " + ", ".join(CONTENDERS))
     args = parser.parse_args(argv)
@@ -573,13 +582,45 @@ def main(argv: Sequence[str] | None = None) -> None:
                 say(f"bare_binder: {report['bare_binder']['bound']}/{pods} bound in "
                     f"{report['bare_binder'].get('wall_s')}s")
                 setup["delete_bare_binder_s"] = round(delete_all(api, bare.namespace), 1)
+
+            rounds = {name: [report[name].get("pods_per_s")] for name in ROUNDED
+                      if name in report}
+            for again in range(2, args.rounds + 1):
+                for name in rounds:
+                    rounds[name].append(run_again(name, again, cluster, clients, args, workdir))
+                    say(f"round {again}, {name}: {rounds[name][-1]} pods/s")
+            report["rounds_pods_per_s"] = rounds
     report["ratios"] = ratios(report)
+    report["ratios_of_medians"] = ratios({
+        name: {"pods_per_s": statistics.median(rates)}
+        for name, rates in report.get("rounds_pods_per_s", {}).items()
+        if all(rate is not None for rate in rates)})
     report["total_run_s"] = round(time.monotonic() - run_started, 1)
 
     args.output.parent.mkdir(parents=True, exist_ok=True)
     args.output.write_text(json.dumps(report, indent=2) + "\n")
     print_summary(report)
     print(f"wrote {args.output}", file=sys.stderr)
+
+
+def run_again(name: str, round_no: int, cluster: LocalCluster, clients: Clients,
+              args: argparse.Namespace, workdir: Path) -> float | None:
+    """One more run of a rounded contender on a fresh batch; its pods bound per second."""
+    pods = args.gangs * args.gang_size
+    if name == "gangsched_backlog":
+        batch = gang_batch(f"bench-backlog-{round_no}", args.gangs, args.gang_size)
+        result = run_backlog(cluster, clients, batch, args,
+                             workdir / f"gangsched-backlog-{round_no}.log", None)
+    elif name == "bare_binder":
+        batch = plain_batch(f"bench-bare-{round_no}", pods, args.gang_size,
+                            scheduler="bare-binder")
+        result = run_bare(cluster, clients, batch, args)
+    else:
+        batch = plain_batch(f"bench-kube-fast-{round_no}", pods, args.gang_size)
+        result = run_kube(cluster, clients, batch, args, native_gang=False, qps=args.kube_qps)
+    delete_all(clients.get(), batch.namespace)
+    rate = result.get("pods_per_s") if result.get("all_bound") else None
+    return float(rate) if rate is not None else None
 
 
 RATIO_BASES = ("kube_scheduler", "kube_scheduler_unthrottled", "native_gang", "bare_binder")
@@ -638,6 +679,9 @@ def print_summary(report: Mapping[str, Any]) -> None:
               f"Running {r.get('podgroups_running_after_last_bind_s')}s after the last bind; "
               f"events {r.get('events_by_reason')}")
     print("  ratios (pods/s): " + ", ".join(f"{k} {v}" for k, v in report["ratios"].items()))
+    if report.get("rounds_pods_per_s"):
+        print(f"  rounds (pods/s): {report['rounds_pods_per_s']}; ratios of their medians: "
+              + ", ".join(f"{k} {v}" for k, v in report["ratios_of_medians"].items()))
     print(f"  total run {report['total_run_s']}s")
 
 

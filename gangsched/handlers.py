@@ -56,9 +56,9 @@ def register(
 
     @kopf.on.event(*QUEUES, registry=registry)
     async def queue_event(event: Mapping[str, Any], **_: Any) -> None:
-        """Mirror a Queue (weight, capability, state) and reschedule."""
-        apply_queue_event(mirror, event)
-        on_change()
+        """Mirror a Queue (weight, capability, state) and reschedule if one changed."""
+        if apply_queue_event(mirror, event):
+            on_change()
 
     @kopf.on.login(registry=registry)
     def login(**kwargs: Any) -> kopf.ConnectionInfo | None:
@@ -103,9 +103,10 @@ def _decides(group: GroupRecord | None) -> tuple[object, ...] | None:
     return (group.flavor, group.uid, spec, group.error, group.policy)
 
 
-def apply_queue_event(mirror: Mirror, event: Mapping[str, Any]) -> None:
+def apply_queue_event(mirror: Mirror, event: Mapping[str, Any]) -> bool:
+    """Mirror the event; True when what a cycle reads of the queue changed (not when
+    our own status write comes back)."""
     body = event.get("object") or {}
     if event.get("type") == "DELETED":
-        mirror.delete_queue(body)
-    else:
-        mirror.upsert_queue(body)
+        return mirror.delete_queue(body)
+    return mirror.upsert_queue(body)

@@ -344,7 +344,7 @@ class Mirror:
         """Drop a group by key (its deletion was seen, or the sweeper missed it)."""
         return self._changed(self.groups.pop(key, None) is not None)
 
-    def upsert_queue(self, body: RawObject) -> None:
+    def upsert_queue(self, body: RawObject) -> bool:
         """Mirror a Queue; a part the schema should have rejected is logged and left out.
 
         The CRD schema rejects bad weights and quantities, so this only meets
@@ -370,8 +370,9 @@ class Mirror:
             capability=capability,
             open=spec.get("state", "Open") != "Closed",
         )
-        self._changed(self.queues.get(name) != queue)
+        changed = self._changed(self.queues.get(name) != queue)
         self.queues[name] = queue
+        return changed
 
     def upsert_workload(self, body: RawObject) -> bool:
         """Mirror a native Workload's queue annotation; True when it changed."""
@@ -400,8 +401,8 @@ class Mirror:
         queue = self.workload_queues.get(spec.workload)
         return replace(record, spec=replace(spec, queue=queue)) if queue else record
 
-    def delete_queue(self, body: RawObject) -> None:
-        self.forget_queue(QueueName(str((body.get("metadata") or {}).get("name", ""))))
+    def delete_queue(self, body: RawObject) -> bool:
+        return self.forget_queue(QueueName(str((body.get("metadata") or {}).get("name", ""))))
 
     def forget_queue(self, name: QueueName) -> bool:
         return self._changed(self.queues.pop(name, None) is not None)

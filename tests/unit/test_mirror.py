@@ -174,3 +174,16 @@ def test_a_queue_capability_of_zero_is_kept() -> None:
     assert capability is not None
     assert capability.items() == (("cpu", 4000), ("nvidia.com/gpu", 0))
     assert not capability.allows(Resources.of({"nvidia.com/gpu": 1}))
+
+
+def test_our_own_queue_status_coming_back_wakes_no_cycle() -> None:
+    from gangsched.handlers import apply_queue_event
+
+    mirror = Mirror(scheduler_names=frozenset({"gang"}))
+    queue = {"metadata": {"name": "q"}, "spec": {"weight": 2}}
+    assert apply_queue_event(mirror, {"type": "ADDED", "object": queue})
+    written = {**queue, "status": {"running": 3, "pending": 1}}
+    assert not apply_queue_event(mirror, {"type": "MODIFIED", "object": written})
+    assert apply_queue_event(mirror, {"type": "MODIFIED", "object": {
+        **written, "spec": {"weight": 3}}})
+    assert apply_queue_event(mirror, {"type": "DELETED", "object": written})
