@@ -74,7 +74,8 @@ bench-scenarios: $(VENV)/.installed binaries
 	GANGSCHED_E2E_TIMES=bench/results/scenarios.jsonl $(BIN)/python -m pytest -q \
 	  tests/e2e/test_spark.py tests/e2e/test_training_jobs.py tests/e2e/test_gpu_blocker.py
 
-## Pods bound per second on 500 KWOK nodes: gangsched (2,000 pods in gangs of 8) vs kube-scheduler.
+## Pods bound per second on 1,000 KWOK nodes, 5,000 pods: gangsched (gangs of 8) vs kube-scheduler
+## (throttled, unthrottled, native gangs) and a client that only binds; 3 rounds of the quick ones.
 bench-scheduler: $(VENV)/.installed binaries
 	$(BIN)/python -m bench.scheduler
 
