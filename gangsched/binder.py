@@ -100,7 +100,11 @@ class Binder:
         # each: a backlog of 10,000 binds is 10,000 small tuples, not 10,000 frames.
         self._queue: deque[tuple[PodKey, NodeName, asyncio.Future[BindOutcome]]] = deque()
         self._workers: set[asyncio.Task[None]] = set()
+        self._working = 0
+        """Workers started and not yet returned (counted here, not by their tasks'
+        done-callbacks, which run a turn of the loop later)."""
         self._outstanding = 0
+        """Binds queued or in flight."""
         self._slot_free = asyncio.Event()
         self._slot_free.set()
 
@@ -118,7 +122,10 @@ class Binder:
         self._outstanding += len(futures)
         if self._outstanding > self._concurrency:
             self._slot_free.clear()
-        while self._queue and len(self._workers) < min(self._concurrency, len(self._queue)):
+        # A worker for every bind, queued or in flight, up to the concurrency: a new
+        # gang does not queue behind binds still waiting for their answer.
+        while self._working < min(self._concurrency, self._outstanding):
+            self._working += 1
             worker = asyncio.create_task(self._work())
             self._workers.add(worker)
             worker.add_done_callback(self._workers.discard)
@@ -126,6 +133,12 @@ class Binder:
 
     async def _work(self) -> None:
         """Bind queued pods one at a time until none is left."""
+        try:
+            await self._drain_queue()
+        finally:
+            self._working -= 1
+
+    async def _drain_queue(self) -> None:
         while self._queue:
             pod, node, future = self._queue.popleft()
             try:
