@@ -17,7 +17,8 @@ from tests.e2e.conftest import start_gangsched, stop_gangsched
 from tests.e2e.scenario import only_nodes
 from tests.e2e.workspace import Workspace, bound, node_of, phase_of, wait_for
 
-GRACE_S = 4.0
+GRACE_S = 8.0
+"""Long enough that a loaded machine still shows the held room before the grace ends."""
 NAME = "gang-replacements"
 
 
