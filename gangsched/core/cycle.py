@@ -205,9 +205,10 @@ class _Cycle:
         """Pods placed this cycle, in order; only ever added to."""
         self._with_placed: tuple[int, tuple[Pod, ...], Snapshot] | None = None
         """The snapshot with the first N placed pods and the held rooms counted."""
-        evictable = [g.priority for g in self.gangs if g.preemptible
-                     and g.key not in inp.unevictable and inp.bound_pods.get(g.key)]
-        self.lowest_evictable = min(evictable, default=None)
+        self.evictable = [g for g in self.gangs if g.preemptible
+                          and g.key not in inp.unevictable and inp.bound_pods.get(g.key)]
+        """Running gangs that may be evicted now, whole: the only possible victims."""
+        self.lowest_evictable = min((g.priority for g in self.evictable), default=None)
         """The lowest priority a victim could have: a gang at or under it evicts nobody."""
         self.placements: list[Placement] = []
         self.unplaceable: list[Unplaceable] = []
@@ -543,13 +544,10 @@ class _Cycle:
             return []
         placed = {placement.gang for placement in self.placements}
         return [
-            Candidate(other.key, other.priority, other.created, pods)
-            for other in self.gangs
-            if other.priority < gang.priority
-            and other.preemptible
-            and other.key not in placed
-            and other.key not in self.inp.unevictable
-            and (pods := tuple(self.inp.bound_pods.get(other.key, ())))
+            Candidate(other.key, other.priority, other.created,
+                      tuple(self.inp.bound_pods[other.key]))
+            for other in self.evictable
+            if other.priority < gang.priority and other.key not in placed
         ]
 
     def _room_after_eviction(self, gang: Gang, freed: Resources, placement: Placement) -> bool:
