@@ -15,10 +15,9 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
-from gangsched.core.cycle import DEFAULT_QUEUE
 from gangsched.core.explain import Explanation
 from gangsched.core.groups import MemberCounts
-from gangsched.core.model import GangKey, QueueName
+from gangsched.core.model import DEFAULT_QUEUE, GangKey, QueueName
 from gangsched.core.reasons import describe_request
 from gangsched.core.resources import PODS, Capability, Resources, format_amount
 from gangsched.decisions import Decision

@@ -18,7 +18,6 @@ from typing import Any
 
 import structlog
 
-from gangsched.core.cycle import DEFAULT_QUEUE, QueueSpec
 from gangsched.core.gangs import Member
 from gangsched.core.groups import (
     QUEUE_ANNOTATION,
@@ -32,7 +31,17 @@ from gangsched.core.groups import (
     solo_gang_key,
 )
 from gangsched.core.kubeobjects import ObjectError, node_from_api, pod_from_api
-from gangsched.core.model import GangKey, Node, NodeName, Pod, PodKey, Policy, QueueName
+from gangsched.core.model import (
+    DEFAULT_QUEUE,
+    GangKey,
+    Node,
+    NodeName,
+    Pod,
+    PodKey,
+    Policy,
+    QueueName,
+    QueueSpec,
+)
 from gangsched.core.placement import Placement, Snapshot
 from gangsched.core.quantity import QuantityError
 from gangsched.core.resources import Capability, Resources

@@ -35,27 +35,21 @@ from fractions import Fraction
 from gangsched.core.backoff import BindRefusal, backoff_reason
 from gangsched.core.fairness import dominant_share, gang_order, lowest_share
 from gangsched.core.holds import Hold, anywhere, describe, pinned
-from gangsched.core.model import Gang, GangKey, NodeName, Pod, PodKey, Policy, QueueName
+from gangsched.core.model import (
+    DEFAULT_QUEUE,
+    Gang,
+    GangKey,
+    NodeName,
+    Pod,
+    PodKey,
+    Policy,
+    QueueName,
+    QueueSpec,
+)
 from gangsched.core.placement import Capacity, Placement, Snapshot, Unplaceable
 from gangsched.core.preemption import Candidate, Preemption, choose_victims, shifted
-from gangsched.core.resources import Capability, Resources
+from gangsched.core.resources import Resources
 from gangsched.core.topology import Domain, domains_of, place_in_one_domain
-
-DEFAULT_QUEUE = QueueName("default")
-
-
-@dataclass(frozen=True, slots=True)
-class QueueSpec:
-    """What the cycle needs of a Queue: its weight, its cap, whether it takes new gangs.
-
-    ``capability`` caps only the resources it names (a zero forbids that
-    resource); a resource it does not name is not limited, as in Volcano.
-    """
-
-    name: QueueName
-    weight: int = 1
-    capability: Capability | None = None
-    open: bool = True
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,9 +11,8 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 
-from gangsched.core.cycle import DEFAULT_QUEUE
 from gangsched.core.groups import Flavor, GroupSpec, MemberCounts, solo_gang_key
-from gangsched.core.model import Gang, GangKey, NodeName, Pod, Policy
+from gangsched.core.model import DEFAULT_QUEUE, Gang, GangKey, NodeName, Pod, Policy
 from gangsched.core.resources import Resources
 
 

@@ -17,9 +17,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from gangsched.core.cycle import DEFAULT_QUEUE
 from gangsched.core.kubeobjects import ObjectError, timestamp
-from gangsched.core.model import GangKey, PodKey, QueueName
+from gangsched.core.model import DEFAULT_QUEUE, GangKey, PodKey, QueueName
 from gangsched.core.quantity import QuantityError
 from gangsched.core.resources import Resources
 

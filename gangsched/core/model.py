@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import NewType
 
-from gangsched.core.resources import Resources
+from gangsched.core.resources import Capability, Resources
 
 NodeName = NewType("NodeName", str)
 PodKey = NewType("PodKey", str)
@@ -19,6 +19,9 @@ PodKey = NewType("PodKey", str)
 GangKey = NewType("GangKey", str)
 """``namespace/group`` of a PodGroup; a pod with no group is ``namespace/pod:<name>``."""
 QueueName = NewType("QueueName", str)
+
+DEFAULT_QUEUE = QueueName("default")
+"""The queue every gang without one goes to; it exists without anyone creating it."""
 
 
 class Policy(StrEnum):
@@ -111,7 +114,7 @@ class Gang:
     min_member: int
     pending: tuple[Pod, ...]
     bound: int = 0
-    queue: QueueName = QueueName("default")
+    queue: QueueName = DEFAULT_QUEUE
     min_resources: Resources = field(default_factory=Resources.zero)
     priority: int = 0
     created: float = 0.0
@@ -125,3 +128,17 @@ class Gang:
     """May evict gangs of lower priority to make room (no ``preemptionPolicy: Never``)."""
     preemptible: bool = True
     """May be evicted, whole, for a gang of higher priority (no opt-out annotation)."""
+
+
+@dataclass(frozen=True, slots=True)
+class QueueSpec:
+    """What the cycle needs of a Queue: its weight, its cap, whether it takes new gangs.
+
+    ``capability`` caps only the resources it names (a zero forbids that
+    resource); a resource it does not name is not limited, as in Volcano.
+    """
+
+    name: QueueName
+    weight: int = 1
+    capability: Capability | None = None
+    open: bool = True

@@ -8,9 +8,8 @@ import pytest
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from gangsched.core.cycle import QueueSpec
 from gangsched.core.groups import Flavor
-from gangsched.core.model import GangKey, QueueName
+from gangsched.core.model import GangKey, QueueName, QueueSpec
 from gangsched.mirror import Mirror
 from gangsched.sweeper import Sweeper
 from tests.e2e.workspace import Workspace

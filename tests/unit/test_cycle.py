@@ -8,8 +8,18 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gangsched.core.backoff import BindRefusal
-from gangsched.core.cycle import CycleInput, CycleResult, QueueSpec, run_cycle
-from gangsched.core.model import Gang, GangKey, Node, NodeName, Pod, PodKey, Policy, QueueName
+from gangsched.core.cycle import CycleInput, CycleResult, run_cycle
+from gangsched.core.model import (
+    Gang,
+    GangKey,
+    Node,
+    NodeName,
+    Pod,
+    PodKey,
+    Policy,
+    QueueName,
+    QueueSpec,
+)
 from gangsched.core.placement import Snapshot
 from gangsched.core.resources import Capability, Resources
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import replace
 
-from gangsched.core.cycle import CycleInput, CycleResult, QueueSpec, run_cycle
-from gangsched.core.model import Gang, GangKey, Pod, PodKey, Policy, QueueName
+from gangsched.core.cycle import CycleInput, CycleResult, run_cycle
+from gangsched.core.model import Gang, GangKey, Pod, PodKey, Policy, QueueName, QueueSpec
 from gangsched.core.placement import Snapshot
 from gangsched.core.resources import Resources
 from tests.unit.test_cycle import gang, node, pod, reasons

@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 
-from gangsched.core.cycle import CycleInput, QueueSpec, run_cycle
+from gangsched.core.cycle import CycleInput, run_cycle
 from gangsched.core.explain import Explanation, Verdict, explain_gang
-from gangsched.core.model import Gang, GangKey, Node, Pod, Policy, QueueName, Taint
+from gangsched.core.model import Gang, GangKey, Node, Pod, Policy, QueueName, QueueSpec, Taint
 from gangsched.core.placement import Snapshot
 from gangsched.core.resources import Capability, Resources
 from tests.unit.clusters import GPU, gang, node, pod

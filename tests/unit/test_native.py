@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from gangsched.core.cycle import CycleInput, QueueSpec, run_cycle
+from gangsched.core.cycle import CycleInput, run_cycle
 from gangsched.core.gangs import Member, gather
 from gangsched.core.groups import (
     Flavor,
@@ -18,7 +18,7 @@ from gangsched.core.groups import (
     solo_gang_key,
 )
 from gangsched.core.kubeobjects import ObjectError
-from gangsched.core.model import Gang, GangKey, NodeName, Policy, QueueName
+from gangsched.core.model import Gang, GangKey, NodeName, Policy, QueueName, QueueSpec
 from gangsched.core.placement import Capacity, Placement, Snapshot, Unplaceable
 from gangsched.core.status_bodies import invalid_body, status_body
 from gangsched.core.topology import domains_of, place_in_one_domain
