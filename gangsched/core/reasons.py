@@ -15,7 +15,14 @@ from dataclasses import dataclass
 from gangsched.core.model import Gang, GangKey, PodPlacementRules
 from gangsched.core.resources import PODS, Resources, devices_first, format_amount
 
-__all__ = ["Reported", "ShapeFigures", "describe_request", "reported_reasons", "unplaceable_reason"]
+__all__ = [
+    "Reported",
+    "ShapeFigures",
+    "describe_request",
+    "render",
+    "reported_reasons",
+    "unplaceable_reason",
+]
 
 _TIMES = "\u00d7"  # the multiplication sign
 
@@ -37,6 +44,12 @@ class ShapeFigures:
     @property
     def fits_alone(self) -> bool:
         return sum(room * nodes for room, nodes in self.room.items()) >= self.wanted
+
+
+def render(reason: str) -> str:
+    """The one place a reason becomes the text of a condition, an Event, a log line or
+    ``explain``: every writer goes through here, so a reason is worded once."""
+    return reason
 
 
 def describe_request(requests: Resources) -> str:
