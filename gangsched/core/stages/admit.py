@@ -1,0 +1,72 @@
+"""Admission: a gang with ``minResources`` is placed only once its whole job fits.
+
+Admitting a gang is a promise: the part of its ``minResources`` its bound
+pods do not use yet stays reserved from then on, so a Spark driver that
+starts first still finds room for the executors it creates later. So a gang
+is admitted only while its queue's capability and the unreserved free room
+can hold it.
+"""
+
+from __future__ import annotations
+
+from gangsched.core.model import Gang
+from gangsched.core.placement import Unplaceable
+from gangsched.core.stages.session import Session, outstanding
+from gangsched.core.stages.starve import wait
+
+
+def admit(session: Session, gang: Gang) -> bool:
+    """Admit the gang if it is not yet; False (with its reason recorded) when it may not be.
+
+    A closed queue's gangs cannot run however long they wait, so they hold
+    nothing for starvation; a gang refused for room does, through :func:`wait`.
+    A PodGroup with no pods yet is only told why: no pod of it waits.
+    """
+    if gang.key in session.admitted:
+        return True
+    queue = session.queues[gang.queue]
+    if not queue.open:
+        reason = f"queue {queue.name!r} is closed: it admits no new gangs"
+        target = session.unplaceable if gang.pending else session.unadmitted
+        target.append(Unplaceable(gang.key, reason))
+        return False
+    refusal = admission_refusal(session, gang)
+    if refusal is not None:
+        if gang.pending:
+            wait(session, gang, refusal)
+        else:
+            session.unadmitted.append(Unplaceable(gang.key, refusal))
+        return False
+    session.admit(gang)
+    session.hold(gang, outstanding(gang.min_resources, session.bound[gang.key]))
+    return True
+
+
+def admission_refusal(session: Session, gang: Gang) -> str | None:
+    """Why the gang cannot be admitted now, or None when it can.
+
+    Checked against the room left after this cycle's earlier placements
+    and every reservation already promised, because admitting a gang is
+    itself a promise: it would be broken if two admitted gangs counted on
+    the same free CPUs.
+    """
+    if gang.min_resources.is_zero:
+        return None
+    need = outstanding(gang.min_resources, session.bound[gang.key])
+    queue = session.queues[gang.queue]
+    if queue.capability is not None:
+        committed = session.allocated[queue.name] + session.queue_reserved[queue.name]
+        if not queue.capability.allows(committed + need):
+            return (
+                f"waiting for admission: minResources {gang.min_resources} would exceed "
+                f"queue {queue.name!r} capability {queue.capability} "
+                f"(allocated {session.allocated[queue.name]}, "
+                f"reserved {session.queue_reserved[queue.name]})"
+            )
+    if not (session.reserved + need).fits(session.free):
+        return (
+            f"waiting for admission: minResources {gang.min_resources} do not fit: "
+            f"{session.free} free on schedulable nodes, {session.reserved} of it reserved "
+            f"by admitted gangs (short {(session.reserved + need).short_of(session.free)})"
+        )
+    return None

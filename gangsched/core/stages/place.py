@@ -1,0 +1,105 @@
+"""Placement of one gang, all or nothing, within the cycle's promises.
+
+The gang is placed on the cycle's scratch capacity first and kept only if
+the reservations of admitted gangs and its queue's capability still hold;
+otherwise it is released again, so a refused gang leaves no trace: the gangs
+after it see exactly the room they would have seen without it. A gang that
+does not fit may preempt (:mod:`.preempt`), else it waits (:mod:`.starve`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from gangsched.core.model import Gang
+from gangsched.core.placement import Placement, Unplaceable
+from gangsched.core.resources import Resources
+from gangsched.core.stages.preempt import preempt
+from gangsched.core.stages.session import Session, outstanding, total
+from gangsched.core.stages.starve import wait
+from gangsched.core.topology import domains_of, place_in_one_domain
+
+
+def place(session: Session, gang: Gang) -> None:
+    """Place the gang, its held room included; if it is not placed, hold that room again."""
+    released = session.release_holds(gang.key)
+    placed_before = len(session.placements)
+    _place_gang(session, gang)
+    if len(session.placements) == placed_before:
+        for hold in released:
+            session.take_hold(hold)
+
+
+def _place_gang(session: Session, gang: Gang) -> None:
+    decision = _decide(session, gang)
+    if isinstance(decision, Unplaceable):
+        if not preempt(session, gang, decision.reason):
+            wait(session, gang, decision.reason)
+        return
+    requests = {pod.key: pod.requests for pod in gang.pending}
+    placed = total(requests[pod] for pod, _ in decision.assignments)
+    bound_after = session.bound[gang.key] + placed
+    own_before = session.holding.get(gang.key, Resources.zero())
+    own_after = (
+        outstanding(gang.min_resources, bound_after)
+        if gang.key in session.admitted
+        else Resources.zero()
+    )
+    # Subtracting is exact: a pod only lands where it fits.
+    free_after = session.free - placed
+
+    others = session.reserved - own_before
+    if not others.fits(free_after):
+        session.capacity.release(decision)
+        wait(session, gang, _reserved_reason(session, gang, others, placed, free_after))
+        return
+
+    queue = session.queues[gang.queue]
+    if queue.capability is not None:
+        allocated_after = session.allocated[queue.name] + placed
+        reserved_after = session.queue_reserved[queue.name] - own_before + own_after
+        if not queue.capability.allows(allocated_after + reserved_after):
+            session.capacity.release(decision)
+            wait(
+                session, gang,
+                f"queue {queue.name!r} capability {queue.capability} would be exceeded: "
+                f"allocated {session.allocated[queue.name]}, reserved by admitted gangs "
+                f"{reserved_after}, this gang {placed}",
+            )
+            return
+
+    session.placements.append(decision)
+    by_key = {pod.key: pod for pod in gang.pending}
+    session.placed_pods.extend(
+        replace(by_key[pod], node_name=node) for pod, node in decision.assignments
+    )
+    session.free = free_after
+    session.bound[gang.key] = bound_after
+    session.allocated[queue.name] = session.allocated[queue.name] + placed
+    session.hold(gang, own_after)
+
+
+def _decide(session: Session, gang: Gang) -> Placement | Unplaceable:
+    """Where the gang goes on the cycle's capacity: anywhere, or inside one domain."""
+    policy = session.inp.policy
+    if not gang.topology_keys:
+        return session.capacity.place(gang, policy)
+    domains = session.domains.get(gang.topology_keys)
+    if domains is None:
+        domains = session.domains[gang.topology_keys] = domains_of(
+            session.inp.snapshot, gang.topology_keys
+        )
+    return place_in_one_domain(session.capacity, gang, policy, domains)
+
+
+def _reserved_reason(
+    session: Session, gang: Gang, others: Resources, placed: Resources, free_after: Resources
+) -> str:
+    starving = ""
+    if session.starving is not None and session.starving != gang.key:
+        held = session.holding[session.starving]
+        starving = f" ({held} of it held for starving gang {session.starving})"
+    return (
+        f"resources reserved by admitted gangs: {others}{starving}; "
+        f"placing {placed} would leave {free_after} free"
+    )

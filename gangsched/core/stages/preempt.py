@@ -1,0 +1,124 @@
+"""Preemption: a gang that does not fit may evict whole gangs of lower priority.
+
+One preemption is under way at a time: while its victims go, the preemptor
+holds the room it evicted for, and no victim is chosen twice. The victims are
+chosen by :func:`gangsched.core.preemption.choose_victims` against the
+snapshot as this cycle has left it, and only where the placement after the
+eviction keeps every other promise (reservations, the queue's capability).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from gangsched.core.model import Gang
+from gangsched.core.placement import Placement, Snapshot, Unplaceable
+from gangsched.core.preemption import Candidate, choose_victims, shifted
+from gangsched.core.resources import Resources
+from gangsched.core.stages.session import Session, pending_need, total
+
+
+def preempt(session: Session, gang: Gang, reason: str) -> bool:
+    """Hold room for a preemptor whose victims are going, or start a preemption.
+
+    True when the gang's wait is accounted for here (held, with its
+    reason); False when it just waits like any other gang.
+    """
+    victims = session.inp.preempting.get(gang.key)
+    if victims is not None:
+        _hold_for_preemptor(
+            session, gang,
+            f"preempted {len(victims)} gang(s) ({', '.join(sorted(victims))})",
+            "until they are gone", reason)
+        return True
+    if not _may_preempt(session, gang):
+        return False
+    candidates = _candidates(session, gang)
+    if not candidates:
+        return False
+    chosen = choose_victims(
+        _snapshot_with_placed(session),
+        gang,
+        candidates,
+        gang.policy or session.inp.policy,
+        room=lambda freed, placement: _room_after_eviction(session, gang, freed, placement),
+    )
+    if chosen is None:
+        return False
+    session.preemptions.append(chosen)
+    _hold_for_preemptor(
+        session, gang,
+        f"preempting {len(chosen.victims)} gang(s) of lower priority "
+        f"({', '.join(chosen.victims)})",
+        "for it", reason)
+    return True
+
+
+def _hold_for_preemptor(session: Session, gang: Gang, what: str, until: str, reason: str) -> None:
+    hold = pending_need(gang, session.bound[gang.key])
+    session.hold(gang, hold)
+    session.unplaceable.append(Unplaceable(gang.key, f"{what}; holding {hold} {until}; {reason}"))
+
+
+def _may_preempt(session: Session, gang: Gang) -> bool:
+    """One preemption at a time: a second chosen while the first's victims are still
+    going would see their room as taken and evict more than needed."""
+    return (
+        session.inp.preemption
+        and not session.inp.preempting
+        and not session.preemptions
+        and gang.preempts
+        and not gang.topology_keys
+        and gang.bound == 0
+    )
+
+
+def _snapshot_with_placed(session: Session) -> Snapshot:
+    """The snapshot with this cycle's placements and the rooms held for other gangs'
+    replacements counted, as the placement after an eviction will find them.
+
+    Shifted only by the pods placed since it was last asked for: a cycle that
+    places thousands of pods and then finds a thousand gangs that wait must
+    not count every placed pod again for each of them.
+    """
+    held = tuple(
+        replace(hold.pod, node_name=placement.assignments[0][1], terminal=False)
+        for holds in session.held.values() for hold, placement in holds
+    )
+    kept = session.with_placed
+    if kept is not None and kept[1] == held:
+        snapshot = shifted(kept[2], add=session.placed_pods[kept[0]:])
+    else:
+        snapshot = shifted(session.inp.snapshot, add=[*session.placed_pods, *held])
+    session.with_placed = (len(session.placed_pods), held, snapshot)
+    return snapshot
+
+
+def _candidates(session: Session, gang: Gang) -> list[Candidate]:
+    """Running gangs of lower priority that may be evicted now, whole."""
+    if session.lowest_evictable is None or session.lowest_evictable >= gang.priority:
+        return []
+    placed = {placement.gang for placement in session.placements}
+    return [
+        Candidate(other.key, other.priority, other.created,
+                  tuple(session.inp.bound_pods[other.key]))
+        for other in session.evictable
+        if other.priority < gang.priority and other.key not in placed
+    ]
+
+
+def _room_after_eviction(
+    session: Session, gang: Gang, freed: Resources, placement: Placement
+) -> bool:
+    """Whether the placement found after evicting keeps every other promise:
+    reservations of admitted gangs and the gang's queue capability."""
+    requests = {pod.key: pod.requests for pod in gang.pending}
+    placed = total(requests[pod] for pod, _ in placement.assignments)
+    others = session.reserved - session.holding.get(gang.key, Resources.zero())
+    if not others.fits(session.free + freed - placed):
+        return False
+    queue = session.queues[gang.queue]
+    if queue.capability is None:
+        return True
+    committed = session.allocated[queue.name] + session.queue_reserved[queue.name] + placed
+    return queue.capability.allows(committed)

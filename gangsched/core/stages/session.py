@@ -1,0 +1,241 @@
+"""The mutable bookkeeping of one cycle, shared by its stages and thrown away when it returns.
+
+It keeps running totals (free room, reservations, queue allocations) rather
+than summing them for every gang, so a cycle stays linear in the number of
+gangs. Only the stages write to it; the cycle's answer is read from it once
+at the end (:meth:`Session.result`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from fractions import Fraction
+
+from gangsched.core.backoff import BindRefusal
+from gangsched.core.fairness import dominant_share
+from gangsched.core.holds import Hold, anywhere, describe, pinned
+from gangsched.core.model import (
+    DEFAULT_QUEUE,
+    Gang,
+    GangKey,
+    NodeName,
+    Pod,
+    PodKey,
+    Policy,
+    QueueName,
+    QueueSpec,
+)
+from gangsched.core.placement import Capacity, Placement, Snapshot, Unplaceable
+from gangsched.core.preemption import Preemption
+from gangsched.core.resources import Resources
+from gangsched.core.topology import Domain
+
+
+@dataclass(frozen=True, slots=True)
+class CycleInput:
+    """Everything one cycle decides from; the clock is ``now`` so the cycle never reads it.
+
+    ``gangs`` holds every active gang, including admitted gangs with no
+    pending pods: a Spark job whose driver runs and whose executors do not yet
+    exist still holds a reservation. ``bound_requests`` are the summed
+    effective requests of each gang's non-terminal bound pods; they measure
+    both what a gang has used of its reservation and its queue's allocation.
+    """
+
+    snapshot: Snapshot
+    gangs: tuple[Gang, ...]
+    bound_requests: Mapping[GangKey, Resources]
+    queues: Mapping[QueueName, QueueSpec]
+    admitted: frozenset[GangKey]
+    waiting_since: Mapping[GangKey, float]
+    now: float
+    policy: Policy
+    starvation_seconds: float = 60.0
+    holds: tuple[Hold, ...] = ()
+    """Rooms of departed members held for their gangs' replacements (see ``holds``)."""
+    bound_pods: Mapping[GangKey, tuple[Pod, ...]] = field(default_factory=dict)
+    """The live pods each gang has on nodes: what evicting it would free."""
+    preemption: bool = False
+    preempting: Mapping[GangKey, frozenset[GangKey]] = field(default_factory=dict)
+    """Preemptions under way: preemptor to the victims whose pods are going."""
+    unevictable: frozenset[GangKey] = frozenset()
+    """Gangs the Eviction API refused lately (a PodDisruptionBudget): not victims now."""
+    bind_refusals: Mapping[PodKey, BindRefusal] = field(default_factory=dict)
+    """Pods whose last bind the API server refused: their gangs wait out the backoff."""
+
+
+@dataclass(frozen=True, slots=True)
+class CycleResult:
+    """What the shell acts on.
+
+    ``placements`` are in the order to bind. ``unplaceable`` has one entry for
+    every gang with pending pods that was not placed, so every waiting pod
+    gets a reason. ``admitted`` is the set to pass back as the next cycle's
+    input; ``newly_admitted`` are the gangs whose PodGroup turns Inqueue now.
+    ``unadmitted`` says why PodGroups that have no pods yet were not admitted:
+    no pod waits on them, but their PodGroup status shows it.
+    """
+
+    placements: tuple[Placement, ...]
+    unplaceable: tuple[Unplaceable, ...]
+    admitted: frozenset[GangKey]
+    newly_admitted: tuple[GangKey, ...]
+    unadmitted: tuple[Unplaceable, ...] = ()
+    holding: Mapping[GangKey, str] = field(default_factory=dict)
+    """Gangs still holding the room of departed members after this cycle, and what they hold."""
+    preemptions: tuple[Preemption, ...] = ()
+    """New preemptions to carry out: evict every victim pod, then the preemptor fits."""
+
+
+def outstanding(min_resources: Resources, used: Resources) -> Resources:
+    """What of a reservation is still unused: per resource ``max(0, min - used)``.
+
+    Clamped at zero because a gang that uses more of one resource than its
+    ``min_resources`` does not thereby give another resource back.
+    """
+    return Resources.of(
+        {name: max(0, amount - used.get(name)) for name, amount in min_resources.items()}
+    )
+
+
+def total(amounts: Iterable[Resources]) -> Resources:
+    return Resources.sum(amounts)
+
+
+def pending_need(gang: Gang, bound: Resources) -> Resources:
+    """What a waiting gang needs held for it: its unused reservation or its pending pods,
+    whichever is larger per resource."""
+    pending = total(pod.requests for pod in gang.pending)
+    return Resources.max_each(outstanding(gang.min_resources, bound), pending)
+
+
+class Session:
+    """The running totals and answers of one cycle; every stage reads and updates them."""
+
+    def __init__(self, inp: CycleInput) -> None:
+        self.inp = inp
+        keys = [gang.key for gang in inp.gangs]
+        if len(set(keys)) != len(keys):
+            raise ValueError("CycleInput.gangs holds two gangs with the same key")
+        self.gangs = sorted(inp.gangs, key=lambda gang: gang.key)
+        self.queues = dict(inp.queues)
+        # A default queue exists without anyone creating it.
+        self.queues.setdefault(DEFAULT_QUEUE, QueueSpec(DEFAULT_QUEUE))
+
+        nodes = inp.snapshot.nodes
+        schedulable = [
+            nodes[name].node
+            for name in sorted(nodes)
+            if nodes[name].node.ready and not nodes[name].node.unschedulable
+        ]
+        self.cluster_total = total(node.allocatable for node in schedulable)
+        self.capacity = Capacity.from_snapshot(inp.snapshot)
+        self.domains: dict[tuple[str, ...], dict[Domain, tuple[NodeName, ...]]] = {}
+        # Kept as a running total from here on rather than summed over the
+        # nodes again for every gang.
+        self.free = self.capacity.free_total()
+        self.held: dict[GangKey, list[tuple[Hold, Placement]]] = {}
+        for hold in inp.holds:
+            self.take_hold(hold)
+
+        self.bound: dict[GangKey, Resources] = {
+            gang.key: inp.bound_requests.get(gang.key, Resources.zero()) for gang in self.gangs
+        }
+        self.allocated = {name: Resources.zero() for name in self.queues}
+        for gang in self.gangs:
+            if gang.queue in self.queues:
+                self.allocated[gang.queue] = self.allocated[gang.queue] + self.bound[gang.key]
+
+        present = set(keys)
+        self.admitted: set[GangKey] = {key for key in inp.admitted if key in present}
+        self.newly_admitted: list[GangKey] = []
+        # A gang with bound members was admitted in an earlier life even if the
+        # shell lost the set (a restart): its pods already run.
+        for gang in self.gangs:
+            if gang.bound > 0 and gang.key not in self.admitted:
+                self.admit(gang)
+
+        self.holding: dict[GangKey, Resources] = {}
+        self.reserved = Resources.zero()
+        self.queue_reserved: dict[QueueName, Resources] = {
+            name: Resources.zero() for name in self.queues
+        }
+        for gang in self.gangs:
+            if gang.key in self.admitted:
+                self.hold(gang, outstanding(gang.min_resources, self.bound[gang.key]))
+
+        self.starving: GangKey | None = None
+        self.victims_of = {
+            victim: preemptor
+            for preemptor, victims in inp.preempting.items()
+            for victim in victims
+        }
+        self.preemptions: list[Preemption] = []
+        self.placed_pods: list[Pod] = []
+        """Pods placed this cycle, in order; only ever added to."""
+        self.with_placed: tuple[int, tuple[Pod, ...], Snapshot] | None = None
+        """The snapshot with the first N placed pods and the held rooms counted."""
+        self.evictable = [g for g in self.gangs if g.preemptible
+                          and g.key not in inp.unevictable and inp.bound_pods.get(g.key)]
+        """Running gangs that may be evicted now, whole: the only possible victims."""
+        self.lowest_evictable = min((g.priority for g in self.evictable), default=None)
+        """The lowest priority a victim could have: a gang at or under it evicts nobody."""
+        self.placements: list[Placement] = []
+        self.unplaceable: list[Unplaceable] = []
+        self.unadmitted: list[Unplaceable] = []
+
+    def result(self) -> CycleResult:
+        return CycleResult(
+            placements=tuple(self.placements),
+            unplaceable=tuple(self.unplaceable),
+            admitted=frozenset(self.admitted),
+            newly_admitted=tuple(self.newly_admitted),
+            unadmitted=tuple(self.unadmitted),
+            holding={
+                key: describe((hold, placement.assignments[0][1]) for hold, placement in held)
+                for key, held in sorted(self.held.items())
+            },
+            preemptions=tuple(self.preemptions),
+        )
+
+    def share(self, queue: QueueName) -> Fraction:
+        return dominant_share(self.allocated[queue], self.cluster_total, self.queues[queue].weight)
+
+    def admit(self, gang: Gang) -> None:
+        self.admitted.add(gang.key)
+        self.newly_admitted.append(gang.key)
+
+    def hold(self, gang: Gang, amount: Resources) -> None:
+        """Set what the gang holds, keeping the cluster and queue totals in step."""
+        before = self.holding.get(gang.key, Resources.zero())
+        if amount.is_zero:
+            self.holding.pop(gang.key, None)
+        else:
+            self.holding[gang.key] = amount
+        self.reserved = self.reserved - before + amount
+        if gang.queue in self.queue_reserved:
+            self.queue_reserved[gang.queue] = self.queue_reserved[gang.queue] - before + amount
+
+    def take_hold(self, hold: Hold) -> None:
+        """Take a departed member's room from the capacity: on its node, else where it fits.
+
+        Where it fits nowhere (a node went away), nothing is held: there is
+        no room to keep, and pretending would only block other gangs.
+        """
+        for stand_in in (pinned(hold.pod), anywhere(hold.pod)):
+            decision = self.capacity.place(
+                Gang(hold.gang, min_member=1, pending=(stand_in,)), self.inp.policy
+            )
+            if isinstance(decision, Placement):
+                self.held.setdefault(hold.gang, []).append((hold, decision))
+                self.free = self.free - stand_in.requests
+                return
+
+    def release_holds(self, gang: GangKey) -> list[Hold]:
+        released = []
+        for hold, placement in self.held.pop(gang, []):
+            self.capacity.release(placement)
+            self.free = self.free + hold.pod.requests
+            released.append(hold)
+        return released

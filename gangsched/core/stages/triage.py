@@ -1,0 +1,60 @@
+"""Which waiting gangs the cycle tries at all, and why the others wait untried.
+
+A gang whose queue does not exist, whose members are being evicted, that has
+a gated member or whose bind backs off cannot be placed by any amount of
+room; it is told why and holds nothing, so it takes no room from the gangs
+after it.
+"""
+
+from __future__ import annotations
+
+from gangsched.core.backoff import backoff_reason
+from gangsched.core.model import Gang
+from gangsched.core.placement import Unplaceable
+from gangsched.core.stages.session import Session
+
+
+def triage(session: Session) -> list[Gang]:
+    """The gangs with pending pods that this cycle may place, in key order."""
+    for gang in session.gangs:
+        if gang.queue in session.queues or not (gang.pending or gang.bound == 0):
+            continue
+        # As Volcano does: it waits, saying so, and never falls back to default.
+        missing = Unplaceable(gang.key, f"queue {gang.queue!r} does not exist")
+        (session.unplaceable if gang.pending else session.unadmitted).append(missing)
+    known = []
+    for gang in session.gangs:
+        if not gang.pending or gang.queue not in session.queues:
+            continue
+        preemptor = session.victims_of.get(gang.key)
+        if preemptor is not None:
+            # Its members are being evicted: a replacement placed now would
+            # only be evicted too, and would take the preemptor's room.
+            session.unplaceable.append(Unplaceable(
+                gang.key, f"preempted by gang {preemptor}: waiting for its members to go"))
+            continue
+        held_back = gated_reason(gang) or backoff_reason(
+            gang, session.inp.bind_refusals, session.inp.now)
+        if held_back is None:
+            known.append(gang)
+        else:
+            session.unplaceable.append(Unplaceable(gang.key, held_back))
+    return known
+
+
+def gated_reason(gang: Gang) -> str | None:
+    """Why a gang with a gated pending member waits, or None when none is gated.
+
+    The API server refuses to bind a pod that still has ``schedulingGates``, so
+    placing the rest of its gang would split it: the gang waits whole, and is
+    not even tried, until every gate of its pending members is lifted.
+    """
+    gated = [pod for pod in gang.pending if pod.gates]
+    if not gated:
+        return None
+    first = gated[0]
+    others = f" (and {len(gated) - 1} more pods of the gang)" if len(gated) > 1 else ""
+    return (
+        f"waiting for scheduling gates to be lifted: pod {first.key} has "
+        f"{', '.join(first.gates)}{others}"
+    )
