@@ -18,7 +18,7 @@ from rich.table import Table
 from gangsched.core.explain import Explanation
 from gangsched.core.groups import MemberCounts
 from gangsched.core.model import DEFAULT_QUEUE, GangKey, QueueName
-from gangsched.core.reasons import describe_request
+from gangsched.core.reasons import code_of, describe_request, render
 from gangsched.core.resources import PODS, Capability, Resources, format_amount
 from gangsched.decisions import Decision
 from gangsched.mirror import View
@@ -87,8 +87,8 @@ class QueueRow:
 def status_rows(
     view: View, decision: Decision, now: float
 ) -> tuple[list[QueueRow], list[GroupRow]]:
-    reasons = {u.gang: u.reason for u in (*decision.result.unplaceable,
-                                           *decision.result.unadmitted)}
+    reasons = {u.gang: render(u.reason) for u in (*decision.result.unplaceable,
+                                                   *decision.result.unadmitted)}
     counts = decision.gathered.counts
     groups: list[GroupRow] = []
     pending: dict[QueueName, int] = {}
@@ -191,7 +191,8 @@ def explanation_json(explanation: Explanation) -> dict[str, Any]:
     return {
         "gang": explanation.gang,
         "verdict": explanation.verdict.value,
-        "reason": explanation.reason,
+        "reason": render(explanation.reason) if explanation.reason is not None else None,
+        "code": code_of(explanation.reason) if explanation.reason is not None else None,
         "minMember": explanation.min_member,
         "bound": explanation.bound,
         "pending": explanation.pending,
@@ -225,8 +226,8 @@ def print_explanation(console: Console, explanation: Explanation, what: str) -> 
     e = explanation
     console.print(f"[bold]{what}[/bold]: gang {e.gang}, queue {e.queue}: [bold]{e.verdict}[/bold]")
     console.print(f"  minMember {e.min_member}, bound {e.bound}, pending {e.pending}")
-    if e.reason:
-        console.print(f"  why: {e.reason}", highlight=False)
+    if e.reason is not None:
+        console.print(f"  why: {render(e.reason)}", highlight=False)
     if e.assignments:
         placed = ", ".join(f"{pod.split('/', 1)[1]} → {node}" for pod, node in e.assignments)
         console.print(f"  would be placed: {placed}", highlight=False)
@@ -275,7 +276,7 @@ def print_simulation(console: Console, simulation: Simulation) -> None:
     else:
         console.print("No gang can be placed.")
     for gang, reason in simulation.never:
-        console.print(f"[bold]never runs[/bold]: {gang}: {reason}", highlight=False)
+        console.print(f"[bold]never runs[/bold]: {gang}: {render(reason)}", highlight=False)
     if simulation.not_ours:
         console.print(f"not simulated (another scheduler's pods): "
                       f"{', '.join(simulation.not_ours)}", highlight=False)

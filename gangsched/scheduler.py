@@ -41,7 +41,7 @@ from gangsched.core.holds import GroupLife, Hold, Seat, seats_of, update_holds
 from gangsched.core.model import GangKey, PodKey, Policy, QueueName
 from gangsched.core.placement import Placement
 from gangsched.core.preemption import Preemption
-from gangsched.core.reasons import Reported, reported_reasons
+from gangsched.core.reasons import Reason, Reported, reported_reasons
 from gangsched.core.resources import Resources
 from gangsched.core.thresholds import next_threshold
 from gangsched.decisions import cycle_input, gather_view
@@ -375,14 +375,14 @@ class Scheduler:
                         placed=len(result.placements))
         return result
 
-    def _threshold_moments(self, view: View, reasons: Mapping[GangKey, str]) -> list[float]:
+    def _threshold_moments(self, view: View, reasons: Mapping[GangKey, Reason]) -> list[float]:
         """When the clock alone would change this cycle's answer (see core.thresholds),
         or what it reports: a reason held back is reported once its hold ends."""
         config = self.config
         moments = [since + config.starvation_s for since in self.waiting_since.values()]
         moments.extend(reported.since + config.reason_hold_s
                        for gang, reported in self._reported.items()
-                       if reported.text != reasons[gang])
+                       if reported.reason != reasons[gang])
         for gang, since in self.waiting_since.items():
             group = view.groups.get(gang)
             if group is not None and group.spec is not None and (

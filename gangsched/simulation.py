@@ -19,6 +19,7 @@ from typing import Any
 
 from gangsched.clusterobjects import ClusterObjects, admitted_groups
 from gangsched.core.model import GangKey, NodeName, PodKey, Policy
+from gangsched.core.reasons import Reason, code_of, render
 from gangsched.decisions import decide
 
 RUN_FOR = "kwok.gangsched.io/run-for"
@@ -48,7 +49,7 @@ class GangRun:
 class Simulation:
     runs: tuple[GangRun, ...]
     """Gangs in the order they are placed; a gang placed twice (replacements) twice."""
-    never: tuple[tuple[GangKey, str], ...]
+    never: tuple[tuple[GangKey, Reason], ...]
     """Gangs still waiting when nothing more would finish, with the last reason."""
     not_ours: tuple[PodKey, ...]
     """Pending pods of other schedulers: they hold nothing and are not simulated."""
@@ -60,7 +61,8 @@ class Simulation:
                  "pods": [{"pod": pod, "node": node} for pod, node in r.nodes]}
                 for r in self.runs
             ],
-            "never": [{"gang": gang, "reason": reason} for gang, reason in self.never],
+            "never": [{"gang": gang, "code": code_of(reason), "reason": render(reason)}
+                      for gang, reason in self.never],
             "notOurs": list(self.not_ours),
         }
 
@@ -108,7 +110,7 @@ def simulate(
     waiting_since: dict[GangKey, float] = {}
     finished_uids: frozenset[str] = frozenset()
     runs: list[GangRun] = []
-    reasons: dict[GangKey, str] = {}
+    reasons: dict[GangKey, Reason] = {}
     at = 0.0
     for _ in range(MAX_STEPS):
         decision = decide(

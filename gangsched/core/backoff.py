@@ -19,6 +19,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from gangsched.core.model import Gang, PodKey
+from gangsched.core.reasons import BindBackoff
 
 INITIAL_S = 1.0
 MAX_S = 10.0
@@ -56,7 +57,7 @@ def refused(
 
 def backoff_reason(
     gang: Gang, refusals: Mapping[PodKey, BindRefusal], now: float
-) -> str | None:
+) -> BindBackoff | None:
     """Why ``gang`` is not tried now, or None when none of its pending pods backs off."""
     backing_off = [
         (pod.key, refusal) for pod in gang.pending
@@ -65,14 +66,8 @@ def backoff_reason(
     if not backing_off:
         return None
     pod, refusal = backing_off[0]
-    others = (f" (and {len(backing_off) - 1} more pods of the gang)"
-              if len(backing_off) > 1 else "")
-    answer = f"HTTP {refusal.status}: " if refusal.status else ""
-    return (
-        f"binding pod {pod} was refused ({answer}{refusal.message or 'no answer'}){others}; "
-        f"retrying with backoff after {refusal.refusals} refusal"
-        f"{'s' if refusal.refusals > 1 else ''} in a row"
-    )
+    return BindBackoff(pod, refusal.status, refusal.message, len(backing_off) - 1,
+                       refusal.refusals)
 
 
 def _one_line(text: str) -> str:

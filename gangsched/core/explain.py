@@ -18,7 +18,20 @@ from fractions import Fraction
 from gangsched.core.cycle import CycleInput, CycleResult, outstanding
 from gangsched.core.model import Gang, GangKey, NodeName, PodKey, PodPlacementRules, QueueName
 from gangsched.core.nodefit import node_excluded_reason
-from gangsched.core.reasons import describe_request
+from gangsched.core.reasons import (
+    AdmissionNoRoom,
+    AdmissionOverCapability,
+    CapabilityExceeded,
+    QueueClosed,
+    QueueMissing,
+    Reason,
+    ReservedByAdmitted,
+    Starved,
+    Starving,
+    TooBigToHold,
+    causes,
+    describe_request,
+)
 from gangsched.core.resources import PODS, Capability, Resources
 from gangsched.core.room import UNBOUNDED, fit_count
 
@@ -73,8 +86,8 @@ class ShapeNeed:
 class Explanation:
     gang: GangKey
     verdict: Verdict
-    reason: str | None
-    """The cycle's one-line reason, as written to the pods and the PodGroup."""
+    reason: Reason | None
+    """The cycle's reason, as written (rendered) to the pods and the PodGroup."""
     min_member: int
     bound: int
     pending: int
@@ -133,7 +146,7 @@ def _without_pods(resources: Resources) -> Resources:
 def _remedies(
     explanation_shapes: tuple[ShapeNeed, ...],
     verdict: Verdict,
-    reason: str | None,
+    reason: Reason | None,
     reserved: tuple[tuple[GangKey, Resources], ...],
     queue: QueueName,
     capability: Capability | None,
@@ -144,9 +157,9 @@ def _remedies(
     for shape in explanation_shapes:
         what = describe_request(shape.requests)
         if not shape.closest:
-            causes = ", ".join(f"{n} {r}" for r, n in sorted(shape.excluded.items()))
+            excluded = ", ".join(f"{n} {r}" for r, n in sorted(shape.excluded.items()))
             remedies.append(
-                f"no node may take pods of {what} ({causes}): add a node they may use, "
+                f"no node may take pods of {what} ({excluded}): add a node they may use, "
                 f"or change their nodeSelector, affinity or tolerations"
             )
         elif shape.short:
@@ -159,19 +172,19 @@ def _remedies(
                 f"node with {describe_request(shape.requests.scale(shape.short))}, "
                 f"would let it run"
             )
-    text = reason or ""
-    if reserved and ("reserved by admitted gangs" in text or "waiting for admission" in text):
+    kinds = {type(cause) for cause in causes(reason)} if reason is not None else set()
+    if reserved and kinds & {ReservedByAdmitted, AdmissionOverCapability, AdmissionNoRoom}:
         holders = ", ".join(str(key) for key, _ in reserved)
         remedies.append(f"room is held for admitted gangs ({holders}): it runs once their "
                         f"pods are bound or they finish")
-    if capability is not None and f"queue {queue!r} capability" in text:
+    if capability is not None and kinds & {CapabilityExceeded, AdmissionOverCapability}:
         remedies.append(f"queue {queue} is at its capability {capability}: raise "
                         f"spec.capability, or wait for its running gangs to finish")
-    if f"queue {queue!r} is closed" in text:
+    if QueueClosed in kinds:
         remedies.append(f"queue {queue} is Closed: set its spec.state to Open")
-    if f"queue {queue!r} does not exist" in text:
+    if QueueMissing in kinds:
         remedies.append(f"create Queue {queue}, or point the PodGroup at an existing queue")
-    if "starving" in text and not remedies:
+    if _held_for_a_starving_gang(reason) and not remedies:
         remedies.append("a gang that waited longer holds the room first: it runs after that one")
     if not remedies and verdict is Verdict.WAITING:
         remedies.append("every kind of pod fits on its own but not all together: the gang "
@@ -223,4 +236,16 @@ def explain_gang(inp: CycleInput, result: CycleResult, key: GangKey) -> Explanat
         queue_capability=capability,
         queue_allocated=allocated,
         remedies=_remedies(shapes, verdict, reason, reserved, gang.queue, capability),
+    )
+
+
+def _held_for_a_starving_gang(reason: Reason | None) -> bool:
+    """Whether starvation is in play: the room is held for a starving gang, or this gang
+    starves and its turn to hold room comes after those that waited longer."""
+    if reason is None:
+        return False
+    return any(
+        (isinstance(cause, Starving | TooBigToHold) and isinstance(cause.urgency, Starved))
+        or (isinstance(cause, ReservedByAdmitted) and cause.starving is not None)
+        for cause in causes(reason)
     )

@@ -23,7 +23,7 @@ from gangsched.core.packing import (
     Search,
     StateKey,
 )
-from gangsched.core.reasons import ShapeFigures, unplaceable_reason
+from gangsched.core.reasons import MembersMissing, Reason, ShapeFigures, unplaceable_reason
 from gangsched.core.resources import Resources
 from gangsched.core.room import blamed_resource, fit_count
 from gangsched.core.shapes import ClassKey, ShapeIndex
@@ -55,7 +55,7 @@ class Unplaceable:
     """The gang cannot be placed now; ``reason`` says why, with figures."""
 
     gang: GangKey
-    reason: str
+    reason: Reason
 
 
 Decision = Placement | Unplaceable
@@ -153,11 +153,8 @@ class Capacity:
         if len(pending) < need:
             # No count of the pods pending: it changes with every pod an operator
             # creates, and each change would rewrite every member's condition.
-            return Unplaceable(
-                gang.key,
-                f"gang {gang.key} waits for its members: it needs {need} more pods to reach "
-                f"minMember {gang.min_member} ({gang.bound} bound) and fewer are pending",
-            )
+            missing = MembersMissing(gang.key, need, gang.min_member, gang.bound)
+            return Unplaceable(gang.key, missing)
         if not pending:
             return Placement(gang.key, ())
         types = PodType.group(pending, self._index.max_allocatable)
@@ -386,16 +383,15 @@ class Capacity:
 
     # ------------------------------------------------------------ reasons
 
-    def _reason(self, gang: Gang, types: list[PodType], need: int, exhausted: bool) -> str:
-        cut_short = None
-        if exhausted:
-            cut_short = (
-                f"search stopped after examining {self._budget} node groups"
-                if len(gang.pending) <= SEARCH_MAX_PODS
-                else f"exhaustive search skipped for more than {SEARCH_MAX_PODS} pods"
-            )
+    def _reason(self, gang: Gang, types: list[PodType], need: int, exhausted: bool) -> Reason:
+        stopped = exhausted and len(gang.pending) <= SEARCH_MAX_PODS
+        skipped = exhausted and not stopped
         figures = [self._figures(kind) for kind in types]
-        return unplaceable_reason(gang, figures, need, len(self._free), cut_short)
+        return unplaceable_reason(
+            gang, figures, need, len(self._free),
+            search_stopped_after=self._budget if stopped else None,
+            search_skipped_over=SEARCH_MAX_PODS if skipped else None,
+        )
 
     def _figures(self, kind: PodType) -> ShapeFigures:
         index = self._index

@@ -1,23 +1,58 @@
-"""Why a gang could not be placed, in one line with figures.
+"""Why a gang waits: a reason is a code with its figures, and :func:`render` words it.
 
-The line becomes a PodGroup condition message, an Event and the
-``PodScheduled=False`` message on each pod, so it is written for the person
-running ``kubectl describe``: what the gang asks, how much room the nodes
-have for it, and which nodes were ruled out and why. Cluster autoscalers and
-people both act on it; neither can act on "does not fit".
+As kube-scheduler keeps a failure as a ``Diagnosis`` inside a ``FitError``
+and only ``Error()`` makes the "0/5 nodes are available" line, a reason here
+is a frozen value, one kind per cause, whose figures stay numbers and
+resources until :func:`render` turns it into the line that becomes a
+PodGroup condition message, an Event, the ``PodScheduled=False`` message on
+each pod, a log field and ``explain``'s "why". So the wording lives in one
+place, tests assert on codes and figures, and :func:`reported_reasons` can
+tell a reason whose figures moved from a new one without parsing text.
+
+The line is written for the person running ``kubectl describe``: what the
+gang asks, how much room the nodes have for it, and which nodes were ruled
+out and why. Cluster autoscalers and people both act on it; neither can act
+on "does not fit". Reasons that wrap another (a starving gang holding room,
+a preemptor) keep it as ``cause``, rendered after their own clause.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from typing import ClassVar
 
-from gangsched.core.model import Gang, GangKey, PodPlacementRules
-from gangsched.core.resources import PODS, Resources, devices_first, format_amount
+from gangsched.core.model import Gang, GangKey, PodKey, PodPlacementRules, QueueName
+from gangsched.core.resources import PODS, Capability, Resources, devices_first, format_amount
 
 __all__ = [
+    "AdmissionNoRoom",
+    "AdmissionOverCapability",
+    "AwaitingVictims",
+    "BeingPreempted",
+    "BindBackoff",
+    "BoundAcrossDomains",
+    "CapabilityExceeded",
+    "DoesNotFit",
+    "Gated",
+    "InDomain",
+    "MembersMissing",
+    "NoDomainHolds",
+    "NoDomainLabel",
+    "NoNodes",
+    "PartlyBound",
+    "Preempting",
+    "QueueClosed",
+    "QueueMissing",
+    "Reason",
     "Reported",
+    "ReservedByAdmitted",
     "ShapeFigures",
+    "Starved",
+    "Starving",
+    "TooBigToHold",
+    "causes",
+    "code_of",
     "describe_request",
     "render",
     "reported_reasons",
@@ -44,12 +79,6 @@ class ShapeFigures:
     @property
     def fits_alone(self) -> bool:
         return sum(room * nodes for room, nodes in self.room.items()) >= self.wanted
-
-
-def render(reason: str) -> str:
-    """The one place a reason becomes the text of a condition, an Event, a log line or
-    ``explain``: every writer goes through here, so a reason is worded once."""
-    return reason
 
 
 def describe_request(requests: Resources) -> str:
@@ -100,26 +129,316 @@ def _excluded_text(excluded: Mapping[str, int]) -> str:
     )
 
 
-def unplaceable_reason(
-    gang: Gang,
-    shapes: Sequence[ShapeFigures],
-    need: int,
-    cluster_nodes: int,
-    cut_short: str | None = None,
-) -> str:
-    """The one-line reason for an Unplaceable decision.
 
-    Example: ``gang ns/train needs 4 pods \u00d7 2 nvidia.com/gpu; 3 nodes can
-    take 1 each; nodes excluded: 2 by taint gpu=busy:NoSchedule, 1 cordoned``.
-    """
-    if not cluster_nodes:
-        return f"gang {gang.key}: the cluster has no nodes"
-    pending = sum(shape.wanted for shape in shapes)
-    if need == 0:
-        head = f"gang {gang.key} has {_plural(pending, 'pending pod')}"
+# ---- the kinds of reason --------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class NoNodes:
+    """The cluster has no node at all."""
+
+    code: ClassVar[str] = "NoNodes"
+    gang: GangKey
+
+
+@dataclass(frozen=True, slots=True)
+class DoesNotFit:
+    """The nodes lack room for the gang's pods at once: per kind of pod, what they offer."""
+
+    code: ClassVar[str] = "DoesNotFit"
+    gang: GangKey
+    need: int
+    """Pods that must fit at once (``min_member - bound``); 0 when only extras wait."""
+    bound: int
+    min_member: int
+    shapes: tuple[ShapeFigures, ...]
+    search_stopped_after: int | None = None
+    """The exhaustive search gave up after examining this many node groups."""
+    search_skipped_over: int | None = None
+    """The exhaustive search was skipped: the gang has more pods than this."""
+
+    @property
+    def pending(self) -> int:
+        return sum(shape.wanted for shape in self.shapes)
+
+
+@dataclass(frozen=True, slots=True)
+class MembersMissing:
+    """Fewer pods exist than the gang needs; the count pending is left out on purpose,
+    since it moves with every pod an operator creates."""
+
+    code: ClassVar[str] = "MembersMissing"
+    gang: GangKey
+    need: int
+    min_member: int
+    bound: int
+
+
+@dataclass(frozen=True, slots=True)
+class NoDomainLabel:
+    code: ClassVar[str] = "NoDomainLabel"
+    gang: GangKey
+    label: str
+
+
+@dataclass(frozen=True, slots=True)
+class BoundAcrossDomains:
+    code: ClassVar[str] = "BoundAcrossDomains"
+    gang: GangKey
+    label: str
+
+
+@dataclass(frozen=True, slots=True)
+class InDomain:
+    """Why the gang does not fit inside one domain (described as its label values)."""
+
+    code: ClassVar[str] = "InDomain"
+    domain: str
+    cause: Reason
+
+
+@dataclass(frozen=True, slots=True)
+class NoDomainHolds:
+    code: ClassVar[str] = "NoDomainHolds"
+    label: str
+    domains: int
+    """Domains tried."""
+    shown: tuple[InDomain, ...]
+    """The first domains' refusals; the others are only counted."""
+
+
+@dataclass(frozen=True, slots=True)
+class QueueMissing:
+    code: ClassVar[str] = "QueueMissing"
+    queue: QueueName
+
+
+@dataclass(frozen=True, slots=True)
+class QueueClosed:
+    code: ClassVar[str] = "QueueClosed"
+    queue: QueueName
+
+
+@dataclass(frozen=True, slots=True)
+class BeingPreempted:
+    """Its members are being evicted for ``preemptor``."""
+
+    code: ClassVar[str] = "BeingPreempted"
+    preemptor: GangKey
+
+
+@dataclass(frozen=True, slots=True)
+class Gated:
+    code: ClassVar[str] = "Gated"
+    pod: PodKey
+    gates: tuple[str, ...]
+    others: int
+    """Other pending pods of the gang that are gated too."""
+
+
+@dataclass(frozen=True, slots=True)
+class BindBackoff:
+    code: ClassVar[str] = "BindBackoff"
+    pod: PodKey
+    status: int
+    """HTTP status of the refusal; 0 when the request got no answer."""
+    message: str
+    others: int
+    """Other pending pods of the gang that back off too."""
+    refusals: int
+
+
+@dataclass(frozen=True, slots=True)
+class AdmissionOverCapability:
+    code: ClassVar[str] = "AdmissionOverCapability"
+    min_resources: Resources
+    queue: QueueName
+    capability: Capability
+    allocated: Resources
+    reserved: Resources
+
+
+@dataclass(frozen=True, slots=True)
+class AdmissionNoRoom:
+    code: ClassVar[str] = "AdmissionNoRoom"
+    min_resources: Resources
+    free: Resources
+    reserved: Resources
+    short: Resources
+
+
+@dataclass(frozen=True, slots=True)
+class ReservedByAdmitted:
+    """The gang fits on the nodes, but only in room promised to admitted gangs."""
+
+    code: ClassVar[str] = "ReservedByAdmitted"
+    reserved: Resources
+    placed: Resources
+    free_after: Resources
+    starving: GangKey | None = None
+    starving_held: Resources | None = None
+    """Of ``reserved``, what the starving gang ``starving`` holds."""
+
+
+@dataclass(frozen=True, slots=True)
+class CapabilityExceeded:
+    code: ClassVar[str] = "CapabilityExceeded"
+    queue: QueueName
+    capability: Capability
+    allocated: Resources
+    reserved: Resources
+    placed: Resources
+
+
+@dataclass(frozen=True, slots=True)
+class PartlyBound:
+    """Urgent because some members are bound and stranded until the rest is placed."""
+
+    bound: int
+    min_member: int
+
+
+@dataclass(frozen=True, slots=True)
+class Starved:
+    """Urgent because it has waited past the starvation threshold (named, not the seconds
+    waited, so the words do not change every second)."""
+
+    threshold_s: float
+
+
+Urgency = PartlyBound | Starved
+
+
+@dataclass(frozen=True, slots=True)
+class Starving:
+    """The first urgent gang in order holds its room against the gangs after it."""
+
+    code: ClassVar[str] = "Starving"
+    urgency: Urgency
+    hold: Resources
+    cause: Reason
+
+
+@dataclass(frozen=True, slots=True)
+class TooBigToHold:
+    """Urgent, but it needs more than the schedulable nodes have: holding cannot help."""
+
+    code: ClassVar[str] = "TooBigToHold"
+    urgency: Urgency
+    need: Resources
+    cluster_total: Resources
+    cause: Reason
+
+
+@dataclass(frozen=True, slots=True)
+class Preempting:
+    """A preemption starts for it this cycle; it holds its room while the victims go."""
+
+    code: ClassVar[str] = "Preempting"
+    victims: tuple[GangKey, ...]
+    hold: Resources
+    cause: Reason
+
+
+@dataclass(frozen=True, slots=True)
+class AwaitingVictims:
+    """Its preemption is under way; it holds its room until the victims are gone."""
+
+    code: ClassVar[str] = "AwaitingVictims"
+    victims: tuple[GangKey, ...]
+    hold: Resources
+    cause: Reason
+
+
+Reason = (
+    NoNodes | DoesNotFit | MembersMissing | NoDomainLabel | BoundAcrossDomains | NoDomainHolds
+    | InDomain | QueueMissing | QueueClosed | BeingPreempted | Gated | BindBackoff
+    | AdmissionOverCapability | AdmissionNoRoom | ReservedByAdmitted | CapabilityExceeded
+    | Starving | TooBigToHold | Preempting | AwaitingVictims | str
+)
+"""A reason as data; a plain ``str`` is a reason from a writer not yet turned to data."""
+
+
+def code_of(reason: Reason) -> str:
+    """The reason's kind, as logs and ``explain --output json`` name it."""
+    return "Message" if isinstance(reason, str) else reason.code
+
+
+def causes(reason: Reason) -> Iterator[Reason]:
+    """The reason and every reason it wraps, outermost first."""
+    yield reason
+    match reason:
+        case Starving() | TooBigToHold() | Preempting() | AwaitingVictims() | InDomain():
+            yield from causes(reason.cause)
+        case NoDomainHolds():
+            for shown in reason.shown:
+                yield from causes(shown)
+        case _:
+            pass
+
+
+# ---- the one place a reason becomes text ------------------------------------------------
+
+
+def render(reason: Reason) -> str:
+    """The one place a reason becomes the text of a condition, an Event, a log line or
+    ``explain``: every writer goes through here, so a reason is worded once."""
+    match reason:
+        case str():
+            return reason
+        case NoNodes():
+            return f"gang {reason.gang}: the cluster has no nodes"
+        case DoesNotFit():
+            return _does_not_fit_text(reason)
+        case MembersMissing():
+            return (f"gang {reason.gang} waits for its members: it needs {reason.need} more "
+                    f"pods to reach minMember {reason.min_member} ({reason.bound} bound) and "
+                    f"fewer are pending")
+        case NoDomainLabel():
+            return (f"gang {reason.gang} must land in one {reason.label} domain, "
+                    f"but no node carries the label {reason.label}")
+        case BoundAcrossDomains():
+            return (f"gang {reason.gang} must land in one {reason.label} domain, "
+                    f"but its bound members span more than one")
+        case InDomain():
+            return f"in {reason.domain}: {render(reason.cause)}"
+        case NoDomainHolds():
+            return _no_domain_text(reason)
+        case QueueMissing():
+            return f"queue {reason.queue!r} does not exist"
+        case QueueClosed():
+            return f"queue {reason.queue!r} is closed: it admits no new gangs"
+        case BeingPreempted():
+            return f"preempted by gang {reason.preemptor}: waiting for its members to go"
+        case Gated():
+            return (f"waiting for scheduling gates to be lifted: pod {reason.pod} has "
+                    f"{', '.join(reason.gates)}{_more_pods(reason.others)}")
+        case BindBackoff():
+            return _backoff_text(reason)
+        case AdmissionOverCapability() | AdmissionNoRoom():
+            return _admission_text(reason)
+        case ReservedByAdmitted():
+            return _reserved_text(reason)
+        case CapabilityExceeded():
+            return (f"queue {reason.queue!r} capability {reason.capability} would be exceeded: "
+                    f"allocated {reason.allocated}, reserved by admitted gangs "
+                    f"{reason.reserved}, this gang {reason.placed}")
+        case Starving() | TooBigToHold() | Preempting() | AwaitingVictims():
+            return f"{_holding_text(reason)}; {render(reason.cause)}"
+
+
+def _more_pods(others: int) -> str:
+    return f" (and {others} more pods of the gang)" if others else ""
+
+
+def _does_not_fit_text(reason: DoesNotFit) -> str:
+    shapes = reason.shapes
+    pending = reason.pending
+    if reason.need == 0:
+        head = f"gang {reason.gang} has {_plural(pending, 'pending pod')}"
     else:
-        head = f"gang {gang.key} needs {_plural(need, 'pod')}"
-        if need < pending:
+        head = f"gang {reason.gang} needs {_plural(reason.need, 'pod')}"
+        if reason.need < pending:
             head += f" of {pending} pending"
     if len(shapes) == 1:
         head += f" {_TIMES} {describe_request(shapes[0].requests)}"
@@ -127,8 +446,8 @@ def unplaceable_reason(
         head += " (" + ", ".join(
             f"{shape.wanted} {_TIMES} {describe_request(shape.requests)}" for shape in shapes
         ) + ")"
-    if gang.bound:
-        head += f", {gang.bound} of minMember {gang.min_member} already bound"
+    if reason.bound:
+        head += f", {reason.bound} of minMember {reason.min_member} already bound"
 
     parts = [head]
     same_rules = all(shape.rules == shapes[0].rules for shape in shapes)
@@ -141,22 +460,108 @@ def unplaceable_reason(
         parts.append(_excluded_text(shapes[0].excluded))
     if len(shapes) > 1 and all(shape.fits_alone for shape in shapes):
         parts.append("each kind of pod fits on its own but not all together")
-    if cut_short:
-        parts.append(cut_short)
+    if reason.search_stopped_after is not None:
+        parts.append(f"search stopped after examining {reason.search_stopped_after} node groups")
+    if reason.search_skipped_over is not None:
+        parts.append(f"exhaustive search skipped for more than {reason.search_skipped_over} pods")
     return "; ".join(parts)
+
+
+def _no_domain_text(reason: NoDomainHolds) -> str:
+    shown = "; ".join(render(domain) for domain in reason.shown)
+    hidden = reason.domains - len(reason.shown)
+    more = f"; {hidden} more domains too small" if hidden > 0 else ""
+    return (f"no single {reason.label} domain of {reason.domains} holds the whole gang: "
+            f"{shown}{more}")
+
+
+def _backoff_text(reason: BindBackoff) -> str:
+    answer = f"HTTP {reason.status}: " if reason.status else ""
+    return (
+        f"binding pod {reason.pod} was refused ({answer}{reason.message or 'no answer'})"
+        f"{_more_pods(reason.others)}; retrying with backoff after {reason.refusals} refusal"
+        f"{'s' if reason.refusals > 1 else ''} in a row"
+    )
+
+
+def _admission_text(reason: AdmissionOverCapability | AdmissionNoRoom) -> str:
+    if isinstance(reason, AdmissionOverCapability):
+        return (f"waiting for admission: minResources {reason.min_resources} would exceed "
+                f"queue {reason.queue!r} capability {reason.capability} "
+                f"(allocated {reason.allocated}, reserved {reason.reserved})")
+    return (f"waiting for admission: minResources {reason.min_resources} do not fit: "
+            f"{reason.free} free on schedulable nodes, {reason.reserved} of it reserved "
+            f"by admitted gangs (short {reason.short})")
+
+
+def _reserved_text(reason: ReservedByAdmitted) -> str:
+    starving = ""
+    if reason.starving is not None:
+        starving = f" ({reason.starving_held} of it held for starving gang {reason.starving})"
+    return (f"resources reserved by admitted gangs: {reason.reserved}{starving}; "
+            f"placing {reason.placed} would leave {reason.free_after} free")
+
+
+def _urgency_text(urgency: Urgency) -> str:
+    if isinstance(urgency, PartlyBound):
+        return f"partly bound ({urgency.bound} of {urgency.min_member})"
+    return f"starving (unplaced over {urgency.threshold_s:g}s)"
+
+
+def _holding_text(reason: Starving | TooBigToHold | Preempting | AwaitingVictims) -> str:
+    """The clause a wrapping reason puts before its cause."""
+    match reason:
+        case Starving():
+            return f"{_urgency_text(reason.urgency)}: holding {reason.hold} for it"
+        case TooBigToHold():
+            return (f"{_urgency_text(reason.urgency)} but needs {reason.need}, more than the "
+                    f"schedulable nodes have ({reason.cluster_total})")
+        case Preempting():
+            return (f"preempting {len(reason.victims)} gang(s) of lower priority "
+                    f"({', '.join(reason.victims)}); holding {reason.hold} for it")
+        case AwaitingVictims():
+            return (f"preempted {len(reason.victims)} gang(s) ({', '.join(reason.victims)}); "
+                    f"holding {reason.hold} until they are gone")
+
+
+def unplaceable_reason(
+    gang: Gang,
+    shapes: Sequence[ShapeFigures],
+    need: int,
+    cluster_nodes: int,
+    *,
+    search_stopped_after: int | None = None,
+    search_skipped_over: int | None = None,
+) -> NoNodes | DoesNotFit:
+    """The reason for an Unplaceable decision of the placement core.
+
+    Rendered, e.g.: ``gang ns/train needs 4 pods \u00d7 2 nvidia.com/gpu; 3 nodes
+    can take 1 each; nodes excluded: 2 by taint gpu=busy:NoSchedule, 1 cordoned``.
+    """
+    if not cluster_nodes:
+        return NoNodes(gang.key)
+    return DoesNotFit(gang.key, need, gang.bound, gang.min_member, tuple(shapes),
+                      search_stopped_after, search_skipped_over)
+
+
+# ---- what is reported, and when --------------------------------------------------------
 
 
 @dataclass(frozen=True, slots=True)
 class Reported:
     """The reason last reported for a waiting gang, and since when."""
 
-    text: str
+    reason: Reason
     since: float
+
+    @property
+    def text(self) -> str:
+        return render(self.reason)
 
 
 def reported_reasons(
     reported: Mapping[GangKey, Reported],
-    reasons: Mapping[GangKey, str],
+    reasons: Mapping[GangKey, Reason],
     now: float,
     hold_s: float,
 ) -> dict[GangKey, Reported]:
@@ -166,21 +571,54 @@ def reported_reasons(
     ("3 nodes can take 1 each") changes nearly every cycle, and each change
     would rewrite the condition of every waiting pod, send Events and log a
     line: thousands of writes a minute on a busy cluster for nothing anyone
-    acts on. So a reason whose first clause (up to the first ``"; "``) is
-    unchanged, and that differs only after it, keeps the text reported
-    before until that text is ``hold_s`` old. Any other change is reported at
-    once.
+    acts on. So a reason of the same kind whose steady part (see
+    :func:`_steady`: what the gang asks, what it holds, what it waits for) is
+    unchanged, and whose moving figures differ, keeps the reason reported
+    before until that one is ``hold_s`` old. Any other change is reported
+    at once.
     """
     settled: dict[GangKey, Reported] = {}
     for gang, reason in reasons.items():
         before = reported.get(gang)
-        if before is not None and (before.text == reason or (
-            now - before.since < hold_s and _same_clause(before.text, reason)
+        if before is not None and (before.reason == reason or (
+            now - before.since < hold_s and _only_figures_moved(before.reason, reason)
         )):
             settled[gang] = before
         else:
             settled[gang] = Reported(reason, now)
     return settled
+
+
+def _only_figures_moved(old: Reason, new: Reason) -> bool:
+    if isinstance(old, str) or isinstance(new, str):
+        if isinstance(old, str) and isinstance(new, str):
+            return _same_clause(old, new)
+        return False
+    steady = _steady(new)
+    return steady is not None and type(old) is type(new) and _steady(old) == steady
+
+
+def _steady(reason: Reason) -> object | None:
+    """What of a reason must stay the same for a change to be only its figures moving;
+    None for a reason whose every figure matters at once."""
+    match reason:
+        case DoesNotFit():
+            return (reason.gang, reason.need, reason.bound, reason.min_member,
+                    tuple((shape.requests, shape.wanted) for shape in reason.shapes))
+        case NoDomainHolds():
+            return (reason.label, reason.domains)
+        case BindBackoff():
+            return (reason.pod, reason.status, reason.message, reason.others)
+        case ReservedByAdmitted():
+            return (reason.reserved, reason.starving, reason.starving_held)
+        case Starving():
+            return (reason.urgency, reason.hold, code_of(reason.cause), _steady(reason.cause))
+        case TooBigToHold():
+            return (reason.urgency, reason.need, code_of(reason.cause), _steady(reason.cause))
+        case Preempting() | AwaitingVictims():
+            return (reason.victims, reason.hold, code_of(reason.cause), _steady(reason.cause))
+        case _:
+            return None
 
 
 def _same_clause(old: str, new: str) -> bool:

@@ -15,6 +15,7 @@ from dataclasses import replace
 
 from gangsched.core.model import Gang, NodeName, Policy
 from gangsched.core.placement import Capacity, Decision, Placement, Snapshot, Unplaceable
+from gangsched.core.reasons import BoundAcrossDomains, InDomain, NoDomainHolds, NoDomainLabel
 from gangsched.core.resources import Resources, devices_first
 
 __all__ = ["Domain", "domains_of", "place_in_one_domain"]
@@ -81,34 +82,25 @@ def place_in_one_domain(
     }
     label = "/".join(keys)
     if not domains:
-        return Unplaceable(gang.key, f"gang {gang.key} must land in one {label} domain, "
-                                     f"but no node carries the label {label}")
+        return Unplaceable(gang.key, NoDomainLabel(gang.key, label))
     if not candidates:
-        return Unplaceable(gang.key, f"gang {gang.key} must land in one {label} domain, "
-                                     f"but its bound members span more than one")
+        return Unplaceable(gang.key, BoundAcrossDomains(gang.key, label))
     names = sorted({name for pod in gang.pending for name in pod.requests.amounts},
                    key=devices_first)
     best: tuple[tuple[int, ...], Domain] | None = None
-    refusals: list[tuple[Domain, str]] = []
+    refusals: list[InDomain] = []
     for domain in sorted(candidates):
         decision = capacity.place(_confined(gang, domain), policy)
         if isinstance(decision, Unplaceable):
-            refusals.append((domain, decision.reason))
+            refusals.append(InDomain(describe_domain(domain), decision.reason))
             continue
         waste = _leftover(capacity, candidates[domain], names)
         capacity.release(decision)
         if best is None or waste < best[0]:
             best = (waste, domain)
     if best is None:
-        shown = "; ".join(f"in {describe_domain(d)}: {reason}"
-                          for d, reason in refusals[:REASON_DOMAINS])
-        more = f"; {len(refusals) - REASON_DOMAINS} more domains too small" \
-            if len(refusals) > REASON_DOMAINS else ""
-        return Unplaceable(
-            gang.key,
-            f"no single {label} domain of {len(candidates)} holds the whole gang: "
-            f"{shown}{more}",
-        )
+        return Unplaceable(gang.key, NoDomainHolds(label, len(candidates),
+                                                   tuple(refusals[:REASON_DOMAINS])))
     placed = capacity.place(_confined(gang, best[1]), policy)
     if not isinstance(placed, Placement):  # the domain held it a moment ago
         raise AssertionError(f"domain {describe_domain(best[1])} refused gang {gang.key} twice")

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 from gangsched.core.backoff import MAX_S, delay_after, refused
+from gangsched.core.model import PodKey
+from gangsched.core.reasons import BindBackoff
 from tests.unit.test_cycle import SIX_CPU, cycle, gang, placed, reasons
 
 DENIED = 'admission webhook "deny.example.com" denied the request: bindings are frozen'
@@ -33,9 +35,8 @@ def test_a_gang_waits_whole_while_a_member_backs_off_and_is_tried_after() -> Non
     # No member of the gang is placed, and the room it would take goes to the next.
     assert placed(during) == ["ns/b"]
     reason = reasons(during)["ns/a"]
-    assert "binding pod ns/a-1 was refused (HTTP 403: " + DENIED in reason
-    assert "after 1 refusal in a row" in reason
-    # The words stay the same while it backs off: written once, not every cycle.
+    assert reason == BindBackoff(PodKey("ns/a-1"), 403, DENIED, others=0, refusals=1)
+    # The reason stays the same while it backs off: written once, not every cycle.
     assert reasons(cycle(SIX_CPU, gangs, now=100.9, bind_refusals=refusal))["ns/a"] == reason
 
     after = cycle(SIX_CPU, gangs, now=101.0, bind_refusals=refusal)
@@ -45,4 +46,4 @@ def test_a_gang_waits_whole_while_a_member_backs_off_and_is_tried_after() -> Non
 def test_the_reason_counts_the_other_members_backing_off() -> None:
     refusals = {f"ns/a-{i}": refused(None, now=0.0, status=0, message="") for i in range(3)}
     reason = reasons(cycle(SIX_CPU, [gang("ns/a", 3)], now=0.5, bind_refusals=refusals))["ns/a"]
-    assert "binding pod ns/a-0 was refused (no answer) (and 2 more pods of the gang)" in reason
+    assert reason == BindBackoff(PodKey("ns/a-0"), 0, "", others=2, refusals=1)

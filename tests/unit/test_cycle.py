@@ -21,6 +21,20 @@ from gangsched.core.model import (
     QueueSpec,
 )
 from gangsched.core.placement import Snapshot
+from gangsched.core.reasons import (
+    AdmissionNoRoom,
+    AdmissionOverCapability,
+    CapabilityExceeded,
+    DoesNotFit,
+    PartlyBound,
+    QueueClosed,
+    QueueMissing,
+    Reason,
+    ReservedByAdmitted,
+    Starved,
+    Starving,
+    TooBigToHold,
+)
 from gangsched.core.resources import Capability, Resources
 
 DEFAULT = QueueName("default")
@@ -114,7 +128,11 @@ def placed_pods(result: CycleResult) -> set[str]:
     return {pod for p in result.placements for pod, _ in p.assignments}
 
 
-def reasons(result: CycleResult) -> dict[str, str]:
+def cores(amount: Resources) -> int:
+    return amount.get("cpu") // 1000
+
+
+def reasons(result: CycleResult) -> dict[str, Reason]:
     return {u.gang: u.reason for u in result.unplaceable}
 
 
@@ -139,8 +157,12 @@ def test_spark_on_six_cpus_admits_two_jobs_at_a_time() -> None:
     assert placed_pods(first) == {"ns/spark-0-0", "ns/spark-1-0"}
     waiting = reasons(first)
     assert set(waiting) == {f"ns/spark-{i}" for i in range(2, 6)}
-    assert all(r.startswith("waiting for admission") for r in waiting.values())
-    assert str(cpu(3)) in waiting["ns/spark-2"]
+    assert all(isinstance(r, AdmissionNoRoom) for r in waiting.values())
+    refused = waiting["ns/spark-2"]
+    assert isinstance(refused, AdmissionNoRoom)
+    # Two drivers took 2 of 6 CPUs; the other 4 are promised to their executors.
+    assert (refused.min_resources, cores(refused.free), refused.reserved) == (cpu(3), 4, cpu(4))
+    assert refused.short == cpu(3)
 
     drivers = [pod(pk, gang=p.gang, on=nd) for p in first.placements for pk, nd in p.assignments]
     one_cpu = {"ns/spark-0": pod_request(1), "ns/spark-1": pod_request(1)}
@@ -160,7 +182,7 @@ def test_spark_on_six_cpus_admits_two_jobs_at_a_time() -> None:
     )
     assert idle.placements == ()
     assert idle.newly_admitted == ()
-    assert all(r.startswith("waiting for admission") for r in reasons(idle).values())
+    assert all(isinstance(r, AdmissionNoRoom) for r in reasons(idle).values())
 
     second = cycle(
         SIX_CPU,
@@ -198,8 +220,8 @@ def test_reservation_keeps_a_gang_without_min_resources_out_of_reserved_room() -
     four = with_spark(gang("ns/train", 4))
     assert four.placements == ()
     reason = reasons(four)["ns/train"]
-    assert reason.startswith("resources reserved by admitted gangs")
-    assert str(cpu(2)) in reason
+    assert isinstance(reason, ReservedByAdmitted)
+    assert (reason.reserved, cores(reason.placed), cores(reason.free_after)) == (cpu(2), 4, 1)
 
     three = with_spark(gang("ns/train", 3))
     assert placed(three) == ["ns/train"]
@@ -225,12 +247,12 @@ def test_podgroup_without_pods_is_admitted_in_turn_and_holds_its_room() -> None:
     assert first.unplaceable == ()
     (refused,) = first.unadmitted
     assert refused.gang == "ns/job-1"
-    assert refused.reason.startswith("waiting for admission")
+    assert isinstance(refused.reason, AdmissionNoRoom)
 
     # Its reservation keeps a later gang without minResources out.
     later = cycle(SIX_CPU, [*empty, gang("ns/small", 3, created=5)], admitted=first.admitted)
     assert placed(later) == []
-    assert reasons(later)["ns/small"].startswith("resources reserved by admitted gangs")
+    assert isinstance(reasons(later)["ns/small"], ReservedByAdmitted)
 
 
 def test_admission_counts_room_taken_earlier_in_the_cycle() -> None:
@@ -239,14 +261,17 @@ def test_admission_counts_room_taken_earlier_in_the_cycle() -> None:
     result = cycle(SIX_CPU, [gang("ns/train", 4, created=0), spark(1)])
     assert placed(result) == ["ns/train"]
     assert result.newly_admitted == ("ns/train",)
-    assert reasons(result)["ns/spark-1"].startswith("waiting for admission")
+    refused = reasons(result)["ns/spark-1"]
+    assert isinstance(refused, AdmissionNoRoom)
+    assert (cores(refused.free), refused.short) == (2, cpu(1))
 
 
 # -- queues -------------------------------------------------------------------
 
 
 def test_queue_capability_caps_admission() -> None:
-    capped = QueueSpec(QueueName("q"), capability=Capability.parse({"cpu": 4}))
+    cap = Capability.parse({"cpu": 4})
+    capped = QueueSpec(QueueName("q"), capability=cap)
     big = [node("n1", 8)]
     result = cycle(
         big,
@@ -258,9 +283,9 @@ def test_queue_capability_caps_admission() -> None:
         queues=[capped],
     )
     assert set(result.newly_admitted) == {"ns/a", "ns/c"}  # default goes first by name
-    reason = reasons(result)["ns/b"]
-    assert reason.startswith("waiting for admission")
-    assert "capability" in reason and str(cpu(4)) in reason
+    # ns/a's driver uses 1 CPU of its 3 and keeps 2 reserved: 3 more would pass 4.
+    assert reasons(result)["ns/b"] == AdmissionOverCapability(
+        cpu(3), QueueName("q"), cap, pod_request(1), cpu(2))
 
 
 def test_queue_capability_caps_placement_on_the_resources_it_names() -> None:
@@ -272,7 +297,9 @@ def test_queue_capability_caps_placement_on_the_resources_it_names() -> None:
         queues=[capped],
     )
     assert placed(result) == ["ns/a"]  # the pod count is not capped, cpu is
-    assert "capability" in reasons(result)["ns/b"]
+    exceeded = reasons(result)["ns/b"]
+    assert isinstance(exceeded, CapabilityExceeded)
+    assert (exceeded.queue, cores(exceeded.allocated), cores(exceeded.placed)) == ("q", 2, 1)
 
     # Room the queue already uses counts too.
     used = cycle(
@@ -283,7 +310,7 @@ def test_queue_capability_caps_placement_on_the_resources_it_names() -> None:
         queues=[capped],
     )
     assert used.placements == ()
-    assert "capability" in reasons(used)["ns/b"]
+    assert isinstance(reasons(used)["ns/b"], CapabilityExceeded)
 
 
 def test_closed_queue_admits_nothing_new_but_admitted_gangs_go_on() -> None:
@@ -296,13 +323,13 @@ def test_closed_queue_admits_nothing_new_but_admitted_gangs_go_on() -> None:
     )
     assert placed(result) == ["ns/old"]
     assert result.newly_admitted == ()
-    assert "closed" in reasons(result)["ns/new"]
+    assert reasons(result)["ns/new"] == QueueClosed(QueueName("q"))
 
 
 def test_unknown_queue_waits_with_a_reason() -> None:
     result = cycle(SIX_CPU, [gang("ns/a", 1, queue="nope"), gang("ns/b", 1)])
     assert placed(result) == ["ns/b"]
-    assert reasons(result) == {"ns/a": "queue 'nope' does not exist"}
+    assert reasons(result) == {"ns/a": QueueMissing(QueueName("nope"))}
 
 
 def test_default_queue_exists_without_being_passed() -> None:
@@ -418,7 +445,9 @@ def test_replacement_that_does_not_fit_is_told_why() -> None:
         bound_requests={"ns/ddp": pod_request(1)},
     )
     assert result.placements == ()
-    assert "cpu" in reasons(result)["ns/ddp"]
+    reason = reasons(result)["ns/ddp"]
+    assert isinstance(reason, DoesNotFit)
+    assert [dict(shape.short) for shape in reason.shapes] == [{"cpu": 1}]
 
 
 def test_replacement_for_a_gang_that_fell_below_min_member_goes_first() -> None:
@@ -442,8 +471,9 @@ def test_partly_bound_gang_holds_room_for_its_missing_members_at_once() -> None:
     result = cycle([node("n1", 4)], [job, newcomer], bound_pods=bound_one,
                    bound_requests={"ns/job": pod_request(1)}, admitted=["ns/job"])
     assert result.placements == ()
-    assert reasons(result)["ns/job"].startswith("partly bound (1 of 3): holding")
-    assert reasons(result)["ns/new"].startswith("resources reserved by admitted gangs")
+    held = reasons(result)["ns/job"]
+    assert isinstance(held, Starving) and held.urgency == PartlyBound(1, 3)
+    assert isinstance(reasons(result)["ns/new"], ReservedByAdmitted)
 
 
 # -- starvation ---------------------------------------------------------------
@@ -463,33 +493,35 @@ def test_starving_gang_holds_its_room_against_later_small_gangs() -> None:
     result = _starvation(75.0, big)
     assert result.placements == ()
     reason = reasons(result)["ns/big"]
-    assert reason.startswith(
-        f"starving (unplaced over 60s): holding {pod_request(1).scale(4)} for it")
-    assert _starvation(80.0, big).unplaceable == result.unplaceable  # same text as time passes
+    assert isinstance(reason, Starving)
+    assert (reason.urgency, reason.hold) == (Starved(60.0), pod_request(1).scale(4))
+    assert _starvation(80.0, big).unplaceable == result.unplaceable  # same as time passes
     small = reasons(result)["ns/small"]
-    assert small.startswith("resources reserved by admitted gangs")
-    assert "starving gang ns/big" in small
+    assert isinstance(small, ReservedByAdmitted) and small.starving == "ns/big"
 
 
 def test_before_the_threshold_small_gangs_pass() -> None:
     result = _starvation(59.0, gang("ns/big", 4, created=0))
     assert placed(result) == ["ns/small"]
-    assert "starving" not in reasons(result)["ns/big"]
+    assert isinstance(reasons(result)["ns/big"], DoesNotFit)
 
 
 def test_only_the_first_starving_gang_holds_room() -> None:
     first = gang("ns/big-a", 4, created=0)
     second = gang("ns/big-b", 4, created=1)
     result = _starvation(75.0, first, second)
-    assert reasons(result)["ns/big-a"].startswith("starving (unplaced over 60s): holding")
-    assert "holding" not in reasons(result)["ns/big-b"]
-    assert "starving gang ns/big-a" in reasons(result)["ns/small"]
+    assert isinstance(reasons(result)["ns/big-a"], Starving)
+    assert isinstance(reasons(result)["ns/big-b"], DoesNotFit)
+    small = reasons(result)["ns/small"]
+    assert isinstance(small, ReservedByAdmitted) and small.starving == "ns/big-a"
 
 
 def test_a_gang_bigger_than_the_cluster_holds_nothing() -> None:
     result = _starvation(75.0, gang("ns/huge", 5, created=0))
     assert placed(result) == ["ns/small"]
-    assert "more than the schedulable nodes have" in reasons(result)["ns/huge"]
+    huge = reasons(result)["ns/huge"]
+    assert isinstance(huge, TooBigToHold)
+    assert (cores(huge.need), cores(huge.cluster_total)) == (5, 4)
 
 
 # -- properties ---------------------------------------------------------------
@@ -636,7 +668,7 @@ def test_placements_never_break_a_reservation_that_held_at_the_start(inp: CycleI
 def test_podgroup_without_pods_naming_a_missing_queue_is_told_so() -> None:
     result = cycle(SIX_CPU, [gang("ns/a", 0, queue="nope", min_member=1, min_cpu=1)])
     assert {u.gang: u.reason for u in result.unadmitted} == {
-        "ns/a": "queue 'nope' does not exist"}
+        "ns/a": QueueMissing(QueueName("nope"))}
     assert result.admitted == frozenset()
 
 
@@ -661,7 +693,8 @@ def test_a_capability_of_zero_lets_none_of_that_resource_in() -> None:
     no_cpu = QueueSpec(QueueName("q"), capability=Capability.parse({"cpu": "0"}))
     result = cycle([node("big", 64)], [gang("ns/a", 1, queue="q")], queues=[no_cpu])
     assert result.placements == ()
-    assert "capability cpu=0" in reasons(result)["ns/a"]
+    exceeded = reasons(result)["ns/a"]
+    assert isinstance(exceeded, CapabilityExceeded) and exceeded.capability == no_cpu.capability
 
     # A zero on a resource the gang does not ask for stops nothing.
     no_gpu = QueueSpec(QueueName("q"), capability=Capability.parse({"nvidia.com/gpu": 0}))

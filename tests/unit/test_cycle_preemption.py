@@ -8,6 +8,13 @@ from dataclasses import replace
 from gangsched.core.cycle import CycleInput, CycleResult, run_cycle
 from gangsched.core.model import Gang, GangKey, Pod, PodKey, Policy, QueueName, QueueSpec
 from gangsched.core.placement import Snapshot
+from gangsched.core.reasons import (
+    AwaitingVictims,
+    BeingPreempted,
+    DoesNotFit,
+    Preempting,
+    ReservedByAdmitted,
+)
 from gangsched.core.resources import Resources
 from tests.unit.test_cycle import gang, node, pod, reasons
 
@@ -76,7 +83,9 @@ def test_a_gang_that_cannot_fit_evicts_exactly_enough_whole_gangs() -> None:
     assert len(chosen.victims) == 2
     assert len(chosen.pods) == 4
     assert result.placements == ()
-    assert "preempting 2 gang(s)" in reasons(result)["ns/urgent"]
+    reason = reasons(result)["ns/urgent"]
+    assert isinstance(reason, Preempting) and reason.victims == chosen.victims
+    assert isinstance(reason.cause, DoesNotFit)
 
 
 def test_no_preemption_when_the_flag_is_off() -> None:
@@ -115,8 +124,10 @@ def test_while_victims_go_the_preemptor_holds_its_room_and_goes_first() -> None:
                  preempting={"ns/urgent": ["ns/low-0", "ns/low-1"]})
     assert result.placements == ()
     assert result.preemptions == ()  # one at a time: nothing more is evicted
-    assert "holding" in reasons(result)["ns/urgent"]
-    assert "reserved" in reasons(result)["ns/small"]
+    holding = reasons(result)["ns/urgent"]
+    assert isinstance(holding, AwaitingVictims) and holding.victims == ("ns/low-0", "ns/low-1")
+    assert holding.hold.get("cpu") == 4000
+    assert isinstance(reasons(result)["ns/small"], ReservedByAdmitted)
 
 
 def test_once_the_room_is_free_the_preemptor_is_placed_before_older_gangs() -> None:
@@ -132,7 +143,7 @@ def test_replacements_of_a_victim_wait_for_the_preemption() -> None:
     replacing = replace(victim, pending=(pod("ns/low-0-9", 1, gang="ns/low-0"),), bound=1)
     result = run([(replacing, members[:1]), *full()[1:]], [urgent(4)],
                  preempting={"ns/urgent": ["ns/low-0", "ns/low-1"]})
-    assert "preempted by gang ns/urgent" in reasons(result)["ns/low-0"]
+    assert reasons(result)["ns/low-0"] == BeingPreempted(GangKey("ns/urgent"))
     assert PodKey("ns/low-0-9") not in {p for pl in result.placements for p, _ in pl.assignments}
 
 

@@ -9,6 +9,7 @@ from gangsched.core.cycle import CycleInput, run_cycle
 from gangsched.core.explain import Explanation, Verdict, explain_gang
 from gangsched.core.model import Gang, GangKey, Node, Pod, Policy, QueueName, QueueSpec, Taint
 from gangsched.core.placement import Snapshot
+from gangsched.core.reasons import DoesNotFit
 from gangsched.core.resources import Capability, Resources
 from tests.unit.clusters import GPU, gang, node, pod
 
@@ -36,7 +37,7 @@ def test_gpu_gang_blocked_names_the_closest_nodes_and_what_each_lacks() -> None:
     e = explain(nodes, [blocker], [train], "ns/train")
 
     assert e.verdict is Verdict.WAITING
-    assert e.reason is not None and GPU in e.reason
+    assert isinstance(e.reason, DoesNotFit) and e.reason.shapes[0].requests.get(GPU) == 1
     [shape] = e.shapes
     assert (shape.pending, shape.room, shape.short) == (2, 1, 1)
     assert [(f.node, f.fits) for f in shape.closest] == [("gpu-1", 1), ("gpu-0", 0)]

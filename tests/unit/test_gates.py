@@ -8,7 +8,8 @@ from typing import Any
 import pytest
 
 from gangsched.core.kubeobjects import ObjectError, pod_from_api
-from gangsched.core.model import Gang
+from gangsched.core.model import Gang, PodKey
+from gangsched.core.reasons import Gated
 from tests.unit.test_cycle import SIX_CPU, cycle, gang, placed, reasons
 
 
@@ -42,14 +43,14 @@ def gated(g: Gang, *which: int, gate: str = "kueue.x-k8s.io/admission") -> Gang:
 def test_one_gated_member_keeps_its_whole_gang_waiting_and_says_which_gate() -> None:
     result = cycle(SIX_CPU, [gated(gang("ns/a", 3), 2)])
     assert placed(result) == []
-    reason = reasons(result)["ns/a"]
-    assert "ns/a-2" in reason and "kueue.x-k8s.io/admission" in reason, reason
+    assert reasons(result)["ns/a"] == Gated(PodKey("ns/a-2"), ("kueue.x-k8s.io/admission",), 0)
 
 
 def test_a_gang_above_min_member_still_waits_for_its_gated_member() -> None:
     result = cycle(SIX_CPU, [gated(gang("ns/a", 3, min_member=2), 0, 1)])
     assert placed(result) == []
-    assert "and 1 more pods" in reasons(result)["ns/a"]
+    reason = reasons(result)["ns/a"]
+    assert isinstance(reason, Gated) and (reason.pod, reason.others) == ("ns/a-0", 1)
 
 
 def test_a_gated_gang_holds_no_room_however_long_it_waited() -> None:
@@ -57,7 +58,7 @@ def test_a_gated_gang_holds_no_room_however_long_it_waited() -> None:
     result = cycle(SIX_CPU, [giant, gang("ns/small", 2, created=5)],
                    waiting_since={"ns/giant": 0.0}, now=10_000.0)
     assert placed(result) == ["ns/small"]
-    assert "holding" not in reasons(result)["ns/giant"]
+    assert isinstance(reasons(result)["ns/giant"], Gated)
 
 
 def test_once_every_gate_is_lifted_the_gang_binds_whole() -> None:

@@ -20,6 +20,7 @@ from gangsched.core.groups import (
 from gangsched.core.kubeobjects import ObjectError
 from gangsched.core.model import Gang, GangKey, NodeName, Policy, QueueName, QueueSpec
 from gangsched.core.placement import Capacity, Placement, Snapshot, Unplaceable
+from gangsched.core.reasons import DoesNotFit, NoDomainHolds, NoDomainLabel
 from gangsched.core.status_bodies import invalid_body, status_body
 from gangsched.core.topology import domains_of, place_in_one_domain
 from tests.unit.clusters import assigned, node, pod, workers
@@ -128,8 +129,10 @@ def test_gang_too_big_for_any_domain_waits_naming_the_domains() -> None:
     decision = place_in_one_domain(Capacity(snapshot), topology_gang(13), Policy.BINPACK,
                                    domains_of(snapshot, ("rack",)))
     assert isinstance(decision, Unplaceable)
-    assert "no single rack domain of 2 holds the whole gang" in decision.reason
-    assert "in rack=r1:" in decision.reason and "in rack=r2:" in decision.reason
+    reason = decision.reason
+    assert isinstance(reason, NoDomainHolds) and (reason.label, reason.domains) == ("rack", 2)
+    assert [shown.domain for shown in reason.shown] == ["rack=r1", "rack=r2"]
+    assert all(isinstance(shown.cause, DoesNotFit) for shown in reason.shown)
 
 
 def test_bound_members_keep_the_gang_in_their_domain() -> None:
@@ -146,7 +149,7 @@ def test_no_node_with_the_label_is_a_reason() -> None:
     decision = place_in_one_domain(Capacity(snapshot), topology_gang(2), Policy.BINPACK,
                                    domains_of(snapshot, ("rack",)))
     assert isinstance(decision, Unplaceable)
-    assert "no node carries the label rack" in decision.reason
+    assert decision.reason == NoDomainLabel(GangKey("ml/train"), "rack")
 
 
 def test_cycle_keeps_two_topology_gangs_in_separate_whole_domains() -> None:

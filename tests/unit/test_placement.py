@@ -28,6 +28,7 @@ from gangsched.core.placement import (
     place_gang,
     remove,
 )
+from gangsched.core.reasons import DoesNotFit, MembersMissing, NoNodes, Reason, render
 from gangsched.core.resources import Resources
 from tests.unit.clusters import (
     GPU,
@@ -109,8 +110,7 @@ def test_too_few_pending_members_waits_with_a_reason_that_does_not_count_them() 
     assert isinstance(decision, Unplaceable)
     more = place_gang(s, gang("ns/a", workers("ns/a", 1), min_member=4, bound=1))
     assert isinstance(more, Unplaceable) and more.reason == decision.reason
-    assert "needs 3 more pods" in decision.reason
-    assert "fewer are pending" in decision.reason
+    assert decision.reason == MembersMissing(GangKey("ns/a"), need=3, min_member=4, bound=1)
 
 
 def test_replacement_member_of_running_gang_needs_no_gang_check() -> None:
@@ -190,7 +190,7 @@ def test_match_fields_pins_pods_to_named_nodes() -> None:
     three = [pod(f"ns/q-{i}", cpu="1", affinity=[pinned]) for i in range(3)]
     refused = place_gang(s, gang("ns/b", three))
     assert isinstance(refused, Unplaceable)
-    assert "2 by node affinity" in refused.reason
+    assert does_not_fit(refused.reason).shapes[0].excluded == {"node affinity": 2}
 
 
 def hosts(count: int, cpu: str = "2") -> Snapshot:
@@ -225,7 +225,7 @@ def test_cordoned_and_not_ready_nodes_take_nothing() -> None:
     s = snapshot(node("c", unschedulable=True), node("r", ready=False), node("ok", cpu="1"))
     decision = place_gang(s, gang("ns/a", workers("ns/a", 2, cpu="1")))
     assert isinstance(decision, Unplaceable)
-    assert "1 cordoned" in decision.reason and "1 not ready" in decision.reason
+    assert does_not_fit(decision.reason).shapes[0].excluded == {"cordoned": 1, "not ready": 1}
 
 
 # ---------------------------------------------------------------- policies
@@ -304,6 +304,11 @@ def test_cpu_pods_keep_off_idle_gpu_nodes() -> None:
 # ---------------------------------------------------------------- reasons
 
 
+def does_not_fit(reason: Reason) -> DoesNotFit:
+    assert isinstance(reason, DoesNotFit), reason
+    return reason
+
+
 def test_reason_gives_figures() -> None:
     only_gpu = Resources.of({GPU: 2, "pods": 1})
     members = tuple(Pod(PodKey(f"ns/w-{i}"), only_gpu) for i in range(4))
@@ -315,7 +320,10 @@ def test_reason_gives_figures() -> None:
     )
     decision = place_gang(s, Gang(GangKey("ns/train"), 4, members))
     assert isinstance(decision, Unplaceable)
-    assert decision.reason == (
+    [shape] = does_not_fit(decision.reason).shapes
+    assert (shape.wanted, dict(shape.room), dict(shape.short)) == (4, {1: 3}, {})
+    assert shape.excluded == {"taint gpu=busy:NoSchedule": 2, "cordoned": 1}
+    assert render(decision.reason) == (
         "gang ns/train needs 4 pods \u00d7 2 nvidia.com/gpu; 3 nodes can take 1 each; "
         "nodes excluded: 2 by taint gpu=busy:NoSchedule, 1 cordoned"
     )
@@ -326,10 +334,10 @@ def test_reason_names_the_short_resource_and_bound_members() -> None:
     members = [gpu_pod(f"ns/w-{i}", 1) for i in range(2)]
     decision = place_gang(s, gang("ns/x", members, min_member=3, bound=1))
     assert isinstance(decision, Unplaceable)
-    assert "needs 2 pods" in decision.reason
-    assert "1 of minMember 3 already bound" in decision.reason
-    assert "1 node can take 1" in decision.reason
-    assert "1 node short of nvidia.com/gpu" in decision.reason
+    reason = does_not_fit(decision.reason)
+    assert (reason.need, reason.bound, reason.min_member) == (2, 1, 3)
+    [shape] = reason.shapes
+    assert (dict(shape.room), dict(shape.short)) == ({1: 1}, {GPU: 1})
 
 
 def test_reason_for_mixed_members_that_fit_apart_but_not_together() -> None:
@@ -337,15 +345,14 @@ def test_reason_for_mixed_members_that_fit_apart_but_not_together() -> None:
     members = [pod("ns/ps", cpu="2"), pod("ns/w", cpu="1", memory="2Gi")]
     decision = place_gang(s, gang("ns/tf", members))
     assert isinstance(decision, Unplaceable)
-    assert "1 \u00d7 (2 cpu + 1Gi memory)" in decision.reason
-    assert "for (1 cpu + 2Gi memory): 1 node can take 1" in decision.reason
-    assert "fits on its own but not all together" in decision.reason
+    shapes = does_not_fit(decision.reason).shapes
+    assert [(shape.wanted, shape.fits_alone) for shape in shapes] == [(1, True), (1, True)]
 
 
 def test_reason_when_there_are_no_nodes() -> None:
     decision = place_gang(snapshot(), gang("ns/a", workers("ns/a", 1)))
     assert isinstance(decision, Unplaceable)
-    assert "no nodes" in decision.reason
+    assert decision.reason == NoNodes(GangKey("ns/a"))
 
 
 # ---------------------------------------------------------------- capacity

@@ -1,60 +1,102 @@
-"""Reported reasons: a new reason at once, unless only the figures after its first clause moved."""
+"""Reported reasons: a new reason at once, unless only its moving figures changed."""
 
 from __future__ import annotations
 
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gangsched.core.model import GangKey
-from gangsched.core.reasons import Reported, reported_reasons
+from gangsched.core.model import GangKey, PodPlacementRules
+from gangsched.core.reasons import (
+    AdmissionNoRoom,
+    DoesNotFit,
+    MembersMissing,
+    Reason,
+    Reported,
+    ShapeFigures,
+    Starved,
+    Starving,
+    reported_reasons,
+)
+from gangsched.core.resources import Resources
 
 GANG = GangKey("ns/train")
-ROOM = "gang ns/train needs 8 pods \u00d7 1 nvidia.com/gpu; {} nodes can take 1 each"
+GPU = Resources.of({"nvidia.com/gpu": 1, "pods": 1})
 
 
-def test_moving_figures_keep_the_reported_text_until_it_is_old() -> None:
-    first = reported_reasons({}, {GANG: ROOM.format(3)}, now=0.0, hold_s=60.0)
-    assert first[GANG] == Reported(ROOM.format(3), 0.0)
-    later = reported_reasons(first, {GANG: ROOM.format(4)}, now=59.0, hold_s=60.0)
-    assert later[GANG] == Reported(ROOM.format(3), 0.0)
-    refreshed = reported_reasons(later, {GANG: ROOM.format(4)}, now=60.0, hold_s=60.0)
-    assert refreshed[GANG] == Reported(ROOM.format(4), 60.0)
+def room(nodes: int, wanted: int = 8) -> DoesNotFit:
+    """Gang ns/train needs ``wanted`` pods of 1 GPU; ``nodes`` nodes can take 1 each."""
+    shape = ShapeFigures(GPU, PodPlacementRules(), wanted, {1: nodes} if nodes else {}, {}, {})
+    return DoesNotFit(GANG, need=wanted, bound=0, min_member=wanted, shapes=(shape,))
 
 
-def test_a_new_first_clause_is_reported_at_once() -> None:
-    members = "gang ns/train waits for its members: it needs 8 more pods"
+def starving(cause: Reason, gpus: int = 8) -> Starving:
+    return Starving(Starved(60.0), Resources.of({"nvidia.com/gpu": gpus}), cause)
+
+
+def test_moving_figures_keep_the_reported_reason_until_it_is_old() -> None:
+    first = reported_reasons({}, {GANG: room(3)}, now=0.0, hold_s=60.0)
+    assert first[GANG] == Reported(room(3), 0.0)
+    later = reported_reasons(first, {GANG: room(4)}, now=59.0, hold_s=60.0)
+    assert later[GANG] == Reported(room(3), 0.0)
+    refreshed = reported_reasons(later, {GANG: room(4)}, now=60.0, hold_s=60.0)
+    assert refreshed[GANG] == Reported(room(4), 60.0)
+
+
+def test_what_the_gang_asks_is_not_a_moving_figure() -> None:
+    first = reported_reasons({}, {GANG: room(3)}, now=0.0, hold_s=60.0)
+    fewer = reported_reasons(first, {GANG: room(3, wanted=6)}, now=1.0, hold_s=60.0)
+    assert fewer[GANG] == Reported(room(3, wanted=6), 1.0)
+
+
+def test_a_new_kind_of_reason_is_reported_at_once() -> None:
+    members = MembersMissing(GANG, need=8, min_member=8, bound=0)
     first = reported_reasons({}, {GANG: members}, now=0.0, hold_s=60.0)
-    room = reported_reasons(first, {GANG: ROOM.format(0)}, now=1.0, hold_s=60.0)
-    assert room[GANG] == Reported(ROOM.format(0), 1.0)
-    starving = "starving (unplaced over 60s): holding 8 nvidia.com/gpu for it; " + ROOM.format(0)
-    assert reported_reasons(room, {GANG: starving}, now=2.0, hold_s=60.0)[GANG].text == starving
+    fits = reported_reasons(first, {GANG: room(0)}, now=1.0, hold_s=60.0)
+    assert fits[GANG] == Reported(room(0), 1.0)
+    held = reported_reasons(fits, {GANG: starving(room(0))}, now=2.0, hold_s=60.0)
+    assert held[GANG] == Reported(starving(room(0)), 2.0)
 
 
-def test_a_reason_of_one_clause_is_reported_whenever_it_changes() -> None:
-    admission = "waiting for admission: minResources 8 cpu do not fit: {} cpu free"
-    first = reported_reasons({}, {GANG: admission.format(3)}, now=0.0, hold_s=60.0)
-    assert reported_reasons(first, {GANG: admission.format(4)}, now=1.0,
-                            hold_s=60.0)[GANG].text == admission.format(4)
+def test_a_wrapping_reason_holds_while_only_its_cause_s_figures_move() -> None:
+    first = reported_reasons({}, {GANG: starving(room(0))}, now=0.0, hold_s=60.0)
+    moved = reported_reasons(first, {GANG: starving(room(2))}, now=1.0, hold_s=60.0)
+    assert moved[GANG] == Reported(starving(room(0)), 0.0)
+    more = reported_reasons(moved, {GANG: starving(room(2), gpus=4)}, now=2.0, hold_s=60.0)
+    assert more[GANG] == Reported(starving(room(2), gpus=4), 2.0)
+
+
+def test_a_reason_whose_every_figure_matters_is_reported_whenever_it_changes() -> None:
+    def admission(free: int) -> AdmissionNoRoom:
+        cpu = Resources.of({"cpu": 8000})
+        return AdmissionNoRoom(cpu, Resources.of({"cpu": free * 1000}), Resources.zero(), cpu)
+
+    first = reported_reasons({}, {GANG: admission(3)}, now=0.0, hold_s=60.0)
+    assert reported_reasons(first, {GANG: admission(4)}, now=1.0,
+                            hold_s=60.0)[GANG].reason == admission(4)
 
 
 def test_gangs_no_longer_waiting_are_forgotten() -> None:
-    first = reported_reasons({}, {GANG: ROOM.format(3)}, now=0.0, hold_s=60.0)
+    first = reported_reasons({}, {GANG: room(3)}, now=0.0, hold_s=60.0)
     assert reported_reasons(first, {}, now=1.0, hold_s=60.0) == {}
 
 
 @given(st.lists(st.tuples(st.floats(0, 30), st.integers(0, 3), st.integers(0, 2)),
                 min_size=1, max_size=30))
-def test_the_reported_text_is_never_stale_beyond_the_hold(
+def test_the_reported_reason_is_never_stale_beyond_the_hold(
     steps: list[tuple[float, int, int]],
 ) -> None:
-    clauses = ("gang ns/train needs 8 pods", "starving: holding 8 cpu for it",
-               "gang ns/train waits for its members")
+    kinds = (
+        room,
+        lambda nodes: starving(room(nodes)),
+        lambda nodes: MembersMissing(GANG, need=8, min_member=8, bound=nodes),
+    )
     reported: dict[GangKey, Reported] = {}
     now = 0.0
-    for seconds, figure, clause in steps:
+    for seconds, figure, kind in steps:
         now += seconds
-        reason = f"{clauses[clause]}; {figure} nodes can take 1 each"
+        reason = kinds[kind](figure)
         reported = reported_reasons(reported, {GANG: reason}, now, hold_s=60.0)
         shown = reported[GANG]
-        assert shown.text == reason or (
-            now - shown.since < 60.0 and shown.text.startswith(clauses[clause] + "; "))
+        assert shown.reason == reason or (
+            now - shown.since < 60.0 and type(shown.reason) is type(reason)
+            and kind != 2)

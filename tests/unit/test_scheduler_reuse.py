@@ -22,6 +22,7 @@ from gangsched.core.cycle import CycleResult
 from gangsched.core.groups import Flavor
 from gangsched.core.model import PodKey
 from gangsched.core.placement import Placement
+from gangsched.core.reasons import BindBackoff, Starved, Starving, TooBigToHold
 from gangsched.core.thresholds import next_threshold
 from gangsched.mirror import Mirror
 from gangsched.reporting import Reporter
@@ -186,7 +187,8 @@ def test_reuse_happens_once_settled_and_stops_at_a_threshold() -> None:
         clock.now += 30
         result = scheduler.cycle()
         assert scheduler._settled is not settled, "the gang starves: the cycle decides again"
-        assert "starving" in result.unplaceable[0].reason
+        starving = result.unplaceable[0].reason
+        assert isinstance(starving, Starving | TooBigToHold) and starving.urgency == Starved(30.0)
 
     asyncio.run(run())
 
@@ -241,7 +243,7 @@ def test_a_refused_bind_is_tried_again_when_its_backoff_ends_not_at_the_next_ref
         refusal = scheduler.bind_refusals[PodKey("ns/one-0")]
         clock.now += 0.1
         waiting = scheduler.cycle()
-        assert "was refused" in waiting.unplaceable[0].reason
+        assert isinstance(waiting.unplaceable[0].reason, BindBackoff)
         clock.now += 0.1
         scheduler.cycle()  # the gang waited already: this answer settles
         settled = scheduler._settled

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from gangsched.core.model import Gang
 from gangsched.core.placement import Unplaceable
+from gangsched.core.reasons import AdmissionNoRoom, AdmissionOverCapability, QueueClosed
 from gangsched.core.stages.session import Session, outstanding
 from gangsched.core.stages.starve import wait
 
@@ -26,9 +27,8 @@ def admit(session: Session, gang: Gang) -> bool:
         return True
     queue = session.queues[gang.queue]
     if not queue.open:
-        reason = f"queue {queue.name!r} is closed: it admits no new gangs"
         target = session.unplaceable if gang.pending else session.unadmitted
-        target.append(Unplaceable(gang.key, reason))
+        target.append(Unplaceable(gang.key, QueueClosed(queue.name)))
         return False
     refusal = admission_refusal(session, gang)
     if refusal is not None:
@@ -42,7 +42,9 @@ def admit(session: Session, gang: Gang) -> bool:
     return True
 
 
-def admission_refusal(session: Session, gang: Gang) -> str | None:
+def admission_refusal(
+    session: Session, gang: Gang
+) -> AdmissionOverCapability | AdmissionNoRoom | None:
     """Why the gang cannot be admitted now, or None when it can.
 
     Checked against the room left after this cycle's earlier placements
@@ -57,16 +59,11 @@ def admission_refusal(session: Session, gang: Gang) -> str | None:
     if queue.capability is not None:
         committed = session.allocated[queue.name] + session.queue_reserved[queue.name]
         if not queue.capability.allows(committed + need):
-            return (
-                f"waiting for admission: minResources {gang.min_resources} would exceed "
-                f"queue {queue.name!r} capability {queue.capability} "
-                f"(allocated {session.allocated[queue.name]}, "
-                f"reserved {session.queue_reserved[queue.name]})"
+            return AdmissionOverCapability(
+                gang.min_resources, queue.name, queue.capability,
+                session.allocated[queue.name], session.queue_reserved[queue.name],
             )
     if not (session.reserved + need).fits(session.free):
-        return (
-            f"waiting for admission: minResources {gang.min_resources} do not fit: "
-            f"{session.free} free on schedulable nodes, {session.reserved} of it reserved "
-            f"by admitted gangs (short {(session.reserved + need).short_of(session.free)})"
-        )
+        return AdmissionNoRoom(gang.min_resources, session.free, session.reserved,
+                               (session.reserved + need).short_of(session.free))
     return None

@@ -13,6 +13,7 @@ from dataclasses import replace
 
 from gangsched.core.model import Gang
 from gangsched.core.placement import Placement, Unplaceable
+from gangsched.core.reasons import CapabilityExceeded, ReservedByAdmitted
 from gangsched.core.resources import Resources
 from gangsched.core.stages.preempt import preempt
 from gangsched.core.stages.session import Session, outstanding, total
@@ -60,12 +61,10 @@ def _place_gang(session: Session, gang: Gang) -> None:
         reserved_after = session.queue_reserved[queue.name] - own_before + own_after
         if not queue.capability.allows(allocated_after + reserved_after):
             session.capacity.release(decision)
-            wait(
-                session, gang,
-                f"queue {queue.name!r} capability {queue.capability} would be exceeded: "
-                f"allocated {session.allocated[queue.name]}, reserved by admitted gangs "
-                f"{reserved_after}, this gang {placed}",
-            )
+            wait(session, gang, CapabilityExceeded(
+                queue.name, queue.capability, session.allocated[queue.name],
+                reserved_after, placed,
+            ))
             return
 
     session.placements.append(decision)
@@ -94,12 +93,8 @@ def _decide(session: Session, gang: Gang) -> Placement | Unplaceable:
 
 def _reserved_reason(
     session: Session, gang: Gang, others: Resources, placed: Resources, free_after: Resources
-) -> str:
-    starving = ""
-    if session.starving is not None and session.starving != gang.key:
-        held = session.holding[session.starving]
-        starving = f" ({held} of it held for starving gang {session.starving})"
-    return (
-        f"resources reserved by admitted gangs: {others}{starving}; "
-        f"placing {placed} would leave {free_after} free"
-    )
+) -> ReservedByAdmitted:
+    starving = session.starving
+    if starving is None or starving == gang.key:
+        return ReservedByAdmitted(others, placed, free_after)
+    return ReservedByAdmitted(others, placed, free_after, starving, session.holding[starving])

@@ -14,11 +14,12 @@ from dataclasses import replace
 from gangsched.core.model import Gang
 from gangsched.core.placement import Placement, Snapshot, Unplaceable
 from gangsched.core.preemption import Candidate, choose_victims, shifted
+from gangsched.core.reasons import AwaitingVictims, Preempting, Reason
 from gangsched.core.resources import Resources
 from gangsched.core.stages.session import Session, pending_need, total
 
 
-def preempt(session: Session, gang: Gang, reason: str) -> bool:
+def preempt(session: Session, gang: Gang, reason: Reason) -> bool:
     """Hold room for a preemptor whose victims are going, or start a preemption.
 
     True when the gang's wait is accounted for here (held, with its
@@ -26,10 +27,9 @@ def preempt(session: Session, gang: Gang, reason: str) -> bool:
     """
     victims = session.inp.preempting.get(gang.key)
     if victims is not None:
-        _hold_for_preemptor(
-            session, gang,
-            f"preempted {len(victims)} gang(s) ({', '.join(sorted(victims))})",
-            "until they are gone", reason)
+        hold = _hold_for_preemptor(session, gang)
+        waiting = AwaitingVictims(tuple(sorted(victims)), hold, reason)
+        session.unplaceable.append(Unplaceable(gang.key, waiting))
         return True
     if not _may_preempt(session, gang):
         return False
@@ -46,18 +46,16 @@ def preempt(session: Session, gang: Gang, reason: str) -> bool:
     if chosen is None:
         return False
     session.preemptions.append(chosen)
-    _hold_for_preemptor(
-        session, gang,
-        f"preempting {len(chosen.victims)} gang(s) of lower priority "
-        f"({', '.join(chosen.victims)})",
-        "for it", reason)
+    hold = _hold_for_preemptor(session, gang)
+    session.unplaceable.append(Unplaceable(gang.key, Preempting(chosen.victims, hold, reason)))
     return True
 
 
-def _hold_for_preemptor(session: Session, gang: Gang, what: str, until: str, reason: str) -> None:
+def _hold_for_preemptor(session: Session, gang: Gang) -> Resources:
+    """Hold the preemptor's room, so the gangs after it cannot take what is evicted for it."""
     hold = pending_need(gang, session.bound[gang.key])
     session.hold(gang, hold)
-    session.unplaceable.append(Unplaceable(gang.key, f"{what}; holding {hold} {until}; {reason}"))
+    return hold
 
 
 def _may_preempt(session: Session, gang: Gang) -> bool:

@@ -11,10 +11,11 @@ from __future__ import annotations
 
 from gangsched.core.model import Gang
 from gangsched.core.placement import Unplaceable
+from gangsched.core.reasons import PartlyBound, Reason, Starved, Starving, TooBigToHold, Urgency
 from gangsched.core.stages.session import Session, pending_need
 
 
-def wait(session: Session, gang: Gang, reason: str) -> None:
+def wait(session: Session, gang: Gang, reason: Reason) -> None:
     """Record why the gang waits; the first starving one also holds its room.
 
     Only the first starving gang in order holds room, so that two starving
@@ -37,19 +38,16 @@ def wait(session: Session, gang: Gang, reason: str) -> None:
         if hold.fits(session.cluster_total):
             session.starving = gang.key
             session.hold(gang, hold)
-            reason = f"{_urgency(session, gang)}: holding {hold} for it; {reason}"
+            reason = Starving(_urgency(session, gang), hold, reason)
         else:
-            reason = (
-                f"{_urgency(session, gang)} but needs {hold}, more than the "
-                f"schedulable nodes have ({session.cluster_total}); {reason}"
-            )
+            reason = TooBigToHold(_urgency(session, gang), hold, session.cluster_total, reason)
     session.unplaceable.append(Unplaceable(gang.key, reason))
 
 
-def _urgency(session: Session, gang: Gang) -> str:
+def _urgency(session: Session, gang: Gang) -> Urgency:
     if partly_bound(gang):
-        return f"partly bound ({gang.bound} of {gang.min_member})"
-    return f"starving (unplaced over {session.inp.starvation_seconds:g}s)"
+        return PartlyBound(gang.bound, gang.min_member)
+    return Starved(session.inp.starvation_seconds)
 
 
 def partly_bound(gang: Gang) -> bool:

@@ -11,6 +11,7 @@ from __future__ import annotations
 from gangsched.core.backoff import backoff_reason
 from gangsched.core.model import Gang
 from gangsched.core.placement import Unplaceable
+from gangsched.core.reasons import BeingPreempted, Gated, QueueMissing
 from gangsched.core.stages.session import Session
 
 
@@ -20,7 +21,7 @@ def triage(session: Session) -> list[Gang]:
         if gang.queue in session.queues or not (gang.pending or gang.bound == 0):
             continue
         # As Volcano does: it waits, saying so, and never falls back to default.
-        missing = Unplaceable(gang.key, f"queue {gang.queue!r} does not exist")
+        missing = Unplaceable(gang.key, QueueMissing(gang.queue))
         (session.unplaceable if gang.pending else session.unadmitted).append(missing)
     known = []
     for gang in session.gangs:
@@ -30,8 +31,7 @@ def triage(session: Session) -> list[Gang]:
         if preemptor is not None:
             # Its members are being evicted: a replacement placed now would
             # only be evicted too, and would take the preemptor's room.
-            session.unplaceable.append(Unplaceable(
-                gang.key, f"preempted by gang {preemptor}: waiting for its members to go"))
+            session.unplaceable.append(Unplaceable(gang.key, BeingPreempted(preemptor)))
             continue
         held_back = gated_reason(gang) or backoff_reason(
             gang, session.inp.bind_refusals, session.inp.now)
@@ -42,7 +42,7 @@ def triage(session: Session) -> list[Gang]:
     return known
 
 
-def gated_reason(gang: Gang) -> str | None:
+def gated_reason(gang: Gang) -> Gated | None:
     """Why a gang with a gated pending member waits, or None when none is gated.
 
     The API server refuses to bind a pod that still has ``schedulingGates``, so
@@ -52,9 +52,4 @@ def gated_reason(gang: Gang) -> str | None:
     gated = [pod for pod in gang.pending if pod.gates]
     if not gated:
         return None
-    first = gated[0]
-    others = f" (and {len(gated) - 1} more pods of the gang)" if len(gated) > 1 else ""
-    return (
-        f"waiting for scheduling gates to be lifted: pod {first.key} has "
-        f"{', '.join(first.gates)}{others}"
-    )
+    return Gated(gated[0].key, tuple(gated[0].gates), len(gated) - 1)
