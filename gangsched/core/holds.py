@@ -88,16 +88,21 @@ def update_holds(
     is now below ``min_member`` with members left: a gang with none left (a
     job being deleted) strands nobody, and holding for it would only keep
     others out. A gang never holds more rooms than it lacks members: as
-    replacements take seats, the oldest holds go first.
+    replacements take seats, the oldest holds go first. At most one hold per
+    departed pod.
     """
     live_before = Counter(seat.gang for seat in before.values())
     live_now = Counter(seat.gang for seat in now_seated.values())
     holding_before = {hold.gang for hold in holds}
-    kept: list[Hold] = [
-        hold for hold in holds
-        if hold.until > now and live_now[hold.gang] > 0
+    # Keyed by the departed pod: a replacement created under its name (StatefulSets,
+    # training-operator's ``job-worker-N``) that leaves again replaces the old hold,
+    # and one back in its seat needs none. Two holds for one pod would hold the
+    # same stand-in twice, and releasing it would fail the cycle.
+    kept: dict[PodKey, Hold] = {
+        hold.pod.key: hold for hold in holds
+        if hold.until > now and live_now[hold.gang] > 0 and hold.pod.key not in now_seated
         and (group := groups.get(hold.gang)) is not None and group.uid == hold.uid
-    ]
+    }
     for key, seat in before.items():
         if key in now_seated or key in succeeded:
             continue
@@ -105,10 +110,10 @@ def update_holds(
         if group is None or not 0 < live_now[seat.gang] < group.min_member:
             continue
         if live_before[seat.gang] >= group.min_member or seat.gang in holding_before:
-            kept.append(Hold(seat.gang, group.uid, seat.pod, now + grace))
+            kept[key] = Hold(seat.gang, group.uid, seat.pod, now + grace)
     out: list[Hold] = []
     per_gang: dict[GangKey, list[Hold]] = {}
-    for hold in kept:
+    for hold in kept.values():
         per_gang.setdefault(hold.gang, []).append(hold)
     for gang, gang_holds in sorted(per_gang.items()):
         lacking = max(0, groups[gang].min_member - live_now[gang])

@@ -117,3 +117,26 @@ def test_a_holding_group_says_it_runs_one_short_and_why() -> None:
                           waiting_reason=None, waited_seconds=0, holding="holding the room")
     assert status.phase is Phase.RUNNING and status.reason == "ReplacementHeld"
     assert "3 of minMember 4" in status.message and "holding the room" in status.message
+
+
+def test_a_member_that_leaves_twice_is_held_once_and_the_cycle_still_runs() -> None:
+    """A replacement created under the departed member's name (StatefulSets,
+    training-operator's ``job-worker-N``) that leaves again while its gang is still
+    short must not leave two holds for one pod: the cycle would hold, and then
+    release, the same stand-in twice."""
+    five = workers(5)
+    first = holds_after(five, five[:3], min_member=5)
+    back = pod("ns/job-4", gang="ns/job", on="n5")
+    rejoined = holds_after(five[:3], [*five[:3], back], min_member=5, held=first, now=101.0)
+    assert [h.pod.key for h in rejoined] == ["ns/job-3"], "job-4 is back: only job-3 is held"
+    again = holds_after([*five[:3], back], five[:3], min_member=5, held=rejoined, now=102.0)
+    keys = [h.pod.key for h in again]
+    assert sorted(keys) == ["ns/job-3", "ns/job-4"] and len(set(keys)) == len(keys)
+
+    stale = (*first, Hold(JOB, "u1", back, until=162.0))
+    replacement = Gang(JOB, min_member=5, bound=3, pending=(
+        pod("ns/job-a", gang="ns/job"), pod("ns/job-b", gang="ns/job")))
+    nodes = [node(f"n{i}", 1) for i in range(1, 7)]
+    from_update = holds_after([*five[:3], back], five[:3], min_member=5, held=stale, now=102.0)
+    assert len({h.pod.key for h in from_update}) == len(from_update)
+    assert placed(cycle(nodes, [replacement], from_update)) == ["ns/job"]
