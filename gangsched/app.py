@@ -17,6 +17,7 @@ import urllib.request
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import NoReturn
 
 import kopf
 import structlog
@@ -117,7 +118,9 @@ async def lead(
     Followers keep their watches and mirror warm, so a new leader schedules
     within one lease period. ``leadership`` fences the leader between renewals
     (see :mod:`gangsched.leadership`). Leadership lost returns, which stops the
-    process: its restart comes back as a follower with a clean state.
+    process: its restart comes back as a follower with a clean state. The
+    scheduling loop failing while leading raises: the process gives the lease
+    up and exits non-zero rather than lead without scheduling.
     """
     if not options.leader_elect:
         await schedule()
@@ -128,19 +131,55 @@ async def lead(
     log.info("leader_election_started", identity=identity,
              lease=f"{options.lease_namespace}/{options.lease_name}")
 
+    scheduling_ended: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
     async def started() -> None:
         log.info("leader_elected", identity=identity, lease=options.lease_name)
-        await schedule()
+        # The election runs this as a task nobody awaits: an error left in it would
+        # be lost while the lease goes on being renewed, a leader that schedules
+        # nothing and keeps every standby out. It is handed to ``lead`` instead.
+        try:
+            await schedule()
+        except Exception as error:
+            scheduling_ended.set_exception(error)
+        else:
+            scheduling_ended.set_result(None)
 
     async def stopped() -> None:
         health.stop_scheduling()
         log.error("leadership_lost", identity=identity, lease=options.lease_name)
 
-    await LeaderElection(
+    election = asyncio.create_task(LeaderElection(
         ElectionConfig(lock, lease_duration=LEASE_DURATION_S, renew_deadline=RENEW_DEADLINE_S,
                        retry_period=RETRY_PERIOD_S,
                        onstarted_leading=started, onstopped_leading=stopped)
-    ).run()
+    ).run(), name="leader-election")
+    try:
+        await asyncio.wait([election, scheduling_ended], return_when=asyncio.FIRST_COMPLETED)
+    except asyncio.CancelledError:
+        election.cancel()
+        raise
+    if election.done():
+        election.result()
+        return
+    await give_up_leading(election, scheduling_ended, health, identity, options.lease_name)
+
+
+async def give_up_leading(
+    election: asyncio.Task[None], scheduling_ended: asyncio.Future[None], health: Health,
+    identity: str, lease: str,
+) -> NoReturn:
+    """The scheduling loop ended while leading: stop renewing the lease, so a standby
+    takes over once it runs out, and end the process with the loop's error."""
+    election.cancel()
+    health.stop_scheduling()
+    await asyncio.gather(election, return_exceptions=True)
+    error = scheduling_ended.exception()
+    log.error("leadership_given_up", identity=identity, lease=lease,
+              error=repr(error) if error else "the scheduling loop returned")
+    if error is not None:
+        raise error
+    raise RuntimeError("the scheduling loop ended while leading")
 
 
 async def run(options: RunOptions) -> int:

@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import enum
+import os
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
@@ -84,6 +85,20 @@ class ScheduledEvents(enum.Enum):
     """One on every pod, as kube-scheduler writes them."""
 
 
+FAIL_CYCLE_AFTER_ENV = "GANGSCHED_FAIL_CYCLE_AFTER"
+"""Fault injection for tests: with this set to N, every cycle after the N-th raises,
+as a bug in the cycle would. Unset in any real deployment."""
+
+
+class InjectedFault(RuntimeError):
+    """The failure ``GANGSCHED_FAIL_CYCLE_AFTER`` asks for."""
+
+
+def _fail_cycle_after() -> int | None:
+    value = os.environ.get(FAIL_CYCLE_AFTER_ENV, "")
+    return int(value) if value else None
+
+
 @dataclass
 class SchedulerConfig:
     policy: Policy = Policy.BINPACK
@@ -117,6 +132,8 @@ class SchedulerConfig:
     refresh_s: float = 60.0
     """With nothing changed, a full cycle still runs this often: Events about pods still
     waiting are sent again (at most once a ``EVENT_INTERVAL_S``) and failed writes retried."""
+    fail_cycle_after: int | None = field(default_factory=_fail_cycle_after)
+    """Fault injection for tests (``GANGSCHED_FAIL_CYCLE_AFTER``): cycles after this many raise."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -245,6 +262,9 @@ class Scheduler:
     def cycle(self) -> CycleResult:
         """Decide, or reuse the last answer when nothing it depends on has changed."""
         self._cycle_no += 1
+        limit = self.config.fail_cycle_after
+        if limit is not None and self._cycle_no > limit:
+            raise InjectedFault(f"cycle {self._cycle_no}: {FAIL_CYCLE_AFTER_ENV}={limit}")
         started = time.perf_counter()
         now = self.clock()
         for pod in self.mirror.expire(now, self.config.assume_ttl_s):
