@@ -10,7 +10,6 @@ pods come and go between cycles.
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, cast
 
@@ -118,18 +117,20 @@ def scenarios(draw: st.DrawFn) -> Scenario:
     return Scenario(nodes, gangs, steps, draw(st.floats(1, 90)), draw(st.floats(5, 120)))
 
 
-def start(scenario: Scenario, clock: Clock, reuse: bool) -> Scheduler:
+def start(scenario: Scenario, clock: Clock, reuse: bool, *, settle_s: float = 0.0,
+          binder: object = None, reporter: object = None) -> Scheduler:
     mirror = Mirror(scheduler_names=frozenset({"gang"}))
     mirror.replace("nodes", [node(f"n{i}", gpus) for i, gpus in enumerate(scenario.nodes)])
     mirror.replace("pods", [pod(f"{g.name}-{i}", g.name, g.gpus)
                             for g in scenario.gangs for i in range(g.size)])
     for gang in scenario.gangs:
         mirror.upsert_group(Flavor.GANGSCHED, podgroup(gang.name, gang.min_member, gang.timeout))
-    config = SchedulerConfig(reuse_unchanged=reuse, settle_s=0.0, refresh_s=1e9,
+    config = SchedulerConfig(reuse_unchanged=reuse, settle_s=settle_s, refresh_s=1e9,
                              starvation_s=scenario.starvation_s,
                              assume_ttl_s=scenario.assume_ttl_s)
-    return Scheduler(mirror=mirror, binder=cast(Binder, PendingBinder()),
-                     reporter=cast(Reporter, SilentReporter()), config=config, clock=clock)
+    return Scheduler(mirror=mirror, binder=cast(Binder, binder or PendingBinder()),
+                     reporter=cast(Reporter, reporter or SilentReporter()), config=config,
+                     clock=clock)
 
 
 def decided(result: CycleResult) -> tuple[object, ...]:
@@ -161,7 +162,7 @@ def test_a_reused_answer_is_the_answer_of_a_full_cycle(scenario: Scenario) -> No
                 reused += before is not None and reusing._settled is before
                 assert decided(mine) == decided(theirs)
         for scheduler in (reusing, deciding):
-            for task in list(scheduler._binds):
+            for task in list(scheduler.actuator.tasks):
                 task.cancel()
         return reused
 
@@ -206,10 +207,8 @@ def test_a_waiting_pod_is_reported_while_its_reason_is_new_then_every_few_minute
         clock = Clock()
         scenario = Scenario(nodes=[1], gangs=[Gang("big", 2, 1, 2, None)],
                             steps=[], starvation_s=1e6, assume_ttl_s=60.0)
-        scheduler = start(scenario, clock, False)
-        scheduler.config = dataclasses.replace(scheduler.config, settle_s=15.0)
         reporter = CountingReporter()
-        scheduler.reporter = cast(Reporter, reporter)
+        scheduler = start(scenario, clock, False, settle_s=15.0, reporter=reporter)
         counts = []
         for seconds in (0, 5, 10, 20, 200, 290, 310):
             clock.now = 1000.0 + seconds
@@ -235,12 +234,11 @@ def test_a_refused_bind_is_tried_again_when_its_backoff_ends_not_at_the_next_ref
         clock = Clock()
         scenario = Scenario(nodes=[1], gangs=[Gang("one", 1, 1, 1, None)],
                             steps=[], starvation_s=1e6, assume_ttl_s=60.0)
-        scheduler = start(scenario, clock, True)
-        scheduler.binder = cast(Binder, RefusingBinder())
+        scheduler = start(scenario, clock, True, binder=RefusingBinder())
         assert scheduler.cycle().placements
-        while scheduler._binds:
+        while scheduler.actuator.tasks:
             await asyncio.sleep(0)
-        refusal = scheduler.bind_refusals[PodKey("ns/one-0")]
+        refusal = scheduler.state.bind_refusals[PodKey("ns/one-0")]
         clock.now += 0.1
         waiting = scheduler.cycle()
         assert isinstance(waiting.unplaceable[0].reason, BindBackoff)
@@ -252,7 +250,7 @@ def test_a_refused_bind_is_tried_again_when_its_backoff_ends_not_at_the_next_ref
         assert settled is not None and scheduler._settled is settled, "reused while backing off"
         clock.now = refusal.until + 0.01
         assert scheduler.cycle().placements, "the backoff ended: the gang is tried again"
-        for task in list(scheduler._binds):
+        for task in list(scheduler.actuator.tasks):
             task.cancel()
 
     asyncio.run(run())

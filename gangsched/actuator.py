@@ -1,0 +1,232 @@
+"""Carries a step's actions out, and folds what comes back into the scheduler's state.
+
+The step (:mod:`gangsched.core.step`) decides what to bind, evict, write and
+log; this module only does it, through the mirror (assume, forget), the
+binder, the evictor, the reporter and the logger. Binds and evictions await
+the API server on tasks of their own; their outcomes (a bind refused, a gang
+bound, an eviction refused) go back into the state through the pure
+functions of :mod:`gangsched.core.state`, and wake the loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from functools import partial
+
+import structlog
+from prometheus_client import Counter, Gauge, Histogram
+
+from gangsched.binder import Binder, BindOutcome
+from gangsched.core.actions import (
+    Action,
+    Bind,
+    Evict,
+    ForgetWritten,
+    LogDecision,
+    MarkGroupInvalid,
+    MarkInvalid,
+    MarkUnschedulable,
+    WriteGroupStatus,
+    WriteQueueStatus,
+)
+from gangsched.core.backoff import BindRefusal
+from gangsched.core.model import PodKey
+from gangsched.core.placement import Placement
+from gangsched.core.state import State, bind_refused, binds_done, eviction_refused
+from gangsched.evictor import Evictor
+from gangsched.mirror import Mirror, View
+from gangsched.reporting import Reporter
+
+log = structlog.get_logger(__name__)
+
+GANGS_PLACED = Counter("gangsched_gangs_placed_total", "Gangs placed")
+PODS_BOUND = Counter("gangsched_pods_bound_total", "Pods bound")
+BIND_FAILURES = Counter("gangsched_bind_failures_total", "Binding calls that failed")
+GANG_WAIT_SECONDS = Histogram(
+    "gangsched_gang_wait_seconds",
+    "From the creation of a gang's first member to the whole gang bound",
+    buckets=(0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800, 3600, 4 * 3600),
+)
+PENDING_GANGS = Gauge(
+    "gangsched_pending_gangs", "PodGroups not yet running nor finished, per queue", ["queue"]
+)
+GANGS_PREEMPTED = Counter("gangsched_gangs_preempted_total", "Gangs evicted whole for another")
+
+Fold = Callable[[Callable[[State], State]], State]
+"""Applies a pure change to the scheduler's state and returns the new state."""
+
+
+class ScheduledEvents(enum.Enum):
+    """Where the ``Scheduled`` Event of a bound gang goes."""
+
+    GANG = "gang"
+    """One on the PodGroup naming every pod's node; pods without a PodGroup get their own."""
+    POD = "pod"
+    """One on every pod, as kube-scheduler writes them."""
+
+
+@dataclass
+class Actuator:
+    mirror: Mirror
+    binder: Binder
+    reporter: Reporter
+    fold: Fold
+    trigger: Callable[[], None]
+    """Wakes the loop: an outcome changed what the next cycle decides or reports."""
+    clock: Callable[[], float]
+    evictor: Evictor | None = None
+    scheduled_events: ScheduledEvents = ScheduledEvents.GANG
+    unevictable_s: float = 15.0
+    """A gang the Eviction API refused (a PodDisruptionBudget) is no victim for this long."""
+    on_idle: Callable[[], None] = lambda: None
+    """Called when the last bind or eviction under way ends."""
+    tasks: set[asyncio.Task[None]] = field(default_factory=set)
+    """Binds and evictions under way."""
+
+    def carry_out(self, actions: Iterable[Action], view: View, now: float, *,
+                  cycle: int, cycle_ms: float) -> None:
+        """Do what the step asked, in its order; ``view`` is the one it decided on."""
+        decisions = log.bind(cycle=cycle)
+        for action in actions:
+            match action:
+                case Bind():
+                    self._place(action, now, decisions.bind(cycle_ms=cycle_ms))
+                case Evict():
+                    self._track(asyncio.create_task(self._evict(action, view, now)))
+                case LogDecision(event=event, fields=fields):
+                    decisions.info(event, **dict(fields), cycle_ms=cycle_ms)
+                case _:
+                    self._report(action, view)
+
+    def _report(self, action: Action, view: View) -> None:
+        match action:
+            case MarkUnschedulable(pod=pod, message=message, gated=gated):
+                record = view.pods.get(pod)
+                if record is not None and gated:
+                    self.reporter.pod_gated(record, message)
+                elif record is not None:
+                    self.reporter.pod_unschedulable(record, message)
+            case MarkInvalid(pod=pod, error=error):
+                self.reporter.pod_invalid(pod, error)
+            case WriteGroupStatus(group=key, status=status, observed_generation=observed):
+                self.reporter.group_status(view.groups[key], status, observed)
+            case MarkGroupInvalid(group=key):
+                self.reporter.group_invalid(view.groups[key])
+            case WriteQueueStatus(queue=queue, allocated=allocated, pending=pending,
+                                  running=running):
+                self.reporter.queue_status(queue, allocated, pending, running)
+                PENDING_GANGS.labels(queue=queue).set(pending)
+            case ForgetWritten():
+                self.reporter.retain(view.groups, view.pods)
+
+    def _place(self, action: Bind, now: float,
+               decisions: structlog.typing.FilteringBoundLogger) -> None:
+        """Assume the gang whole before awaiting any bind, so the next cycle sees its room taken."""
+        placement = action.placement
+        self.mirror.assume(placement, now)
+        for pod, _ in placement.assignments:
+            self.reporter.pod_placed(pod)
+        GANGS_PLACED.inc()
+        decisions.info(
+            "gang_placed",
+            gang=placement.gang,
+            pods=len(placement.assignments),
+            nodes=sorted({node for _, node in placement.assignments}),
+        )
+        self._track(asyncio.create_task(self._bind(placement, action.first_created)))
+
+    # ---- tasks under way --------------------------------------------------------
+    def _track(self, task: asyncio.Task[None]) -> None:
+        self.tasks.add(task)
+        task.add_done_callback(self._untrack)
+
+    def _untrack(self, task: asyncio.Task[None]) -> None:
+        self.tasks.discard(task)
+        if not self.tasks:
+            self.on_idle()
+
+    async def drain(self) -> None:
+        while self.tasks:
+            await asyncio.gather(*list(self.tasks), return_exceptions=True)
+        await self.reporter.drain()
+
+    # ---- evictions ----------------------------------------------------------------
+    async def _evict(self, action: Evict, view: View, now: float) -> None:
+        """Evict every victim pod, or none when a PodDisruptionBudget forbids any of them."""
+        if self.evictor is None:
+            return
+        preemption, pods_of = action.preemption, action.victim_pods
+        refused, done = await self.evictor.evict_all(preemption.pods)
+        if refused:
+            by_pod = {pod: victim for victim, pods in pods_of.items() for pod in pods}
+            blocked = {by_pod[o.pod] for o in refused if o.pod in by_pod}
+            self.fold(partial(eviction_refused, preemptor=preemption.preemptor,
+                              blocked=blocked, until=now + self.unevictable_s))
+            log.info("preemption_refused", gang=preemption.preemptor, victims=sorted(blocked),
+                     status=sorted({o.status for o in refused}), detail=refused[0].detail[:200])
+            self.trigger()
+            return
+        failed = [o for o in done if not o.evicted]
+        GANGS_PREEMPTED.inc(len(preemption.victims))
+        log.info("gangs_preempted", gang=preemption.preemptor, victims=list(preemption.victims),
+                 pods=len(preemption.pods), failed=len(failed))
+        for outcome in failed:
+            log.warning("eviction_failed", pod=outcome.pod, status=outcome.status,
+                        detail=outcome.detail)
+        self.reporter.preempted(preemption.preemptor, pods_of, view.groups, view.pods,
+                                action.preemptor_pods)
+        self.trigger()
+
+    # ---- binds --------------------------------------------------------------------
+    async def _bind(self, placement: Placement, first_created: float | None) -> None:
+        outcomes = await self.binder.bind_gang(placement)
+        failed = [o for o in outcomes if not o.bound]
+        if not failed and first_created is not None:
+            GANG_WAIT_SECONDS.observe(max(0.0, self.clock() - first_created))
+        group = self.mirror.groups.get(placement.gang)
+        per_gang = self.scheduled_events is ScheduledEvents.GANG and group is not None
+        for outcome in outcomes:
+            record = self.mirror.pods.get(outcome.pod)
+            if outcome.bound:
+                PODS_BOUND.inc()
+                if record is not None:
+                    self.reporter.pod_scheduled(record, outcome.node, placement.gang,
+                                                event=not per_gang)
+            else:
+                BIND_FAILURES.inc()
+                self.mirror.forget(outcome.pod)
+                if outcome.refused:
+                    self._refused(outcome)
+        state = self.fold(partial(binds_done, pods=[o.pod for o in outcomes if o.bound]))
+        if per_gang and group is not None and len(failed) < len(outcomes):
+            self.reporter.gang_scheduled(
+                group, [(o.pod, o.node) for o in outcomes if o.bound])
+        if failed:
+            _log_failures(placement, failed, len(outcomes), state.bind_refusals)
+            self.trigger()  # its gang now says why it waits
+
+    def _refused(self, outcome: BindOutcome) -> None:
+        """Back the pod off, and wake the scheduler when its backoff ends."""
+        state = self.fold(partial(bind_refused, pod=outcome.pod, now=self.clock(),
+                                  status=outcome.status, message=outcome.detail))
+        delay = state.bind_refusals[outcome.pod].delay()
+        asyncio.get_running_loop().call_later(delay, self.trigger)
+
+
+def _log_failures(
+    placement: Placement, failed: list[BindOutcome], total: int,
+    refusals: Mapping[PodKey, BindRefusal],
+) -> None:
+    for outcome in failed:
+        refusal = refusals.get(outcome.pod)
+        log.warning("bind_failed", gang=placement.gang, pod=outcome.pod, node=outcome.node,
+                    status=outcome.status, detail=outcome.detail,
+                    refusals=refusal.refusals if refusal else None,
+                    retry_after_s=refusal.delay() if refusal else None)
+    if len(failed) < total:
+        log.warning("gang_partly_bound", gang=placement.gang, bound=total - len(failed),
+                    failed=len(failed))
+

@@ -1,0 +1,95 @@
+"""What a step asks the shell to do: bind, evict, write statuses, say why pods wait, log.
+
+The core decides every word that is written or logged; the shell only carries
+actions out, in the order given, through the API writers and the logger. An
+action names objects by key: the shell finds the records in the view it
+handed to the step.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from gangsched.core.groups import GroupStatus
+from gangsched.core.model import GangKey, PodKey, QueueName
+from gangsched.core.placement import Placement
+from gangsched.core.preemption import Preemption
+from gangsched.core.resources import Resources
+
+
+@dataclass(frozen=True, slots=True)
+class Bind:
+    """Assume the gang on its nodes, then bind its pods."""
+
+    placement: Placement
+    first_created: float | None
+    """When the first member of a gang placed whole was created (its wait), else None."""
+
+
+@dataclass(frozen=True, slots=True)
+class Evict:
+    """Evict every victim pod, or none when a PodDisruptionBudget forbids any of them."""
+
+    preemption: Preemption
+    victim_pods: Mapping[GangKey, tuple[PodKey, ...]]
+    preemptor_pods: tuple[PodKey, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class MarkUnschedulable:
+    """``PodScheduled=False``: ``Unschedulable`` with an Event, or ``SchedulingGated``
+    without one (autoscalers must not add nodes for a pod that waits for its gate)."""
+
+    pod: PodKey
+    message: str
+    gated: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class MarkInvalid:
+    """A pod of ours the core cannot read waits, saying why."""
+
+    pod: PodKey
+    error: str
+
+
+@dataclass(frozen=True, slots=True)
+class WriteGroupStatus:
+    group: GangKey
+    status: GroupStatus
+    observed_generation: int
+
+
+@dataclass(frozen=True, slots=True)
+class MarkGroupInvalid:
+    group: GangKey
+
+
+@dataclass(frozen=True, slots=True)
+class WriteQueueStatus:
+    queue: QueueName
+    allocated: Resources
+    pending: int
+    running: int
+
+
+@dataclass(frozen=True, slots=True)
+class ForgetWritten:
+    """Drop what the writers remember of objects no longer in the view."""
+
+
+@dataclass(frozen=True, slots=True)
+class LogDecision:
+    """One log line about a decision: a fixed snake_case event and its fields."""
+
+    event: str
+    fields: tuple[tuple[str, object], ...] = ()
+
+    @staticmethod
+    def of(event: str, **fields: object) -> LogDecision:
+        return LogDecision(event, tuple(fields.items()))
+
+
+Action = (Bind | Evict | MarkUnschedulable | MarkInvalid | WriteGroupStatus | MarkGroupInvalid
+          | WriteQueueStatus | ForgetWritten | LogDecision)

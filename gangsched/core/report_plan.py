@@ -1,0 +1,193 @@
+"""What a cycle reports: pod conditions, PodGroup and Queue status, and when.
+
+Every waiting pod says why it waits (``PodScheduled=False``, as
+kube-scheduler writes it; autoscalers read it), every PodGroup says the whole
+truth of its phase, counts and conditions, every Queue what it holds. Pure:
+the writers skip what would change nothing and pace Events; this plan paces
+how often a waiting pod is handed to them at all, because thousands of
+waiting pods must not cost thousands of calls every cycle.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+
+from gangsched.core.actions import (
+    Action,
+    ForgetWritten,
+    MarkGroupInvalid,
+    MarkInvalid,
+    MarkUnschedulable,
+    WriteGroupStatus,
+    WriteQueueStatus,
+)
+from gangsched.core.cycle import CycleResult
+from gangsched.core.gangs import Gathered
+from gangsched.core.groups import Flavor, GroupStatus, MemberCounts, Phase, group_status
+from gangsched.core.model import GangKey, PodKey, QueueName
+from gangsched.core.resources import Resources
+from gangsched.core.state import PodReport
+from gangsched.core.view import ClusterView, StepView
+
+FORGET_EVERY = 100
+"""Every so many full cycles the writers drop what they remember of deleted objects."""
+
+
+@dataclass(frozen=True, slots=True)
+class Pacing:
+    settle_s: float = 15.0
+    """A new reason is reported every cycle this long, so what a writer held back goes out."""
+    pod_report_s: float = 300.0
+    """Then an unchanged reason is reported again this often."""
+
+
+@dataclass(frozen=True, slots=True)
+class ReportPlan:
+    pod_reports: Mapping[PodKey, PodReport]
+    """What each waiting pod was last reported with: the next plan's pacing."""
+    actions: tuple[Action, ...]
+
+
+def plan_reports(
+    view: StepView,
+    gathered: Gathered,
+    result: CycleResult,
+    reasons: Mapping[GangKey, str],
+    *,
+    waiting_since: Mapping[GangKey, float],
+    previous: Mapping[PodKey, PodReport],
+    now: float,
+    pacing: Pacing,
+    cycle: int,
+) -> ReportPlan:
+    """Every report of one full cycle; ``reasons`` are the texts to report per gang."""
+    cluster = view.cluster
+    reports, actions = waiting_pods(cluster, gathered, reasons, previous, now, pacing)
+    actions.extend(unplaceable_pods(cluster, gathered))
+    actions.extend(MarkInvalid(pod, error) for pod, error in view.bad_pods.items())
+    statuses, group_actions = group_statuses(cluster, gathered, result, reasons,
+                                             waiting_since=waiting_since, now=now)
+    actions.extend(group_actions)
+    actions.extend(queue_statuses(cluster, gathered, statuses))
+    if cycle % FORGET_EVERY == 0:
+        actions.append(ForgetWritten())
+    return ReportPlan(reports, tuple(actions))
+
+
+def waiting_pods(
+    view: ClusterView,
+    gathered: Gathered,
+    reasons: Mapping[GangKey, str],
+    previous: Mapping[PodKey, PodReport],
+    now: float,
+    pacing: Pacing,
+) -> tuple[dict[PodKey, PodReport], list[Action]]:
+    """Each pending pod of a waiting gang, when due: its reason is new (a new pod under
+    the same name is new too), still settling, or last reported ``pod_report_s`` ago."""
+    reports: dict[PodKey, PodReport] = {}
+    actions: list[Action] = []
+    for gang in gathered.gangs:
+        reason = reasons.get(gang.key)
+        if reason is None:
+            continue
+        for pod in gang.pending:
+            record = view.pods.get(pod.key)
+            if record is None:
+                continue
+            last = previous.get(pod.key)
+            if last is None or (last.uid, last.reason) != (record.uid, reason):
+                last = PodReport(record.uid, reason, now, now)
+            elif (now - last.since >= pacing.settle_s
+                  and now - last.at < pacing.pod_report_s):
+                reports[pod.key] = last
+                continue
+            else:
+                last = replace(last, at=now)
+            reports[pod.key] = last
+            actions.append(MarkUnschedulable(pod.key, reason, gated=bool(pod.gates)))
+    return reports, actions
+
+
+def unplaceable_pods(view: ClusterView, gathered: Gathered) -> list[Action]:
+    """Pods no cycle can place: their PodGroup is missing or invalid."""
+    actions: list[Action] = []
+    for key, pods in gathered.orphans.items():
+        group = view.groups.get(key)
+        message = (
+            f"PodGroup {key} is invalid: {group.error}" if group is not None and group.error
+            else f"waiting for PodGroup {key} to exist"
+        )
+        actions.extend(MarkUnschedulable(pod.key, message) for pod in pods
+                       if pod.key in view.pods)
+    return actions
+
+
+def group_statuses(
+    view: ClusterView,
+    gathered: Gathered,
+    result: CycleResult,
+    reasons: Mapping[GangKey, str],
+    *,
+    waiting_since: Mapping[GangKey, float],
+    now: float,
+) -> tuple[dict[GangKey, GroupStatus], list[Action]]:
+    """The whole status of every group this scheduler serves, and invalid groups marked."""
+    placed = {p.gang for p in result.placements}
+    # A basic-policy group is no gang: its pods are, and the group says what
+    # the first of them waits for, and is binding while any of them is.
+    group_reasons = dict(reasons)
+    for solo, owner in gathered.solo_of.items():
+        if solo in reasons:
+            group_reasons.setdefault(owner, reasons[solo])
+        if solo in placed:
+            placed = placed | {owner}
+    statuses: dict[GangKey, GroupStatus] = {}
+    actions: list[Action] = []
+    for key, group in view.groups.items():
+        if group.spec is None:
+            if group.flavor is not Flavor.NATIVE or key in gathered.orphans:
+                actions.append(MarkGroupInvalid(key))
+            continue
+        counts = gathered.counts.get(key)
+        if counts is None and key in gathered.finished:
+            continue  # its pods are gone: the status it ended with stays
+        if counts is None and group.flavor is Flavor.NATIVE:
+            continue  # none of its pods is ours: kube-scheduler's group, not ours
+        status = group_status(
+            group.spec,
+            counts or MemberCounts(),
+            admitted=key in result.admitted,
+            waiting_reason=group_reasons.get(key),
+            waited_seconds=now - waiting_since.get(key, now),
+            binding=key in placed,
+            holding=result.holding.get(key),
+        )
+        statuses[key] = status
+        actions.append(WriteGroupStatus(key, status, group.spec.generation))
+    return statuses, actions
+
+
+def queue_statuses(
+    view: ClusterView, gathered: Gathered, statuses: Mapping[GangKey, GroupStatus]
+) -> list[Action]:
+    """What each queue holds (its gangs' bound requests) and how many gangs wait or run."""
+    allocated: dict[QueueName, Resources] = {q: Resources.zero() for q in view.queues}
+    pending: dict[QueueName, int] = dict.fromkeys(view.queues, 0)
+    running: dict[QueueName, int] = dict.fromkeys(view.queues, 0)
+    for gang in gathered.gangs:
+        queue = gang.queue
+        if queue not in allocated:
+            continue  # its queue does not exist: it waits, counted nowhere
+        allocated[queue] = allocated[queue] + gathered.bound_requests.get(
+            gang.key, Resources.zero()
+        )
+        status = statuses.get(gang.key)
+        if status is None:
+            continue
+        if status.phase is Phase.RUNNING:
+            running[queue] += 1
+        elif not status.phase.finished:
+            pending[queue] += 1
+    return [WriteQueueStatus(queue, allocated[queue], pending[queue], running[queue])
+            for queue in view.queues]

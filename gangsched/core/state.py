@@ -1,0 +1,104 @@
+"""What the scheduler carries from one cycle to the next, as one immutable value.
+
+A cycle decides from the cluster and from what earlier cycles decided: who
+was admitted, since when gangs wait, whose room is held, which preemption is
+under way, which binds the API server refused, what was last reported. All of
+it is here, in one frozen value that :func:`gangsched.core.step.step` takes
+and returns anew, so a sequence of cycles can be replayed from its first
+state and a test can hold any state it likes.
+
+Outcomes that arrive between cycles (a bind refused or done, an eviction
+refused) are folded in by the pure functions below, which return a new state:
+the shell swaps its reference, and nothing is mutated in place.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
+
+from gangsched.core.backoff import BindRefusal, refused
+from gangsched.core.holds import Hold, Seat
+from gangsched.core.model import GangKey, PodKey
+from gangsched.core.reasons import Reported
+
+
+@dataclass(frozen=True, slots=True)
+class InFlight:
+    """A preemption under way: its victims are being evicted or are terminating."""
+
+    victims: frozenset[GangKey]
+    since: float
+
+
+@dataclass(frozen=True, slots=True)
+class PodReport:
+    """What a waiting pod was last reported as waiting for.
+
+    Reported every cycle while the reason is new (for ``settle_s``, so an Event the
+    reporter held back goes out once it settles), then once every ``pod_report_s``.
+    """
+
+    uid: str
+    reason: str
+    since: float
+    at: float
+
+
+@dataclass(frozen=True, slots=True)
+class State:
+    """Everything one cycle leaves to the next. Its mappings are never changed once made."""
+
+    admitted: frozenset[GangKey] = frozenset()
+    waiting_since: Mapping[GangKey, float] = field(default_factory=dict)
+    finished_uids: frozenset[str] = frozenset()
+    """Groups this process saw finish, by UID (see :func:`gangsched.core.view.gather_view`)."""
+    holds: tuple[Hold, ...] = ()
+    seats: Mapping[PodKey, Seat] = field(default_factory=dict)
+    """Last cycle's live members of groups: who is missing now departed since."""
+    group_uids: Mapping[GangKey, str] = field(default_factory=dict)
+    """The UID each group had last cycle: a new UID under the same name is a new group."""
+    preempting: Mapping[GangKey, InFlight] = field(default_factory=dict)
+    unevictable: Mapping[GangKey, float] = field(default_factory=dict)
+    """Gangs the Eviction API refused, to when they may be chosen again."""
+    bind_refusals: Mapping[PodKey, BindRefusal] = field(default_factory=dict)
+    """Pods whose last bind was refused, backing off (see core.backoff)."""
+    logged_reasons: Mapping[GangKey, str] = field(default_factory=dict)
+    reported: Mapping[GangKey, Reported] = field(default_factory=dict)
+    """The reason each waiting gang was last reported with (see core.reasons)."""
+    pod_reports: Mapping[PodKey, PodReport] = field(default_factory=dict)
+    cycles: int = 0
+    """Full cycles run: what is remembered of written objects is pruned every so many."""
+
+    def decision_inputs(self) -> tuple[object, ...]:
+        """What a cycle decides from: equal before and after a cycle, and with the
+        cluster unchanged, the next cycle would decide the same again."""
+        return (self.admitted, frozenset(self.waiting_since), self.finished_uids, self.holds,
+                self.preempting, self.unevictable, self.bind_refusals)
+
+
+def bind_refused(state: State, pod: PodKey, *, now: float, status: int, message: str) -> State:
+    """The pod's bind was refused: it backs off once more (see core.backoff)."""
+    refusal = refused(state.bind_refusals.get(pod), now=now, status=status, message=message)
+    return replace(state, bind_refusals={**state.bind_refusals, pod: refusal})
+
+
+def binds_done(state: State, pods: Iterable[PodKey]) -> State:
+    """These pods are bound: whatever backoff they had is over."""
+    done = [pod for pod in pods if pod in state.bind_refusals]
+    if not done:
+        return state
+    return replace(state, bind_refusals={
+        pod: refusal for pod, refusal in state.bind_refusals.items() if pod not in done})
+
+
+def eviction_refused(
+    state: State, preemptor: GangKey, blocked: Iterable[GangKey], *, until: float
+) -> State:
+    """The Eviction API refused some victims (a PodDisruptionBudget): the preemption ends,
+    and those gangs are no victims until ``until``."""
+    return replace(
+        state,
+        preempting={k: v for k, v in state.preempting.items() if k != preemptor},
+        unevictable={**state.unevictable, **dict.fromkeys(blocked, until)},
+    )

@@ -1,0 +1,241 @@
+"""One step of the scheduler: the state carried between cycles, a view, the clock in;
+the next state and the actions to carry out, out.
+
+Pure, as the cycle it wraps: the shell takes a view of its mirror, calls
+:func:`step`, keeps the state it returns and hands the actions to the
+writers. Around the placement cycle (:func:`gangsched.core.cycle.run_cycle`)
+the step keeps what no single cycle can know: a PodGroup created again under
+the same name is a new group, the room of members a running gang lost is held
+for their replacements, a preemption under way holds the preemptor's room
+until it is placed or times out, refused binds back off, and what is reported
+is paced (:mod:`gangsched.core.report_plan`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from collections.abc import Set as AbstractSet
+from dataclasses import dataclass, field, replace
+from typing import TypeVar
+
+from gangsched.core.actions import Action, Bind, Evict, LogDecision
+from gangsched.core.cycle import CycleResult, run_cycle
+from gangsched.core.gangs import Gathered
+from gangsched.core.holds import GroupLife, Hold, Seat, seats_of, update_holds
+from gangsched.core.model import GangKey, PodKey, Policy
+from gangsched.core.reasons import Reason, reported_reasons
+from gangsched.core.report_plan import Pacing, plan_reports
+from gangsched.core.state import InFlight, State
+from gangsched.core.view import Gathering, StepView, cycle_input, gather_view
+
+V = TypeVar("V")
+
+
+@dataclass(frozen=True, slots=True)
+class StepConfig:
+    policy: Policy = Policy.BINPACK
+    starvation_s: float = 60.0
+    replacement_grace_s: float = 60.0
+    preemption: bool = False
+    """Whether gangs may be evicted for others: the shell must have an evictor."""
+    preemption_timeout_s: float = 60.0
+    """A preemptor not placed this long after its victims were evicted stops holding room."""
+    reason_hold_s: float = 60.0
+    """A waiting gang's reported reason keeps its figures this long when only they moved
+    (see :func:`gangsched.core.reasons.reported_reasons`)."""
+    pacing: Pacing = field(default_factory=Pacing)
+
+
+@dataclass(frozen=True, slots=True)
+class Stepped:
+    state: State
+    actions: tuple[Action, ...]
+    result: CycleResult
+    thresholds: tuple[float, ...]
+    """When the clock alone would change this answer or what it reports
+    (see :mod:`gangsched.core.thresholds`); the shell adds its own (assumptions)."""
+    gangs: int
+    """How many gangs the view holds, for the cycle's log line."""
+
+
+def step(state: State, view: StepView, now: float, config: StepConfig) -> Stepped:
+    """Decide one cycle and say what to do about it."""
+    state = forget_replaced_groups(state, view)
+    logged = state.logged_reasons
+    refusals = {
+        pod: refusal for pod, refusal in state.bind_refusals.items()
+        if (record := view.cluster.pods.get(pod)) is not None and record.pod.node_name is None
+    }  # a pod that went or got bound (by us or anyone) backs off no more
+    gathering = gather_view(view.cluster, state.finished_uids, view.priority_classes,
+                            view.never_preempting_classes)
+    gathered = gathering.gathered
+    holds, seats, notes = held_rooms(state, view, gathering, now, config)
+    preempting, unevictable, ended = settle_preemptions(state, gathered, now, config)
+    result = run_cycle(cycle_input(
+        view.cluster, gathered, admitted=state.admitted, waiting_since=state.waiting_since, now=now,
+        policy=config.policy, starvation_s=config.starvation_s, holds=holds,
+        preemption=config.preemption,
+        preempting={k: v.victims for k, v in preempting.items()},
+        unevictable=frozenset(k for k, until in unevictable.items() if until > now),
+        bind_refusals=refusals,
+    ))
+    # PodGroups refused admission before they have pods wait too: their
+    # status says why, and their schedule timeout runs.
+    reasons = {u.gang: u.reason for u in (*result.unplaceable, *result.unadmitted)}
+    waiting_since = {gang: state.waiting_since.get(gang, now) for gang in reasons}
+    reported = reported_reasons(state.reported, reasons, now, config.reason_hold_s)
+    shown = {gang: text.text for gang, text in reported.items()}  # rendered once, here
+    state = replace(
+        state, admitted=result.admitted, waiting_since=waiting_since,
+        finished_uids=gathering.finished_uids, holds=holds, seats=seats,
+        unevictable=unevictable, bind_refusals=refusals, reported=reported,
+        logged_reasons=shown, cycles=state.cycles + 1,
+    )
+    thresholds = threshold_moments(state, view, preempting, reasons, config)
+    preempting, acts = hand_out(result, gathered, preempting, now)
+    plan = plan_reports(view, gathered, result, shown, waiting_since=waiting_since,
+                        previous=state.pod_reports, now=now, pacing=config.pacing,
+                        cycle=state.cycles)
+    waiting = waiting_logs(gathered, shown, logged)
+    return Stepped(
+        state=replace(state, preempting=preempting, pod_reports=plan.pod_reports),
+        actions=(*notes, *ended, *acts, *plan.actions, *waiting),
+        result=result,
+        thresholds=thresholds,
+        gangs=len(gathered.gangs),
+    )
+
+
+def forget_replaced_groups(state: State, view: StepView) -> State:
+    """Drop what was decided for a PodGroup that was deleted and created again.
+
+    Its admission and waiting time belonged to the old object: carried
+    over, the new group would skip admission or time out early.
+    """
+    uids = {key: group.uid for key, group in view.cluster.groups.items()}
+    replaced = {key for key, uid in uids.items() if state.group_uids.get(key, uid) != uid}
+    if not replaced:
+        return replace(state, group_uids=uids) if uids != state.group_uids else state
+
+    return replace(
+        state, group_uids=uids, admitted=state.admitted - replaced,
+        waiting_since=_without(state.waiting_since, replaced),
+        logged_reasons=_without(state.logged_reasons, replaced),
+        reported=_without(state.reported, replaced),
+    )
+
+
+def _without(values: Mapping[GangKey, V], gone: AbstractSet[GangKey]) -> dict[GangKey, V]:
+    return {key: value for key, value in values.items() if key not in gone}
+
+
+def held_rooms(
+    state: State, view: StepView, gathering: Gathering, now: float, config: StepConfig
+) -> tuple[tuple[Hold, ...], dict[PodKey, Seat], list[Action]]:
+    """Hold the room of members a running gang lost since the last cycle (see core.holds)."""
+    groups, gathered = gathering.groups, gathering.gathered
+    seats = seats_of((m.pod, m.group) for m in view.cluster.members if m.group in groups)
+    lives = {
+        key: GroupLife(view.cluster.groups[key].uid, spec.min_member)
+        for key, spec in groups.items() if key not in gathered.finished
+    }
+    succeeded = {m.pod.key for m in view.cluster.members if m.succeeded}
+    holds = update_holds(state.seats, seats, state.holds, lives, succeeded,
+                         now=now, grace=config.replacement_grace_s)
+    # A gang being preempted loses its members on purpose: its room is the
+    # preemptor's, not its replacements'.
+    evicting = {victim for flight in state.preempting.values() for victim in flight.victims}
+    holds = tuple(hold for hold in holds if hold.gang not in evicting)
+    notes: list[Action] = [
+        LogDecision.of("replacement_held", gang=hold.gang, pod=hold.pod.key,
+                       node=hold.pod.node_name, seconds=config.replacement_grace_s)
+        for hold in holds if hold not in state.holds
+    ]
+    notes.extend(LogDecision.of("replacement_hold_released", gang=hold.gang, pod=hold.pod.key)
+                 for hold in state.holds if hold not in holds)
+    return holds, seats, notes
+
+
+def settle_preemptions(
+    state: State, gathered: Gathered, now: float, config: StepConfig
+) -> tuple[dict[GangKey, InFlight], dict[GangKey, float], list[Action]]:
+    """Forget preemptions whose preemptor is gone or placed elsewhere, or that have
+    waited too long: their room is no longer held for anyone. Refused victims whose
+    time is up may be chosen again."""
+    waiting = {gang.key for gang in gathered.gangs if gang.pending}
+    preempting: dict[GangKey, InFlight] = {}
+    ended: list[Action] = []
+    for key, flight in state.preempting.items():
+        if key not in waiting or now - flight.since > config.preemption_timeout_s:
+            ended.append(LogDecision.of("preemption_ended", gang=key, pending=key in waiting))
+        else:
+            preempting[key] = flight
+    unevictable = {key: until for key, until in state.unevictable.items() if until > now}
+    return preempting, unevictable, ended
+
+
+def hand_out(
+    result: CycleResult, gathered: Gathered, preempting: Mapping[GangKey, InFlight],
+    now: float,
+) -> tuple[dict[GangKey, InFlight], list[Action]]:
+    """Evictions for new preemptions, then binds in the cycle's order; a preemptor
+    placed ends its preemption."""
+    flights = dict(preempting)
+    actions: list[Action] = []
+    pending = {gang.key: tuple(p.key for p in gang.pending) for gang in gathered.gangs}
+    for preemption in result.preemptions:
+        flights[preemption.preemptor] = InFlight(frozenset(preemption.victims), now)
+        victim_pods = {
+            victim: tuple(p.key for p in gathered.bound_pods.get(victim, ()))
+            for victim in preemption.victims
+        }
+        actions.append(Evict(preemption, victim_pods, pending.get(preemption.preemptor, ())))
+    # A gang placed whole (none of it bound before) has waited since its first
+    # member was created; replacements for running gangs are not gang waits.
+    first_created = {
+        gang.key: min(pod.created for pod in gang.pending)
+        for gang in gathered.gangs if gang.bound == 0 and gang.pending
+    }
+    for placement in result.placements:
+        if flights.pop(placement.gang, None) is not None:
+            actions.append(LogDecision.of("preemptor_placed", gang=placement.gang))
+        actions.append(Bind(placement, first_created.get(placement.gang)))
+    return flights, actions
+
+
+def waiting_logs(
+    gathered: Gathered, shown: Mapping[GangKey, str], logged: Mapping[GangKey, str]
+) -> list[Action]:
+    """One line per gang when the reason it waits changes, not one per cycle."""
+    pending = {gang.key: len(gang.pending) for gang in gathered.gangs}
+    return [
+        LogDecision.of("gang_waiting", gang=gang, pods=pending.get(gang, 0), reason=reason)
+        for gang, reason in shown.items() if logged.get(gang) != reason
+    ]
+
+
+def threshold_moments(
+    state: State,
+    view: StepView,
+    preempting: Mapping[GangKey, InFlight],
+    reasons: Mapping[GangKey, Reason],
+    config: StepConfig,
+) -> tuple[float, ...]:
+    """When the clock alone would change this cycle's answer (see core.thresholds),
+    or what it reports: a reason held back is reported once its hold ends."""
+    moments = [since + config.starvation_s for since in state.waiting_since.values()]
+    moments.extend(reported.since + config.reason_hold_s
+                   for gang, reported in state.reported.items()
+                   if reported.reason != reasons[gang])
+    for gang, since in state.waiting_since.items():
+        group = view.cluster.groups.get(gang)
+        if group is not None and group.spec is not None and (
+            group.spec.timeout_seconds is not None
+        ):
+            moments.append(since + group.spec.timeout_seconds)
+    moments.extend(hold.until for hold in state.holds)
+    moments.extend(flight.since + config.preemption_timeout_s for flight in preempting.values())
+    moments.extend(state.unevictable.values())
+    moments.extend(refusal.until for refusal in state.bind_refusals.values())
+    return tuple(moments)
+

@@ -1,0 +1,149 @@
+"""What one step reads of the cluster, and the gangs it finds there.
+
+The shell's mirror holds parsed objects; the step needs only some of their
+fields. They are named here as protocols, so the core reads the mirror's
+records without importing the shell, and a test builds a view from plain
+values.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from gangsched.core.backoff import BindRefusal
+from gangsched.core.cycle import CycleInput
+from gangsched.core.gangs import Gathered, Member, gather
+from gangsched.core.groups import FINISHED_PHASES, Flavor, GroupSpec
+from gangsched.core.holds import Hold
+from gangsched.core.model import GangKey, Pod, PodKey, Policy, QueueName, QueueSpec
+from gangsched.core.placement import Snapshot
+
+
+class GroupFacts(Protocol):
+    """What a step reads of a PodGroup (any flavour)."""
+
+    @property
+    def key(self) -> GangKey: ...
+    @property
+    def flavor(self) -> Flavor: ...
+    @property
+    def uid(self) -> str: ...
+    @property
+    def spec(self) -> GroupSpec | None: ...
+    @property
+    def error(self) -> str | None: ...
+    @property
+    def status(self) -> Mapping[str, object]: ...
+    @property
+    def policy(self) -> Policy | None: ...
+
+
+class PodFacts(Protocol):
+    """What a step reads of a pod beyond its parsed spec: its UID (a pod created again
+    under the same name is another pod)."""
+
+    @property
+    def pod(self) -> Pod: ...
+    @property
+    def uid(self) -> str: ...
+
+
+class ClusterView(Protocol):
+    """One cycle's frozen view of the cluster, as the mirror gives it."""
+
+    @property
+    def snapshot(self) -> Snapshot: ...
+    @property
+    def members(self) -> tuple[Member, ...]: ...
+    @property
+    def groups(self) -> Mapping[GangKey, GroupFacts]: ...
+    @property
+    def queues(self) -> Mapping[QueueName, QueueSpec]: ...
+    @property
+    def pods(self) -> Mapping[PodKey, PodFacts]: ...
+
+
+@dataclass(frozen=True, slots=True)
+class StepView:
+    """Everything a step reads of the cluster: the view and the mirror's tables beside it."""
+
+    cluster: ClusterView
+    priority_classes: Mapping[str, int] = field(default_factory=dict)
+    never_preempting_classes: frozenset[str] = frozenset()
+    bad_pods: Mapping[PodKey, str] = field(default_factory=dict)
+    """Pods of ours the core cannot read, and why."""
+
+
+@dataclass(frozen=True, slots=True)
+class Gathering:
+    groups: Mapping[GangKey, GroupSpec]
+    """The valid groups of the view, by key."""
+    gathered: Gathered
+    finished_uids: frozenset[str]
+    """UIDs of groups known to have finished, to pass to the next gathering."""
+
+
+def gather_view(
+    view: ClusterView,
+    finished_uids: frozenset[str],
+    priority_classes: Mapping[str, int],
+    never_preempting_classes: frozenset[str] = frozenset(),
+) -> Gathering:
+    """The view's pods and groups as gangs.
+
+    A finished group whose pods were deleted must stay finished. Its own
+    status says so after a restart; until the watch brings that status back,
+    ``finished_uids`` (what this process saw finish) says so.
+    """
+    groups = {k: g.spec for k, g in view.groups.items() if g.spec is not None}
+    policies = {k: g.policy for k, g in view.groups.items() if g.policy is not None}
+    finished_before = frozenset(
+        k for k, g in view.groups.items()
+        if g.uid in finished_uids or g.status.get("phase") in FINISHED_PHASES
+    )
+    gathered = gather(view.members, groups, policies, finished_before, priority_classes,
+                      never_preempting_classes)
+    still_finished = frozenset(
+        g.uid for k, g in view.groups.items()
+        if k in gathered.finished or (g.uid in finished_uids and k not in gathered.counts)
+    )
+    return Gathering(groups=groups, gathered=gathered, finished_uids=still_finished)
+
+
+def cycle_input(
+    view: ClusterView,
+    gathered: Gathered,
+    *,
+    admitted: frozenset[GangKey],
+    waiting_since: Mapping[GangKey, float],
+    now: float,
+    policy: Policy,
+    starvation_s: float,
+    holds: tuple[Hold, ...] = (),
+    preemption: bool = False,
+    preempting: Mapping[GangKey, frozenset[GangKey]] | None = None,
+    unevictable: frozenset[GangKey] = frozenset(),
+    bind_refusals: Mapping[PodKey, BindRefusal] | None = None,
+) -> CycleInput:
+    """The cycle's input; preemption is the running scheduler's alone (it evicts), so the
+    CLI's answers say what placement does without it."""
+    keys = {gang.key for gang in gathered.gangs}
+    return CycleInput(
+        snapshot=view.snapshot,
+        gangs=gathered.gangs,
+        bound_requests=gathered.bound_requests,
+        queues=view.queues,
+        admitted=admitted & keys,
+        waiting_since={k: v for k, v in waiting_since.items() if k in keys},
+        now=now,
+        policy=policy,
+        starvation_seconds=starvation_s,
+        holds=holds,
+        bound_pods=gathered.bound_pods,
+        preemption=preemption,
+        preempting=preempting or {},
+        unevictable=unevictable,
+        bind_refusals=bind_refusals or {},
+    )
