@@ -1,9 +1,12 @@
-"""The scheduling loop: wake on change, take a view, run the pure cycle, act on it.
+"""The scheduling loop: wake on change, take a view, step, hand the actions over.
 
 One cycle at a time, debounced: a burst of watch events (an operator creating
 64 pods) becomes one cycle over all of them, not 64 cycles over a growing
-gang. The cycle itself is synchronous and pure; only binding and reporting
-await, on tasks of their own, after the placements are assumed in the mirror.
+gang. The step (:mod:`gangsched.core.step`) is synchronous and pure: it
+returns the next state and the actions, which the actuator
+(:mod:`gangsched.actuator`) carries out; only binding, evicting and
+reporting await, on tasks of their own, after the placements are assumed in
+the mirror.
 
 A settled cluster is cheap to keep deciding on: the mirror counts its changes,
 and a cycle whose inputs are those of the last full cycle, which changed none
@@ -12,7 +15,6 @@ change it (:mod:`gangsched.core.thresholds`). Full cycles still run for a
 while after every change and once a minute, so what the reporter rate-limits
 goes out as before.
 """
-
 from __future__ import annotations
 
 import asyncio

@@ -1,0 +1,179 @@
+"""The actuator carries a step's actions out and folds their outcomes back into the state.
+
+The writers are replaced by recording fakes of our own classes (the binder,
+the evictor and the reporter): what is checked is which call each action
+becomes, with which records, and what an outcome does to the state.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, cast
+
+from gangsched.actuator import Actuator, ScheduledEvents
+from gangsched.binder import Binder, BindOutcome
+from gangsched.core.actions import (
+    Action,
+    Bind,
+    Evict,
+    ForgetWritten,
+    LogDecision,
+    MarkGroupInvalid,
+    MarkUnschedulable,
+    WriteGroupStatus,
+    WriteQueueStatus,
+)
+from gangsched.core.groups import Flavor, GroupStatus, MemberCounts, Phase
+from gangsched.core.model import GangKey, NodeName, PodKey, QueueName
+from gangsched.core.placement import Placement
+from gangsched.core.preemption import Preemption
+from gangsched.core.resources import Resources
+from gangsched.core.state import InFlight, State
+from gangsched.evictor import EvictionOutcome, Evictor
+from gangsched.mirror import Mirror
+from gangsched.reporting import Reporter
+from tests.unit.test_scheduler_reuse import node, pod, podgroup
+
+JOB = GangKey("ns/job")
+
+
+@dataclass
+class RecordingReporter:
+    """Notes every call the actuator makes, by method name and arguments."""
+
+    calls: list[tuple[str, tuple[Any, ...]]] = field(default_factory=list)
+
+    def __getattr__(self, name: str) -> Callable[..., None]:
+        def record(*args: Any, **kwargs: Any) -> None:
+            self.calls.append((name, args))
+        return record
+
+    async def drain(self) -> None:
+        return None
+
+    def named(self, name: str) -> list[tuple[Any, ...]]:
+        return [args for called, args in self.calls if called == name]
+
+
+@dataclass
+class AnsweringBinder:
+    status: int
+    asked: list[Placement] = field(default_factory=list)
+
+    async def bind_gang(self, placement: Placement) -> list[BindOutcome]:
+        self.asked.append(placement)
+        return [BindOutcome(p, n, self.status, "denied by policy")
+                for p, n in placement.assignments]
+
+
+@dataclass
+class RefusingEvictor:
+    async def evict_all(
+        self, pods: tuple[PodKey, ...]
+    ) -> tuple[list[EvictionOutcome], list[EvictionOutcome]]:
+        return [EvictionOutcome(pods[0], 429, "Cannot evict pod: budget")], []
+
+
+@dataclass
+class Shell:
+    mirror: Mirror
+    reporter: RecordingReporter
+    binder: AnsweringBinder
+    actuator: Actuator
+    state: State
+    woken: int = 0
+
+
+def shell(status: int = 201, state: State | None = None) -> Shell:
+    mirror = Mirror(scheduler_names=frozenset({"gang"}))
+    mirror.replace("nodes", [node("n1", 2)])
+    mirror.replace("pods", [pod("job-0", "job", 1), pod("job-1", "job", 1),
+                            pod("old-0", "old", 1)])
+    mirror.upsert_group(Flavor.GANGSCHED, podgroup("job", 2, None))
+    reporter, binder = RecordingReporter(), AnsweringBinder(status)
+    made = Shell(mirror, reporter, binder, cast(Actuator, None), state or State())
+
+    def fold(change: Callable[[State], State]) -> State:
+        made.state = change(made.state)
+        return made.state
+
+    def wake() -> None:
+        made.woken += 1
+
+    made.actuator = Actuator(
+        mirror=mirror, binder=cast(Binder, binder), reporter=cast(Reporter, reporter),
+        fold=fold, trigger=wake, clock=lambda: 500.0,
+        evictor=cast(Evictor, RefusingEvictor()), scheduled_events=ScheduledEvents.POD,
+        unevictable_s=15.0,
+    )
+    return made
+
+
+PLACEMENT = Placement(JOB, ((PodKey("ns/job-0"), NodeName("n1")),
+                            (PodKey("ns/job-1"), NodeName("n1"))))
+
+
+def carry(made: Shell, *actions: Action) -> None:
+    async def run() -> None:
+        made.actuator.carry_out(actions, made.mirror.view(), 500.0, cycle=1, cycle_ms=1.0)
+        seen = {pod: made.mirror.is_placed(pod) for pod, _ in PLACEMENT.assignments}
+        made.reporter.calls.append(("placed_before_answer", (seen,)))
+        await made.actuator.drain()
+
+    asyncio.run(run())
+
+
+def test_a_gang_is_assumed_before_its_binds_and_bound_pods_are_reported() -> None:
+    made = shell(201)
+    carry(made, Bind(PLACEMENT, first_created=None))
+    assert made.binder.asked == [PLACEMENT]
+    (seen,) = made.reporter.named("placed_before_answer")
+    assert seen == ({PodKey("ns/job-0"): True, PodKey("ns/job-1"): True},)
+    assert [args[0] for args in made.reporter.named("pod_placed")] == ["ns/job-0", "ns/job-1"]
+    scheduled = made.reporter.named("pod_scheduled")
+    assert [(args[0].pod.key, args[1]) for args in scheduled] == [
+        ("ns/job-0", "n1"), ("ns/job-1", "n1")]
+    assert made.state.bind_refusals == {} and made.woken == 0
+
+
+def test_a_refused_bind_is_forgotten_in_the_mirror_and_backs_off_in_the_state() -> None:
+    made = shell(403)
+    carry(made, Bind(PLACEMENT, first_created=None))
+    assert not made.mirror.is_placed(PodKey("ns/job-0")), "its room is free again"
+    refusal = made.state.bind_refusals[PodKey("ns/job-0")]
+    assert (refusal.refusals, refusal.status, refusal.until) == (1, 403, 501.0)
+    assert refusal.message == "denied by policy"
+    assert made.woken == 1, "its gang now says why it waits"
+
+
+def test_a_refused_eviction_ends_the_preemption_and_spares_the_victim_a_while() -> None:
+    placement = Placement(JOB, ())
+    preemption = Preemption(JOB, (GangKey("ns/old"),), (PodKey("ns/old-0"),), placement)
+    made = shell(state=State(preempting={JOB: InFlight(frozenset({GangKey("ns/old")}), 400.0)}))
+    carry(made, Evict(preemption, {GangKey("ns/old"): (PodKey("ns/old-0"),)}, ()))
+    assert made.state.preempting == {}
+    assert made.state.unevictable == {GangKey("ns/old"): 515.0}
+    assert made.reporter.named("preempted") == [], "nobody was preempted"
+
+
+def test_reports_go_to_the_reporter_with_the_records_of_the_view() -> None:
+    made = shell()
+    status = GroupStatus(Phase.PENDING, MemberCounts(), "Unschedulable", "no room")
+    carry(made,
+          MarkUnschedulable(PodKey("ns/job-0"), "no room"),
+          MarkUnschedulable(PodKey("ns/job-1"), "gated", gated=True),
+          MarkUnschedulable(PodKey("ns/gone"), "no room"),
+          WriteGroupStatus(JOB, status, 1),
+          MarkGroupInvalid(JOB),
+          WriteQueueStatus(QueueName("default"), Resources.zero(), 1, 0),
+          ForgetWritten(),
+          LogDecision.of("gang_waiting", gang=JOB))
+    names = [name for name, _ in made.reporter.calls if name != "placed_before_answer"]
+    assert names == ["pod_unschedulable", "pod_gated", "group_status", "group_invalid",
+                     "queue_status", "retain"], "a pod gone from the view is skipped"
+    (record, message), = made.reporter.named("pod_unschedulable")
+    assert (record.uid, message) == ("uid-job-0", "no room")
+    (group, written, observed), = made.reporter.named("group_status")
+    assert (group.uid, written, observed) == ("uid-job", status, 1)

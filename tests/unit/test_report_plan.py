@@ -1,0 +1,104 @@
+"""What a cycle reports for waiting pods, groups and queues, and when it reports it again."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import TypeVar
+
+from gangsched.core.actions import (
+    Action,
+    ForgetWritten,
+    MarkGroupInvalid,
+    MarkInvalid,
+    MarkUnschedulable,
+    WriteGroupStatus,
+    WriteQueueStatus,
+)
+from gangsched.core.model import GangKey, Pod, PodKey
+from gangsched.core.report_plan import FORGET_EVERY, Pacing
+from gangsched.core.state import State
+from gangsched.core.step import StepConfig, Stepped, step
+from gangsched.core.view import StepView
+from tests.unit.test_cycle import DEFAULT, cpu, node
+from tests.unit.test_step import Group, group, members, view
+
+T = TypeVar("T")
+CONFIG = StepConfig(starvation_s=1e6, pacing=Pacing(settle_s=15.0, pod_report_s=300.0))
+JOB = GangKey("ns/job")
+
+
+def marked(stepped: Stepped) -> list[tuple[str, bool]]:
+    return [(a.pod, a.gated) for a in stepped.actions if isinstance(a, MarkUnschedulable)]
+
+
+def of_type(actions: tuple[Action, ...], kind: type[T]) -> list[T]:
+    return [a for a in actions if isinstance(a, kind)]
+
+
+def waiting_job(pods: list[Pod] | None = None, uids: dict[str, str] | None = None) -> StepView:
+    return view([node("n1", 1)], pods or members("job", 2), [group("job", 2)], uids=uids)
+
+
+def test_a_waiting_pod_is_reported_while_its_reason_is_new_then_every_five_minutes() -> None:
+    state, counts = State(), []
+    for seconds in (0, 5, 10, 20, 200, 290, 310, 320):
+        stepped = step(state, waiting_job(), 1000.0 + seconds, CONFIG)
+        counts.append(len(marked(stepped)))
+        state = stepped.state
+    # Both pods within settle_s (15 s) of the reason, then once 300 s after the last.
+    assert counts == [2, 2, 2, 0, 0, 0, 2, 0]
+
+
+def test_a_new_reason_or_a_new_pod_under_the_same_name_is_reported_at_once() -> None:
+    state = State()
+    for seconds in (0, 20):
+        state = step(state, waiting_job(), 1000.0 + seconds, CONFIG).state
+    assert marked(step(state, waiting_job(), 1030.0, CONFIG)) == []
+    recreated = waiting_job(uids={"ns/job-0": "second-life"})
+    assert marked(step(state, recreated, 1030.0, CONFIG)) == [("ns/job-0", False)]
+    bigger = view([node("n1", 1)], members("job", 3), [group("job", 3)])
+    assert len(marked(step(state, bigger, 1030.0, CONFIG))) == 3, "its reason changed"
+
+
+def test_a_gated_pod_is_marked_gated_not_unschedulable() -> None:
+    pods = members("job", 2)
+    gated = [replace(pods[0], gates=("example.com/wait",)), pods[1]]
+    stepped = step(State(), waiting_job(gated), 1000.0, CONFIG)
+    assert sorted(marked(stepped)) == [("ns/job-0", True), ("ns/job-1", False)]
+
+
+def test_pods_of_a_missing_or_invalid_group_and_unreadable_pods_say_why() -> None:
+    invalid = Group(GangKey("ns/broken"), group("broken", 1).flavor, "u9", None,
+                    error="minMember must be at least 1")
+    cluster = view([node("n1", 4)], [*members("lost", 1), *members("broken", 1)], [invalid])
+    cluster = replace(cluster, bad_pods={PodKey("ns/odd"): "cpu: bad quantity"})
+    stepped = step(State(), cluster, 1000.0, CONFIG)
+    messages = {a.pod: a.message for a in of_type(stepped.actions, MarkUnschedulable)}
+    assert messages == {
+        "ns/lost-0": "waiting for PodGroup ns/lost to exist",
+        "ns/broken-0": "PodGroup ns/broken is invalid: minMember must be at least 1",
+    }
+    assert of_type(stepped.actions, MarkInvalid) == [MarkInvalid(PodKey("ns/odd"),
+                                                                 "cpu: bad quantity")]
+    assert of_type(stepped.actions, MarkGroupInvalid) == [MarkGroupInvalid(invalid.key)]
+
+
+def test_every_group_and_queue_gets_its_whole_status() -> None:
+    running = members("run", 2, on=["n1", "n1"])
+    cluster = view([node("n1", 2)], [*running, *members("job", 2)],
+                   [group("run", 2), group("job", 2)])
+    stepped = step(State(), cluster, 1000.0, CONFIG)
+    statuses = {a.group: a.status for a in of_type(stepped.actions, WriteGroupStatus)}
+    assert set(statuses) == {GangKey("ns/run"), JOB}
+    assert statuses[JOB].message and statuses[GangKey("ns/run")].phase.value == "Running"
+    (queue,) = of_type(stepped.actions, WriteQueueStatus)
+    assert (queue.queue, queue.allocated.get("cpu"), queue.pending, queue.running) == (
+        DEFAULT, cpu(2).get("cpu"), 1, 1)
+
+
+def test_what_writers_remember_is_pruned_every_hundred_full_cycles() -> None:
+    before = State(cycles=FORGET_EVERY - 2)
+    first = step(before, waiting_job(), 1000.0, CONFIG)
+    second = step(first.state, waiting_job(), 1001.0, CONFIG)
+    assert of_type(first.actions, ForgetWritten) == []
+    assert of_type(second.actions, ForgetWritten) == [ForgetWritten()]
