@@ -12,6 +12,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
+
 from gangsched.core.actions import Action, Bind, LogDecision, WriteGroupStatus
 from gangsched.core.gangs import Member
 from gangsched.core.groups import Flavor, GroupSpec, Phase
@@ -205,3 +208,29 @@ def test_what_was_reported_for_a_group_is_forgotten_when_it_is_created_again() -
     assert new.state.waiting_since[JOB] == 101.0
     assert new.state.reported[JOB].since == 101.0
     assert logged(new, "gang_waiting"), "the new group's wait is logged as new"
+
+
+@given(st.lists(st.tuples(st.sets(st.integers(0, 4)), st.floats(0.5, 15.0)),
+                min_size=2, max_size=12))
+@example([({0, 1, 2}, 1.0), ({0, 1, 2, 4}, 1.0), ({0, 1, 2}, 1.0)])
+@settings(max_examples=80, deadline=None)
+def test_members_that_leave_and_come_back_under_their_names_never_fail_a_cycle(
+    seated_over_time: list[tuple[set[int], float]],
+) -> None:
+    """A running gang of five on five nodes whose members go and come back under the same
+    names, cycle after cycle, beside a gang waiting for room: every step runs, each
+    departed pod is held at most once, and never more rooms than members are missing."""
+    nodes = [node(f"n{i}", 1) for i in range(5)]
+    groups = [group("job", 5), group("waiter", 1)]
+    state, now = State(), 100.0
+    everyone = members("job", 5, on=[f"n{i}" for i in range(5)])
+    state = step(state, view(nodes, everyone, groups), now, CONFIG).state
+    for seated, seconds in seated_over_time:
+        now += seconds
+        present = [p for i, p in enumerate(everyone) if i in seated]
+        stepped = step(state, view(nodes, [*present, *members("waiter", 1)], groups), now,
+                       CONFIG)
+        keys = [hold.pod.key for hold in stepped.state.holds]
+        assert len(keys) == len(set(keys))
+        assert len(keys) <= 5 - len(present)
+        state = stepped.state
