@@ -19,7 +19,7 @@ a preemptor) keep it as ``cause``, rendered after their own clause.
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import ClassVar
 
 from gangsched.core.model import Gang, GangKey, PodKey, PodPlacementRules, QueueName
@@ -553,10 +553,11 @@ class Reported:
 
     reason: Reason
     since: float
+    text: str = field(init=False, compare=False, repr=False)
+    """The reason rendered, once: a reason kept for many cycles is not worded again each."""
 
-    @property
-    def text(self) -> str:
-        return render(self.reason)
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "text", render(self.reason))
 
 
 def reported_reasons(

@@ -81,9 +81,10 @@ def test_a_gang_blocked_by_another_schedulers_pod_never_runs_and_says_why(
     ]
     out = simulate(tmp_path, nodes(2, "8", gpus=1), jobs)
     assert out["runs"] == []
-    [(gang, reason)] = [(n["gang"], n["reason"]) for n in out["never"]]
-    assert gang == "default/train"
-    assert "nvidia.com/gpu" in reason and "1 node can take 1" in reason, reason
+    [never] = out["never"]
+    assert (never["gang"], never["code"]) == ("default/train", "DoesNotFit")
+    assert never["reason"].startswith(
+        "gang default/train needs 2 pods \u00d7 (1 nvidia.com/gpu "), never
 
 
 def test_the_blocker_finishing_lets_the_gang_run_whole(tmp_path: Path) -> None:
