@@ -141,8 +141,8 @@ def test_crd_is_established_with_its_names(
 def test_short_names_and_category_resolve(cluster: LocalCluster, scope: Scope) -> None:
     create(cluster, scope, podgroup("named", {"minMember": 1}))
     create(cluster, scope, queue(scope, f"named-{scope.namespace}"))
-    assert "named" in cluster.kubectl("get", "pg", "-n", scope.namespace, "-o", "name").stdout
-    assert f"named-{scope.namespace}" in cluster.kubectl("get", "q", "-o", "name").stdout
+    assert "named" in cluster.kubectl("get", "gpg", "-n", scope.namespace, "-o", "name").stdout
+    assert f"named-{scope.namespace}" in cluster.kubectl("get", "gq", "-o", "name").stdout
     assert f"named-{scope.namespace}" in cluster.kubectl("get", "queue", "-o", "name").stdout
     both = cluster.kubectl("get", "gangsched", "-n", scope.namespace, "-o", "name").stdout
     assert f"podgroup.{GROUP}/named" in both
@@ -161,7 +161,7 @@ def test_default_queue_manifest_applies(cluster: LocalCluster, scope: Scope) -> 
 
 def test_podgroup_defaults_apply_even_without_a_spec(cluster: LocalCluster, scope: Scope) -> None:
     create(cluster, scope, podgroup("bare"))
-    assert get_json(cluster, scope, "pg", "bare")["spec"] == {"minMember": 1, "queue": "default"}
+    assert get_json(cluster, scope, "gpg", "bare")["spec"] == {"minMember": 1, "queue": "default"}
 
 
 def test_podgroup_with_every_field_is_accepted_as_written(
@@ -181,7 +181,7 @@ def test_podgroup_with_every_field_is_accepted_as_written(
         "scheduleTimeoutSeconds": 600,
     }
     create(cluster, scope, podgroup("full", spec))
-    assert get_json(cluster, scope, "pg", "full")["spec"] == spec
+    assert get_json(cluster, scope, "gpg", "full")["spec"] == spec
 
 
 def test_queue_defaults_apply(cluster: LocalCluster, scope: Scope) -> None:
@@ -205,7 +205,7 @@ def test_status_is_a_subresource(cluster: LocalCluster, scope: Scope) -> None:
     body["status"] = {"phase": "Running", "running": 2}
     create(cluster, scope, body)
     # A scheduler running in the session may have written a status of its own by now.
-    written = cast(dict[str, Any], get_json(cluster, scope, "pg", "status").get("status") or {})
+    written = cast(dict[str, Any], get_json(cluster, scope, "gpg", "status").get("status") or {})
     assert written.get("phase") != "Running" and written.get("running") != 2, written
 
     status = {
@@ -223,8 +223,8 @@ def test_status_is_a_subresource(cluster: LocalCluster, scope: Scope) -> None:
             }
         ],
     }
-    patch_status(cluster, "pg", "status", status, namespace=scope.namespace)
-    stored = cast(dict[str, Any], get_json(cluster, scope, "pg", "status"))
+    patch_status(cluster, "gpg", "status", status, namespace=scope.namespace)
+    stored = cast(dict[str, Any], get_json(cluster, scope, "gpg", "status"))
     # Merged into what a scheduler running in the session may have written.
     assert {k: stored["status"].get(k) for k in status} == status
     assert stored["metadata"]["generation"] == 1
@@ -233,13 +233,28 @@ def test_status_is_a_subresource(cluster: LocalCluster, scope: Scope) -> None:
 # -- printer columns --------------------------------------------------------
 
 
-def test_kubectl_get_pg_shows_the_printer_columns(cluster: LocalCluster, scope: Scope) -> None:
+def test_kubectl_get_gpg_shows_the_printer_columns(cluster: LocalCluster, scope: Scope) -> None:
     create(cluster, scope, podgroup("spark-1", {"minMember": 3, "queue": "spark"}))
     status: Manifest = {"phase": "Running", "scheduled": 3, "running": 2}
-    patch_status(cluster, "pg", "spark-1", status, namespace=scope.namespace)
-    header, row = table(cluster, "pg", "spark-1", "-n", scope.namespace)
+    patch_status(cluster, "gpg", "spark-1", status, namespace=scope.namespace)
+    header, row = table(cluster, "gpg", "spark-1", "-n", scope.namespace)
     assert header == ["NAME", "PHASE", "MINMEMBER", "SCHEDULED", "RUNNING", "QUEUE", "AGE"]
     assert row[:6] == ["spark-1", "Running", "3", "3", "2", "spark"]
+
+
+def test_wide_output_says_why_a_gang_waits(cluster: LocalCluster, scope: Scope) -> None:
+    create(cluster, scope, podgroup("waits", {"minMember": 4}))
+    reason = "Unschedulable"
+    message = "needs 8 nvidia.com/gpu on nodes matching the selector, 4 free"
+    status: Manifest = {"phase": "Pending", "conditions": [{
+        "type": "Scheduled", "status": "False", "reason": reason, "message": message,
+        "lastTransitionTime": "2025-01-01T00:00:00Z"}]}
+    patch_status(cluster, "gpg", "waits", status, namespace=scope.namespace)
+    out = cluster.kubectl("get", "gpg", "waits", "-n", scope.namespace, "-o", "wide").stdout
+    header, row = out.splitlines()
+    assert header.split()[-2:] == ["REASON", "MESSAGE"]
+    assert row.split()[0] == "waits"
+    assert row.endswith(f"{reason}   {message}")
 
 
 def test_kubectl_get_queue_shows_the_printer_columns(cluster: LocalCluster, scope: Scope) -> None:
@@ -442,7 +457,7 @@ def test_invalid_status_is_rejected_by_the_status_subresource(
 ) -> None:
     name = f"bad-status-{uuid.uuid4().hex[:8]}"
     create(cluster, scope, podgroup(name, {"minMember": 1}))
-    result = patch_status(cluster, "pg", name, status, namespace=scope.namespace, check=False)
+    result = patch_status(cluster, "gpg", name, status, namespace=scope.namespace, check=False)
     assert result.returncode != 0, f"accepted status {status}"
     for text in expected:
         assert text in result.stderr
