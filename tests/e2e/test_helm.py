@@ -1,38 +1,135 @@
-"""The Helm chart installs on the real API server with least-privilege RBAC."""
+"""The Helm chart, installed, upgraded, tested and uninstalled on the real API server.
+
+The release this module works on is installed the way an existing user's is:
+from the previous chart version (packaged at test time from git, with the
+CRDs of that version), with a PodGroup and a Queue in use, then upgraded to
+the chart in this tree as docs/upgrade.md says. Every test after that reads
+the upgraded release.
+"""
 
 from __future__ import annotations
 
+import json
 import subprocess
+import tarfile
+import uuid
 from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
 
 import pykube
 import pytest
 
 from devcluster.controlplane import REPO, LocalCluster
+from tests.e2e.conftest import SchedulerProcess
+from tests.e2e.workspace import wait_for
 
 CHART = REPO / "helm" / "gangsched"
 RELEASE, NAMESPACE = "gangsched", "gangsched-system"
 SA = f"system:serviceaccount:{NAMESPACE}:{RELEASE}"
+GROUP = "scheduling.gangsched.io"
+CRDS = (f"crd/podgroups.{GROUP}", f"crd/queues.{GROUP}")
+
+PREVIOUS_CHART_COMMIT = "1a996fc"
+"""The last commit of chart 0.1.0, the version users upgrade from (CRDs in the chart's crds/)."""
 
 
-def helm(cluster: LocalCluster, *args: str) -> subprocess.CompletedProcess[str]:
+def helm(
+    cluster: LocalCluster, *args: str, timeout: float = 180
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [str(cluster.bin_dir / "helm"), f"--kubeconfig={cluster.kubeconfig}", *args],
-        capture_output=True, text=True, timeout=120, check=False,
+        capture_output=True, text=True, timeout=timeout, check=False,
     )
 
 
+def previous_chart(workdir: Path) -> tuple[Path, Path]:
+    """The chart and CRDs of the previous version, from git: (chart directory, crds directory)."""
+    archive = workdir / "previous.tar"
+    made = subprocess.run(
+        ["git", "-C", str(REPO), "archive", "--format=tar", f"--output={archive}",
+         PREVIOUS_CHART_COMMIT, "helm", "crds"],
+        capture_output=True, text=True, check=False,
+    )
+    if made.returncode != 0:
+        pytest.fail(f"the previous chart is not in this clone (fetch full history): {made.stderr}")
+    with tarfile.open(archive) as tar:
+        tar.extractall(workdir, filter="tar")
+    return workdir / "helm" / "gangsched", workdir / "crds"
+
+
+@dataclass(frozen=True, slots=True)
+class InUse:
+    """Objects a user had before the upgrade, which must all survive it."""
+
+    namespace: str
+    podgroup: str
+    queue: str
+
+
+def install_previous_and_upgrade(cluster: LocalCluster, workdir: Path) -> InUse:
+    chart, crds = previous_chart(workdir)
+    # A 0.1.x cluster: its CRDs as that chart's crds/ folder left them (no Helm
+    # ownership), the old short names included.
+    cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(crds))
+    installed = helm(cluster, "install", RELEASE, str(chart), "--namespace", NAMESPACE,
+                     "--create-namespace", "--wait=false")
+    assert installed.returncode == 0, installed.stderr
+    assert "pg" in cluster.kubectl("get", CRDS[0], "-o",
+                                   "jsonpath={.spec.names.shortNames}").stdout
+
+    run = uuid.uuid4().hex[:6]
+    in_use = InUse(namespace=f"helm-{run}", podgroup="train", queue=f"team-{run}")
+    cluster.kubectl("create", "namespace", in_use.namespace)
+    cluster.kubectl("apply", "-f", "-", input=json.dumps({
+        "apiVersion": "v1", "kind": "List", "items": [
+            {"apiVersion": f"{GROUP}/v1alpha1", "kind": "Queue",
+             "metadata": {"name": in_use.queue}, "spec": {"weight": 3}},
+            {"apiVersion": f"{GROUP}/v1alpha1", "kind": "PodGroup",
+             "metadata": {"name": in_use.podgroup, "namespace": in_use.namespace},
+             "spec": {"minMember": 2, "queue": in_use.queue}},
+        ]}))
+
+    # docs/upgrade.md: from 0.1.x, --take-ownership adopts the CRDs that the
+    # crds/ folder installed, so that Helm upgrades them from now on.
+    upgraded = helm(
+        cluster, "upgrade", RELEASE, str(CHART), "--namespace", NAMESPACE, "--take-ownership",
+        "--wait=false", "--set-json", 'test.podAnnotations={"kwok.gangsched.io/run-for":"1s"}',
+    )
+    assert upgraded.returncode == 0, upgraded.stderr
+    return in_use
+
+
 @pytest.fixture(scope="module")
-def release(cluster: LocalCluster) -> Iterator[None]:
-    result = helm(cluster, "install", RELEASE, str(CHART), "--namespace", NAMESPACE,
-                  "--create-namespace", "--wait=false")
-    assert result.returncode == 0, result.stderr
-    yield
-    helm(cluster, "uninstall", RELEASE, "--namespace", NAMESPACE)
+def release(cluster: LocalCluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[InUse]:
+    in_use: InUse | None = None
+    try:
+        in_use = install_previous_and_upgrade(cluster, tmp_path_factory.mktemp("helm"))
+        yield in_use
+    finally:
+        helm(cluster, "uninstall", RELEASE, "--namespace", NAMESPACE)
+        cluster.apply_crds()  # whatever happened above, the session goes on with this tree's CRDs
+        if in_use is not None:
+            cluster.kubectl("delete", "namespace", in_use.namespace, "--wait=false")
+            cluster.kubectl("delete", "queue", in_use.queue, "--wait=false")
 
 
-@pytest.mark.usefixtures("release")
-def test_chart_creates_a_hardened_deployment(cluster: LocalCluster) -> None:
+def test_upgrade_keeps_podgroups_and_queues_and_upgrades_the_crds(
+    cluster: LocalCluster, release: InUse
+) -> None:
+    group = cluster.kubectl("get", "gpg", release.podgroup, "-n", release.namespace,
+                            "-o", "json").stdout
+    assert json.loads(group)["spec"] == {"minMember": 2, "queue": release.queue}
+    queue = cluster.kubectl("get", "gq", release.queue, "-o", "json").stdout
+    assert json.loads(queue)["spec"]["weight"] == 3
+    columns = cluster.kubectl("get", CRDS[0], "-o", "jsonpath={.spec.versions[0]"
+                              ".additionalPrinterColumns[*].name}").stdout.split()
+    assert "Reason" in columns
+    status = helm(cluster, "status", RELEASE, "--namespace", NAMESPACE, "-o", "json")
+    assert json.loads(status.stdout)["version"] == 2
+
+
+def test_chart_creates_a_hardened_deployment(cluster: LocalCluster, release: InUse) -> None:
     deployment = pykube.Deployment.objects(cluster.client, namespace=NAMESPACE).get(name=RELEASE)
     pod = deployment.obj["spec"]["template"]["spec"]
     container = pod["containers"][0]
@@ -43,6 +140,44 @@ def test_chart_creates_a_hardened_deployment(cluster: LocalCluster) -> None:
     assert "--scheduler-name=gang" in container["args"]
     assert container["livenessProbe"]["httpGet"]["path"] == "/healthz"
     assert container["readinessProbe"]["httpGet"]["path"] == "/readyz"
+    # Admitted in any namespace: system-cluster-critical is not, on some platforms.
+    assert "priorityClassName" not in pod
+
+
+def test_two_replicas_are_spread_and_never_drained_together(
+    cluster: LocalCluster, release: InUse
+) -> None:
+    deployment = pykube.Deployment.objects(cluster.client, namespace=NAMESPACE).get(name=RELEASE)
+    anti = deployment.obj["spec"]["template"]["spec"]["affinity"]["podAntiAffinity"]
+    term = anti["preferredDuringSchedulingIgnoredDuringExecution"][0]["podAffinityTerm"]
+    assert term["topologyKey"] == "kubernetes.io/hostname"
+    budget = json.loads(cluster.kubectl("get", "pdb", RELEASE, "-n", NAMESPACE,
+                                        "-o", "json").stdout)
+    assert budget["spec"]["maxUnavailable"] == 1
+    assert budget["spec"]["selector"]["matchLabels"] == term["labelSelector"]["matchLabels"]
+    service = json.loads(cluster.kubectl("get", "service", RELEASE, "-n", NAMESPACE,
+                                         "-o", "json").stdout)
+    assert service["spec"]["selector"] == term["labelSelector"]["matchLabels"]
+
+
+def test_helm_test_pod_is_bound_by_the_scheduler_name_and_runs(
+    cluster: LocalCluster, release: InUse, gangsched: SchedulerProcess
+) -> None:
+    """`helm test` passes only when a scheduler serving the chart's name binds its pod.
+
+    Here the pod runs on a KWOK node, so what it proves is the chain up to and
+    including the bind: the session's `gangsched run` (serving `gang`, as the
+    release's Deployment would on a real cluster) placed it, and the pod
+    reached Succeeded. That the image starts is proved by test_image.py.
+    """
+    cluster.ensure_nodes(1, prefix="helm-node")
+    try:
+        result = helm(cluster, "test", RELEASE, "--namespace", NAMESPACE, "--timeout=90s",
+                      "--logs=false", timeout=120)
+        assert result.returncode == 0, result.stdout + result.stderr
+        assert "Phase:          Succeeded" in result.stdout, result.stdout
+    finally:
+        cluster.ensure_nodes(0, prefix="helm-node")
 
 
 def can(cluster: LocalCluster, verb: str, resource: str, *extra: str) -> bool:
@@ -90,9 +225,46 @@ def test_service_account_may_do_what_scheduling_needs(
         ("patch", "podgroups.scheduling.volcano.sh", ("--subresource=status", "-n", "team-a")),
         ("patch", "podgroups.scheduling.k8s.io", ("-n", "team-a")),
         ("patch", "workloads.scheduling.k8s.io", ("-n", "team-a")),
+        ("delete", "customresourcedefinitions.apiextensions.k8s.io", ()),
     ],
 )
 def test_service_account_may_do_nothing_more(
     cluster: LocalCluster, verb: str, resource: str, extra: tuple[str, ...]
 ) -> None:
     assert not can(cluster, verb, resource, *extra)
+
+
+BAD_VALUES = {
+    "policy-typo": (("--set", "policy=binpak"), ("policy", "binpack", "spread")),
+    "unknown-key": (("--set", "replica=3"), ("replica", "not allowed")),
+    "concurrency-0": (("--set", "bindConcurrency=0"), ("bindConcurrency", "minimum")),
+    "no-scheduler-name": (("--set-json", "schedulerNames=[]"), ("schedulerNames",)),
+    "log-level": (("--set", "logLevel=verbose"), ("logLevel",)),
+}
+
+
+@pytest.mark.parametrize(("args", "expected"), BAD_VALUES.values(), ids=BAD_VALUES.keys())
+def test_schema_rejects_a_bad_value_before_anything_is_created(
+    cluster: LocalCluster, args: tuple[str, ...], expected: tuple[str, ...]
+) -> None:
+    name = f"bad-{uuid.uuid4().hex[:6]}"
+    result = helm(cluster, "install", name, str(CHART), "--namespace", name,
+                  "--create-namespace", "--set", "crds.install=false", *args)
+    assert result.returncode != 0, result.stdout
+    assert "values don't meet the specifications of the schema" in result.stderr
+    for text in expected:
+        assert text in result.stderr
+    assert helm(cluster, "status", name, "--namespace", name).returncode != 0
+    cluster.kubectl("delete", "namespace", name, "--ignore-not-found", "--wait=false")
+
+
+def test_uninstall_keeps_the_crds_and_every_podgroup(cluster: LocalCluster, release: InUse) -> None:
+    """Runs last in this module: it removes the release the tests above read."""
+    removed = helm(cluster, "uninstall", RELEASE, "--namespace", NAMESPACE, "--wait")
+    assert removed.returncode == 0, removed.stderr
+    assert "kept due to the resource policy" in removed.stdout + removed.stderr
+    wait_for(lambda: pykube.Deployment.objects(cluster.client, namespace=NAMESPACE)
+             .get_or_none(name=RELEASE) is None, timeout=30, what="the Deployment deleted")
+    cluster.kubectl("get", *CRDS)
+    cluster.kubectl("get", "gpg", release.podgroup, "-n", release.namespace)
+    cluster.kubectl("get", "gq", release.queue)
