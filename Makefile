@@ -13,7 +13,10 @@ NATIVE_GANG ?= 0
 KEEP_STATE ?= 0
 PYTEST_ARGS ?=
 
-.PHONY: test unit e2e lint binaries cluster-up cluster-down demo kind-demo bench bench-core bench-scenarios bench-scheduler bench-latency bench-scale bench-soak clean
+ACTIONLINT_VERSION ?= v1.7.12
+ACTIONLINT := $(HOME)/.cache/gangsched/actionlint-$(ACTIONLINT_VERSION)/actionlint
+
+.PHONY: test unit e2e lint actionlint image binaries cluster-up cluster-down demo kind-demo bench bench-core bench-scenarios bench-scheduler bench-latency bench-scale bench-soak clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -35,12 +38,24 @@ unit: $(VENV)/.installed
 e2e: $(VENV)/.installed binaries
 	$(BIN)/python -m pytest tests/e2e $(PYTEST_ARGS)
 
-lint: $(VENV)/.installed
+lint: $(VENV)/.installed actionlint
 	$(BIN)/ruff check gangsched devcluster tests bench demo
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 	set -o pipefail; $$(bash cluster/build.sh)/helm lint --quiet helm/gangsched 2>&1 \
 	  | { grep -v 'symbolic link in path' || true; }
+
+## The GitHub workflows, linted by actionlint built from the Go module proxy (pinned, cached).
+actionlint: $(ACTIONLINT)
+	$(ACTIONLINT) -no-color .github/workflows/*.yml
+
+$(ACTIONLINT):
+	GOBIN=$(dir $@) GOFLAGS=-trimpath go install github.com/rhysd/actionlint/cmd/actionlint@$(ACTIONLINT_VERSION)
+
+## The OCI image without a container engine (debootstrap + umoci, as root; cached in
+## ~/.cache/gangsched/image): prints the directory holding gangsched.oci.tar.
+image: $(VENV)/.installed
+	@bash image/build.sh
 
 cluster-up: $(VENV)/.installed binaries
 	@$(BIN)/python -m devcluster up --nodes $(NODES) --node-cpu $(NODE_CPU) \
