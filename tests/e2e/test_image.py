@@ -10,6 +10,7 @@ and `gangsched run` inside it binds a gang on the local control plane.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shlex
@@ -121,26 +122,35 @@ def scheduler_in_image(
     image: Image, cluster: LocalCluster, ws: Workspace, tmp_path: Path
 ) -> Iterator[SchedulerProcess]:
     log = tmp_path / "gangsched.log"
+    # Certificates inlined: the files the session's kubeconfig names are outside the image.
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(cluster.kubectl("config", "view", "--flatten", "--minify").stdout)
     args = ["run", "--kubeconfig=/tmp/kubeconfig", f"--scheduler-name={SCHEDULER_NAME}",
             f"--namespace={ws.name}", "--metrics-port=0", "--log-format=console"]
     with log.open("ab") as out:
-        proc = subprocess.Popen(image.command(args, cluster.kubeconfig), stdout=out,
+        proc = subprocess.Popen(image.command(args, kubeconfig), stdout=out,
                                 stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                 start_new_session=True)
     running = SchedulerProcess(proc, log)
     deadline = time.monotonic() + 60
     while "scheduler_started" not in running.logs():
         if proc.poll() is not None or time.monotonic() > deadline:
-            os.killpg(proc.pid, signal.SIGKILL)
+            stop(proc, signal.SIGKILL)
             pytest.fail(f"gangsched in the image did not start:\n{running.logs()[-3000:]}")
         time.sleep(0.2)
     yield running
-    os.killpg(proc.pid, signal.SIGTERM)
+    stop(proc, signal.SIGTERM)
     try:
         proc.wait(timeout=15)
     except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
+        stop(proc, signal.SIGKILL)
         proc.wait()
+
+
+def stop(proc: subprocess.Popen[bytes], sig: signal.Signals) -> None:
+    """Signal the scheduler and the namespace holder around it (one process group)."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, sig)
 
 
 def test_gangsched_run_in_the_image_binds_a_gang(
