@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pykube
 import pytest
+import yaml
 
 from devcluster.controlplane import REPO, LocalCluster
 from tests.e2e.conftest import SchedulerProcess
@@ -95,6 +96,7 @@ def install_previous_and_upgrade(cluster: LocalCluster, workdir: Path) -> InUse:
     upgraded = helm(
         cluster, "upgrade", RELEASE, str(CHART), "--namespace", NAMESPACE, "--take-ownership",
         "--wait=false", "--set-json", 'test.podAnnotations={"kwok.gangsched.io/run-for":"1s"}',
+        "--set", "dashboard.enabled=true",
     )
     assert upgraded.returncode == 0, upgraded.stderr
     return in_use
@@ -158,6 +160,33 @@ def test_two_replicas_are_spread_and_never_drained_together(
     service = json.loads(cluster.kubectl("get", "service", RELEASE, "-n", NAMESPACE,
                                          "-o", "json").stdout)
     assert service["spec"]["selector"] == term["labelSelector"]["matchLabels"]
+
+
+def test_dashboard_is_a_configmap_for_grafanas_sidecar(
+    cluster: LocalCluster, release: InUse
+) -> None:
+    found = json.loads(cluster.kubectl("get", "configmap", f"{RELEASE}-dashboard", "-n",
+                                       NAMESPACE, "-o", "json").stdout)
+    assert found["metadata"]["labels"]["grafana_dashboard"] == "1"
+    dashboard = json.loads(found["data"]["gangsched.json"])
+    titles = {panel["title"] for panel in dashboard["panels"]}
+    assert {"Pending PodGroups per queue", "Gang wait time", "Pods bound / s"} <= titles
+
+
+def test_monitoring_objects_render_for_prometheus_operator(cluster: LocalCluster) -> None:
+    """prometheus-operator's CRDs are not installed here: the chart is rendered, not applied."""
+    rendered = helm(cluster, "template", RELEASE, str(CHART), "--namespace", NAMESPACE,
+                    "--set", "metrics.serviceMonitor.enabled=true",
+                    "--set", "metrics.prometheusRule.enabled=true",
+                    "--set", "metrics.prometheusRule.gangWaitSeconds=900")
+    assert rendered.returncode == 0, rendered.stderr
+    objects = {doc["kind"]: doc for doc in yaml.safe_load_all(rendered.stdout) if doc}
+    endpoint = objects["ServiceMonitor"]["spec"]["endpoints"][0]
+    assert (endpoint["port"], endpoint["path"]) == ("metrics", "/metrics")
+    group = objects["PrometheusRule"]["spec"]["groups"][0]
+    rules = {rule["alert"]: rule for rule in group["rules"]}
+    assert {"GangschedGangsWaitingLong", "GangschedNoCycles", "GangschedBindFailures"} <= set(rules)
+    assert "> 900" in rules["GangschedGangsWaitingLong"]["expr"]
 
 
 def test_helm_test_pod_is_bound_by_the_scheduler_name_and_runs(
