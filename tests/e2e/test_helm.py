@@ -73,8 +73,10 @@ def install_previous_and_upgrade(cluster: LocalCluster, workdir: Path) -> InUse:
     # A 0.1.x cluster: its CRDs as that chart's crds/ folder left them (no Helm
     # ownership), the old short names included.
     cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(crds))
-    installed = helm(cluster, "install", RELEASE, str(chart), "--namespace", NAMESPACE,
-                     "--create-namespace", "--wait=false")
+    packaged = helm(cluster, "package", str(chart), "--destination", str(workdir))
+    assert packaged.returncode == 0, packaged.stderr
+    installed = helm(cluster, "install", RELEASE, str(workdir / "gangsched-0.1.0.tgz"),
+                     "--namespace", NAMESPACE, "--create-namespace", "--wait=false")
     assert installed.returncode == 0, installed.stderr
     assert "pg" in cluster.kubectl("get", CRDS[0], "-o",
                                    "jsonpath={.spec.names.shortNames}").stdout
