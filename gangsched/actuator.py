@@ -192,6 +192,7 @@ class Actuator:
             record = self.mirror.pods.get(outcome.pod)
             if outcome.bound:
                 PODS_BOUND.inc()
+                self.mirror.finish_binding(outcome.pod, self.clock())
                 if record is not None:
                     self.reporter.pod_scheduled(record, outcome.node, placement.gang,
                                                 event=not per_gang)

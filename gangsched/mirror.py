@@ -4,10 +4,13 @@ Watches write into it; each cycle reads one frozen ``View`` of it. Both run on
 the one event loop and neither awaits while touching it, so a view is never
 torn by an event arriving half-way.
 
-Assume → confirm / forget / expire, as kube-scheduler's cache: a pod being
-bound is assumed on its node at once, so the next cycle cannot hand its room
-to another gang; the watch reporting ``nodeName`` confirms it; a failed bind
-forgets it; an assumption the watch never confirms expires after a bound time.
+Assume → finish binding → confirm / forget / expire, as kube-scheduler's
+cache: a pod being bound is assumed on its node at once, so the next cycle
+cannot hand its room to another gang; the watch reporting ``nodeName``
+confirms it; a failed bind forgets it; an assumption the watch never confirms
+expires a bounded time after its bind finished. Never before: a bind may wait
+behind others and take long itself, and an assumption expired meanwhile
+would hand the same room out twice.
 """
 
 from __future__ import annotations
@@ -51,6 +54,17 @@ log = structlog.get_logger(__name__)
 
 POLICY_ANNOTATION = "scheduling.gangsched.io/policy"
 RawObject = Mapping[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class Assumption:
+    """A pod placed on ``node`` before the API server confirmed it."""
+
+    node: NodeName
+    since: float
+    """When it was assumed: how long its bind has been waiting, for logs."""
+    bound_at: float | None = None
+    """When its bind call returned; None while the bind is queued or under way."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,6 +115,8 @@ def _matters(old: PodRecord | None, new: PodRecord, assumed_on: NodeName | None)
         return True
     if not new.ours:
         return False
+    if new.pod.terminating != old.pod.terminating:
+        return True  # it leaves its gang
     moved = new.pod.node_name != old.pod.node_name and new.pod.node_name != assumed_on
     lifted = new.pod.gates != old.pod.gates
     return moved or lifted or new.group != old.group
@@ -122,7 +138,7 @@ class Mirror:
     pods: dict[PodKey, PodRecord] = field(default_factory=dict)
     groups: dict[GangKey, GroupRecord] = field(default_factory=dict)
     queues: dict[QueueName, QueueSpec] = field(default_factory=dict)
-    assumed: dict[PodKey, tuple[NodeName, float]] = field(default_factory=dict)
+    assumed: dict[PodKey, Assumption] = field(default_factory=dict)
     bad_pods: dict[PodKey, str] = field(default_factory=dict)
     priority_classes: dict[str, int] = field(default_factory=dict)
     """PriorityClass values by name: a PodGroup's priorityClassName orders its gang."""
@@ -303,7 +319,7 @@ class Mirror:
         was_bad = self.bad_pods.pop(key, None) is not None
         confirmed = assumed is not None and pod.node_name is not None
         self._changed(old != record or confirmed or was_bad)
-        if _matters(old, record, assumed[0] if assumed else None):
+        if _matters(old, record, assumed.node if assumed else None):
             return True
         if _reported(old, record):
             self.on_status_change()
@@ -416,12 +432,27 @@ class Mirror:
     def forget_queue(self, name: QueueName) -> bool:
         return self._changed(self.queues.pop(name, None) is not None)
 
-    # ---- assume / forget / expire -------------------------------------------
+    # ---- assume / finish binding / forget / expire ----------------------------
     def assume(self, placement: Placement, now: float) -> None:
+        """Seat the placed pods where the placement put them, before any bind is sent.
+
+        ``now`` is not when the assumption may expire: only a finished bind starts
+        that clock (see :meth:`finish_binding`).
+        """
         for pod_key, node in placement.assignments:
-            self.assumed[pod_key] = (node, now)
+            self.assumed[pod_key] = Assumption(node, now)
             self._derive(pod_key)
         self._changed(bool(placement.assignments))
+
+    def finish_binding(self, pod_key: PodKey, now: float) -> None:
+        """The pod's bind call returned: from now on its assumption may expire.
+
+        An assumption whose bind has not finished never expires, as
+        kube-scheduler's cache keeps it: the bind may still wait for a worker.
+        """
+        assumption = self.assumed.get(pod_key)
+        if assumption is not None and assumption.bound_at is None:
+            self.assumed[pod_key] = replace(assumption, bound_at=now)
 
     def is_placed(self, pod_key: PodKey) -> bool:
         """Assumed or bound: a pod whose "cannot be placed" report would now be a lie."""
@@ -433,7 +464,9 @@ class Mirror:
         self._derive(pod_key)
 
     def expire(self, now: float, ttl: float) -> list[PodKey]:
-        stale = [key for key, (_, since) in self.assumed.items() if now - since > ttl]
+        """Drop assumptions the watch has not confirmed ``ttl`` after their bind finished."""
+        stale = [key for key, assumption in self.assumed.items()
+                 if assumption.bound_at is not None and now - assumption.bound_at > ttl]
         for key in stale:
             del self.assumed[key]
             self._derive(key)
@@ -441,10 +474,9 @@ class Mirror:
         return stale
 
     def next_expiry(self, ttl: float) -> float | None:
-        """When the oldest assumption expires, if any is held."""
-        if not self.assumed:
-            return None
-        return min(since for _, since in self.assumed.values()) + ttl
+        """When the oldest assumption whose bind finished expires, if any."""
+        finished = [a.bound_at for a in self.assumed.values() if a.bound_at is not None]
+        return min(finished) + ttl if finished else None
 
     # ---- what a view is made of, kept as pods change ----------------------
     def _derive(self, key: PodKey) -> None:
@@ -457,7 +489,7 @@ class Mirror:
         pod = record.pod
         assumed = self.assumed.get(key)
         if assumed is not None and pod.node_name is None:
-            pod = replace(pod, node_name=assumed[0])
+            pod = replace(pod, node_name=assumed.node)
         if record.ours:
             self._members[key] = Member(
                 pod=pod,

@@ -161,6 +161,7 @@ def pod_from_api(obj: Mapping[str, Any]) -> Pod:
         priority=priority,
         created=timestamp(meta.get("creationTimestamp"), where, "metadata.creationTimestamp"),
         terminal=phase in _TERMINAL_PHASES,
+        terminating=meta.get("deletionTimestamp") is not None,
         gates=_gates(spec, where),
         preempts=spec.get("preemptionPolicy") != "Never",
     )

@@ -95,6 +95,9 @@ class Pod:
     gang: GangKey | None = None
     terminal: bool = False
     """Succeeded or Failed: holds no resources on its node."""
+    terminating: bool = False
+    """Has a ``deletionTimestamp``: it still holds its node's room until it is gone, as
+    kube-scheduler counts it, but it is no member of its gang any more and is never placed."""
     gates: tuple[str, ...] = ()
     """Names of its ``spec.schedulingGates``: while any remain the pod may not be bound."""
     preempts: bool = True

@@ -65,17 +65,36 @@ def test_assumed_pod_holds_room_until_forgotten() -> None:
 def test_watch_confirms_an_assumption() -> None:
     mirror = mirror_with(pod("a", cpu="3"))
     mirror.assume(Placement(GangKey("ns/pod:a"), ((PodKey("ns/a"), NodeName("n1")),)), now=0.0)
+    mirror.finish_binding(PodKey("ns/a"), now=1.0)
     mirror.upsert("pods", pod("a", cpu="3", node_name="n1"))
     assert mirror.assumed == {}
+    assert mirror.expire(now=3600.0, ttl=60.0) == []
     assert free_cpu(mirror) == 1000
 
 
-def test_unconfirmed_assumption_expires_after_its_ttl() -> None:
+def test_unconfirmed_assumption_expires_ttl_after_its_bind_finished() -> None:
     mirror = mirror_with(pod("a", cpu="3"))
     mirror.assume(Placement(GangKey("ns/pod:a"), ((PodKey("ns/a"), NodeName("n1")),)), now=0.0)
-    assert mirror.expire(now=59.0, ttl=60.0) == []
-    assert mirror.expire(now=61.0, ttl=60.0) == [PodKey("ns/a")]
+    mirror.finish_binding(PodKey("ns/a"), now=10.0)
+    assert mirror.next_expiry(ttl=60.0) == 70.0
+    assert mirror.expire(now=69.0, ttl=60.0) == []
+    assert mirror.expire(now=71.0, ttl=60.0) == [PodKey("ns/a")]
     assert free_cpu(mirror) == 4000
+
+
+def test_assumption_whose_bind_is_still_queued_never_expires() -> None:
+    """Binds wait behind the bind concurrency and each may take 30 s: an assumption
+    expired meanwhile would hand its room to a second gang."""
+    mirror = mirror_with(pod("a", cpu="3"), pod("b", cpu="3"))
+    mirror.assume(Placement(GangKey("ns/pod:a"), ((PodKey("ns/a"), NodeName("n1")),)), now=0.0)
+    assert mirror.next_expiry(ttl=60.0) is None
+    assert mirror.expire(now=3600.0, ttl=60.0) == []
+    assert free_cpu(mirror) == 1000
+    assert mirror.is_placed(PodKey("ns/a"))
+    # A bind finished later starts the clock then, not at the assumption.
+    mirror.finish_binding(PodKey("ns/a"), now=3600.0)
+    assert mirror.expire(now=3630.0, ttl=60.0) == []
+    assert mirror.expire(now=3661.0, ttl=60.0) == [PodKey("ns/a")]
 
 
 def test_deleted_pod_frees_its_room_and_its_assumption() -> None:

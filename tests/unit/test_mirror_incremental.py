@@ -1,6 +1,7 @@
 """The mirror keeps each view's parts as events arrive; they must equal a view
 built from scratch out of the pods, assumptions and nodes it holds, whatever
-the order of watch events, re-lists, assumptions, forgets and expiries."""
+the order of watch events, re-lists, assumptions, finished binds, forgets and
+expiries; and no assumption expires before its bind finished."""
 
 from __future__ import annotations
 
@@ -25,22 +26,26 @@ def node(name: str, cpu: int) -> dict[str, Any]:
                        "conditions": [{"type": "Ready", "status": "True"}]}}
 
 
-def pod(name: str, cpu: int, on: str | None, phase: str, ours: bool) -> dict[str, Any]:
+def pod(name: str, cpu: int, on: str | None, phase: str, ours: bool,
+        deleting: bool = False) -> dict[str, Any]:
     spec: dict[str, Any] = {
         "schedulerName": "gang" if ours else "default-scheduler",
         "containers": [{"name": "c", "resources": {"requests": {"cpu": f"{cpu}m"}}}],
     }
     if on is not None:
         spec["nodeName"] = on
-    return {"metadata": {"name": name, "namespace": "ns", "uid": f"uid-{name}",
-                         "labels": {"scheduling.gangsched.io/pod-group": "g"},
-                         "creationTimestamp": "2026-01-01T00:00:00Z"},
-            "spec": spec, "status": {"phase": phase}}
+    meta: dict[str, Any] = {"name": name, "namespace": "ns", "uid": f"uid-{name}",
+                            "labels": {"scheduling.gangsched.io/pod-group": "g"},
+                            "creationTimestamp": "2026-01-01T00:00:00Z"}
+    if deleting:
+        meta["deletionTimestamp"] = "2026-01-01T00:01:00Z"
+    return {"metadata": meta, "spec": spec, "status": {"phase": phase}}
 
 
 pods = st.builds(pod, st.sampled_from(PODS), st.integers(0, 3000),
                  st.sampled_from([None, None, None, *NODES, "gone"]),
-                 st.sampled_from(["Pending", "Running", "Succeeded", "Failed"]), st.booleans())
+                 st.sampled_from(["Pending", "Running", "Succeeded", "Failed"]), st.booleans(),
+                 st.booleans())
 nodes = st.builds(node, st.sampled_from(NODES), st.integers(1, 64))
 steps = st.one_of(
     st.tuples(st.just("pod"), pods),
@@ -50,6 +55,7 @@ steps = st.one_of(
     st.tuples(st.just("relist pods"), st.lists(pods, max_size=5)),
     st.tuples(st.just("relist nodes"), st.lists(nodes, max_size=3)),
     st.tuples(st.just("assume"), st.tuples(st.sampled_from(PODS), st.sampled_from(NODES))),
+    st.tuples(st.just("finish binding"), st.sampled_from(PODS)),
     st.tuples(st.just("forget"), st.sampled_from(PODS)),
     st.tuples(st.just("expire"), st.floats(0, 20)),
 )
@@ -72,6 +78,8 @@ def apply(mirror: Mirror, step: tuple[str, Any], now: float) -> None:
     elif what == "assume":
         name, on = arg
         mirror.assume(Placement(GangKey("ns/g"), ((PodKey(f"ns/{name}"), NodeName(on)),)), now)
+    elif what == "finish binding":
+        mirror.finish_binding(PodKey(f"ns/{arg}"), now)
     elif what == "forget":
         mirror.forget(PodKey(f"ns/{arg}"))
     else:
@@ -86,7 +94,7 @@ def from_scratch(mirror: Mirror) -> tuple[Snapshot, tuple[Member, ...]]:
         pod = record.pod
         assumed = mirror.assumed.get(key)
         if assumed is not None and pod.node_name is None:
-            pod = replace(pod, node_name=assumed[0])
+            pod = replace(pod, node_name=assumed.node)
         placed.append(pod)
         if record.ours:
             members.append(Member(pod=pod, group=record.group,
@@ -103,7 +111,10 @@ def test_a_view_kept_as_events_arrive_equals_one_built_from_every_pod(
     mirror = Mirror(scheduler_names=frozenset({"gang"}))
     mirror.replace("nodes", [node(name, 8) for name in NODES])
     for index, step in enumerate(history):
+        unfinished = {k for k, a in mirror.assumed.items() if a.bound_at is None}
         apply(mirror, step, now=float(index))
+        if step[0] == "expire":
+            assert unfinished <= set(mirror.assumed), "an unfinished bind's assumption expired"
         view = mirror.view()
         snapshot, members = from_scratch(mirror)
         assert dict(view.snapshot.nodes) == dict(snapshot.nodes)
