@@ -73,6 +73,12 @@ def gather(
     A gang may preempt unless its group or class says ``preemptionPolicy:
     Never`` or one of its pods does (their class set it); its priority counts
     its bound pods too, so a running gang is never taken for a lower one.
+
+    A terminating pod (``deletionTimestamp`` set) is no member: it still holds
+    its node's room (the snapshot counts it) but not its gang's place, so a
+    new generation created while the old one terminates is placed whole or
+    not at all, and preemption victims still terminating never make their
+    gang look running again.
     """
     pending: dict[GangKey, list[Pod]] = defaultdict(list)
     counts: dict[GangKey, dict[str, int]] = defaultdict(lambda: defaultdict(int))
@@ -84,6 +90,8 @@ def gather(
     solo_of: dict[GangKey, GangKey] = {}
     for member in members:
         pod = member.pod
+        if pod.terminating:
+            continue
         key = member.group or solo_gang_key(pod.key)
         if member.group is not None and member.group not in groups:
             if pod.node_name is None and not pod.terminal:

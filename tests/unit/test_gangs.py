@@ -1,0 +1,82 @@
+"""Gathering pods into gangs: terminating pods hold their node's room but are no members."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from gangsched.core.cycle import CycleInput, run_cycle
+from gangsched.core.gangs import Gathered, Member, gather
+from gangsched.core.groups import Flavor, GroupSpec
+from gangsched.core.model import GangKey, Pod, Policy, QueueSpec
+from gangsched.core.placement import Snapshot
+from gangsched.core.resources import Resources
+from tests.unit.test_cycle import DEFAULT, node, placed, placed_pods, pod
+
+JOB = GangKey("ns/job")
+SPEC = GroupSpec(JOB, Flavor.GANGSCHED, 4, Resources.zero(), DEFAULT, 0.0)
+
+
+def generation(name: str, count: int, *, on: str | None = None,
+               terminating: bool = False) -> list[Pod]:
+    return [replace(pod(f"ns/{name}-{i}", gang="ns/job", on=on), terminating=terminating)
+            for i in range(count)]
+
+
+def members(pods: list[Pod]) -> list[Member]:
+    return [Member(p, JOB, running=p.node_name is not None) for p in pods]
+
+
+def placed_after(gathered: Gathered, pods: list[Pod], admitted: frozenset[GangKey]) -> set[str]:
+    """One cycle on a 4-cpu node holding every pod of ``pods`` that has a node."""
+    result = run_cycle(CycleInput(
+        snapshot=Snapshot.build([node("n1", 4)], pods),
+        gangs=gathered.gangs,
+        bound_requests=gathered.bound_requests,
+        queues={DEFAULT: QueueSpec(DEFAULT)},
+        admitted=admitted,
+        waiting_since={},
+        now=0.0,
+        policy=Policy.BINPACK,
+        bound_pods=gathered.bound_pods,
+    ))
+    assert not placed(result) or placed(result) == [JOB]
+    return placed_pods(result)
+
+
+def test_terminating_members_are_no_members_of_their_gang() -> None:
+    old = generation("old", 4, on="n1", terminating=True)
+    new = generation("new", 4)
+    gathered = gather(members(old + new), {JOB: SPEC})
+    (job,) = gathered.gangs
+    assert job.bound == 0
+    assert [p.key for p in job.pending] == [p.key for p in new]
+    assert gathered.counts[JOB].scheduled == 0 and gathered.counts[JOB].pending == 4
+    assert JOB not in gathered.bound_pods and JOB not in gathered.bound_requests
+
+
+def test_a_pending_pod_being_deleted_is_never_placed() -> None:
+    deleted = generation("gone", 1, terminating=True)
+    gathered = gather(members(deleted), {JOB: replace(SPEC, min_member=1)})
+    assert all(gang.pending == () for gang in gathered.gangs)
+
+
+def test_a_new_generation_waits_whole_until_the_old_one_has_gone() -> None:
+    """The old pods hold the node's room while they terminate; the new generation
+    of four must not be bound into it, neither wholly nor in part."""
+    old = generation("old", 4, on="n1", terminating=True)
+    new = generation("new", 4)
+    admitted = frozenset({JOB})
+    assert placed_after(gather(members(old + new), {JOB: SPEC}), old + new, admitted) == set()
+    # One old pod gone: room for one, still not for four.
+    assert placed_after(gather(members(old[1:] + new), {JOB: SPEC}), old[1:] + new,
+                        admitted) == set()
+    assert placed_after(gather(members(new), {JOB: SPEC}), new, admitted) == {
+        p.key for p in new}
+
+
+def test_preemption_victims_still_terminating_are_no_running_gang() -> None:
+    victims = generation("victim", 4, on="n1", terminating=True)
+    gathered = gather(members(victims), {JOB: SPEC})
+    assert [(gang.key, gang.bound, gang.bound_on) for gang in gathered.gangs] == [
+        (JOB, 0, frozenset())]
+    assert JOB not in gathered.counts and JOB not in gathered.bound_pods
