@@ -22,13 +22,16 @@ import pykube
 import requests
 import yaml
 
-from gangsched.core.groups import Flavor
-from gangsched.core.model import GangKey
+from gangsched.core.kubeobjects import group_record_from_api
+from gangsched.core.model import Flavor, GangKey
 from gangsched.mirror import Mirror
 
-RawObject = dict[str, Any]
 QUEUE_API = "scheduling.gangsched.io/v1alpha1"
 WORKLOAD_API = "scheduling.k8s.io/v1beta1"
+Document = dict[str, Any]
+"""An object as a file or a list holds it; ``simulate`` changes its copies as pods bind
+and finish, so these stay plain dicts (the mirror reads them as
+:data:`gangsched.core.kubeobjects.RawObject`)."""
 ADMITTED_PHASES = frozenset({"Inqueue", "Scheduling", "Running"})
 """Phases, in every flavour, of a group the scheduler has admitted."""
 
@@ -39,17 +42,17 @@ class ObjectsError(Exception):
 
 @dataclass
 class ClusterObjects:
-    nodes: list[RawObject] = field(default_factory=list)
-    pods: list[RawObject] = field(default_factory=list)
-    groups: list[tuple[Flavor, RawObject]] = field(default_factory=list)
-    queues: list[RawObject] = field(default_factory=list)
-    workloads: list[RawObject] = field(default_factory=list)
+    nodes: list[Document] = field(default_factory=list)
+    pods: list[Document] = field(default_factory=list)
+    groups: list[tuple[Flavor, Document]] = field(default_factory=list)
+    queues: list[Document] = field(default_factory=list)
+    workloads: list[Document] = field(default_factory=list)
     """Native Workloads: their queue annotation is their PodGroups' queue."""
-    priority_classes: list[RawObject] = field(default_factory=list)
+    priority_classes: list[Document] = field(default_factory=list)
     ignored: list[str] = field(default_factory=list)
     """Kinds of objects found in files that no decision reads."""
 
-    def add(self, obj: RawObject) -> None:
+    def add(self, obj: Document) -> None:
         kind, api_version = obj.get("kind"), obj.get("apiVersion", "")
         if kind == "List":
             for item in obj.get("items") or []:
@@ -94,12 +97,8 @@ class ClusterObjects:
 
 def admitted_groups(objects: ClusterObjects) -> frozenset[GangKey]:
     """Groups whose status says the scheduler admitted them (it keeps that set in memory)."""
-    return frozenset(
-        GangKey(f"{(o.get('metadata') or {}).get('namespace', 'default')}/"
-                f"{(o.get('metadata') or {}).get('name')}")
-        for _, o in objects.groups
-        if (o.get("status") or {}).get("phase") in ADMITTED_PHASES
-    )
+    records = (group_record_from_api(body, flavor) for flavor, body in objects.groups)
+    return frozenset(r.key for r in records if r.status.get("phase") in ADMITTED_PHASES)
 
 
 # ---- from files -------------------------------------------------------------------
@@ -109,27 +108,27 @@ def _iso(seconds: float) -> str:
     return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def _complete(obj: RawObject, index: int, created: float) -> RawObject:
+def _complete(obj: Document, index: int, created: float) -> Document:
     """Fill in what the API server would: namespace, uid, creation time, a Ready node.
 
     Creation times follow the order of the files, a second apart, so the
     gangs of a file are ordered as they would be had they been applied in
     that order.
     """
-    obj = copy.deepcopy(obj)
-    meta = obj.setdefault("metadata", {})
-    if obj.get("kind") not in ("Node", "Queue", "PriorityClass"):
+    done = copy.deepcopy(obj)
+    meta = done.setdefault("metadata", {})
+    if done.get("kind") not in ("Node", "Queue", "PriorityClass"):
         meta.setdefault("namespace", "default")
     meta.setdefault("uid", f"file-{index}")
     meta.setdefault("creationTimestamp", _iso(created + index))
-    if obj.get("kind") == "Node":
-        status = obj.setdefault("status", {})
+    if done.get("kind") == "Node":
+        status = done.setdefault("status", {})
         status.setdefault("allocatable", status.get("capacity") or {})
         status.setdefault("conditions", [{"type": "Ready", "status": "True"}])
-        obj.setdefault("spec", {})
-    if obj.get("kind") == "Pod":
-        obj.setdefault("status", {}).setdefault("phase", "Pending")
-    return obj
+        done.setdefault("spec", {})
+    if done.get("kind") == "Pod":
+        done.setdefault("status", {}).setdefault("phase", "Pending")
+    return done
 
 
 def from_files(paths: Sequence[Path], created: float | None = None) -> ClusterObjects:
@@ -182,9 +181,9 @@ def current_namespace(api: pykube.HTTPClient) -> str:
     return str(api.config.namespace or "default")
 
 
-def _list(api: pykube.HTTPClient, version: str, plural: str, optional: bool) -> list[RawObject]:
+def _list(api: pykube.HTTPClient, version: str, plural: str, optional: bool) -> list[Document]:
     """Every object of a kind, in pages; an optional kind the server does not serve is empty."""
-    items: list[RawObject] = []
+    items: list[Document] = []
     params: dict[str, str | int] = {"limit": 500}
     while True:
         try:

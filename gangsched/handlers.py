@@ -5,24 +5,80 @@ They write nothing to the objects, so kopf's progress annotations and
 finalizers never land on PodGroups an operator like training-operator owns,
 and a PodGroup can be deleted while the scheduler is down. Status is written
 by the scheduling loop, which knows the members.
+
+kopf's part is the decorators in :func:`register`: each handler reads kopf's
+event into one of our dataclasses (:class:`Change`) and awaits one method of
+:class:`Watched`, which holds the logic and never sees a kopf type.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping
-from dataclasses import replace
-from typing import Any
+from dataclasses import dataclass, replace
+from typing import Any, Generic, TypeVar
 
 import kopf
 
-from gangsched.core.groups import Flavor, group_key_of
-from gangsched.mirror import GroupRecord, Mirror
+from gangsched.core.kubeobjects import (
+    GroupRecord,
+    QueueObject,
+    RawObject,
+    WorkloadQueue,
+    group_record_from_api,
+    queue_from_api,
+    workload_queue_from_api,
+)
+from gangsched.core.model import Flavor
+from gangsched.mirror import Mirror
 
 QUEUES = ("scheduling.gangsched.io", "v1alpha1", "queues")
 WORKLOADS = ("scheduling.k8s.io", "v1beta1", "workloads")
 ERROR_BACKOFFS = (0.25, 0.5, *([1.0] * 300))
 """Seconds between retries of a failed API request: every second for five minutes."""
+
+Parsed = TypeVar("Parsed")
+
+
+@dataclass(frozen=True, slots=True)
+class Change(Generic[Parsed]):
+    """One watch event, its object read once: added or modified, or deleted."""
+
+    deleted: bool
+    obj: Parsed
+
+    @staticmethod
+    def of(event: Mapping[str, Any], parse: Callable[[RawObject], Parsed]) -> Change[Parsed]:
+        return Change(event.get("type") == "DELETED", parse(event.get("object") or {}))
+
+
+def group_change(flavor: Flavor, event: Mapping[str, Any]) -> Change[GroupRecord]:
+    return Change.of(event, lambda body: group_record_from_api(body, flavor))
+
+
+@dataclass
+class Watched:
+    """What the handlers do, as plain functions of our own dataclasses: keep the mirror
+    current, and wake the scheduler only when a cycle would decide differently."""
+
+    mirror: Mirror
+    on_change: Callable[[], None]
+
+    async def group_changed(self, change: Change[GroupRecord]) -> None:
+        """Mirror a PodGroup; reschedule unless only its status or generation moved."""
+        if apply_group_change(self.mirror, change):
+            self.on_change()
+
+    async def queue_changed(self, change: Change[QueueObject]) -> None:
+        if apply_queue_change(self.mirror, change):
+            self.on_change()
+
+    async def workload_changed(self, change: Change[WorkloadQueue]) -> None:
+        mirror = self.mirror
+        changed = (mirror.remove_workload(change.obj.key) if change.deleted
+                   else mirror.set_workload_queue(change.obj))
+        if changed:
+            self.on_change()
 
 
 def register(
@@ -33,14 +89,14 @@ def register(
     in_cluster: bool,
 ) -> None:
     """Attach every handler to ``registry``; a separate registry keeps tests independent."""
+    watched = Watched(mirror, on_change)
 
     def podgroup_handler(flavor: Flavor) -> None:
         @kopf.on.event(flavor.group, flavor.version, "podgroups", registry=registry,
                        id=f"podgroup-{flavor.group}")
         async def podgroup_event(event: Mapping[str, Any], **_: Any) -> None:
             """Mirror a PodGroup of this flavour and reschedule."""
-            if apply_group_event(mirror, flavor, event):
-                on_change()
+            await watched.group_changed(group_change(flavor, event))
 
     for flavor in Flavor:
         podgroup_handler(flavor)
@@ -48,17 +104,12 @@ def register(
     @kopf.on.event(*WORKLOADS, registry=registry)
     async def workload_event(event: Mapping[str, Any], **_: Any) -> None:
         """Mirror a native Workload's queue annotation, which its PodGroups inherit."""
-        body = event.get("object") or {}
-        changed = (mirror.delete_workload(body) if event.get("type") == "DELETED"
-                   else mirror.upsert_workload(body))
-        if changed:
-            on_change()
+        await watched.workload_changed(Change.of(event, workload_queue_from_api))
 
     @kopf.on.event(*QUEUES, registry=registry)
     async def queue_event(event: Mapping[str, Any], **_: Any) -> None:
         """Mirror a Queue (weight, capability, state) and reschedule if one changed."""
-        if apply_queue_event(mirror, event):
-            on_change()
+        await watched.queue_changed(Change.of(event, queue_from_api))
 
     @kopf.on.login(registry=registry)
     def login(**kwargs: Any) -> kopf.ConnectionInfo | None:
@@ -78,21 +129,19 @@ def register(
         settings.networking.error_backoffs = ERROR_BACKOFFS
 
 
-def apply_group_event(mirror: Mirror, flavor: Flavor, event: Mapping[str, Any]) -> bool:
-    """Mirror the event; True when the group changed in a way a cycle must see.
+def apply_group_change(mirror: Mirror, change: Change[GroupRecord]) -> bool:
+    """Mirror the change; True when the group changed in a way a cycle must see.
 
     Our own status writes come back as events; they change nothing a cycle
     decides from, and waking the scheduler for them would loop it on itself.
     """
-    body = event.get("object") or {}
-    key = group_key_of(body)
-    before = mirror.groups.get(key)
-    if event.get("type") == "DELETED":
-        mirror.delete_group(flavor, body)
+    record = change.obj
+    before = mirror.groups.get(record.key)
+    if change.deleted:
+        mirror.remove_group(record.key, record.flavor)
     else:
-        mirror.upsert_group(flavor, body)
-    after = mirror.groups.get(key)
-    return _decides(before) != _decides(after)
+        mirror.set_group(record)
+    return _decides(before) != _decides(mirror.groups.get(record.key))
 
 
 def _decides(group: GroupRecord | None) -> tuple[object, ...] | None:
@@ -103,10 +152,9 @@ def _decides(group: GroupRecord | None) -> tuple[object, ...] | None:
     return (group.flavor, group.uid, spec, group.error, group.policy)
 
 
-def apply_queue_event(mirror: Mirror, event: Mapping[str, Any]) -> bool:
-    """Mirror the event; True when what a cycle reads of the queue changed (not when
+def apply_queue_change(mirror: Mirror, change: Change[QueueObject]) -> bool:
+    """Mirror the change; True when what a cycle reads of the queue changed (not when
     our own status write comes back)."""
-    body = event.get("object") or {}
-    if event.get("type") == "DELETED":
-        return mirror.delete_queue(body)
-    return mirror.upsert_queue(body)
+    if change.deleted:
+        return mirror.remove_queue(change.obj.spec.name)
+    return mirror.set_queue(change.obj)

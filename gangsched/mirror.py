@@ -4,6 +4,13 @@ Watches write into it; each cycle reads one frozen ``View`` of it. Both run on
 the one event loop and neither awaits while touching it, so a view is never
 torn by an event arriving half-way.
 
+It holds parsed objects only. Raw API objects reach it through the entry
+points the reflector and the kopf handlers call (``upsert``, ``delete``,
+``listed``, ``upsert_group`` ...), which read them once with
+:mod:`gangsched.core.kubeobjects` and hand them to typed verbs named as
+kube-scheduler's cache names them: add / update / remove a pod or a node,
+assume, finish binding, forget, expire.
+
 Assume → finish binding → confirm / forget / expire, as kube-scheduler's
 cache: a pod being bound is assumed on its node at once, so the next cycle
 cannot hand its room to another gang; the watch reporting ``nodeName``
@@ -15,45 +22,48 @@ would hand the same room out twice.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
 
 import structlog
 
 from gangsched.core.gangs import Member
-from gangsched.core.groups import (
-    QUEUE_ANNOTATION,
-    Flavor,
-    GroupSpec,
-    gang_key,
-    group_from_api,
+from gangsched.core.kubeobjects import (
+    GroupRecord,
+    ObjectError,
+    PodHeader,
+    PodRecord,
+    PriorityClass,
+    QueueObject,
+    RawObject,
+    WorkloadQueue,
     group_key_of,
-    group_name_of,
-    native_group_name,
-    solo_gang_key,
+    group_record_from_api,
+    node_from_api,
+    object_ref,
+    pod_header,
+    pod_record_from_api,
+    priority_class_from_api,
+    queue_from_api,
+    workload_queue_from_api,
 )
-from gangsched.core.kubeobjects import ObjectError, node_from_api, pod_from_api
 from gangsched.core.model import (
     DEFAULT_QUEUE,
+    Flavor,
     GangKey,
     Node,
     NodeName,
-    Pod,
     PodKey,
-    Policy,
     QueueName,
     QueueSpec,
 )
 from gangsched.core.placement import Placement, Snapshot
-from gangsched.core.quantity import QuantityError
-from gangsched.core.resources import Capability, Resources
+from gangsched.core.resources import Resources
 from gangsched.core.snapshot import NodeUsage
 
-log = structlog.get_logger(__name__)
+__all__ = ["Assumption", "GroupRecord", "Mirror", "PodRecord", "View"]
 
-POLICY_ANNOTATION = "scheduling.gangsched.io/policy"
-RawObject = Mapping[str, Any]
+log = structlog.get_logger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,29 +75,6 @@ class Assumption:
     """When it was assumed: how long its bind has been waiting, for logs."""
     bound_at: float | None = None
     """When its bind call returned; None while the bind is queued or under way."""
-
-
-@dataclass(frozen=True, slots=True)
-class PodRecord:
-    pod: Pod
-    uid: str
-    ours: bool
-    group: GangKey | None
-    phase: str
-    scheduled_message: str | None
-    """Message of a ``PodScheduled=False`` condition already on the pod, to skip rewriting it."""
-    resource_version: str = ""
-
-
-@dataclass(frozen=True, slots=True)
-class GroupRecord:
-    key: GangKey
-    flavor: Flavor
-    uid: str
-    spec: GroupSpec | None
-    error: str | None
-    status: Mapping[str, Any]
-    policy: Policy | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -165,19 +152,23 @@ class Mirror:
         """Whether objects of ``namespace`` are this scheduler's to act on."""
         return not self.namespaces or namespace in self.namespaces
 
+    def ours(self, header: PodHeader) -> bool:
+        """Whether the pod is this scheduler's: its name, in a namespace served."""
+        return header.scheduler_name in self.scheduler_names and self.in_scope(header.namespace)
+
     def _changed(self, changed: bool = True) -> bool:
         if changed:
             self.version += 1
         return changed
 
-    # ---- watch sink (pods, nodes) -----------------------------------------
-    def replace(self, kind: str, objects: list[RawObject]) -> None:
+    # ---- raw entry points of the watches (pods, nodes, priority classes) ----------
+    def replace(self, kind: str, objects: Sequence[RawObject]) -> None:
         """Hold exactly ``objects`` of this kind: a list read whole."""
         seen: set[str] = set()
         self.listed(kind, objects, seen)
         self.list_done(kind, seen)
 
-    def listed(self, kind: str, page: list[RawObject], seen: set[str]) -> None:
+    def listed(self, kind: str, page: Sequence[RawObject], seen: set[str]) -> None:
         """One page of a (re-)list, each object taken as a watch would report it.
 
         Page by page, so a list of many thousand pods is never held raw all at
@@ -185,9 +176,7 @@ class Mirror:
         as it may while any watch runs behind.
         """
         for obj in page:
-            meta = obj.get("metadata") or {}
-            seen.add(f"{meta.get('namespace')}/{meta.get('name')}" if kind == "pods"
-                     else str(meta.get("name")))
+            seen.add(pod_header(obj).key if kind == "pods" else object_ref(obj).name)
             self.upsert(kind, obj)
 
     def list_done(self, kind: str, seen: set[str]) -> None:
@@ -195,20 +184,16 @@ class Mirror:
         self._changed()
         if kind == "nodes":
             for name in [n for n in self.nodes if n not in seen]:
-                del self.nodes[name]
-                self._usage.pop(name, None)
+                self.remove_node(name)
         elif kind == "priorityclasses":
             for class_name in [n for n in self.priority_classes if n not in seen]:
                 del self.priority_classes[class_name]
             self.never_preempting_classes &= seen
         else:
-            for key in [k for k in self.pods if k not in seen]:
-                del self.pods[key]
-                self._derive(key)
-            for key in [k for k in self.bad_pods if k not in seen]:
-                del self.bad_pods[key]
+            for key in {*self.pods, *self.bad_pods} - seen:
+                self.remove_pod(key)
             for key in [k for k in self.assumed if k not in self.pods]:
-                del self.assumed[key]
+                self.forget(key)  # its pod is gone, or unreadable: it holds no room
 
     def upsert(self, kind: str, obj: RawObject) -> bool:
         """Apply a watch event; True when it may change a scheduling decision or a status.
@@ -219,23 +204,103 @@ class Mirror:
         not run a cycle per event.
         """
         if kind == "nodes":
-            return self._upsert_node(obj)
+            try:
+                node = node_from_api(obj)
+            except ObjectError as error:
+                log.warning("node_invalid", error=str(error))
+                return False
+            old = self.nodes.get(node.name)
+            return self.add_node(node) if old is None else self.update_node(old, node)
         if kind == "priorityclasses":
-            return self._upsert_priority_class(obj)
-        return self._upsert_pod(obj)
+            priority_class = priority_class_from_api(obj)
+            return priority_class is not None and self.set_priority_class(priority_class)
+        header = pod_header(obj)
+        ours = self.ours(header)
+        try:
+            record = pod_record_from_api(obj, ours=ours)
+        except ObjectError as error:
+            return self.set_bad_pod(header, str(error), ours=ours)
+        old_record = self.pods.get(record.pod.key)
+        return (self.add_pod(record) if old_record is None
+                else self.update_pod(old_record, record))
 
     def delete(self, kind: str, obj: RawObject) -> bool:
-        meta = obj.get("metadata") or {}
         if kind == "nodes":
-            name = NodeName(str(meta.get("name")))
-            self._usage.pop(name, None)
-            return self._changed(self.nodes.pop(name, None) is not None)
+            return self.remove_node(NodeName(object_ref(obj).name))
         if kind == "priorityclasses":
-            never = str(meta.get("name")) in self.never_preempting_classes
-            self.never_preempting_classes.discard(str(meta.get("name")))
-            return self._changed(
-                self.priority_classes.pop(str(meta.get("name")), None) is not None or never)
-        key = PodKey(f"{meta.get('namespace')}/{meta.get('name')}")
+            return self.remove_priority_class(object_ref(obj).name)
+        return self.remove_pod(pod_header(obj).key)
+
+    # ---- nodes and priority classes -------------------------------------------------
+    def add_node(self, node: Node) -> bool:
+        self.nodes[node.name] = node
+        self._usage[node.name] = NodeUsage(node, self._requested.get(node.name, Resources.zero()))
+        return self._changed()
+
+    def update_node(self, old: Node, new: Node) -> bool:
+        """True only when the node changed in what the core reads (not a heartbeat)."""
+        if old == new:
+            return False
+        return self.add_node(new)
+
+    def remove_node(self, name: NodeName) -> bool:
+        self._usage.pop(name, None)
+        return self._changed(self.nodes.pop(name, None) is not None)
+
+    def set_priority_class(self, priority_class: PriorityClass) -> bool:
+        name = priority_class.name
+        old = self.priority_classes.get(name)
+        self.priority_classes[name] = priority_class.value
+        changed = priority_class.never_preempts != (name in self.never_preempting_classes)
+        if priority_class.never_preempts:
+            self.never_preempting_classes.add(name)
+        else:
+            self.never_preempting_classes.discard(name)
+        return self._changed(old != priority_class.value or changed)
+
+    def remove_priority_class(self, name: str) -> bool:
+        never = name in self.never_preempting_classes
+        self.never_preempting_classes.discard(name)
+        return self._changed(self.priority_classes.pop(name, None) is not None or never)
+
+    # ---- pods -------------------------------------------------------------------------
+    def add_pod(self, record: PodRecord) -> bool:
+        """A pod seen for the first time: true when it is ours, or frees or takes room
+        that matters (see :func:`_matters`)."""
+        return self._put_pod(None, record)
+
+    def update_pod(self, old: PodRecord, new: PodRecord) -> bool:
+        """A pod that changed; its ``nodeName`` appearing confirms its assumption."""
+        return self._put_pod(old, new)
+
+    def _put_pod(self, old: PodRecord | None, record: PodRecord) -> bool:
+        key = record.pod.key
+        self.pods[key] = record
+        assumed = self.assumed.get(key)
+        if record.pod.node_name is not None:
+            self.assumed.pop(key, None)  # confirmed by the watch
+        self._derive(key)
+        was_bad = self.bad_pods.pop(key, None) is not None
+        confirmed = assumed is not None and record.pod.node_name is not None
+        self._changed(old != record or confirmed or was_bad)
+        if _matters(old, record, assumed.node if assumed else None):
+            return True
+        if _reported(old, record):
+            self.on_status_change()
+        return False
+
+    def set_bad_pod(self, header: PodHeader, error: str, *, ours: bool) -> bool:
+        """A pod that cannot be read holds nothing; one of ours not yet bound is kept
+        aside with its error, to be reported on."""
+        self._changed()
+        self.pods.pop(header.key, None)
+        self._derive(header.key)
+        if ours and not header.bound:
+            self.bad_pods[header.key] = error
+        return ours
+
+    def remove_pod(self, key: PodKey) -> bool:
+        """The pod is gone: its room, its assumption and its place in its gang with it."""
         old = self.pods.pop(key, None)
         assumed = self.assumed.pop(key, None)
         bad = self.bad_pods.pop(key, None)
@@ -245,177 +310,67 @@ class Mirror:
         return bad is not None or (old is not None and (
             old.ours or (old.pod.node_name is not None and not old.pod.terminal)))
 
-    def _upsert_node(self, obj: RawObject) -> bool:
-        try:
-            node = node_from_api(obj)
-        except ObjectError as error:
-            log.warning("node_invalid", error=str(error))
-            return False
-        old = self.nodes.get(node.name)
-        self.nodes[node.name] = node
-        if old != node:
-            self._usage[node.name] = NodeUsage(
-                node, self._requested.get(node.name, Resources.zero()))
-        return self._changed(old != node)
-
-    def _upsert_priority_class(self, obj: RawObject) -> bool:
-        name = str((obj.get("metadata") or {}).get("name", ""))
-        value = obj.get("value")
-        if not isinstance(value, int):
-            return False
-        old = self.priority_classes.get(name)
-        self.priority_classes[name] = value
-        never = obj.get("preemptionPolicy") == "Never"
-        changed = never != (name in self.never_preempting_classes)
-        if never:
-            self.never_preempting_classes.add(name)
-        else:
-            self.never_preempting_classes.discard(name)
-        return self._changed(old != value or changed)
-
-    def _upsert_pod(self, obj: RawObject) -> bool:
-        meta = obj.get("metadata") or {}
-        spec = obj.get("spec") or {}
-        namespace = str(meta.get("namespace", ""))
-        key = PodKey(f"{namespace}/{meta.get('name')}")
-        ours = spec.get("schedulerName") in self.scheduler_names and self.in_scope(namespace)
-        try:
-            pod = pod_from_api(obj)
-        except ObjectError as error:
-            self._changed()
-            self.pods.pop(key, None)
-            self._derive(key)
-            if ours and not spec.get("nodeName"):
-                self.bad_pods[key] = str(error)
-            return ours
-        group_name = group_name_of(
-            meta.get("labels") or {}, meta.get("annotations") or {}
-        ) or native_group_name(spec)
-        group = gang_key(namespace, group_name) if group_name else None
-        # The gang it will be gathered into, set once here rather than every cycle.
-        pod = replace(pod, gang=group or solo_gang_key(key))
-        status = obj.get("status") or {}
-        scheduled = next(
-            (c for c in status.get("conditions") or [] if c.get("type") == "PodScheduled"), None
-        )
-        record = PodRecord(
-            pod=pod,
-            uid=str(meta.get("uid", "")),
-            ours=ours,
-            group=group,
-            phase=str(status.get("phase", "Pending")),
-            scheduled_message=(
-                scheduled.get("message") if scheduled and scheduled.get("status") == "False"
-                else None
-            ),
-            resource_version=str(meta.get("resourceVersion", "")),
-        )
-        old = self.pods.get(key)
-        self.pods[key] = record
-        assumed = self.assumed.get(key)
-        if pod.node_name is not None:
-            self.assumed.pop(key, None)  # confirmed by the watch
-        self._derive(key)
-        was_bad = self.bad_pods.pop(key, None) is not None
-        confirmed = assumed is not None and pod.node_name is not None
-        self._changed(old != record or confirmed or was_bad)
-        if _matters(old, record, assumed.node if assumed else None):
-            return True
-        if _reported(old, record):
-            self.on_status_change()
-        return False
-
-    # ---- PodGroups and Queues (from kopf event handlers) --------------------
+    # ---- PodGroups, Queues and Workloads (from kopf event handlers) --------------------
     def upsert_group(self, flavor: Flavor, body: RawObject) -> GroupRecord:
-        meta = body.get("metadata") or {}
-        key = group_key_of(body)
-        spec: GroupSpec | None = None
-        error: str | None = None
-        try:
-            spec = group_from_api(body, flavor)
-        except ObjectError as exc:
-            error = str(exc)
-        annotations = meta.get("annotations") or {}
-        policy_text = annotations.get(POLICY_ANNOTATION)
-        policy = None
-        if policy_text:
-            try:
-                policy = Policy(policy_text)
-            except ValueError:
-                # Not ignored: the group waits, its status and an Event say why,
-                # rather than running with a placement its author did not ask for.
-                spec = None
-                error = error or (
-                    f"podgroup {key}: annotation {POLICY_ANNOTATION}={policy_text!r} "
-                    f"is not one of {', '.join(p.value for p in Policy)}"
-                )
-        record = GroupRecord(
-            key=key, flavor=flavor, uid=str(meta.get("uid", "")), spec=spec, error=error,
-            status=dict(body.get("status") or {}), policy=policy,
-        )
-        current = self.groups.get(key)
-        if current is None or current.flavor == flavor or current.spec is None:
-            self.groups[key] = record
+        return self.set_group(group_record_from_api(body, flavor))
+
+    def set_group(self, record: GroupRecord) -> GroupRecord:
+        """Hold the group, unless a valid group of another flavour holds its key: the
+        same job may be described by two APIs, and the first readable one wins."""
+        current = self.groups.get(record.key)
+        if current is None or current.flavor == record.flavor or current.spec is None:
+            self.groups[record.key] = record
             self._changed(current != record)
         return record
 
     def delete_group(self, flavor: Flavor, body: RawObject) -> None:
-        key = group_key_of(body)
-        current = self.groups.get(key)
-        if current is not None and current.flavor == flavor:
-            self.forget_group(key)
+        self.remove_group(group_key_of(body), flavor)
 
-    def forget_group(self, key: GangKey) -> bool:
-        """Drop a group by key (its deletion was seen, or the sweeper missed it)."""
-        return self._changed(self.groups.pop(key, None) is not None)
+    def remove_group(self, key: GangKey, flavor: Flavor | None = None) -> bool:
+        """Drop a group by key (its deletion was seen, or the sweeper missed it); with
+        ``flavor``, only a group of that flavour: another API's group of the same name
+        stays."""
+        current = self.groups.get(key)
+        if current is None or (flavor is not None and current.flavor != flavor):
+            return False
+        del self.groups[key]
+        return self._changed()
 
     def upsert_queue(self, body: RawObject) -> bool:
-        """Mirror a Queue; a part the schema should have rejected is logged and left out.
+        return self.set_queue(queue_from_api(body))
 
-        The CRD schema rejects bad weights and quantities, so this only meets
-        objects written around it; an unreadable cap then caps nothing rather
-        than stopping the scheduler.
-        """
-        meta = body.get("metadata") or {}
-        spec = body.get("spec") or {}
-        name = QueueName(str(meta.get("name", "")))
-        capability: Capability | None = None
-        try:
-            if spec.get("capability") is not None:
-                capability = Capability.parse(spec["capability"])
-        except (QuantityError, AttributeError) as error:
-            log.warning("queue_invalid", queue=name, field="capability", error=str(error))
-        weight = spec.get("weight", 1)
-        if isinstance(weight, bool) or not isinstance(weight, int) or weight < 1:
-            log.warning("queue_invalid", queue=name, field="weight", error=repr(weight))
-            weight = 1
-        queue = QueueSpec(
-            name=name,
-            weight=weight,
-            capability=capability,
-            open=spec.get("state", "Open") != "Closed",
-        )
-        changed = self._changed(self.queues.get(name) != queue)
-        self.queues[name] = queue
+    def set_queue(self, queue: QueueObject) -> bool:
+        """Mirror a Queue; a part the schema should have rejected is logged and left out."""
+        spec = queue.spec
+        for problem in queue.problems:
+            log.warning("queue_invalid", queue=spec.name, field=problem.field,
+                        error=problem.error)
+        changed = self._changed(self.queues.get(spec.name) != spec)
+        self.queues[spec.name] = spec
         return changed
+
+    def delete_queue(self, body: RawObject) -> bool:
+        return self.remove_queue(QueueName(object_ref(body).name))
+
+    def remove_queue(self, name: QueueName) -> bool:
+        return self._changed(self.queues.pop(name, None) is not None)
 
     def upsert_workload(self, body: RawObject) -> bool:
         """Mirror a native Workload's queue annotation; True when it changed."""
-        meta = body.get("metadata") or {}
-        key = f"{meta.get('namespace')}/{meta.get('name')}"
-        queue = (meta.get("annotations") or {}).get(QUEUE_ANNOTATION)
-        before = self.workload_queues.get(key)
-        if queue:
-            self.workload_queues[key] = QueueName(str(queue))
+        return self.set_workload_queue(workload_queue_from_api(body))
+
+    def set_workload_queue(self, workload: WorkloadQueue) -> bool:
+        before = self.workload_queues.get(workload.key)
+        if workload.queue:
+            self.workload_queues[workload.key] = workload.queue
         else:
-            self.workload_queues.pop(key, None)
-        return self._changed(before != self.workload_queues.get(key))
+            self.workload_queues.pop(workload.key, None)
+        return self._changed(before != self.workload_queues.get(workload.key))
 
     def delete_workload(self, body: RawObject) -> bool:
-        meta = body.get("metadata") or {}
-        return self.forget_workload(f"{meta.get('namespace')}/{meta.get('name')}")
+        return self.remove_workload(workload_queue_from_api(body).key)
 
-    def forget_workload(self, key: str) -> bool:
+    def remove_workload(self, key: str) -> bool:
         """Drop a Workload's queue annotation by ``namespace/name``."""
         return self._changed(self.workload_queues.pop(key, None) is not None)
 
@@ -425,12 +380,6 @@ class Mirror:
             return record
         queue = self.workload_queues.get(spec.workload)
         return replace(record, spec=replace(spec, queue=queue)) if queue else record
-
-    def delete_queue(self, body: RawObject) -> bool:
-        return self.forget_queue(QueueName(str((body.get("metadata") or {}).get("name", ""))))
-
-    def forget_queue(self, name: QueueName) -> bool:
-        return self._changed(self.queues.pop(name, None) is not None)
 
     # ---- assume / finish binding / forget / expire ----------------------------
     def assume(self, placement: Placement, now: float) -> None:

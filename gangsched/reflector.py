@@ -12,7 +12,7 @@ broken stream leads to a fresh list, so the sink never misses a deletion.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -21,9 +21,10 @@ import orjson
 import structlog
 from kubernetes_asyncio.client.exceptions import ApiException
 
+from gangsched.core.kubeobjects import RawObject
+
 log = structlog.get_logger(__name__)
 
-RawObject = Mapping[str, Any]
 ListCall = Callable[..., Awaitable[Any]]
 
 

@@ -15,16 +15,15 @@ the watch added meanwhile may be too new for the list, and must stay.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Mapping
-from typing import Any
+from collections.abc import Callable
 
 import aiohttp
 import structlog
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from gangsched.core.groups import Flavor
-from gangsched.core.model import QueueName
+from gangsched.core.kubeobjects import RawObject, object_ref
+from gangsched.core.model import Flavor, QueueName
 from gangsched.handlers import QUEUES, WORKLOADS
 from gangsched.mirror import Mirror
 
@@ -54,7 +53,7 @@ class Sweeper:
                 log.warning("sweep_failed", error=str(error))
 
     async def _list(self, group: str, version: str, plural: str
-                    ) -> list[Mapping[str, Any]] | None:
+                    ) -> list[RawObject] | None:
         """Every object (from the watch cache); None when the API does not serve them."""
         try:
             found = await self._custom.list_cluster_custom_object(
@@ -63,7 +62,7 @@ class Sweeper:
             if error.status == NOT_SERVED:
                 return None
             raise
-        items: list[Mapping[str, Any]] = found.get("items") or []
+        items: list[RawObject] = found.get("items") or []
         return items
 
     async def _names(
@@ -73,12 +72,7 @@ class Sweeper:
         items = await self._list(group, version, plural)
         if items is None:
             return None
-        return {
-            (f"{(i.get('metadata') or {}).get('namespace', '')}/"
-             f"{(i.get('metadata') or {}).get('name', '')}".lstrip("/"),
-             str((i.get("metadata") or {}).get("uid", "")))
-            for i in items
-        }
+        return {(ref.key, ref.uid) for ref in map(object_ref, items)}
 
     async def prime(self, timeout: float = 30.0) -> None:
         """Fill the mirror with every PodGroup, Queue and Workload before the first cycle.
@@ -107,12 +101,12 @@ class Sweeper:
         mirror = self._mirror
         for flavor in Flavor:
             for item in await self._list(flavor.group, flavor.version, "podgroups") or ():
-                if mirror.in_scope(_namespace_of(item)):
+                if mirror.in_scope(object_ref(item).namespace):
                     mirror.upsert_group(flavor, item)
         for item in await self._list(*QUEUES) or ():
             mirror.upsert_queue(item)
         for item in await self._list(*WORKLOADS) or ():
-            if mirror.in_scope(_namespace_of(item)):
+            if mirror.in_scope(object_ref(item).namespace):
                 mirror.upsert_workload(item)
 
     async def sweep(self) -> bool:
@@ -129,7 +123,7 @@ class Sweeper:
                 current = mirror.groups.get(key)
                 if owner is not flavor or current is None or current.uid != uid:
                     continue  # another flavour's, or changed since the list was asked for
-                if (listed is None or uid_of.get(key) != uid) and mirror.forget_group(key):
+                if (listed is None or uid_of.get(key) != uid) and mirror.remove_group(key):
                     log.warning("podgroup_forgotten", group=key, flavor=flavor.value,
                                 reason="deleted while the watch was down")
                     forgotten = True
@@ -137,16 +131,13 @@ class Sweeper:
         if listed_queues is not None:
             queue_names = {QueueName(name) for name, _ in listed_queues}
             for name in queues_before - queue_names:
-                if mirror.forget_queue(name):
+                if mirror.remove_queue(name):
                     log.warning("queue_forgotten", queue=name,
                                 reason="deleted while the watch was down")
                     forgotten = True
         listed_workloads = await self._names(*WORKLOADS)
         workload_names = {name for name, _ in listed_workloads or ()}
         for workload in workloads_before - workload_names:
-            forgotten = mirror.forget_workload(workload) or forgotten
+            forgotten = mirror.remove_workload(workload) or forgotten
         return forgotten
 
-
-def _namespace_of(item: Mapping[str, Any]) -> str:
-    return str((item.get("metadata") or {}).get("namespace", ""))

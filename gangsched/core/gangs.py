@@ -11,8 +11,18 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 
-from gangsched.core.groups import Flavor, GroupSpec, MemberCounts, solo_gang_key
-from gangsched.core.model import DEFAULT_QUEUE, Gang, GangKey, NodeName, Pod, Policy
+from gangsched.core.model import (
+    DEFAULT_QUEUE,
+    Flavor,
+    Gang,
+    GangKey,
+    GroupSpec,
+    MemberCounts,
+    NodeName,
+    Pod,
+    Policy,
+    solo_gang_key,
+)
 from gangsched.core.resources import Resources
 
 

@@ -13,24 +13,58 @@ shell can then skip (and report) one broken object without a catch-all.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any, NoReturn
 
 from gangsched.core.model import (
+    DEFAULT_QUEUE,
+    Flavor,
+    GangKey,
+    GroupSpec,
     Node,
     NodeName,
     Pod,
     PodKey,
     PodPlacementRules,
+    Policy,
+    QueueName,
+    QueueSpec,
     SelectorRequirement,
     SelectorTerm,
     Taint,
     Toleration,
+    gang_key,
+    solo_gang_key,
 )
 from gangsched.core.quantity import QuantityError, canonical_amount
-from gangsched.core.resources import CPU, MEMORY, PODS, Resources
+from gangsched.core.resources import CPU, MEMORY, PODS, Capability, Resources
 
-__all__ = ["ObjectError", "node_from_api", "pod_from_api", "timestamp"]
+__all__ = [
+    "COSCHEDULING_LABEL", "GROUP_LABEL", "POLICY_ANNOTATION", "PREEMPTIBLE_ANNOTATIONS",
+    "QUEUE_ANNOTATION", "VOLCANO_ANNOTATION", "VOLCANO_QUEUE_ANNOTATION",
+    "FieldProblem", "GroupRecord", "ObjectError", "ObjectRef", "PodHeader", "PodRecord",
+    "PriorityClass", "QueueObject", "RawObject", "WorkloadQueue",
+    "group_from_api", "group_key_of", "group_name_of", "group_record_from_api",
+    "native_group_name", "node_from_api", "object_name", "object_ref", "pod_from_api", "pod_header",
+    "pod_record_from_api", "priority_class_from_api", "queue_from_api", "timestamp",
+    "workload_queue_from_api",
+]
+
+RawObject = Mapping[str, Any]
+"""An API object as JSON decodes it: what watches, lists and files hand in, read only here."""
+
+GROUP_LABEL = "scheduling.gangsched.io/pod-group"
+COSCHEDULING_LABEL = "scheduling.x-k8s.io/pod-group"
+VOLCANO_ANNOTATION = "scheduling.k8s.io/group-name"
+QUEUE_ANNOTATION = "scheduling.gangsched.io/queue"
+"""Picks the Queue of a native PodGroup (or of its Workload): the native API has no queue."""
+VOLCANO_QUEUE_ANNOTATION = "scheduling.volcano.sh/queue-name"
+"""Volcano's queue annotation, honoured where a PodGroup's own field names no queue."""
+PREEMPTIBLE_ANNOTATIONS = ("scheduling.gangsched.io/preemptible", "volcano.sh/preemptable")
+"""``"false"`` on a PodGroup keeps its gang from ever being evicted for another."""
+POLICY_ANNOTATION = "scheduling.gangsched.io/policy"
+"""On a PodGroup: ``binpack`` or ``spread`` instead of the scheduler's policy."""
 
 _TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
 _SELECTOR_OPERATORS = frozenset({"In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt"})
@@ -418,3 +452,375 @@ def node_from_api(obj: Mapping[str, Any]) -> Node:
         unschedulable=unschedulable,
         ready=ready,
     )
+
+
+@dataclass(frozen=True, slots=True)
+class ObjectRef:
+    """Who an object is, read without failing: a deletion or a list names even a broken one."""
+
+    namespace: str
+    """Empty for a cluster-scoped object."""
+    name: str
+    uid: str
+
+    @property
+    def key(self) -> str:
+        """``namespace/name``, or ``name`` for a cluster-scoped object."""
+        return f"{self.namespace}/{self.name}" if self.namespace else self.name
+
+
+def object_ref(obj: RawObject) -> ObjectRef:
+    meta = obj.get("metadata")
+    meta = meta if isinstance(meta, Mapping) else {}
+    return ObjectRef(str(meta.get("namespace") or ""), str(meta.get("name") or ""),
+                     str(meta.get("uid") or ""))
+
+
+def object_name(obj: RawObject) -> str:
+    return object_ref(obj).name
+
+
+# ---------------------------------------------------------------- pods as the mirror holds them
+
+
+@dataclass(frozen=True, slots=True)
+class PodHeader:
+    """Who a pod is and whose it is, read even from a pod too broken to parse, so a
+    broken pod of ours is reported on and one of another scheduler is ignored."""
+
+    key: PodKey
+    namespace: str
+    scheduler_name: str
+    bound: bool
+    """It names a node: a broken pod already bound is no longer ours to report on."""
+
+
+@dataclass(frozen=True, slots=True)
+class PodRecord:
+    """A pod as the mirror holds it: the core's view of it and what reports need."""
+
+    pod: Pod
+    uid: str
+    ours: bool
+    group: GangKey | None
+    phase: str
+    scheduled_message: str | None
+    """Message of a ``PodScheduled=False`` condition already on the pod, to skip rewriting it."""
+    resource_version: str = ""
+
+
+def pod_header(obj: RawObject) -> PodHeader:
+    meta = obj.get("metadata")
+    meta = meta if isinstance(meta, Mapping) else {}
+    spec = obj.get("spec")
+    spec = spec if isinstance(spec, Mapping) else {}
+    namespace = meta.get("namespace")
+    namespace = namespace if isinstance(namespace, str) and namespace else "default"
+    return PodHeader(
+        key=PodKey(f"{namespace}/{meta.get('name')}"),
+        namespace=namespace,
+        scheduler_name=str(spec.get("schedulerName") or ""),
+        bound=bool(spec.get("nodeName")),
+    )
+
+
+def pod_record_from_api(obj: RawObject, *, ours: bool) -> PodRecord:
+    """The pod, the gang it will be gathered into (set once here, not every cycle),
+    its phase and the ``PodScheduled=False`` message already on it."""
+    pod = pod_from_api(obj)
+    where = f"pod {pod.key}"
+    meta = _mapping(obj.get("metadata"), where, "metadata")
+    namespace = pod.key.split("/", 1)[0]
+    group_name = group_name_of(
+        dict(_str_map(meta.get("labels"), where, "metadata.labels")),
+        dict(_str_map(meta.get("annotations"), where, "metadata.annotations")),
+    ) or native_group_name(_mapping(obj.get("spec"), where, "spec"))
+    group = gang_key(namespace, group_name) if group_name else None
+    status = _mapping(obj.get("status"), where, "status")
+    scheduled_message = None
+    for index, item in enumerate(_list(status.get("conditions"), where, "status.conditions")):
+        condition = _mapping(item, where, f"status.conditions[{index}]")
+        if condition.get("type") == "PodScheduled":
+            if condition.get("status") == "False":
+                scheduled_message = str(condition.get("message") or "") or None
+            break
+    return PodRecord(
+        pod=replace(pod, gang=group or solo_gang_key(pod.key)),
+        uid=str(meta.get("uid") or ""),
+        ours=ours,
+        group=group,
+        phase=str(status.get("phase") or "Pending"),
+        scheduled_message=scheduled_message,
+        resource_version=str(meta.get("resourceVersion") or ""),
+    )
+
+
+# ---------------------------------------------------------------- pod groups
+
+
+def group_name_of(labels: Mapping[str, str], annotations: Mapping[str, str]) -> str | None:
+    """The PodGroup a pod belongs to, by gangsched label, scheduler-plugins label or
+    Volcano annotation, in that order; None for a pod that is a gang of its own."""
+    for value in (
+        labels.get(GROUP_LABEL),
+        labels.get(COSCHEDULING_LABEL),
+        annotations.get(VOLCANO_ANNOTATION),
+    ):
+        if value:
+            return value
+    return None
+
+
+def native_group_name(spec: Mapping[str, Any]) -> str | None:
+    """The native PodGroup a pod names in ``spec.schedulingGroup.podGroupName``, if any."""
+    group = spec.get("schedulingGroup")
+    if not isinstance(group, Mapping):
+        return None
+    name = group.get("podGroupName")
+    return name if isinstance(name, str) and name else None
+
+
+def group_key_of(obj: RawObject) -> GangKey:
+    """The key of a PodGroup object, of any flavour, from its metadata."""
+    meta = obj.get("metadata") or {}
+    return gang_key(str(meta.get("namespace", "")), str(meta.get("name", "")))
+
+
+def _annotations(meta: Mapping[str, Any]) -> Mapping[str, Any]:
+    annotations = meta.get("annotations") or {}
+    return annotations if isinstance(annotations, Mapping) else {}
+
+
+def _preemptible(meta: Mapping[str, Any]) -> bool:
+    annotations = _annotations(meta)
+    return not any(
+        str(annotations.get(name, "")).strip().lower() == "false"
+        for name in PREEMPTIBLE_ANNOTATIONS
+    )
+
+
+def group_from_api(obj: RawObject, flavor: Flavor) -> GroupSpec:
+    """Read a PodGroup of any flavour; an empty spec (Spark's default) means minMember 1.
+
+    Raises ObjectError naming the group and field, so one bad group is reported
+    on its own status and never stops the scheduler.
+    """
+    meta = obj.get("metadata") or {}
+    key = group_key_of(obj)
+    created = timestamp(meta.get("creationTimestamp"), f"podgroup {key}",
+                        "metadata.creationTimestamp")
+    spec = obj.get("spec") or {}
+    if not isinstance(spec, Mapping):
+        raise ObjectError(f"podgroup {key}: spec is not an object")
+    if flavor is Flavor.NATIVE:
+        return _native_group(key, meta, spec, created)
+    min_member = spec.get("minMember", 1)
+    if min_member is None:
+        min_member = 1
+    if not isinstance(min_member, int) or isinstance(min_member, bool) or min_member < 0:
+        raise ObjectError(f"podgroup {key}: minMember {min_member!r} is not a whole number ≥ 0")
+    raw_resources = spec.get("minResources") or {}
+    if not isinstance(raw_resources, Mapping):
+        raise ObjectError(f"podgroup {key}: minResources is not a map")
+    try:
+        min_resources = Resources.parse(raw_resources)
+    except QuantityError as error:
+        raise ObjectError(f"podgroup {key}: minResources: {error}") from error
+    queue = (spec.get("queue") or _annotations(meta).get(VOLCANO_QUEUE_ANNOTATION)
+             or DEFAULT_QUEUE)
+    timeout = spec.get("scheduleTimeoutSeconds")
+    if timeout is not None and (not isinstance(timeout, int) or timeout < 0):
+        raise ObjectError(f"podgroup {key}: scheduleTimeoutSeconds {timeout!r} is not ≥ 0")
+    priority_class = spec.get("priorityClassName") or None
+    return GroupSpec(
+        key=key,
+        flavor=flavor,
+        min_member=max(1, min_member),
+        min_resources=min_resources,
+        queue=QueueName(str(queue)),
+        created=created,
+        generation=int(meta.get("generation") or 0),
+        timeout_seconds=timeout,
+        priority_class=str(priority_class) if priority_class else None,
+        preemptible=_preemptible(meta),
+    )
+
+
+def _native_group(
+    key: GangKey, meta: Mapping[str, Any], spec: Mapping[str, Any], created: float
+) -> GroupSpec:
+    """A ``scheduling.k8s.io/v1beta1`` PodGroup, read as kube-scheduler reads it.
+
+    ``gang.minCount`` is the minMember; ``basic`` places each pod alone; a
+    missing policy is what the API server rejects, read here as basic so a
+    group written around the schema still schedules its pods.
+    """
+    where = f"podgroup {key}"
+    policy = spec.get("schedulingPolicy") or {}
+    if not isinstance(policy, Mapping):
+        raise ObjectError(f"{where}: schedulingPolicy is not an object")
+    gang = policy.get("gang")
+    min_member = 1
+    if gang is not None:
+        count = gang.get("minCount") if isinstance(gang, Mapping) else None
+        if not isinstance(count, int) or isinstance(count, bool) or count < 1:
+            raise ObjectError(f"{where}: schedulingPolicy.gang.minCount {count!r} "
+                              "is not a whole number ≥ 1")
+        min_member = count
+    constraints = spec.get("schedulingConstraints") or {}
+    topology = constraints.get("topology") if isinstance(constraints, Mapping) else None
+    keys: list[str] = []
+    for index, entry in enumerate(topology or ()):
+        label = entry.get("key") if isinstance(entry, Mapping) else None
+        if not isinstance(label, str) or not label:
+            raise ObjectError(f"{where}: schedulingConstraints.topology[{index}].key "
+                              "must be a node label name")
+        keys.append(label)
+    priority = spec.get("priority")
+    if priority is not None and (not isinstance(priority, int) or isinstance(priority, bool)):
+        raise ObjectError(f"{where}: priority {priority!r} is not an integer")
+    annotations = _annotations(meta)
+    queue = annotations.get(QUEUE_ANNOTATION) or annotations.get(VOLCANO_QUEUE_ANNOTATION)
+    workload_ref = spec.get("workloadRef")
+    workload = None
+    if not queue and isinstance(workload_ref, Mapping) and workload_ref.get("workloadName"):
+        workload = f"{key.split('/', 1)[0]}/{workload_ref['workloadName']}"
+    priority_class = spec.get("priorityClassName") or None
+    return GroupSpec(
+        key=key,
+        flavor=Flavor.NATIVE,
+        min_member=min_member,
+        min_resources=Resources.zero(),
+        queue=QueueName(str(queue or DEFAULT_QUEUE)),
+        created=created,
+        generation=int(meta.get("generation") or 0),
+        priority_class=str(priority_class) if priority_class else None,
+        priority=priority,
+        basic=gang is None,
+        topology_keys=tuple(keys),
+        workload=workload,
+        preempts=spec.get("preemptionPolicy") != "Never",
+        preemptible=_preemptible(meta),
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class GroupRecord:
+    """A PodGroup as the mirror holds it: its spec, or why it has none, and the status
+    it carries (whose conditions a status write keeps)."""
+
+    key: GangKey
+    flavor: Flavor
+    uid: str
+    spec: GroupSpec | None
+    error: str | None
+    status: Mapping[str, Any]
+    policy: Policy | None
+
+
+def group_record_from_api(body: RawObject, flavor: Flavor) -> GroupRecord:
+    """Never raises: a group that cannot be read is held with its error, so its status
+    and an Event say why it waits rather than the scheduler stopping.
+
+    An unknown placement policy is not ignored either: the group waits, saying
+    so, rather than running with a placement its author did not ask for.
+    """
+    meta = body.get("metadata") or {}
+    key = group_key_of(body)
+    spec: GroupSpec | None = None
+    error: str | None = None
+    try:
+        spec = group_from_api(body, flavor)
+    except ObjectError as exc:
+        error = str(exc)
+    policy_text = _annotations(meta).get(POLICY_ANNOTATION)
+    policy = None
+    if policy_text:
+        try:
+            policy = Policy(policy_text)
+        except ValueError:
+            spec = None
+            error = error or (
+                f"podgroup {key}: annotation {POLICY_ANNOTATION}={policy_text!r} "
+                f"is not one of {', '.join(p.value for p in Policy)}"
+            )
+    status = body.get("status")
+    return GroupRecord(
+        key=key, flavor=flavor, uid=str(meta.get("uid", "")), spec=spec, error=error,
+        status=dict(status) if isinstance(status, Mapping) else {}, policy=policy,
+    )
+
+
+# ---------------------------------------------------------------- queues, classes, workloads
+
+
+@dataclass(frozen=True, slots=True)
+class FieldProblem:
+    """A part of an object the schema should have rejected, left out rather than fatal."""
+
+    field: str
+    error: str
+
+
+@dataclass(frozen=True, slots=True)
+class QueueObject:
+    """A Queue as read: the spec a cycle uses, and the parts of it left out."""
+
+    spec: QueueSpec
+    problems: tuple[FieldProblem, ...] = ()
+
+
+def queue_from_api(body: RawObject) -> QueueObject:
+    """A Queue; a part the schema should have rejected is left out, and said so.
+
+    The CRD schema rejects bad weights and quantities, so this only meets
+    objects written around it; an unreadable cap then caps nothing rather
+    than stopping the scheduler.
+    """
+    spec = body.get("spec") or {}
+    problems: list[FieldProblem] = []
+    capability: Capability | None = None
+    try:
+        if spec.get("capability") is not None:
+            capability = Capability.parse(spec["capability"])
+    except (QuantityError, AttributeError) as error:
+        problems.append(FieldProblem("capability", str(error)))
+    weight = spec.get("weight", 1)
+    if isinstance(weight, bool) or not isinstance(weight, int) or weight < 1:
+        problems.append(FieldProblem("weight", repr(weight)))
+        weight = 1
+    return QueueObject(
+        QueueSpec(name=QueueName(object_name(body)), weight=weight, capability=capability,
+                  open=spec.get("state", "Open") != "Closed"),
+        tuple(problems),
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class PriorityClass:
+    name: str
+    value: int
+    never_preempts: bool
+    """``preemptionPolicy: Never``: gangs of this class wait, never evict."""
+
+
+def priority_class_from_api(obj: RawObject) -> PriorityClass | None:
+    """None for a class without an integer value, which the API server never serves."""
+    value = obj.get("value")
+    if isinstance(value, bool) or not isinstance(value, int):
+        return None
+    return PriorityClass(object_name(obj), value, obj.get("preemptionPolicy") == "Never")
+
+
+@dataclass(frozen=True, slots=True)
+class WorkloadQueue:
+    """A native Workload's queue annotation, which its PodGroups inherit."""
+
+    key: str
+    """``namespace/name``."""
+    queue: QueueName | None
+
+
+def workload_queue_from_api(body: RawObject) -> WorkloadQueue:
+    queue = _annotations(body.get("metadata") or {}).get(QUEUE_ANNOTATION)
+    return WorkloadQueue(object_ref(body).key, QueueName(str(queue)) if queue else None)

@@ -24,6 +24,33 @@ DEFAULT_QUEUE = QueueName("default")
 """The queue every gang without one goes to; it exists without anyone creating it."""
 
 
+def gang_key(namespace: str, group: str) -> GangKey:
+    return GangKey(f"{namespace}/{group}")
+
+
+def solo_gang_key(pod: PodKey) -> GangKey:
+    """A pod without a group is a gang of one; the prefix keeps it apart from group names."""
+    namespace, name = pod.split("/", 1)
+    return GangKey(f"{namespace}/pod:{name}")
+
+
+class Flavor(StrEnum):
+    """Which API a PodGroup came from; status is written back in that API's shape."""
+
+    GANGSCHED = "scheduling.gangsched.io/v1alpha1"
+    COSCHEDULING = "scheduling.x-k8s.io/v1alpha1"
+    VOLCANO = "scheduling.volcano.sh/v1beta1"
+    NATIVE = "scheduling.k8s.io/v1beta1"
+
+    @property
+    def group(self) -> str:
+        return self.value.split("/")[0]
+
+    @property
+    def version(self) -> str:
+        return self.value.split("/")[1]
+
+
 class Policy(StrEnum):
     """How members of a gang are spread over nodes."""
 
@@ -145,3 +172,44 @@ class QueueSpec:
     weight: int = 1
     capability: Capability | None = None
     open: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class GroupSpec:
+    """A PodGroup of any flavour, reduced to what a scheduling decision reads."""
+
+    key: GangKey
+    flavor: Flavor
+    min_member: int
+    min_resources: Resources
+    queue: QueueName
+    created: float
+    generation: int = 0
+    timeout_seconds: int | None = None
+    priority_class: str | None = None
+    priority: int | None = None
+    """A priority value given on the group itself (native ``spec.priority``)."""
+    basic: bool = False
+    """Native ``schedulingPolicy.basic``: each pod is placed on its own, the group only
+    counts and reports them."""
+    topology_keys: tuple[str, ...] = ()
+    """Node labels every member must share one value of (native topology constraints)."""
+    workload: str | None = None
+    """``namespace/name`` of the native Workload whose queue annotation applies when the
+    PodGroup names none itself."""
+    preempts: bool = True
+    """False for native ``spec.preemptionPolicy: Never``: the gang waits for room."""
+    preemptible: bool = True
+    """False when an annotation of ``PREEMPTIBLE_ANNOTATIONS`` (core.kubeobjects) says
+    ``"false"``."""
+
+
+@dataclass(frozen=True, slots=True)
+class MemberCounts:
+    """Members of one group by state; ``scheduled`` counts pods with a node, assumed or bound."""
+
+    pending: int = 0
+    scheduled: int = 0
+    running: int = 0
+    succeeded: int = 0
+    failed: int = 0

@@ -1,4 +1,10 @@
-"""The status each PodGroup API expects, built from one verdict.
+"""A PodGroup's status: the verdict on it, and the body each API expects, built once.
+
+:func:`group_status` decides one ``GroupStatus`` (phase, member counts, reason,
+message) from the group's members and the cycle's verdict; :func:`status_body`
+builds the whole status of every flavour from that one value, and is the only
+place a PodGroup's status body is made (:func:`invalid_body` for a group that
+cannot be read at all).
 
 Operators read these fields: Kubeflow's training-operator waits for a Volcano
 PodGroup's ``phase: Inqueue`` before it creates pods, dashboards read
@@ -9,10 +15,94 @@ names, from the same ``GroupStatus``. Pure: the time is a parameter.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from enum import StrEnum
 from typing import Any
 
-from gangsched.core.groups import Flavor, GroupStatus, Phase
-from gangsched.core.model import NodeName, PodKey
+from gangsched.core.model import Flavor, GroupSpec, MemberCounts, NodeName, PodKey
+
+
+class Phase(StrEnum):
+    PENDING = "Pending"
+    INQUEUE = "Inqueue"
+    RUNNING = "Running"
+    SUCCEEDED = "Succeeded"
+    FAILED = "Failed"
+    UNSCHEDULABLE = "Unschedulable"
+
+    @property
+    def finished(self) -> bool:
+        return self in (Phase.SUCCEEDED, Phase.FAILED)
+
+
+FINISHED_PHASES = frozenset({"Succeeded", "Failed", "Completed", "Finished"})
+"""Status phases that mean a group's job is over, in any flavour: ours, Volcano's
+(``Completed``) and scheduler-plugins' (``Finished``, ``Failed``)."""
+
+
+@dataclass(frozen=True, slots=True)
+class GroupStatus:
+    phase: Phase
+    counts: MemberCounts
+    reason: str
+    message: str
+
+
+def group_status(
+    spec: GroupSpec,
+    counts: MemberCounts,
+    *,
+    admitted: bool,
+    waiting_reason: str | None,
+    waited_seconds: float,
+    binding: bool = False,
+    holding: str | None = None,
+) -> GroupStatus:
+    """The phase a group is in and why, from its members and the last cycle's verdict.
+
+    ``binding``: this cycle placed the gang and its binds are under way; its
+    members are not counted as placed until the watch confirms them.
+
+    ``holding``: the gang lost members while it ran and holds their room for
+    their replacements; it still runs, one short, and says so.
+
+    A group that outlived ``scheduleTimeoutSeconds`` without being placed turns
+    Unschedulable but keeps waiting: the timeout tells people, it does not
+    give up on their job.
+    """
+    live = counts.scheduled  # non-terminal members with a node
+    done = counts.succeeded + counts.failed
+    total = counts.pending + live + done
+    if total > 0 and counts.pending == 0 and live == 0 and done >= spec.min_member:
+        if counts.failed and counts.succeeded < spec.min_member:
+            return GroupStatus(Phase.FAILED, counts, "MembersFailed",
+                               f"{counts.failed} of {total} members failed")
+        return GroupStatus(Phase.SUCCEEDED, counts, "MembersSucceeded",
+                           f"{counts.succeeded} of {total} members succeeded")
+    if live + counts.succeeded >= spec.min_member and live > 0:
+        return GroupStatus(Phase.RUNNING, counts, "GangScheduled",
+                           f"{live} members placed, minMember {spec.min_member}")
+    if holding and live > 0:
+        return GroupStatus(Phase.RUNNING, counts, "ReplacementHeld",
+                           f"{live} of minMember {spec.min_member} members placed; {holding}")
+    if binding:
+        return GroupStatus(Phase.INQUEUE, counts, "Binding", "members placed, binding")
+    if waiting_reason and spec.timeout_seconds is not None and (
+        waited_seconds >= spec.timeout_seconds
+    ):
+        return GroupStatus(
+            Phase.UNSCHEDULABLE, counts, "ScheduleTimeout",
+            f"not placed within {spec.timeout_seconds}s: {waiting_reason}",
+        )
+    if admitted:
+        message = waiting_reason or (
+            f"admitted; {live} of {spec.min_member} members placed"
+        )
+        return GroupStatus(Phase.INQUEUE, counts, "Admitted" if not waiting_reason
+                           else "Unschedulable", message)
+    return GroupStatus(Phase.PENDING, counts, "Unschedulable" if waiting_reason else "Waiting",
+                       waiting_reason or "waiting for its members")
+
 
 MESSAGE_LIMIT = 1024
 TRANSITION_ID = "gangsched"

@@ -6,8 +6,7 @@ from dataclasses import replace
 
 from gangsched.core.cycle import CycleInput, run_cycle
 from gangsched.core.gangs import Gathered, Member, gather
-from gangsched.core.groups import Flavor, GroupSpec
-from gangsched.core.model import GangKey, Pod, Policy, QueueSpec
+from gangsched.core.model import Flavor, GangKey, GroupSpec, Pod, Policy, QueueSpec
 from gangsched.core.placement import Snapshot
 from gangsched.core.resources import Resources
 from tests.unit.test_cycle import DEFAULT, node, placed, placed_pods, pod

@@ -5,18 +5,19 @@ from __future__ import annotations
 import pytest
 
 from gangsched.core.gangs import Member, gather
-from gangsched.core.groups import (
+from gangsched.core.kubeobjects import ObjectError, group_from_api, group_name_of
+from gangsched.core.model import (
     Flavor,
+    GangKey,
     GroupSpec,
     MemberCounts,
-    Phase,
-    group_from_api,
-    group_name_of,
-    group_status,
+    NodeName,
+    Pod,
+    PodKey,
+    QueueName,
 )
-from gangsched.core.kubeobjects import ObjectError
-from gangsched.core.model import GangKey, NodeName, Pod, PodKey, QueueName
 from gangsched.core.resources import Resources
+from gangsched.core.status_bodies import Phase, group_status
 
 
 def test_membership_markers_in_order_of_precedence() -> None:

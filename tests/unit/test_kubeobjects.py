@@ -10,8 +10,20 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gangsched.core.kubeobjects import ObjectError, node_from_api, pod_from_api
-from gangsched.core.model import SelectorRequirement, Taint, Toleration
+from gangsched.core.kubeobjects import (
+    FieldProblem,
+    ObjectError,
+    PriorityClass,
+    WorkloadQueue,
+    node_from_api,
+    pod_from_api,
+    pod_header,
+    pod_record_from_api,
+    priority_class_from_api,
+    queue_from_api,
+    workload_queue_from_api,
+)
+from gangsched.core.model import GangKey, QueueName, SelectorRequirement, Taint, Toleration
 from gangsched.core.resources import Resources
 
 
@@ -244,10 +256,12 @@ def _graft(obj: dict[str, Any], path: tuple[str, ...], value: Any) -> dict[str, 
 @settings(max_examples=300)
 @given(st.lists(st.tuples(st.sampled_from(KEY_PATHS), json_values), max_size=4))
 def test_junk_in_any_field_only_ever_raises_object_error(grafts: list[Any]) -> None:
-    for base, convert in ((api_pod(), pod_from_api), (api_node(), node_from_api)):
+    for base, convert in ((api_pod(), pod_from_api), (api_node(), node_from_api),
+                          (api_pod(), _record)):
         obj = base
         for path, value in grafts:
             obj = _graft(obj, path, value)
+        pod_header(obj)  # never fails: a broken pod is still named and reported on
         with contextlib.suppress(ObjectError):
             convert(obj)
 
@@ -255,6 +269,61 @@ def test_junk_in_any_field_only_ever_raises_object_error(grafts: list[Any]) -> N
 @settings(max_examples=200)
 @given(json_values)
 def test_junk_objects_only_ever_raise_object_error(junk: Any) -> None:
-    for convert in (pod_from_api, node_from_api):
+    for convert in (pod_from_api, node_from_api, _record):
         with contextlib.suppress(ObjectError):
             convert(junk)
+
+
+def _record(obj: Any) -> object:
+    return pod_record_from_api(obj, ours=True)
+
+
+def test_pod_record_reads_its_group_by_any_marker_and_its_last_verdict() -> None:
+    by_label = api_pod()
+    by_label["metadata"]["labels"] = {"scheduling.x-k8s.io/pod-group": "train"}
+    by_label["metadata"]["uid"] = "u1"
+    by_label["status"]["conditions"] = [
+        {"type": "PodScheduled", "status": "False", "message": "needs 2 cpu"}]
+    record = pod_record_from_api(by_label, ours=True)
+    assert (record.group, record.pod.gang, record.uid, record.scheduled_message) == (
+        GangKey("default/train"), GangKey("default/train"), "u1", "needs 2 cpu")
+    native = api_pod(schedulingGroup={"podGroupName": "job"})
+    assert pod_record_from_api(native, ours=False).group == GangKey("default/job")
+    alone = pod_record_from_api(api_pod(), ours=True)
+    assert (alone.group, alone.pod.gang, alone.phase) == (
+        None, GangKey("default/pod:x"), "Pending")
+
+
+def test_a_pod_being_deleted_is_terminating_not_terminal() -> None:
+    deleted = api_pod(nodeName="n1")
+    deleted["metadata"]["deletionTimestamp"] = "2024-05-01T12:01:00Z"
+    pod = pod_from_api(deleted)
+    assert pod.terminating and not pod.terminal
+
+
+def test_pod_header_names_even_a_pod_that_cannot_be_read() -> None:
+    broken = api_pod(schedulerName="gang", nodeName="n1", containers="lots")
+    with pytest.raises(ObjectError):
+        pod_from_api(broken)
+    header = pod_header(broken)
+    assert (header.key, header.scheduler_name, header.bound) == ("default/x", "gang", True)
+
+
+def test_queue_keeps_what_it_can_read_and_names_what_it_left_out() -> None:
+    queue = queue_from_api({"metadata": {"name": "q"},
+                            "spec": {"weight": 0, "capability": {"cpu": "lots"}}})
+    assert (queue.spec.name, queue.spec.weight, queue.spec.capability) == (
+        QueueName("q"), 1, None)
+    assert [p.field for p in queue.problems] == ["capability", "weight"]
+    assert queue.problems[1] == FieldProblem("weight", "0")
+
+
+def test_priority_classes_and_workload_queues() -> None:
+    assert priority_class_from_api({"metadata": {"name": "high"}, "value": 1000,
+                                    "preemptionPolicy": "Never"}) == PriorityClass(
+        "high", 1000, never_preempts=True)
+    assert priority_class_from_api({"metadata": {"name": "odd"}, "value": True}) is None
+    annotated = {"metadata": {"name": "w", "namespace": "ns",
+                              "annotations": {"scheduling.gangsched.io/queue": "research"}}}
+    assert workload_queue_from_api(annotated) == WorkloadQueue("ns/w", QueueName("research"))
+    assert workload_queue_from_api({"metadata": {"name": "w", "namespace": "ns"}}).queue is None

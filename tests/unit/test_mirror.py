@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
-from gangsched.core.groups import Flavor
-from gangsched.core.model import GangKey, NodeName, PodKey, QueueName
+from gangsched.core.kubeobjects import queue_from_api
+from gangsched.core.model import Flavor, GangKey, NodeName, PodKey, QueueName
 from gangsched.core.placement import Placement
 from gangsched.core.resources import Resources
+from gangsched.handlers import Change, Watched, group_change
 from gangsched.mirror import Mirror
 
 
@@ -196,13 +198,39 @@ def test_a_queue_capability_of_zero_is_kept() -> None:
 
 
 def test_our_own_queue_status_coming_back_wakes_no_cycle() -> None:
-    from gangsched.handlers import apply_queue_event
+    woken: list[str] = []
+    watched = Watched(Mirror(scheduler_names=frozenset({"gang"})), lambda: woken.append("q"))
 
-    mirror = Mirror(scheduler_names=frozenset({"gang"}))
+    def event(kind: str, body: dict[str, Any]) -> None:
+        asyncio.run(watched.queue_changed(Change.of({"type": kind, "object": body},
+                                                    queue_from_api)))
+
     queue = {"metadata": {"name": "q"}, "spec": {"weight": 2}}
-    assert apply_queue_event(mirror, {"type": "ADDED", "object": queue})
+    event("ADDED", queue)
+    assert woken == ["q"]
     written = {**queue, "status": {"running": 3, "pending": 1}}
-    assert not apply_queue_event(mirror, {"type": "MODIFIED", "object": written})
-    assert apply_queue_event(mirror, {"type": "MODIFIED", "object": {
-        **written, "spec": {"weight": 3}}})
-    assert apply_queue_event(mirror, {"type": "DELETED", "object": written})
+    event("MODIFIED", written)
+    assert woken == ["q"]
+    event("MODIFIED", {**written, "spec": {"weight": 3}})
+    assert watched.mirror.queues[QueueName("q")].weight == 3 and len(woken) == 2
+    event("DELETED", written)
+    assert watched.mirror.queues == {} and len(woken) == 3
+
+
+def test_our_own_group_status_coming_back_wakes_no_cycle_nor_does_another_flavour() -> None:
+    woken: list[str] = []
+    watched = Watched(Mirror(scheduler_names=frozenset({"gang"})), lambda: woken.append("g"))
+
+    def event(flavor: Flavor, kind: str, body: dict[str, Any]) -> None:
+        asyncio.run(watched.group_changed(group_change(flavor, {"type": kind, "object": body})))
+
+    group = {"metadata": {"name": "g", "namespace": "ns", "uid": "u1", "generation": 1},
+             "spec": {"minMember": 2}}
+    event(Flavor.GANGSCHED, "ADDED", group)
+    event(Flavor.GANGSCHED, "MODIFIED", {**group, "status": {"phase": "Pending"}})
+    assert woken == ["g"]
+    # The same name deleted in another API leaves ours in place.
+    event(Flavor.VOLCANO, "DELETED", group)
+    assert GangKey("ns/g") in watched.mirror.groups and woken == ["g"]
+    event(Flavor.GANGSCHED, "DELETED", group)
+    assert watched.mirror.groups == {} and woken == ["g", "g"]

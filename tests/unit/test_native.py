@@ -8,20 +8,21 @@ import pytest
 
 from gangsched.core.cycle import CycleInput, run_cycle
 from gangsched.core.gangs import Member, gather
-from gangsched.core.groups import (
+from gangsched.core.kubeobjects import ObjectError, group_from_api, native_group_name
+from gangsched.core.model import (
     Flavor,
-    GroupStatus,
+    Gang,
+    GangKey,
     MemberCounts,
-    Phase,
-    group_from_api,
-    native_group_name,
+    NodeName,
+    Policy,
+    QueueName,
+    QueueSpec,
     solo_gang_key,
 )
-from gangsched.core.kubeobjects import ObjectError
-from gangsched.core.model import Gang, GangKey, NodeName, Policy, QueueName, QueueSpec
 from gangsched.core.placement import Capacity, Placement, Snapshot, Unplaceable
 from gangsched.core.reasons import DoesNotFit, NoDomainHolds, NoDomainLabel
-from gangsched.core.status_bodies import invalid_body, status_body
+from gangsched.core.status_bodies import GroupStatus, Phase, invalid_body, status_body
 from gangsched.core.topology import domains_of, place_in_one_domain
 from tests.unit.clusters import assigned, node, pod, workers
 

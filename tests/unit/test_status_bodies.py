@@ -6,10 +6,11 @@ from typing import Any
 
 import pytest
 
-from gangsched.core.groups import Flavor, GroupStatus, MemberCounts, Phase
-from gangsched.core.model import NodeName, PodKey
+from gangsched.core.model import Flavor, MemberCounts, NodeName, PodKey
 from gangsched.core.status_bodies import (
     EVENT_MESSAGE_LIMIT,
+    GroupStatus,
+    Phase,
     invalid_body,
     scheduled_message,
     status_body,
