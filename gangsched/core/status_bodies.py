@@ -42,10 +42,14 @@ FINISHED_PHASES = frozenset({"Succeeded", "Failed", "Completed", "Finished"})
 
 @dataclass(frozen=True, slots=True)
 class GroupStatus:
+    """The whole truth a status write says of a group, in every flavour's shape alike."""
+
     phase: Phase
     counts: MemberCounts
     reason: str
     message: str
+    observed_generation: int = 0
+    """The group's ``metadata.generation`` this verdict was reached on."""
 
 
 def group_status(
@@ -70,38 +74,51 @@ def group_status(
     Unschedulable but keeps waiting: the timeout tells people, it does not
     give up on their job.
     """
+    phase, reason, message = _verdict(spec, counts, admitted=admitted,
+                                      waiting_reason=waiting_reason,
+                                      waited_seconds=waited_seconds, binding=binding,
+                                      holding=holding)
+    return GroupStatus(phase, counts, reason, message, spec.generation)
+
+
+def _verdict(
+    spec: GroupSpec,
+    counts: MemberCounts,
+    *,
+    admitted: bool,
+    waiting_reason: str | None,
+    waited_seconds: float,
+    binding: bool,
+    holding: str | None,
+) -> tuple[Phase, str, str]:
     live = counts.scheduled  # non-terminal members with a node
     done = counts.succeeded + counts.failed
     total = counts.pending + live + done
     if total > 0 and counts.pending == 0 and live == 0 and done >= spec.min_member:
         if counts.failed and counts.succeeded < spec.min_member:
-            return GroupStatus(Phase.FAILED, counts, "MembersFailed",
-                               f"{counts.failed} of {total} members failed")
-        return GroupStatus(Phase.SUCCEEDED, counts, "MembersSucceeded",
-                           f"{counts.succeeded} of {total} members succeeded")
+            return Phase.FAILED, "MembersFailed", f"{counts.failed} of {total} members failed"
+        return (Phase.SUCCEEDED, "MembersSucceeded",
+                f"{counts.succeeded} of {total} members succeeded")
     if live + counts.succeeded >= spec.min_member and live > 0:
-        return GroupStatus(Phase.RUNNING, counts, "GangScheduled",
-                           f"{live} members placed, minMember {spec.min_member}")
+        return (Phase.RUNNING, "GangScheduled",
+                f"{live} members placed, minMember {spec.min_member}")
     if holding and live > 0:
-        return GroupStatus(Phase.RUNNING, counts, "ReplacementHeld",
-                           f"{live} of minMember {spec.min_member} members placed; {holding}")
+        return (Phase.RUNNING, "ReplacementHeld",
+                f"{live} of minMember {spec.min_member} members placed; {holding}")
     if binding:
-        return GroupStatus(Phase.INQUEUE, counts, "Binding", "members placed, binding")
+        return Phase.INQUEUE, "Binding", "members placed, binding"
     if waiting_reason and spec.timeout_seconds is not None and (
         waited_seconds >= spec.timeout_seconds
     ):
-        return GroupStatus(
-            Phase.UNSCHEDULABLE, counts, "ScheduleTimeout",
-            f"not placed within {spec.timeout_seconds}s: {waiting_reason}",
-        )
+        return (Phase.UNSCHEDULABLE, "ScheduleTimeout",
+                f"not placed within {spec.timeout_seconds}s: {waiting_reason}")
     if admitted:
-        message = waiting_reason or (
-            f"admitted; {live} of {spec.min_member} members placed"
-        )
-        return GroupStatus(Phase.INQUEUE, counts, "Admitted" if not waiting_reason
-                           else "Unschedulable", message)
-    return GroupStatus(Phase.PENDING, counts, "Unschedulable" if waiting_reason else "Waiting",
-                       waiting_reason or "waiting for its members")
+        if waiting_reason:
+            return Phase.INQUEUE, "Unschedulable", waiting_reason
+        return Phase.INQUEUE, "Admitted", f"admitted; {live} of {spec.min_member} members placed"
+    if waiting_reason:
+        return Phase.PENDING, "Unschedulable", waiting_reason
+    return Phase.PENDING, "Waiting", "waiting for its members"
 
 
 MESSAGE_LIMIT = 1024
@@ -144,10 +161,17 @@ def status_body(
     flavor: Flavor,
     status: GroupStatus,
     *,
-    observed_generation: int,
+    observed_generation: int | None = None,
     previous_conditions: Sequence[Mapping[str, Any]],
     now: str,
 ) -> dict[str, Any]:
+    """The whole status of the group in its flavour's shape, from one verdict.
+
+    ``observed_generation`` defaults to the verdict's; ``previous_conditions``
+    keep their transition times while their status stays.
+    """
+    if observed_generation is None:
+        observed_generation = status.observed_generation
     counts = status.counts
     message = status.message[:MESSAGE_LIMIT]
     if flavor is Flavor.NATIVE:

@@ -6,11 +6,21 @@ from typing import Any
 
 import pytest
 
-from gangsched.core.model import Flavor, MemberCounts, NodeName, PodKey
+from gangsched.core.model import (
+    Flavor,
+    GangKey,
+    GroupSpec,
+    MemberCounts,
+    NodeName,
+    PodKey,
+    QueueName,
+)
+from gangsched.core.resources import Resources
 from gangsched.core.status_bodies import (
     EVENT_MESSAGE_LIMIT,
     GroupStatus,
     Phase,
+    group_status,
     invalid_body,
     scheduled_message,
     status_body,
@@ -98,3 +108,14 @@ def test_a_gang_s_scheduled_event_names_each_pod_s_node_and_fits_an_event() -> N
     message = scheduled_message(many)
     assert message.startswith("Successfully assigned 500 pods: node-0: worker-0, ")
     assert len(message) == EVENT_MESSAGE_LIMIT and message.endswith("…")
+
+
+def test_the_whole_body_comes_from_one_verdict_generation_included() -> None:
+    spec = GroupSpec(GangKey("ns/g"), Flavor.GANGSCHED, 2, Resources.zero(), QueueName("q"),
+                     0.0, generation=7)
+    status = group_status(spec, MemberCounts(scheduled=2, running=2), admitted=True,
+                          waiting_reason=None, waited_seconds=0.0)
+    written = status_body(Flavor.GANGSCHED, status, previous_conditions=[], now=NOW)
+    assert (written["phase"], written["running"], written["observedGeneration"]) == (
+        "Running", 2, 7)
+    assert written["conditions"][0]["observedGeneration"] == 7
