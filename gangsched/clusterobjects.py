@@ -22,7 +22,7 @@ import pykube
 import requests
 import yaml
 
-from gangsched.core.kubeobjects import group_record_from_api
+from gangsched.core.kubeobjects import group_record_from_api, object_ref
 from gangsched.core.model import Flavor, GangKey
 from gangsched.mirror import Mirror
 
@@ -70,7 +70,7 @@ class ClusterObjects:
         elif kind == "PriorityClass":
             self.priority_classes.append(obj)
         else:
-            self.ignored.append(f"{kind} {(obj.get('metadata') or {}).get('name', '?')}")
+            self.ignored.append(f"{kind} {object_ref(obj).name or '?'}")
 
     def extend(self, other: ClusterObjects) -> None:
         self.nodes += other.nodes

@@ -115,18 +115,16 @@ def _reported(old: PodRecord | None, new: PodRecord) -> bool:
     return old is not None and new.ours and new.phase != old.phase
 
 
-@dataclass
-class Mirror:
-    scheduler_names: frozenset[str]
-    """Every ``spec.schedulerName`` whose pods are ours."""
-    namespaces: frozenset[str] = frozenset()
-    """Namespaces whose pods are ours; empty means every namespace."""
-    nodes: dict[NodeName, Node] = field(default_factory=dict)
-    pods: dict[PodKey, PodRecord] = field(default_factory=dict)
+@dataclass(kw_only=True)
+class GroupsAndQueues:
+    """What gangs are scheduled by rather than what occupies nodes: PodGroups, Queues,
+    native Workloads' queues and PriorityClasses.
+
+    kopf's handlers and the sweeper keep the first three, a watch the classes.
+    """
+
     groups: dict[GangKey, GroupRecord] = field(default_factory=dict)
     queues: dict[QueueName, QueueSpec] = field(default_factory=dict)
-    assumed: dict[PodKey, Assumption] = field(default_factory=dict)
-    bad_pods: dict[PodKey, str] = field(default_factory=dict)
     priority_classes: dict[str, int] = field(default_factory=dict)
     """PriorityClass values by name: a PodGroup's priorityClassName orders its gang."""
     never_preempting_classes: set[str] = field(default_factory=set)
@@ -134,119 +132,15 @@ class Mirror:
     workload_queues: dict[str, QueueName] = field(default_factory=dict)
     """Queue annotations of native Workloads by ``namespace/name``: their PodGroups'
     queue when a PodGroup names none itself."""
-    on_status_change: Callable[[], None] = lambda: None
-    """Called for a change that alters no decision but what a status reports."""
     version: int = 0
     """Counts the changes to what the mirror holds: equal versions, equal views."""
-    # Kept as pods and assumptions change, so a view costs no pass over every pod:
-    _members: dict[PodKey, Member] = field(default_factory=dict)
-    """Our pods as the cycle gathers them, placed where they are assumed."""
-    _seated: dict[PodKey, tuple[NodeName, Resources]] = field(default_factory=dict)
-    """Each live pod on a node (bound or assumed): where, and what it requests."""
-    _requested: dict[NodeName, Resources] = field(default_factory=dict)
-    """What the seated pods request, by node name (known to us or not)."""
-    _usage: dict[NodeName, NodeUsage] = field(default_factory=dict)
-    """Each known node with the sum of what its seated pods request."""
-
-    def in_scope(self, namespace: str) -> bool:
-        """Whether objects of ``namespace`` are this scheduler's to act on."""
-        return not self.namespaces or namespace in self.namespaces
-
-    def ours(self, header: PodHeader) -> bool:
-        """Whether the pod is this scheduler's: its name, in a namespace served."""
-        return header.scheduler_name in self.scheduler_names and self.in_scope(header.namespace)
 
     def _changed(self, changed: bool = True) -> bool:
         if changed:
             self.version += 1
         return changed
 
-    # ---- raw entry points of the watches (pods, nodes, priority classes) ----------
-    def replace(self, kind: str, objects: Sequence[RawObject]) -> None:
-        """Hold exactly ``objects`` of this kind: a list read whole."""
-        seen: set[str] = set()
-        self.listed(kind, objects, seen)
-        self.list_done(kind, seen)
-
-    def listed(self, kind: str, page: Sequence[RawObject], seen: set[str]) -> None:
-        """One page of a (re-)list, each object taken as a watch would report it.
-
-        Page by page, so a list of many thousand pods is never held raw all at
-        once; a cycle between two pages sees some objects newer than others,
-        as it may while any watch runs behind.
-        """
-        for obj in page:
-            seen.add(pod_header(obj).key if kind == "pods" else object_ref(obj).name)
-            self.upsert(kind, obj)
-
-    def list_done(self, kind: str, seen: set[str]) -> None:
-        """The list is complete: what it did not return was deleted meanwhile."""
-        self._changed()
-        if kind == "nodes":
-            for name in [n for n in self.nodes if n not in seen]:
-                self.remove_node(name)
-        elif kind == "priorityclasses":
-            for class_name in [n for n in self.priority_classes if n not in seen]:
-                del self.priority_classes[class_name]
-            self.never_preempting_classes &= seen
-        else:
-            for key in {*self.pods, *self.bad_pods} - seen:
-                self.remove_pod(key)
-            for key in [k for k in self.assumed if k not in self.pods]:
-                self.forget(key)  # its pod is gone, or unreadable: it holds no room
-
-    def upsert(self, kind: str, obj: RawObject) -> bool:
-        """Apply a watch event; True when it may change a scheduling decision or a status.
-
-        Most events cannot: a heartbeat of a node, a pod of another scheduler
-        landing (it only takes room), the watch confirming our own bind. Those
-        update the mirror without waking the scheduler, so a busy cluster does
-        not run a cycle per event.
-        """
-        if kind == "nodes":
-            try:
-                node = node_from_api(obj)
-            except ObjectError as error:
-                log.warning("node_invalid", error=str(error))
-                return False
-            old = self.nodes.get(node.name)
-            return self.add_node(node) if old is None else self.update_node(old, node)
-        if kind == "priorityclasses":
-            priority_class = priority_class_from_api(obj)
-            return priority_class is not None and self.set_priority_class(priority_class)
-        header = pod_header(obj)
-        ours = self.ours(header)
-        try:
-            record = pod_record_from_api(obj, ours=ours)
-        except ObjectError as error:
-            return self.set_bad_pod(header, str(error), ours=ours)
-        old_record = self.pods.get(record.pod.key)
-        return (self.add_pod(record) if old_record is None
-                else self.update_pod(old_record, record))
-
-    def delete(self, kind: str, obj: RawObject) -> bool:
-        if kind == "nodes":
-            return self.remove_node(NodeName(object_ref(obj).name))
-        if kind == "priorityclasses":
-            return self.remove_priority_class(object_ref(obj).name)
-        return self.remove_pod(pod_header(obj).key)
-
-    # ---- nodes and priority classes -------------------------------------------------
-    def add_node(self, node: Node) -> bool:
-        self.nodes[node.name] = node
-        self._usage[node.name] = NodeUsage(node, self._requested.get(node.name, Resources.zero()))
-        return self._changed()
-
-    def update_node(self, old: Node, new: Node) -> bool:
-        """True only when the node changed in what the core reads (not a heartbeat)."""
-        if old == new:
-            return False
-        return self.add_node(new)
-
-    def remove_node(self, name: NodeName) -> bool:
-        self._usage.pop(name, None)
-        return self._changed(self.nodes.pop(name, None) is not None)
-
+    # ---- PriorityClasses (watched with pods and nodes) ----------------------------
     def set_priority_class(self, priority_class: PriorityClass) -> bool:
         name = priority_class.name
         old = self.priority_classes.get(name)
@@ -263,52 +157,11 @@ class Mirror:
         self.never_preempting_classes.discard(name)
         return self._changed(self.priority_classes.pop(name, None) is not None or never)
 
-    # ---- pods -------------------------------------------------------------------------
-    def add_pod(self, record: PodRecord) -> bool:
-        """A pod seen for the first time: true when it is ours, or frees or takes room
-        that matters (see :func:`_matters`)."""
-        return self._put_pod(None, record)
-
-    def update_pod(self, old: PodRecord, new: PodRecord) -> bool:
-        """A pod that changed; its ``nodeName`` appearing confirms its assumption."""
-        return self._put_pod(old, new)
-
-    def _put_pod(self, old: PodRecord | None, record: PodRecord) -> bool:
-        key = record.pod.key
-        self.pods[key] = record
-        assumed = self.assumed.get(key)
-        if record.pod.node_name is not None:
-            self.assumed.pop(key, None)  # confirmed by the watch
-        self._derive(key)
-        was_bad = self.bad_pods.pop(key, None) is not None
-        confirmed = assumed is not None and record.pod.node_name is not None
-        self._changed(old != record or confirmed or was_bad)
-        if _matters(old, record, assumed.node if assumed else None):
-            return True
-        if _reported(old, record):
-            self.on_status_change()
-        return False
-
-    def set_bad_pod(self, header: PodHeader, error: str, *, ours: bool) -> bool:
-        """A pod that cannot be read holds nothing; one of ours not yet bound is kept
-        aside with its error, to be reported on."""
-        self._changed()
-        self.pods.pop(header.key, None)
-        self._derive(header.key)
-        if ours and not header.bound:
-            self.bad_pods[header.key] = error
-        return ours
-
-    def remove_pod(self, key: PodKey) -> bool:
-        """The pod is gone: its room, its assumption and its place in its gang with it."""
-        old = self.pods.pop(key, None)
-        assumed = self.assumed.pop(key, None)
-        bad = self.bad_pods.pop(key, None)
-        self._derive(key)
-        self._changed(old is not None or assumed is not None or bad is not None)
-        # Gone from a node frees room; gone from a gang changes the gang.
-        return bad is not None or (old is not None and (
-            old.ours or (old.pod.node_name is not None and not old.pod.terminal)))
+    def keep_priority_classes(self, names: set[str]) -> None:
+        """A list returned exactly ``names``: the others were deleted meanwhile."""
+        for class_name in [n for n in self.priority_classes if n not in names]:
+            del self.priority_classes[class_name]
+        self.never_preempting_classes &= names
 
     # ---- PodGroups, Queues and Workloads (from kopf event handlers) --------------------
     def upsert_group(self, flavor: Flavor, body: RawObject) -> GroupRecord:
@@ -380,6 +233,171 @@ class Mirror:
             return record
         queue = self.workload_queues.get(spec.workload)
         return replace(record, spec=replace(spec, queue=queue)) if queue else record
+
+
+@dataclass(kw_only=True)
+class Mirror(GroupsAndQueues):
+    """Pods and nodes, with the assumptions of binds under way, beside the groups and
+    queues they are scheduled by."""
+
+    scheduler_names: frozenset[str]
+    """Every ``spec.schedulerName`` whose pods are ours."""
+    namespaces: frozenset[str] = frozenset()
+    """Namespaces whose pods are ours; empty means every namespace."""
+    nodes: dict[NodeName, Node] = field(default_factory=dict)
+    pods: dict[PodKey, PodRecord] = field(default_factory=dict)
+    assumed: dict[PodKey, Assumption] = field(default_factory=dict)
+    bad_pods: dict[PodKey, str] = field(default_factory=dict)
+    on_status_change: Callable[[], None] = lambda: None
+    """Called for a change that alters no decision but what a status reports."""
+    # Kept as pods and assumptions change, so a view costs no pass over every pod:
+    _members: dict[PodKey, Member] = field(default_factory=dict)
+    """Our pods as the cycle gathers them, placed where they are assumed."""
+    _seated: dict[PodKey, tuple[NodeName, Resources]] = field(default_factory=dict)
+    """Each live pod on a node (bound or assumed): where, and what it requests."""
+    _requested: dict[NodeName, Resources] = field(default_factory=dict)
+    """What the seated pods request, by node name (known to us or not)."""
+    _usage: dict[NodeName, NodeUsage] = field(default_factory=dict)
+    """Each known node with the sum of what its seated pods request."""
+
+    def in_scope(self, namespace: str) -> bool:
+        """Whether objects of ``namespace`` are this scheduler's to act on."""
+        return not self.namespaces or namespace in self.namespaces
+
+    def ours(self, header: PodHeader) -> bool:
+        """Whether the pod is this scheduler's: its name, in a namespace served."""
+        return header.scheduler_name in self.scheduler_names and self.in_scope(header.namespace)
+
+    # ---- raw entry points of the watches (pods, nodes, priority classes) ----------
+    def replace(self, kind: str, objects: Sequence[RawObject]) -> None:
+        """Hold exactly ``objects`` of this kind: a list read whole."""
+        seen: set[str] = set()
+        self.listed(kind, objects, seen)
+        self.list_done(kind, seen)
+
+    def listed(self, kind: str, page: Sequence[RawObject], seen: set[str]) -> None:
+        """One page of a (re-)list, each object taken as a watch would report it.
+
+        Page by page, so a list of many thousand pods is never held raw all at
+        once; a cycle between two pages sees some objects newer than others,
+        as it may while any watch runs behind.
+        """
+        for obj in page:
+            seen.add(pod_header(obj).key if kind == "pods" else object_ref(obj).name)
+            self.upsert(kind, obj)
+
+    def list_done(self, kind: str, seen: set[str]) -> None:
+        """The list is complete: what it did not return was deleted meanwhile."""
+        self._changed()
+        if kind == "nodes":
+            for name in [n for n in self.nodes if n not in seen]:
+                self.remove_node(name)
+        elif kind == "priorityclasses":
+            self.keep_priority_classes(seen)
+        else:
+            for key in {*self.pods, *self.bad_pods} - seen:
+                self.remove_pod(key)
+            for key in [k for k in self.assumed if k not in self.pods]:
+                self.forget(key)  # its pod is gone, or unreadable: it holds no room
+
+    def upsert(self, kind: str, obj: RawObject) -> bool:
+        """Apply a watch event; True when it may change a scheduling decision or a status.
+
+        Most events cannot: a heartbeat of a node, a pod of another scheduler
+        landing (it only takes room), the watch confirming our own bind. Those
+        update the mirror without waking the scheduler, so a busy cluster does
+        not run a cycle per event.
+        """
+        if kind == "nodes":
+            try:
+                node = node_from_api(obj)
+            except ObjectError as error:
+                log.warning("node_invalid", error=str(error))
+                return False
+            old = self.nodes.get(node.name)
+            return self.add_node(node) if old is None else self.update_node(old, node)
+        if kind == "priorityclasses":
+            priority_class = priority_class_from_api(obj)
+            return priority_class is not None and self.set_priority_class(priority_class)
+        header = pod_header(obj)
+        ours = self.ours(header)
+        try:
+            record = pod_record_from_api(obj, ours=ours)
+        except ObjectError as error:
+            return self.set_bad_pod(header, str(error), ours=ours)
+        old_record = self.pods.get(record.pod.key)
+        return (self.add_pod(record) if old_record is None
+                else self.update_pod(old_record, record))
+
+    def delete(self, kind: str, obj: RawObject) -> bool:
+        if kind == "nodes":
+            return self.remove_node(NodeName(object_ref(obj).name))
+        if kind == "priorityclasses":
+            return self.remove_priority_class(object_ref(obj).name)
+        return self.remove_pod(pod_header(obj).key)
+
+    # ---- nodes ---------------------------------------------------------------------------
+    def add_node(self, node: Node) -> bool:
+        self.nodes[node.name] = node
+        self._usage[node.name] = NodeUsage(node, self._requested.get(node.name, Resources.zero()))
+        return self._changed()
+
+    def update_node(self, old: Node, new: Node) -> bool:
+        """True only when the node changed in what the core reads (not a heartbeat)."""
+        if old == new:
+            return False
+        return self.add_node(new)
+
+    def remove_node(self, name: NodeName) -> bool:
+        self._usage.pop(name, None)
+        return self._changed(self.nodes.pop(name, None) is not None)
+
+    # ---- pods -------------------------------------------------------------------------
+    def add_pod(self, record: PodRecord) -> bool:
+        """A pod seen for the first time: true when it is ours, or frees or takes room
+        that matters (see :func:`_matters`)."""
+        return self._put_pod(None, record)
+
+    def update_pod(self, old: PodRecord, new: PodRecord) -> bool:
+        """A pod that changed; its ``nodeName`` appearing confirms its assumption."""
+        return self._put_pod(old, new)
+
+    def _put_pod(self, old: PodRecord | None, record: PodRecord) -> bool:
+        key = record.pod.key
+        self.pods[key] = record
+        assumed = self.assumed.get(key)
+        if record.pod.node_name is not None:
+            self.assumed.pop(key, None)  # confirmed by the watch
+        self._derive(key)
+        was_bad = self.bad_pods.pop(key, None) is not None
+        confirmed = assumed is not None and record.pod.node_name is not None
+        self._changed(old != record or confirmed or was_bad)
+        if _matters(old, record, assumed.node if assumed else None):
+            return True
+        if _reported(old, record):
+            self.on_status_change()
+        return False
+
+    def set_bad_pod(self, header: PodHeader, error: str, *, ours: bool) -> bool:
+        """A pod that cannot be read holds nothing; one of ours not yet bound is kept
+        aside with its error, to be reported on."""
+        self._changed()
+        self.pods.pop(header.key, None)
+        self._derive(header.key)
+        if ours and not header.bound:
+            self.bad_pods[header.key] = error
+        return ours
+
+    def remove_pod(self, key: PodKey) -> bool:
+        """The pod is gone: its room, its assumption and its place in its gang with it."""
+        old = self.pods.pop(key, None)
+        assumed = self.assumed.pop(key, None)
+        bad = self.bad_pods.pop(key, None)
+        self._derive(key)
+        self._changed(old is not None or assumed is not None or bad is not None)
+        # Gone from a node frees room; gone from a gang changes the gang.
+        return bad is not None or (old is not None and (
+            old.ours or (old.pod.node_name is not None and not old.pod.terminal)))
 
     # ---- assume / finish binding / forget / expire ----------------------------
     def assume(self, placement: Placement, now: float) -> None:
