@@ -90,116 +90,127 @@ def gather(
     not at all, and preemption victims still terminating never make their
     gang look running again.
     """
-    pending: dict[GangKey, list[Pod]] = defaultdict(list)
-    counts: dict[GangKey, dict[str, int]] = defaultdict(lambda: defaultdict(int))
-    orphans: dict[GangKey, list[Pod]] = defaultdict(list)
-    priority: dict[GangKey, int] = {}
-    bound_on: dict[GangKey, set[NodeName]] = defaultdict(set)
-    bound_pods: dict[GangKey, list[Pod]] = defaultdict(list)
-    never: set[GangKey] = set()
-    solo_of: dict[GangKey, GangKey] = {}
+    tally = _Tally()
     for member in members:
+        tally.add(member, groups)
+    gangs: list[Gang] = []
+    finished: set[GangKey] = set()
+    for key in sorted(set(tally.pending) | set(groups)):
+        spec = groups.get(key)
+        if spec is not None and tally.done(key, spec.min_member, key in finished_before):
+            finished.add(key)
+            continue
+        if spec is not None and spec.basic:
+            continue  # its pods are gangs of their own
+        if spec is not None and spec.flavor is Flavor.NATIVE and key not in tally.counts:
+            continue  # no pod of ours in it: another scheduler's group, or none yet
+        owner = groups.get(tally.solo_of[key]) if key in tally.solo_of else None
+        gang = tally.gang(key, owner or spec, solo=owner is not None,
+                          priority_classes=priority_classes or {},
+                          never_preempting_classes=never_preempting_classes)
+        gangs.append(replace(gang, policy=(policies or {}).get(tally.solo_of.get(key, key))))
+    return Gathered(
+        gangs=tuple(gangs),
+        bound_requests={key: Resources.sum(pod.requests for pod in pods)
+                        for key, pods in tally.bound_pods.items()},
+        counts={key: MemberCounts(**t) for key, t in tally.counts.items()},
+        orphans={key: tuple(pods) for key, pods in tally.orphans.items()},
+        finished=frozenset(finished),
+        solo_of=tally.solo_of,
+        bound_pods={key: tuple(pods) for key, pods in tally.bound_pods.items()},
+    )
+
+
+@dataclass
+class _Tally:
+    """Our pods sorted by gang in one pass: pending, bound, finished, orphaned."""
+
+    pending: dict[GangKey, list[Pod]] = field(default_factory=lambda: defaultdict(list))
+    counts: dict[GangKey, dict[str, int]] = field(
+        default_factory=lambda: defaultdict(lambda: defaultdict(int)))
+    orphans: dict[GangKey, list[Pod]] = field(default_factory=lambda: defaultdict(list))
+    priority: dict[GangKey, int] = field(default_factory=dict)
+    bound_on: dict[GangKey, set[NodeName]] = field(default_factory=lambda: defaultdict(set))
+    bound_pods: dict[GangKey, list[Pod]] = field(default_factory=lambda: defaultdict(list))
+    never: set[GangKey] = field(default_factory=set)
+    """Gangs with a pod that may not preempt."""
+    solo_of: dict[GangKey, GangKey] = field(default_factory=dict)
+
+    def add(self, member: Member, groups: Mapping[GangKey, GroupSpec]) -> None:
         pod = member.pod
         if pod.terminating:
-            continue
+            return
         key = member.group or solo_gang_key(pod.key)
         if member.group is not None and member.group not in groups:
             if pod.node_name is None and not pod.terminal:
-                orphans[key].append(pod)
-            continue
+                self.orphans[key].append(pod)
+            return
         spec = groups.get(key)
         if spec is not None and spec.basic and pod.node_name is None and not (
             member.succeeded or member.failed
         ):
             solo = solo_gang_key(pod.key)
-            solo_of[solo] = key
-            counts[key]["pending"] += 1
-            pending[solo].append(pod if pod.gang == solo else replace(pod, gang=solo))
-            priority[solo] = pod.priority
-            if not pod.preempts:
-                never.add(solo)
-            continue
-        tally = counts[key]
+            self.solo_of[solo] = key
+            self.counts[key]["pending"] += 1
+            self._pend(solo, pod)
+            return
+        tally = self.counts[key]
         if member.succeeded:
             tally["succeeded"] += 1
         elif member.failed:
             tally["failed"] += 1
         elif pod.node_name is not None:
             tally["scheduled"] += 1
-            bound_on[key].add(pod.node_name)
-            bound_pods[key].append(pod)
-            priority[key] = max(priority.get(key, pod.priority), pod.priority)
+            self.bound_on[key].add(pod.node_name)
+            self.bound_pods[key].append(pod)
+            self.priority[key] = max(self.priority.get(key, pod.priority), pod.priority)
             if member.running:
                 tally["running"] += 1
         else:
             tally["pending"] += 1
-            pending[key].append(pod if pod.gang == key else replace(pod, gang=key))
-            priority[key] = max(priority.get(key, pod.priority), pod.priority)
-            if not pod.preempts:
-                never.add(key)
+            self._pend(key, pod)
 
-    gangs: list[Gang] = []
-    finished: set[GangKey] = set()
-    keys = set(pending) | set(groups)
-    for key in sorted(keys):
-        tally = counts.get(key, {})
-        spec = groups.get(key)
-        pods = tuple(sorted(pending.get(key, ()), key=lambda p: (p.created, p.key)))
-        live = tally.get("scheduled", 0)
-        done = tally.get("succeeded", 0) + tally.get("failed", 0)
-        if spec is not None and not pods and not tally.get("pending") and live == 0 and (
-            done >= spec.min_member or key in finished_before
-        ):
-            finished.add(key)
-            continue
-        if spec is not None and spec.basic:
-            continue  # its pods are gangs of their own
-        if spec is not None and spec.flavor is Flavor.NATIVE and key not in counts:
-            continue  # no pod of ours in it: another scheduler's group, or none yet
-        owner = groups.get(solo_of[key]) if key in solo_of else None
-        if owner is not None:
-            spec = owner
-        if owner is not None or spec is None:
-            created = pods[0].created if pods else 0.0
-        else:
-            created = spec.created
-        gangs.append(
-            Gang(
-                key=key,
-                min_member=1 if owner else spec.min_member if spec else 1,
-                pending=pods,
-                bound=live + tally.get("succeeded", 0),
-                queue=spec.queue if spec else DEFAULT_QUEUE,
-                min_resources=spec.min_resources if spec else Resources.zero(),
-                priority=max(priority.get(key, 0), _group_priority(spec, priority_classes)),
-                created=created,
-                policy=(policies or {}).get(solo_of.get(key, key)),
-                topology_keys=spec.topology_keys if spec and not owner else (),
-                bound_on=frozenset(bound_on.get(key, ())),
-                preempts=key not in never and (spec is None or (
-                    spec.preempts and spec.priority_class not in never_preempting_classes)),
-                preemptible=spec is None or spec.preemptible,
-            )
+    def done(self, key: GangKey, min_member: int, finished_before: bool) -> bool:
+        """Nothing of the group waits or runs, and enough of it finished (or it had)."""
+        counts = self.counts.get(key, {})
+        if key in self.pending or counts.get("pending") or counts.get("scheduled"):
+            return False
+        return finished_before or counts.get("succeeded", 0) + counts.get("failed", 0) >= min_member
+
+    def _pend(self, key: GangKey, pod: Pod) -> None:
+        self.pending[key].append(pod if pod.gang == key else replace(pod, gang=key))
+        self.priority[key] = max(self.priority.get(key, pod.priority), pod.priority)
+        if not pod.preempts:
+            self.never.add(key)
+
+    def gang(
+        self,
+        key: GangKey,
+        spec: GroupSpec | None,
+        *,
+        solo: bool,
+        priority_classes: Mapping[str, int],
+        never_preempting_classes: frozenset[str],
+    ) -> Gang:
+        """The gang of ``key`` under ``spec``; a ``solo`` one is a pod of a basic group
+        (``spec``), placed alone."""
+        counts = self.counts.get(key, {})
+        pods = tuple(sorted(self.pending.get(key, ()), key=lambda p: (p.created, p.key)))
+        return Gang(
+            key=key,
+            min_member=1 if solo or spec is None else spec.min_member,
+            pending=pods,
+            bound=counts.get("scheduled", 0) + counts.get("succeeded", 0),
+            queue=spec.queue if spec else DEFAULT_QUEUE,
+            min_resources=spec.min_resources if spec else Resources.zero(),
+            priority=max(self.priority.get(key, 0), _group_priority(spec, priority_classes)),
+            created=spec.created if spec and not solo else (pods[0].created if pods else 0.0),
+            topology_keys=spec.topology_keys if spec and not solo else (),
+            bound_on=frozenset(self.bound_on.get(key, ())),
+            preempts=key not in self.never and (spec is None or (
+                spec.preempts and spec.priority_class not in never_preempting_classes)),
+            preemptible=spec is None or spec.preemptible,
         )
-    return Gathered(
-        gangs=tuple(gangs),
-        bound_requests={key: Resources.sum(pod.requests for pod in pods)
-                        for key, pods in bound_pods.items()},
-        counts={
-            key: MemberCounts(
-                pending=t.get("pending", 0),
-                scheduled=t.get("scheduled", 0),
-                running=t.get("running", 0),
-                succeeded=t.get("succeeded", 0),
-                failed=t.get("failed", 0),
-            )
-            for key, t in counts.items()
-        },
-        orphans={key: tuple(pods) for key, pods in orphans.items()},
-        finished=frozenset(finished),
-        solo_of=solo_of,
-        bound_pods={key: tuple(pods) for key, pods in bound_pods.items()},
-    )
 
 
 def _group_priority(spec: GroupSpec | None, classes: Mapping[str, int] | None) -> int:
