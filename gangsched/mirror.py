@@ -457,7 +457,9 @@ class Mirror(GroupsAndQueues):
         assumed = self.assumed.get(key)
         if assumed is not None and pod.node_name is None:
             pod = replace(pod, node_name=assumed.node)
-        if record.ours:
+        # A terminating pod keeps its seat below but leaves its gang: to the cycle, and
+        # to the room held for a running gang's replacements, it departed already.
+        if record.ours and not pod.terminating:
             self._members[key] = Member(
                 pod=pod,
                 group=record.group,

@@ -234,3 +234,14 @@ def test_our_own_group_status_coming_back_wakes_no_cycle_nor_does_another_flavou
     assert GangKey("ns/g") in watched.mirror.groups and woken == ["g"]
     event(Flavor.GANGSCHED, "DELETED", group)
     assert watched.mirror.groups == {} and woken == ["g", "g"]
+
+
+def test_a_terminating_member_keeps_its_room_but_leaves_its_gang() -> None:
+    mirror = mirror_with(pod("w", cpu="3", node_name="n1", group="train"))
+    leaving = pod("w", cpu="3", node_name="n1", group="train")
+    leaving["metadata"]["deletionTimestamp"] = "2026-01-01T00:01:00Z"
+    assert mirror.upsert("pods", leaving) is True  # its gang changed
+    assert mirror.view().members == ()
+    assert free_cpu(mirror) == 1000
+    assert mirror.delete("pods", leaving) is True  # its room is free for a waiting gang
+    assert free_cpu(mirror) == 4000

@@ -1,7 +1,8 @@
 """The mirror keeps each view's parts as events arrive; they must equal a view
 built from scratch out of the pods, assumptions and nodes it holds, whatever
 the order of watch events, re-lists, assumptions, finished binds, forgets and
-expiries; and no assumption expires before its bind finished."""
+expiries; and no assumption expires before its bind finished. A terminating pod
+still takes its node's room but is no member."""
 
 from __future__ import annotations
 
@@ -96,7 +97,7 @@ def from_scratch(mirror: Mirror) -> tuple[Snapshot, tuple[Member, ...]]:
         if assumed is not None and pod.node_name is None:
             pod = replace(pod, node_name=assumed.node)
         placed.append(pod)
-        if record.ours:
+        if record.ours and not pod.terminating:
             members.append(Member(pod=pod, group=record.group,
                                   running=record.phase == "Running",
                                   succeeded=record.phase == "Succeeded",
