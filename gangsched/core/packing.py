@@ -16,8 +16,9 @@ visits each distinct way of spreading identical pods once and prunes on
 per-kind room and aggregate free resources. It is complete on small
 instances and bounded by a work budget; when the budget runs out the greedy
 answer stands, which was "does not fit", and the caller says the search was
-cut short. The policy-shaped greedy over states here serves gangs whose
-rules name nodes (matchFields), which the shape indexes do not cover.
+cut short. The search places the gang's minimum only; the pods beyond it
+are placed by the capacity's own binpack or spread, the one implementation
+of each policy.
 """
 
 from __future__ import annotations
@@ -170,107 +171,17 @@ class Search:
         free = key[0] - kind.requests.scale(count)
         return (free, key[1] & self.fitmask(free))
 
-    # -------------------------------------------------------------- greedy
+    # -------------------------------------------------------------- nodes
 
-    def pools(self) -> dict[StateKey, _Pool]:
+    def _pools(self) -> dict[StateKey, _Pool]:
         return {key: _Pool(members) for key, members in self.view.items()}
 
-    def greedy(
-        self, pools: dict[StateKey, _Pool], runs: list[tuple[PodType, list[Pod]]]
-    ) -> list[tuple[Pod, NodeName]]:
-        """Place what fits, run by run, the way the policy likes it."""
-        placed: list[tuple[Pod, NodeName]] = []
-        mine: dict[NodeName, int] = {}
-        for kind, pods in runs:
-            if self.policy is Policy.SPREAD:
-                self._spread_run(pools, kind, pods, placed, mine)
-            else:
-                self._binpack_run(pools, kind, pods, placed)
-        return placed
-
-    def _binpack_run(
-        self,
-        pools: dict[StateKey, _Pool],
-        kind: PodType,
-        pods: list[Pod],
-        placed: list[tuple[Pod, NodeName]],
-    ) -> None:
-        """Fewest nodes, tightest fit.
-
-        A node that can take the whole rest of the run is preferred, the
-        tightest such node first, so the pods fill a partly used node
-        exactly and whole nodes stay whole for larger gangs. Otherwise the
-        node that takes the most. Before both: do not strand devices.
-        """
-        bit = kind.bit
-        remaining = len(pods)
-        position = 0
-        while remaining > 0:
-            best: tuple[int, int, int, int] | None = None
-            best_key: StateKey | None = None
-            for key, pool in pools.items():
-                if not key[1] & bit or not len(pool):
-                    continue
-                room = fit_count(key[0], kind.items)
-                if room >= remaining:
-                    score = (self._stranded(key[0], kind), 0, room, 0 if pool.used else 1)
-                else:
-                    score = (self._stranded(key[0], kind), 1, -room, 0 if pool.used else 1)
-                if best is None or score < best:
-                    best, best_key = score, key
-            if best_key is None:
-                return
-            take = min(fit_count(best_key[0], kind.items), remaining)
-            node = self._take(pools, best_key, prefer_used=True)
-            self._move(pools, node, self._after(best_key, kind, take))
-            for pod in pods[position : position + take]:
-                placed.append((pod, node))
-            position += take
-            remaining -= take
-
-    def _spread_run(
-        self,
-        pools: dict[StateKey, _Pool],
-        kind: PodType,
-        pods: list[Pod],
-        placed: list[tuple[Pod, NodeName]],
-        mine: dict[NodeName, int],
-    ) -> None:
-        """As many nodes as possible: each pod goes to a node the gang has not used yet
-        (one that strands no devices first, then the roomiest); only when none is
-        left does a node take a second member."""
-        bit = kind.bit
-        for pod in pods:
-            best: tuple[int, int, int] | None = None
-            best_key: StateKey | None = None
-            for key, pool in pools.items():
-                if not key[1] & bit or not len(pool):
-                    continue
-                crowd = 0 if pool.left else min(mine.get(node, 0) for node in pool.used)
-                score = (crowd, self._stranded(key[0], kind), -fit_count(key[0], kind.items))
-                if best is None or score < best:
-                    best, best_key = score, key
-            if best_key is None:
-                return
-            node = self._take(pools, best_key, prefer_used=False, mine=mine)
-            mine[node] = mine.get(node, 0) + 1
-            self._move(pools, node, self._after(best_key, kind, 1))
-            placed.append((pod, node))
-
     @staticmethod
-    def _take(
-        pools: dict[StateKey, _Pool],
-        key: StateKey,
-        prefer_used: bool,
-        mine: dict[NodeName, int] | None = None,
-    ) -> NodeName:
+    def _take(pools: dict[StateKey, _Pool], key: StateKey, prefer_used: bool) -> NodeName:
+        """A node in state ``key``: one the gang already uses (binpack) or a fresh one."""
         pool = pools[key]
         if pool.used and (prefer_used or not pool.left):
-            if mine is None:
-                node = pool.used.pop()
-            else:
-                node = min(pool.used, key=lambda name: mine.get(name, 0))
-                pool.used.remove(node)
+            node = pool.used.pop()
         else:
             pool.left -= 1
             node = next(pool.fresh)
@@ -289,21 +200,14 @@ class Search:
 
     # -------------------------------------------------------------- exhaustive
 
-    def solve(self, greedy_first: bool = True) -> list[tuple[Pod, NodeName]] | None:
-        """Greedy (unless the caller already tried it), then the exhaustive search,
-        then extras.
+    def solve(self) -> list[tuple[Pod, NodeName]] | None:
+        """Where the gang's minimum goes: ``need`` pods, biggest kinds first.
 
-        Returns the assignments, or None when the gang cannot be placed
+        Returns the assignments, or None when the minimum cannot be placed
         (``exhausted`` tells whether that is proven or the budget ran out).
+        Pods beyond the minimum are the caller's: it places them with the
+        same binpack or spread as every other pod.
         """
-        if greedy_first:
-            greedy = self.greedy(self.pools(), [(kind, kind.pods) for kind in self.types])
-            if self.need == 0:
-                # Only optional pods: greedy places every one that fits on its
-                # own; none fitting is a refusal, not an empty placement.
-                return greedy or None
-            if len(greedy) >= self.need:
-                return greedy
         if self.need == 0 or len(self.types) == 1:
             return None  # greedy is exact for one kind of pod and for optional pods
         total = sum(len(kind.pods) for kind in self.types)
@@ -313,7 +217,7 @@ class Search:
         chosen = self._search()
         if chosen is None:
             return None
-        pools = self.pools()
+        pools = self._pools()
         assignments: list[tuple[Pod, NodeName]] = []
         used = [0] * len(self.types)
         for index, key in chosen:
@@ -322,8 +226,7 @@ class Search:
             self._move(pools, node, self._after(key, kind, 1))
             assignments.append((kind.pods[used[index]], node))
             used[index] += 1
-        rest = [(kind, kind.pods[used[i]:]) for i, kind in enumerate(self.types)]
-        return assignments + self.greedy(pools, [run for run in rest if run[1]])
+        return assignments
 
     def _search(self) -> list[tuple[int, StateKey]] | None:
         names: set[str] = set()

@@ -199,36 +199,48 @@ class Capacity:
         self, types: list[PodType], need: int, policy: Policy
     ) -> tuple[list[tuple[Pod, NodeName]] | None, bool]:
         """(assignments, search cut short); assignments are already consumed."""
-        by_name = any(_uses_names(kind) for kind in types)
-        if not by_name:
-            self._journal = []
-            try:
-                placed = self._greedy(types, policy)
-            finally:
-                journal, self._journal = self._journal, None
-            if placed and len(placed) >= need:
-                return placed, False
-            for node, free in reversed(journal):
-                self._move(node, free)
-            if len(types) == 1:
-                return None, False  # greedy is exact for one kind of pod
+        self._journal = []
+        try:
+            placed = self._greedy([(kind, kind.pods) for kind in types], policy, {})
+        finally:
+            journal, self._journal = self._journal, None
+        if placed and len(placed) >= need:
+            return placed, False
+        for node, free in reversed(journal):
+            self._move(node, free)
+        if len(types) == 1:
+            return None, False  # greedy is exact for one kind of pod
         search = Search(self._view(types), types, need, policy, self._budget)
-        found = search.solve(greedy_first=by_name)
+        found = search.solve()
         if found is None:
             return None, search.exhausted
         self._consume(found)
-        return found, False
-
-    def _greedy(self, types: list[PodType], policy: Policy) -> list[tuple[Pod, NodeName]]:
-        """Place every pod that fits, run by run, consuming as it goes."""
-        placed: list[tuple[Pod, NodeName]] = []
+        # The gang's minimum is secured; the pods beyond it go where the
+        # policy puts them, beside the nodes the search chose.
+        chosen = {pod.key for pod, _ in found}
         mine: dict[NodeName, int] = {}
-        for kind in types:
+        for _, node in found:
+            mine[node] = mine.get(node, 0) + 1
+        rest = [(kind, [pod for pod in kind.pods if pod.key not in chosen]) for kind in types]
+        return found + self._greedy(rest, policy, mine), False
+
+    def _greedy(
+        self, runs: list[tuple[PodType, list[Pod]]], policy: Policy, mine: dict[NodeName, int]
+    ) -> list[tuple[Pod, NodeName]]:
+        """Place every pod that fits, run by run, consuming as it goes.
+
+        ``mine`` counts the gang's pods per node so far; the policy reads it
+        (binpack joins them, spread avoids them) and each run adds to it.
+        """
+        placed: list[tuple[Pod, NodeName]] = []
+        for kind, pods in runs:
+            if not pods:
+                continue
             shape = self._shape(kind)
             if policy is Policy.SPREAD:
-                self._spread_run(shape, kind.pods, placed, mine)
+                self._spread_run(shape, pods, placed, mine)
             else:
-                self._binpack_run(shape, kind.pods, placed, mine)
+                self._binpack_run(shape, pods, placed, mine)
         return placed
 
     def _binpack_run(
@@ -238,13 +250,22 @@ class Capacity:
         placed: list[tuple[Pod, NodeName]],
         mine: dict[NodeName, int],
     ) -> None:
+        """Binpack: fewest nodes, tightest fit, no devices stranded.
+
+        Each step fills one node with as many of the run as it takes, from
+        the group :meth:`ShapeIndex.best_for_binpack` names, joining a node
+        the gang already uses where that group has one. So a run lands
+        whole on the partly used node it fills exactly, and whole nodes
+        (and GPU nodes, for pods that use no GPU) stay whole for the larger
+        gangs behind it: binpacking is what keeps big gangs placeable.
+        """
         position = 0
         while position < len(pods):
             group = shape.best_for_binpack(len(pods) - position)
             if group is None:
                 return
             take = min(shape.room(group[1]), len(pods) - position)
-            node = self._member(group, mine)
+            node = self._member(shape, group, mine)
             self._move(node, self._free[node] - shape.requests.scale(take))
             mine[node] = mine.get(node, 0) + take
             for pod in pods[position : position + take]:
@@ -258,14 +279,23 @@ class Capacity:
         placed: list[tuple[Pod, NodeName]],
         mine: dict[NodeName, int],
     ) -> None:
-        """One pod per node the gang has not used yet; only when none is left
-        does a node take another member (the one with fewest, then most room)."""
+        """Spread: as many nodes as possible, one pod per node the gang has not used yet.
+
+        Nodes come in :meth:`ShapeIndex.for_spread` order (no devices
+        stranded, then the roomiest); only when no unused node has room
+        does a node take another member, the one with fewest, then most
+        room. A gang that asked for spread wants to lose as few members as
+        possible to one node's failure. For a gang of one kind of pod it
+        places as many members as binpack does: each node takes what fits
+        either way.
+        """
         for pod in pods:
             node = self._fresh_member(shape, mine)
             if node is None:
+                kind_of = self._index.kind_of
                 candidates = [
                     name for name in mine
-                    if shape.room(self._free[name]) and self._allowed(shape, name)
+                    if shape.room(self._free[name]) and shape.admits(kind_of[name], name)
                 ]
                 if not candidates:
                     return
@@ -275,29 +305,33 @@ class Capacity:
             placed.append((pod, node))
 
     def _fresh_member(self, shape: ShapeIndex, mine: dict[NodeName, int]) -> NodeName | None:
-        for group in shape.for_spread():
-            for name in self._classes[group[0]][group[1]]:
-                if name not in mine:
+        for kind, free in shape.for_spread():
+            for name in self._classes[kind][free]:
+                if name not in mine and shape.admits(kind, name):
                     return name
         return None
 
-    def _allowed(self, shape: ShapeIndex, name: NodeName) -> bool:
-        return shape.allows(self._index.kind_of[name])
-
-    def _member(self, group: ClassKey, mine: dict[NodeName, int]) -> NodeName:
-        """A node of the group, one this gang already uses if there is one (fewer nodes)."""
+    def _member(self, shape: ShapeIndex, group: ClassKey, mine: dict[NodeName, int]) -> NodeName:
+        """A node of the group the shape may use, one this gang already uses if there is
+        one (fewer nodes)."""
         kind, free = group
         for name in mine:
-            if self._free[name] == free and self._index.kind_of[name] == kind:
+            if (
+                self._free[name] == free
+                and self._index.kind_of[name] == kind
+                and shape.admits(kind, name)
+            ):
                 return name
-        return next(iter(self._classes[kind][free]))
+        return next(name for name in self._classes[kind][free] if shape.admits(kind, name))
 
     def _shape(self, kind: PodType) -> ShapeIndex:
         key = (kind.requests, kind.rules)
         shape = self._shapes.pop(key, None)
         if shape is None:
-            eligible = [reason is None for reason in self._index.kind_reasons(kind.rules)]
-            shape = ShapeIndex(kind.requests, eligible, self._classes)
+            index = self._index
+            eligible = [reason is None for reason in index.kind_reasons(kind.rules)]
+            names = index.name_reasons(kind.rules) if _uses_names(kind) else None
+            shape = ShapeIndex(kind.requests, eligible, self._classes, names)
             if len(self._shapes) >= SHAPE_INDEXES:
                 del self._shapes[next(iter(self._shapes))]
         self._shapes[key] = shape  # most recently used last
@@ -379,7 +413,7 @@ class Capacity:
             target[name] = None
         self._free[name] = free
         for shape in self._shapes.values():
-            shape.node_moved(kind, old, old_gone, free)
+            shape.node_moved(name, kind, old, old_gone, free)
 
     # ------------------------------------------------------------ reasons
 

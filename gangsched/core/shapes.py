@@ -31,28 +31,44 @@ class ShapeIndex:
     """The node groups allowed for one (requests, rules) shape, bucketed by room.
 
     Kept current by :meth:`node_moved`; holds group keys and node counts,
-    never nodes, so it is cheap to update and to copy.
+    never nodes, so it is cheap to update and to copy. Rules that look at
+    node names (``names``) admit some nodes of a group and not others: a
+    group then counts only the nodes they admit, and is in a bucket while
+    it has one.
     """
 
-    __slots__ = ("_buckets", "_eligible", "_levels", "_nodes", "_slot", "items", "requests")
+    __slots__ = (
+        "_admitted", "_buckets", "_eligible", "_levels", "_names", "_nodes", "_slot", "items",
+        "requests",
+    )
 
     def __init__(
         self,
         requests: Resources,
         eligible: list[bool],
         groups: Sequence[Mapping[Resources, Collection[NodeName]]],
+        names: Mapping[NodeName, str | None] | None = None,
     ) -> None:
+        """``eligible`` per kind of node; ``names``, per node, why rules that look at
+        names keep the shape off it (None: they let it on), for such rules only."""
         self.requests = requests
         self.items = tuple(sorted(requests.amounts.items()))
         self._eligible = eligible
+        self._names = names
         self._buckets: dict[Resources, _Bucket] = {}
         self._slot: dict[ClassKey, _Bucket] = {}
+        # Nodes per group the name rules admit; without such rules, every node.
+        self._admitted: dict[ClassKey, int] | None = None if names is None else {}
         self._levels: dict[int, dict[int, dict[ClassKey, None]]] = {}
         self._nodes: dict[_Bucket, int] = {}
         for kind, kind_groups in enumerate(groups):
             if eligible[kind]:
                 for free, members in kind_groups.items():
-                    self._add(kind, free, len(members))
+                    count = len(members) if names is None else sum(
+                        names[name] is None for name in members
+                    )
+                    if count:
+                        self._add(kind, free, count)
 
     # ------------------------------------------------------------ upkeep
 
@@ -77,11 +93,20 @@ class ShapeIndex:
                 level = self._levels.setdefault(bucket[0], {})
                 level.setdefault(bucket[1], {})[key] = None
         self._nodes[bucket] = self._nodes.get(bucket, 0) + count
+        admitted = self._admitted
+        if admitted is not None:
+            admitted[key] = admitted.get(key, 0) + count
 
     def _drop(self, kind: int, free: Resources, group_gone: bool) -> None:
         key = (kind, free)
         bucket = self._slot[key]
         self._nodes[bucket] -= 1
+        admitted = self._admitted
+        if admitted is not None:
+            left = admitted.pop(key) - 1
+            if left:
+                admitted[key] = left
+            group_gone = not left
         if not group_gone:
             return
         del self._slot[key]
@@ -94,17 +119,20 @@ class ShapeIndex:
                 if not level:
                     del self._levels[bucket[0]]
 
-    def node_moved(self, kind: int, old: Resources, old_gone: bool, new: Resources) -> None:
-        """One node of ``kind`` went from ``old`` free to ``new`` free."""
-        if self._eligible[kind]:
+    def node_moved(
+        self, name: NodeName, kind: int, old: Resources, old_gone: bool, new: Resources
+    ) -> None:
+        """Node ``name`` of ``kind`` went from ``old`` free to ``new`` free;
+        ``old_gone``: no node of the kind has ``old`` free any more."""
+        if self.admits(kind, name):
             self._drop(kind, old, old_gone)
             self._add(kind, new, 1)
 
     # ------------------------------------------------------------ queries
 
-    def allows(self, kind: int) -> bool:
-        """Whether the shape's rules let it onto nodes of this kind."""
-        return self._eligible[kind]
+    def admits(self, kind: int, name: NodeName) -> bool:
+        """Whether the shape's rules let it onto this node (of this kind)."""
+        return self._eligible[kind] and (self._names is None or self._names[name] is None)
 
     def room(self, free: Resources) -> int:
         return self._bucket(free)[1]

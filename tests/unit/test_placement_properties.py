@@ -8,11 +8,32 @@ from dataclasses import replace
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gangsched.core.model import Gang, GangKey, PodKey
+from gangsched.core.model import (
+    Gang,
+    GangKey,
+    Pod,
+    PodKey,
+    PodPlacementRules,
+    Policy,
+    SelectorRequirement,
+    SelectorTerm,
+    Toleration,
+)
 from gangsched.core.nodefit import node_excluded_reason
-from gangsched.core.placement import Capacity, Placement, Snapshot, Unplaceable, apply, remove
+from gangsched.core.placement import (
+    Capacity,
+    Decision,
+    Placement,
+    Snapshot,
+    Unplaceable,
+    apply,
+    remove,
+)
+from gangsched.core.reasons import DoesNotFit
 from gangsched.core.resources import Resources
 from tests.unit.clusters import (
+    BUSY,
+    ZONES,
     gang,
     max_placeable,
     node,
@@ -193,3 +214,79 @@ def test_a_pass_of_places_and_releases_agrees_with_a_fresh_snapshot(
     assert isinstance(ours, Placement) == isinstance(fresh, Placement)
     if isinstance(ours, Unplaceable) and isinstance(fresh, Unplaceable):
         assert ours.reason == fresh.reason
+
+
+NO_SUCH_NODE = SelectorRequirement("metadata.name", "NotIn", ("no-such-node",))
+
+
+def named_but_unrestricted(gang: Gang) -> Gang:
+    """The gang with a rule on node names added to every pod that admits every node.
+
+    Such rules are checked node by node, not per kind of node, so the gang
+    takes the path of rules that pin pods to named nodes.
+    """
+
+    def widened(member: Pod) -> Pod:
+        terms = member.rules.required_affinity or (SelectorTerm(),)
+        rules = replace(member.rules, required_affinity=tuple(
+            replace(term, match_fields=(*term.match_fields, NO_SUCH_NODE)) for term in terms
+        ))
+        return replace(member, rules=rules)
+
+    return replace(gang, pending=tuple(widened(member) for member in gang.pending))
+
+
+def busy_cluster(rng: random.Random) -> tuple[Snapshot, list[Gang]]:
+    """Up to a dozen nodes of mixed sizes, labels, taints and flags, partly used,
+    and a pass of gangs mixing kinds of pods, with policies of both kinds."""
+    nodes = [
+        node(f"n{i}", cpu=rng.choice(["1", "2", "3", "4", "8"]),
+             memory=rng.choice(["1Gi", "2Gi", "4Gi", "8Gi"]), gpu=rng.choice([0, 0, 1, 2, 4]),
+             pods=rng.choice([110, 110, 3]), labels={"zone": rng.choice(ZONES)},
+             taints=rng.choice([(), (), (), (BUSY,)]), unschedulable=rng.random() < 0.1,
+             ready=rng.random() > 0.1)
+        for i in range(rng.randint(1, 12))
+    ]
+    existing = [
+        pod(f"other/x{i}", cpu=rng.choice(["250m", "500m", "1"]),
+            memory=rng.choice(["128Mi", "512Mi"]), gpu=rng.choice([0, 0, 1]),
+            node_name=rng.choice(nodes).name)
+        for i in range(rng.randint(0, 8))
+    ]
+    gangs = []
+    for number in range(rng.randint(1, 6)):
+        templates = [
+            {"cpu": rng.choice(["500m", "1", "1500m", "2"]),
+             "memory": rng.choice(["256Mi", "512Mi", "1Gi", "2Gi"]),
+             "gpu": rng.choice([0, 0, 1, 2]),
+             "selector": {"zone": rng.choice(ZONES)} if rng.random() < 0.15 else None,
+             "tolerations": (Toleration("gpu", "Exists", "", ""),) if rng.random() < 0.5 else ()}
+            for _ in range(rng.randint(1, 3))
+        ]
+        members = [pod(f"g{number}/p{i}", **rng.choice(templates))  # type: ignore[arg-type]
+                   for i in range(rng.randint(1, 10))]
+        gangs.append(gang(f"g{number}/g", members, min_member=rng.randint(1, len(members)),
+                          policy=rng.choice([None, Policy.BINPACK, Policy.SPREAD])))
+    return Snapshot.build(nodes, existing), gangs
+
+
+def test_a_rule_on_names_that_excludes_no_node_changes_no_placement() -> None:
+    """Binpack and spread are one policy whatever the rules: in a pass where every
+    pod carries a rule on node names that admits every node, each pod goes where
+    it goes without the rule, and the same gangs are refused for the same reasons."""
+    rng = random.Random(20261123)
+    for _ in range(400):
+        snapshot, gangs = busy_cluster(rng)
+        plain = Capacity.from_snapshot(snapshot)
+        named = Capacity.from_snapshot(snapshot)
+        for subject in gangs:
+            decision = named.place(named_but_unrestricted(subject))
+            assert without_rules(plain.place(subject)) == without_rules(decision), subject
+
+
+def without_rules(decision: Decision) -> Decision:
+    """The decision with the rules it quotes for each kind of pod left out."""
+    if isinstance(decision, Placement) or not isinstance(decision.reason, DoesNotFit):
+        return decision
+    shapes = tuple(replace(shape, rules=PodPlacementRules()) for shape in decision.reason.shapes)
+    return replace(decision, reason=replace(decision.reason, shapes=shapes))
