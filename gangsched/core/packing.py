@@ -24,14 +24,16 @@ of each policy.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Collection, Iterable, Iterator, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 from gangsched.core.model import NodeName, Pod, PodPlacementRules, Policy
+from gangsched.core.nodefit import uses_node_name
 from gangsched.core.resources import Resources
 from gangsched.core.room import UNBOUNDED, fit_count, stranded_devices
+from gangsched.core.snapshot import NodeIndex
 
-__all__ = ["SEARCH_BUDGET", "SEARCH_MAX_PODS", "PodType", "Search", "StateKey"]
+__all__ = ["SEARCH_BUDGET", "SEARCH_MAX_PODS", "PodType", "Search", "StateKey", "search_view"]
 
 SEARCH_BUDGET = 50_000
 """Work allowed per gang for the exhaustive search, in node groups examined.
@@ -90,6 +92,71 @@ class PodType:
             )
             for index, ((requests, rules), members) in enumerate(ordered)
         ]
+
+
+def search_view(
+    index: NodeIndex, classes: Sequence[Mapping[Resources, Collection[NodeName]]],
+    types: list[PodType],
+) -> dict[StateKey, list[Collection[NodeName]]]:
+    """The gang's view of the nodes for the exhaustive search: groups keyed by
+    state, (free, mask of the gang's pod types that may go there).
+
+    Nodes that differ in kind but not in state are one group here, since
+    the gang cannot tell them apart; rules on node names split a group by
+    the names they admit.
+    """
+    name_ok = [
+        (kind, index.name_reasons(kind.rules)) for kind in types if uses_node_name(kind.rules)
+    ]
+    kind_bits = [0] * len(index.kinds)
+    for kind in types:
+        for kind_id, reason in enumerate(index.kind_reasons(kind.rules)):
+            if reason is None and not uses_node_name(kind.rules):
+                kind_bits[kind_id] |= kind.bit
+    name_kinds = {
+        kind_id
+        for kind, _ in name_ok
+        for kind_id, reason in enumerate(index.kind_reasons(kind.rules))
+        if reason is None
+    }
+    fitmasks: dict[Resources, int] = {}
+    view: dict[StateKey, list[Collection[NodeName]]] = {}
+    for kind_id, kind_classes in enumerate(classes):
+        bits = kind_bits[kind_id]
+        if not bits and kind_id not in name_kinds:
+            continue
+        for free, members in kind_classes.items():
+            fits = fitmasks.get(free)
+            if fits is None:
+                fits = fitmasks[free] = sum(
+                    kind.bit for kind in types if fit_count(free, kind.items)
+                )
+            if kind_id not in name_kinds:
+                if bits & fits:
+                    _add(view, (free, bits & fits), members)
+                continue
+            split: dict[int, list[NodeName]] = {}
+            for name in members:
+                mask = bits & fits
+                for kind, reasons in name_ok:
+                    if kind.bit & fits and reasons[name] is None:
+                        mask |= kind.bit
+                if mask:
+                    split.setdefault(mask, []).append(name)
+            for mask, names in split.items():
+                _add(view, (free, mask), names)
+    return view
+
+
+def _add(
+    view: dict[StateKey, list[Collection[NodeName]]], key: StateKey, members: Collection[NodeName]
+) -> None:
+    # Shared, not copied: the search reads the groups before anything moves.
+    found = view.get(key)
+    if found is None:
+        view[key] = [members]
+    else:
+        found.append(members)
 
 
 class _Pool:
@@ -251,37 +318,12 @@ class Search:
         def bound_ok(position: int, placed: int) -> bool:
             """Prune when even the most optimistic count cannot reach ``need``."""
             remaining = self._remaining(sequence, run_end, position)
-            most = 0
-            for index, left in remaining.items():
-                kind = self.types[index]
-                room = 0
-                for key, count in counts.items():
-                    if count and key[1] & kind.bit:
-                        room += count * fit_count(key[0], kind.items)
-                        if room >= left:
-                            break
-                most += min(room, left)
-            if placed + most < self.need:
+            if placed + _most_placeable(self.types, counts, remaining) < self.need:
                 return False
-            if placed + size - position > self.need:
-                return True
-            # Every remaining pod must go somewhere: aggregate demand vs supply.
-            demand: dict[str, int] = {}
-            bits = 0
-            for index, left in remaining.items():
-                bits |= self.types[index].bit
-                for name, amount in self.types[index].items:
-                    demand[name] = demand.get(name, 0) + amount * left
-            for name, amount in demand.items():
-                supply = 0
-                for key, count in counts.items():
-                    if count and key[1] & bits:
-                        have = key[0].amounts.get(name, 0)
-                        if have > 0:
-                            supply += have * count
-                if supply < amount:
-                    return False
-            return True
+            # When every remaining pod is needed, each must go somewhere.
+            return placed + size - position > self.need or _supply_covers(
+                self.types, counts, remaining
+            )
 
         def visit(position: int, placed: int, last: StateKey | None) -> bool:
             nonlocal steps
@@ -344,3 +386,44 @@ class Search:
             remaining[sequence[cursor]] = end - cursor
             cursor = end
         return remaining
+
+
+def _most_placeable(
+    types: list[PodType], counts: dict[StateKey, int], remaining: dict[int, int]
+) -> int:
+    """An upper bound on the remaining pods that fit: each kind on its own, in
+    every node its rules allow, as if the other kinds took nothing."""
+    most = 0
+    for index, left in remaining.items():
+        kind = types[index]
+        room = 0
+        for key, count in counts.items():
+            if count and key[1] & kind.bit:
+                room += count * fit_count(key[0], kind.items)
+                if room >= left:
+                    break
+        most += min(room, left)
+    return most
+
+
+def _supply_covers(
+    types: list[PodType], counts: dict[StateKey, int], remaining: dict[int, int]
+) -> bool:
+    """Whether the free resources of the nodes any remaining pod may use add up to
+    the remaining pods' requests, resource by resource."""
+    demand: dict[str, int] = {}
+    bits = 0
+    for index, left in remaining.items():
+        bits |= types[index].bit
+        for name, amount in types[index].items:
+            demand[name] = demand.get(name, 0) + amount * left
+    for name, amount in demand.items():
+        supply = 0
+        for key, count in counts.items():
+            if count and key[1] & bits:
+                have = key[0].amounts.get(name, 0)
+                if have > 0:
+                    supply += have * count
+        if supply < amount:
+            return False
+    return True

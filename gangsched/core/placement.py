@@ -11,23 +11,16 @@ case. Nothing here binds anything; the shell assumes and binds what it gets.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from gangsched.core.model import Gang, GangKey, NodeName, Pod, PodKey, Policy
 from gangsched.core.nodefit import uses_node_name
-from gangsched.core.packing import (
-    SEARCH_BUDGET,
-    SEARCH_MAX_PODS,
-    PodType,
-    Search,
-    StateKey,
-)
+from gangsched.core.packing import SEARCH_BUDGET, SEARCH_MAX_PODS, PodType, Search, search_view
 from gangsched.core.reasons import MembersMissing, Reason, ShapeFigures, unplaceable_reason
 from gangsched.core.resources import Resources
-from gangsched.core.room import blamed_resource, fit_count
-from gangsched.core.shapes import ClassKey, ShapeIndex
-from gangsched.core.snapshot import NodeIndex, NodeUsage, Snapshot
+from gangsched.core.shapes import ClassKey, FreeNodes, ShapeIndex
+from gangsched.core.snapshot import NodeUsage, Snapshot
 
 __all__ = [
     "Capacity",
@@ -60,45 +53,23 @@ class Unplaceable:
 
 Decision = Placement | Unplaceable
 
-_Members = tuple[NodeName, ...] | dict[NodeName, None]
-_ShapeKey = tuple[Resources, object]
-
-SHAPE_INDEXES = 64
-"""Shape indexes kept per Capacity; the least recently used beyond this are dropped."""
-
-
 class Capacity:
     """Free resources per node, mutable, for one pass over many gangs.
 
     Taken from a snapshot once; each successful :meth:`place` consumes what
     it placed, so the next gang in the pass sees it gone without rebuilding
     anything, and :meth:`release` gives it back exactly (integer arithmetic,
-    no drift). Nodes are kept in groups of equal kind and free resources,
-    shared with the snapshot until written, and each pod shape in use keeps
-    a :class:`ShapeIndex` over those groups.
+    no drift). The nodes and the shape indexes over them are a
+    :class:`FreeNodes`; this class holds the policies that choose among them.
     """
 
-    __slots__ = (
-        "_budget",
-        "_classes",
-        "_free",
-        "_index",
-        "_infeasible",
-        "_journal",
-        "_requests",
-        "_shapes",
-    )
+    __slots__ = ("_budget", "_infeasible", "_nodes", "_requests")
 
     def __init__(self, snapshot: Snapshot, *, budget: int = SEARCH_BUDGET) -> None:
         """``budget`` bounds the exhaustive search per gang (0: greedy answers only)."""
-        index = snapshot.index
-        self._index: NodeIndex = index
-        self._free: dict[NodeName, Resources] = dict(index.free)
-        self._classes: list[dict[Resources, _Members]] = [dict(c) for c in index.classes]
+        self._nodes = FreeNodes(snapshot.index)
         self._requests: dict[PodKey, Resources] = {}
         self._infeasible: dict[tuple[object, ...], bool] = {}
-        self._shapes: dict[_ShapeKey, ShapeIndex] = {}
-        self._journal: list[tuple[NodeName, Resources]] | None = None
         self._budget = budget
 
     @classmethod
@@ -108,26 +79,11 @@ class Capacity:
     # ------------------------------------------------------------ queries
 
     def free(self, name: NodeName) -> Resources:
-        return self._free[name]
+        return self._nodes.free[name]
 
     def free_total(self) -> Resources:
-        """Free resources summed over nodes that can take pods at all.
-
-        Cordoned and not-ready nodes are left out, and a node overcommitted
-        by another scheduler adds nothing rather than subtracting from the
-        others: this is what admission may promise to a gang.
-        """
-        total: dict[str, int] = {}
-        for kind, kind_classes in enumerate(self._classes):
-            node = self._index.kinds[kind]
-            if node.unschedulable or not node.ready:
-                continue
-            for free, members in kind_classes.items():
-                count = len(members)
-                for name, amount in free.amounts.items():
-                    if amount > 0:
-                        total[name] = total.get(name, 0) + amount * count
-        return Resources.of(total)
+        """Free resources over nodes that can take pods; see :meth:`FreeNodes.total`."""
+        return self._nodes.total()
 
     # ------------------------------------------------------------ placing
 
@@ -157,7 +113,7 @@ class Capacity:
             return Unplaceable(gang.key, missing)
         if not pending:
             return Placement(gang.key, ())
-        types = PodType.group(pending, self._index.max_allocatable)
+        types = PodType.group(pending, self._nodes.index.max_allocatable)
         signature = (tuple((kind.requests, kind.rules, len(kind.pods)) for kind in types), need)
         known = self._infeasible.get(signature)
         exhausted = bool(known)
@@ -185,12 +141,8 @@ class Capacity:
         missing = [key for key, _ in placement.assignments if key not in self._requests]
         if missing:
             raise ValueError(f"release of pods this capacity did not place: {missing}")
-        returned: dict[NodeName, Resources] = {}
-        for key, node in placement.assignments:
-            requests = self._requests.pop(key)
-            returned[node] = returned.get(node, Resources.zero()) + requests
-        for node, amount in returned.items():
-            self._move(node, self._free[node] + amount)
+        returned = [(node, self._requests.pop(key)) for key, node in placement.assignments]
+        self._nodes.take(returned, sign=-1)
         self._infeasible.clear()
 
     # ------------------------------------------------------------ solving
@@ -199,22 +151,21 @@ class Capacity:
         self, types: list[PodType], need: int, policy: Policy
     ) -> tuple[list[tuple[Pod, NodeName]] | None, bool]:
         """(assignments, search cut short); assignments are already consumed."""
-        self._journal = []
-        try:
-            placed = self._greedy([(kind, kind.pods) for kind in types], policy, {})
-        finally:
-            journal, self._journal = self._journal, None
+        nodes = self._nodes
+        nodes.begin()
+        placed = self._greedy([(kind, kind.pods) for kind in types], policy, {})
         if placed and len(placed) >= need:
+            nodes.commit()
             return placed, False
-        for node, free in reversed(journal):
-            self._move(node, free)
+        nodes.undo()
         if len(types) == 1:
             return None, False  # greedy is exact for one kind of pod
-        search = Search(self._view(types), types, need, policy, self._budget)
+        view = search_view(nodes.index, nodes.classes, types)
+        search = Search(view, types, need, policy, self._budget)
         found = search.solve()
         if found is None:
             return None, search.exhausted
-        self._consume(found)
+        nodes.take((node, pod.requests) for pod, node in found)
         # The gang's minimum is secured; the pods beyond it go where the
         # policy puts them, beside the nodes the search chose.
         chosen = {pod.key for pod, _ in found}
@@ -236,7 +187,7 @@ class Capacity:
         for kind, pods in runs:
             if not pods:
                 continue
-            shape = self._shape(kind)
+            shape = self._nodes.shape(kind.requests, kind.rules)
             if policy is Policy.SPREAD:
                 self._spread_run(shape, pods, placed, mine)
             else:
@@ -266,7 +217,7 @@ class Capacity:
                 return
             take = min(shape.room(group[1]), len(pods) - position)
             node = self._member(shape, group, mine)
-            self._move(node, self._free[node] - shape.requests.scale(take))
+            self._nodes.take([(node, shape.requests.scale(take))])
             mine[node] = mine.get(node, 0) + take
             for pod in pods[position : position + take]:
                 placed.append((pod, node))
@@ -289,24 +240,25 @@ class Capacity:
         places as many members as binpack does: each node takes what fits
         either way.
         """
+        free, kind_of = self._nodes.free, self._nodes.index.kind_of
         for pod in pods:
             node = self._fresh_member(shape, mine)
             if node is None:
-                kind_of = self._index.kind_of
                 candidates = [
                     name for name in mine
-                    if shape.room(self._free[name]) and shape.admits(kind_of[name], name)
+                    if shape.room(free[name]) and shape.admits(kind_of[name], name)
                 ]
                 if not candidates:
                     return
-                node = min(candidates, key=lambda name: (mine[name], -shape.room(self._free[name])))
-            self._move(node, self._free[node] - shape.requests)
+                node = min(candidates, key=lambda name: (mine[name], -shape.room(free[name])))
+            self._nodes.take([(node, shape.requests)])
             mine[node] = mine.get(node, 0) + 1
             placed.append((pod, node))
 
     def _fresh_member(self, shape: ShapeIndex, mine: dict[NodeName, int]) -> NodeName | None:
+        classes = self._nodes.classes
         for kind, free in shape.for_spread():
-            for name in self._classes[kind][free]:
+            for name in classes[kind][free]:
                 if name not in mine and shape.admits(kind, name):
                     return name
         return None
@@ -315,105 +267,15 @@ class Capacity:
         """A node of the group the shape may use, one this gang already uses if there is
         one (fewer nodes)."""
         kind, free = group
+        nodes = self._nodes
         for name in mine:
             if (
-                self._free[name] == free
-                and self._index.kind_of[name] == kind
+                nodes.free[name] == free
+                and nodes.index.kind_of[name] == kind
                 and shape.admits(kind, name)
             ):
                 return name
-        return next(name for name in self._classes[kind][free] if shape.admits(kind, name))
-
-    def _shape(self, kind: PodType) -> ShapeIndex:
-        key = (kind.requests, kind.rules)
-        shape = self._shapes.pop(key, None)
-        if shape is None:
-            index = self._index
-            eligible = [reason is None for reason in index.kind_reasons(kind.rules)]
-            names = index.name_reasons(kind.rules) if _uses_names(kind) else None
-            shape = ShapeIndex(kind.requests, eligible, self._classes, names)
-            if len(self._shapes) >= SHAPE_INDEXES:
-                del self._shapes[next(iter(self._shapes))]
-        self._shapes[key] = shape  # most recently used last
-        return shape
-
-    def _view(self, types: list[PodType]) -> dict[StateKey, list[Collection[NodeName]]]:
-        """The gang's view of the nodes for the exhaustive search: groups keyed by
-        (free, mask of the gang's pod types that may go there)."""
-        index = self._index
-        name_ok = [(kind, index.name_reasons(kind.rules)) for kind in types if _uses_names(kind)]
-        kind_bits = [0] * len(index.kinds)
-        for kind in types:
-            for kind_id, reason in enumerate(index.kind_reasons(kind.rules)):
-                if reason is None and not _uses_names(kind):
-                    kind_bits[kind_id] |= kind.bit
-        name_kinds = {
-            kind_id
-            for kind, _ in name_ok
-            for kind_id, reason in enumerate(index.kind_reasons(kind.rules))
-            if reason is None
-        }
-        fitmasks: dict[Resources, int] = {}
-        view: dict[StateKey, list[Collection[NodeName]]] = {}
-        for kind_id, kind_classes in enumerate(self._classes):
-            bits = kind_bits[kind_id]
-            if not bits and kind_id not in name_kinds:
-                continue
-            for free, members in kind_classes.items():
-                fits = fitmasks.get(free)
-                if fits is None:
-                    fits = fitmasks[free] = sum(
-                        kind.bit for kind in types if fit_count(free, kind.items)
-                    )
-                if kind_id not in name_kinds:
-                    if bits & fits:
-                        _add(view, (free, bits & fits), members)
-                    continue
-                split: dict[int, list[NodeName]] = {}
-                for name in members:
-                    mask = bits & fits
-                    for kind, reasons in name_ok:
-                        if kind.bit & fits and reasons[name] is None:
-                            mask |= kind.bit
-                    if mask:
-                        split.setdefault(mask, []).append(name)
-                for mask, names in split.items():
-                    _add(view, (free, mask), names)
-        return view
-
-    def _consume(self, assignments: Iterable[tuple[Pod, NodeName]]) -> None:
-        taken: dict[NodeName, Resources] = {}
-        for pod, node in assignments:
-            taken[node] = taken.get(node, Resources.zero()) + pod.requests
-        for node, amount in taken.items():
-            self._move(node, self._free[node] - amount)
-
-    def _move(self, name: NodeName, free: Resources) -> None:
-        """Move a node to the group of its new free resources, and tell the shape indexes."""
-        kind = self._index.kind_of[name]
-        kind_classes = self._classes[kind]
-        old = self._free[name]
-        if self._journal is not None:
-            self._journal.append((name, old))
-        members = kind_classes[old]
-        if isinstance(members, tuple):  # still shared with the snapshot: copy on write
-            members = dict.fromkeys(members)
-            kind_classes[old] = members
-        del members[name]
-        old_gone = not members
-        if old_gone:
-            del kind_classes[old]
-        target = kind_classes.get(free)
-        if target is None:
-            kind_classes[free] = {name: None}
-        else:
-            if isinstance(target, tuple):
-                target = dict.fromkeys(target)
-                kind_classes[free] = target
-            target[name] = None
-        self._free[name] = free
-        for shape in self._shapes.values():
-            shape.node_moved(name, kind, old, old_gone, free)
+        return next(name for name in nodes.classes[kind][free] if shape.admits(kind, name))
 
     # ------------------------------------------------------------ reasons
 
@@ -422,52 +284,25 @@ class Capacity:
         skipped = exhausted and not stopped
         figures = [self._figures(kind) for kind in types]
         return unplaceable_reason(
-            gang, figures, need, len(self._free),
+            gang, figures, need, len(self._nodes.free),
             search_stopped_after=self._budget if stopped else None,
             search_skipped_over=SEARCH_MAX_PODS if skipped else None,
         )
 
     def _figures(self, kind: PodType) -> ShapeFigures:
-        index = self._index
-        reasons = index.kind_reasons(kind.rules)
+        """Nodes by room for the kind, those short of room by resource, the rest by rule."""
+        index = self._nodes.index
         excluded: dict[str, int] = {}
-        if not _uses_names(kind):
-            for kind_id, reason in enumerate(reasons):
+        if uses_node_name(kind.rules):
+            for reason in index.name_reasons(kind.rules).values():
+                if reason is not None:
+                    excluded[reason] = excluded.get(reason, 0) + 1
+        else:
+            for kind_id, reason in enumerate(index.kind_reasons(kind.rules)):
                 if reason is not None:
                     excluded[reason] = excluded.get(reason, 0) + index.kind_size[kind_id]
-            room, short = self._shape(kind).counts()
-            return ShapeFigures(kind.requests, kind.rules, len(kind.pods), room, short, excluded)
-        by_name = index.name_reasons(kind.rules)
-        room = {}
-        short = {}
-        for kind_classes in self._classes:
-            for free, members in kind_classes.items():
-                fits = fit_count(free, kind.items)
-                for name in members:
-                    reason = by_name[name]
-                    if reason is not None:
-                        excluded[reason] = excluded.get(reason, 0) + 1
-                    elif fits:
-                        room[fits] = room.get(fits, 0) + 1
-                    else:
-                        blamed = blamed_resource(free, kind.requests)
-                        short[blamed] = short.get(blamed, 0) + 1
+        room, short = self._nodes.shape(kind.requests, kind.rules).counts()
         return ShapeFigures(kind.requests, kind.rules, len(kind.pods), room, short, excluded)
-
-
-def _uses_names(kind: PodType) -> bool:
-    return uses_node_name(kind.rules)
-
-
-def _add(
-    view: dict[StateKey, list[Collection[NodeName]]], key: StateKey, members: Collection[NodeName]
-) -> None:
-    # Shared, not copied: the search reads the groups before anything moves.
-    found = view.get(key)
-    if found is None:
-        view[key] = [members]
-    else:
-        found.append(members)
 
 
 def place_gang(snapshot: Snapshot, gang: Gang, policy: Policy = Policy.BINPACK) -> Decision:

@@ -8,18 +8,21 @@ like the pod would not use). Finding the best group for a run of pods is
 then a look at a few dozen buckets instead of a scan of every group, and
 when a bind moves one node between groups only that node's buckets change.
 So the cost of a pass follows the number of gangs and the nodes they touch,
-not the size of the cluster.
+not the size of the cluster. :class:`FreeNodes` holds the groups themselves
+and keeps every shape index current as nodes move between them.
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 
-from gangsched.core.model import NodeName
+from gangsched.core.model import NodeName, PodPlacementRules
+from gangsched.core.nodefit import uses_node_name
 from gangsched.core.resources import Resources
 from gangsched.core.room import blamed_resource, fit_count, stranded_devices
+from gangsched.core.snapshot import NodeIndex
 
-__all__ = ["ClassKey", "ShapeIndex"]
+__all__ = ["SHAPE_INDEXES", "ClassKey", "FreeNodes", "ShapeIndex"]
 
 ClassKey = tuple[int, Resources]
 """(kind of node, free resources): one group of interchangeable nodes."""
@@ -181,3 +184,113 @@ class ShapeIndex:
             else:
                 short[blamed] = short.get(blamed, 0) + nodes
         return room, short
+
+
+_Members = tuple[NodeName, ...] | dict[NodeName, None]
+_ShapeKey = tuple[Resources, PodPlacementRules]
+
+SHAPE_INDEXES = 64
+"""Shape indexes kept per FreeNodes; the least recently used beyond this are dropped."""
+
+
+class FreeNodes:
+    """Free resources per node, in groups of equal kind and free, with the shape
+    indexes over those groups: mutable, for one pass over many gangs.
+
+    Groups are shared with the snapshot's index until written (copy on
+    write), so taking one costs nothing for nodes no gang touches. Every
+    change goes through :meth:`move`, which updates the node's group and
+    every shape index together: they can never disagree.
+    """
+
+    __slots__ = ("_journal", "_shapes", "classes", "free", "index")
+
+    def __init__(self, index: NodeIndex) -> None:
+        self.index = index
+        self.free: dict[NodeName, Resources] = dict(index.free)
+        self.classes: list[dict[Resources, _Members]] = [dict(c) for c in index.classes]
+        self._shapes: dict[_ShapeKey, ShapeIndex] = {}
+        self._journal: list[tuple[NodeName, Resources]] | None = None
+
+    def shape(self, requests: Resources, rules: PodPlacementRules) -> ShapeIndex:
+        """The index of the groups where pods of this shape may go, built on first use."""
+        key = (requests, rules)
+        shape = self._shapes.pop(key, None)
+        if shape is None:
+            index = self.index
+            eligible = [reason is None for reason in index.kind_reasons(rules)]
+            names = index.name_reasons(rules) if uses_node_name(rules) else None
+            shape = ShapeIndex(requests, eligible, self.classes, names)
+            if len(self._shapes) >= SHAPE_INDEXES:
+                del self._shapes[next(iter(self._shapes))]
+        self._shapes[key] = shape  # most recently used last
+        return shape
+
+    def total(self) -> Resources:
+        """Free resources summed over nodes that can take pods at all.
+
+        Cordoned and not-ready nodes are left out, and a node overcommitted
+        by another scheduler adds nothing rather than subtracting from the
+        others: this is what admission may promise to a gang.
+        """
+        total: dict[str, int] = {}
+        for kind, kind_classes in enumerate(self.classes):
+            node = self.index.kinds[kind]
+            if node.unschedulable or not node.ready:
+                continue
+            for free, members in kind_classes.items():
+                count = len(members)
+                for name, amount in free.amounts.items():
+                    if amount > 0:
+                        total[name] = total.get(name, 0) + amount * count
+        return Resources.of(total)
+
+    def take(self, amounts: Iterable[tuple[NodeName, Resources]], sign: int = 1) -> None:
+        """Take (``sign`` 1) or give back (-1) the amounts, summed per node first."""
+        summed: dict[NodeName, Resources] = {}
+        for node, amount in amounts:
+            summed[node] = summed.get(node, Resources.zero()) + amount
+        for node, amount in summed.items():
+            free = self.free[node]
+            self.move(node, free - amount if sign > 0 else free + amount)
+
+    def begin(self) -> None:
+        """Start recording moves, so that :meth:`undo` can take them back."""
+        self._journal = []
+
+    def undo(self) -> None:
+        """Take back every move since :meth:`begin`."""
+        journal, self._journal = self._journal or [], None
+        for node, free in reversed(journal):
+            self.move(node, free)
+
+    def commit(self) -> None:
+        """Keep the moves since :meth:`begin`."""
+        self._journal = None
+
+    def move(self, name: NodeName, free: Resources) -> None:
+        """Move a node to the group of its new free resources, and tell the shape indexes."""
+        kind = self.index.kind_of[name]
+        kind_classes = self.classes[kind]
+        old = self.free[name]
+        if self._journal is not None:
+            self._journal.append((name, old))
+        members = kind_classes[old]
+        if isinstance(members, tuple):  # still shared with the snapshot: copy on write
+            members = dict.fromkeys(members)
+            kind_classes[old] = members
+        del members[name]
+        old_gone = not members
+        if old_gone:
+            del kind_classes[old]
+        target = kind_classes.get(free)
+        if target is None:
+            kind_classes[free] = {name: None}
+        else:
+            if isinstance(target, tuple):
+                target = dict.fromkeys(target)
+                kind_classes[free] = target
+            target[name] = None
+        self.free[name] = free
+        for shape in self._shapes.values():
+            shape.node_moved(name, kind, old, old_gone, free)
