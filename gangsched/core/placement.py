@@ -210,6 +210,7 @@ class Capacity:
         (and GPU nodes, for pods that use no GPU) stay whole for the larger
         gangs behind it: binpacking is what keeps big gangs placeable.
         """
+        nodes = self._nodes
         position = 0
         while position < len(pods):
             group = shape.best_for_binpack(len(pods) - position)
@@ -217,7 +218,7 @@ class Capacity:
                 return
             take = min(shape.room(group[1]), len(pods) - position)
             node = self._member(shape, group, mine)
-            self._nodes.take([(node, shape.requests.scale(take))])
+            nodes.move(node, nodes.free[node] - shape.requests.scale(take))
             mine[node] = mine.get(node, 0) + take
             for pod in pods[position : position + take]:
                 placed.append((pod, node))
@@ -240,7 +241,8 @@ class Capacity:
         places as many members as binpack does: each node takes what fits
         either way.
         """
-        free, kind_of = self._nodes.free, self._nodes.index.kind_of
+        nodes = self._nodes
+        free, kind_of = nodes.free, nodes.index.kind_of
         for pod in pods:
             node = self._fresh_member(shape, mine)
             if node is None:
@@ -251,7 +253,7 @@ class Capacity:
                 if not candidates:
                     return
                 node = min(candidates, key=lambda name: (mine[name], -shape.room(free[name])))
-            self._nodes.take([(node, shape.requests)])
+            nodes.move(node, free[node] - shape.requests)
             mine[node] = mine.get(node, 0) + 1
             placed.append((pod, node))
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 
+from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 
 from gangsched.core.model import (
@@ -25,6 +26,9 @@ from gangsched.core.placement import Placement, Snapshot
 from gangsched.core.resources import Resources
 
 GPU = "nvidia.com/gpu"
+
+PROPERTY = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+"""Hypothesis settings for the placement core's property tests."""
 
 
 def node(

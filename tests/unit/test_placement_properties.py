@@ -5,7 +5,7 @@ from __future__ import annotations
 import random
 from dataclasses import replace
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from gangsched.core.model import (
@@ -33,6 +33,7 @@ from gangsched.core.reasons import DoesNotFit
 from gangsched.core.resources import Resources
 from tests.unit.clusters import (
     BUSY,
+    PROPERTY,
     ZONES,
     gang,
     max_placeable,
@@ -43,9 +44,6 @@ from tests.unit.clusters import (
     small_snapshots,
     tight_instances,
 )
-
-PROPERTY = settings(max_examples=150, deadline=None,
-                    suppress_health_check=[HealthCheck.too_slow])
 
 
 def need_of(gang: Gang) -> int:
