@@ -95,7 +95,9 @@ class Actuator:
                 case Bind():
                     self._place(action, now, decisions.bind(cycle_ms=cycle_ms))
                 case Evict():
-                    self._track(asyncio.create_task(self._evict(action, view, now)))
+                    self._track(asyncio.create_task(
+                        self._evict(action, view, now),
+                        name=f"evict-for-{action.preemption.preemptor}"))
                 case LogDecision(event=event, fields=fields):
                     decisions.info(event, **dict(fields), cycle_ms=cycle_ms)
                 case _:
@@ -136,7 +138,8 @@ class Actuator:
             pods=len(placement.assignments),
             nodes=sorted({node for _, node in placement.assignments}),
         )
-        self._track(asyncio.create_task(self._bind(placement, action.first_created)))
+        self._track(asyncio.create_task(self._bind(placement, action.first_created),
+                                        name=f"bind-{placement.gang}"))
 
     # ---- tasks under way --------------------------------------------------------
     def _track(self, task: asyncio.Task[None]) -> None:
@@ -144,7 +147,11 @@ class Actuator:
         task.add_done_callback(self._untrack)
 
     def _untrack(self, task: asyncio.Task[None]) -> None:
+        """A bind or eviction that failed on a bug says so at once: nobody awaits it, and
+        its error would otherwise surface, if ever, when the task is collected."""
         self.tasks.discard(task)
+        if not task.cancelled() and (error := task.exception()) is not None:
+            log.error("action_failed", task=task.get_name(), error=repr(error))
         if not self.tasks:
             self.on_idle()
 

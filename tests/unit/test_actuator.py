@@ -12,6 +12,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, cast
 
+from structlog.testing import capture_logs
+
 from gangsched.actuator import Actuator, ScheduledEvents
 from gangsched.binder import Binder, BindOutcome
 from gangsched.core.actions import (
@@ -177,3 +179,18 @@ def test_reports_go_to_the_reporter_with_the_records_of_the_view() -> None:
     assert (record.uid, message) == ("uid-job-0", "no room")
     (group, written, observed), = made.reporter.named("group_status")
     assert (group.uid, written, observed) == ("uid-job", status, 1)
+
+
+class BrokenBinder:
+    async def bind_gang(self, placement: Placement) -> list[BindOutcome]:
+        raise RuntimeError("a bug in the binder")
+
+
+def test_a_bind_that_fails_on_a_bug_is_logged_not_lost() -> None:
+    made = shell()
+    made.actuator.binder = cast(Binder, BrokenBinder())
+    with capture_logs() as logs:
+        carry(made, Bind(PLACEMENT, first_created=None))
+    (failed,) = [line for line in logs if line["event"] == "action_failed"]
+    assert failed["task"] == "bind-ns/job" and "a bug in the binder" in failed["error"]
+    assert made.actuator.tasks == set()
