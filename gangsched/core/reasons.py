@@ -48,6 +48,7 @@ __all__ = [
     "Reported",
     "ReservedByAdmitted",
     "ShapeFigures",
+    "ShortOfMembers",
     "Starved",
     "Starving",
     "TooBigToHold",
@@ -172,6 +173,18 @@ class MembersMissing:
     need: int
     min_member: int
     bound: int
+
+
+@dataclass(frozen=True, slots=True)
+class ShortOfMembers:
+    """Fewer pods exist, pending and bound together, than minMember: as it stands the gang
+    can never be whole, so more room would not let it run and it holds none (a Job whose
+    parallelism is below its PodGroup's minMember waits here, not in everyone's way)."""
+
+    code: ClassVar[str] = "ShortOfMembers"
+    gang: GangKey
+    has: int
+    needs: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -351,8 +364,8 @@ class AwaitingVictims:
 
 
 Reason = (
-    NoNodes | DoesNotFit | MembersMissing | NoDomainLabel | BoundAcrossDomains | NoDomainHolds
-    | InDomain | QueueMissing | QueueClosed | BeingPreempted | Gated | BindBackoff
+    NoNodes | DoesNotFit | MembersMissing | ShortOfMembers | NoDomainLabel | BoundAcrossDomains
+    | NoDomainHolds | InDomain | QueueMissing | QueueClosed | BeingPreempted | Gated | BindBackoff
     | AdmissionOverCapability | AdmissionNoRoom | ReservedByAdmitted | CapabilityExceeded
     | Starving | TooBigToHold | Preempting | AwaitingVictims | str
 )
@@ -394,6 +407,10 @@ def render(reason: Reason) -> str:
             return (f"gang {reason.gang} waits for its members: it needs {reason.need} more "
                     f"pods to reach minMember {reason.min_member} ({reason.bound} bound) and "
                     f"fewer are pending")
+        case ShortOfMembers():
+            return (f"gang {reason.gang} is short of members: it has {reason.has} pods, "
+                    f"pending and bound, and needs {reason.needs} (minMember); it holds no room "
+                    f"until more exist")
         case NoDomainLabel():
             return (f"gang {reason.gang} must land in one {reason.label} domain, "
                     f"but no node carries the label {reason.label}")
@@ -608,6 +625,8 @@ def _steady(reason: Reason) -> object | None:
                     tuple((shape.requests, shape.wanted) for shape in reason.shapes))
         case NoDomainHolds():
             return (reason.label, reason.domains)
+        case ShortOfMembers():
+            return (reason.gang, reason.needs)
         case BindBackoff():
             return (reason.pod, reason.status, reason.message, reason.others)
         case ReservedByAdmitted():

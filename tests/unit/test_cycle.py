@@ -31,6 +31,7 @@ from gangsched.core.reasons import (
     QueueMissing,
     Reason,
     ReservedByAdmitted,
+    ShortOfMembers,
     Starved,
     Starving,
     TooBigToHold,
@@ -403,8 +404,9 @@ def test_priority_then_age() -> None:
     assert set(reasons(result)) == {"ns/low-old"}
 
 
-def test_replacement_for_a_running_gang_goes_first() -> None:
-    # Three workers, minMember 2: one died, two still run, its replacement waits.
+def test_a_pod_beyond_min_member_of_a_running_gang_waits_its_turn() -> None:
+    # Three workers, minMember 2: one died, two still run; the gang is whole, so the
+    # third is an extra, ordinary work in its queue's order, behind higher priority.
     workers = [pod(f"ns/ddp-{i}", gang="ns/ddp", on="n1") for i in range(2)]
     ddp = gang("ns/ddp", 1, min_member=2, bound=2, first=2, created=50)
     urgent = gang("ns/urgent", 1, priority=100, created=0)
@@ -415,12 +417,26 @@ def test_replacement_for_a_running_gang_goes_first() -> None:
         bound_requests={"ns/ddp": pod_request(2)},
         admitted=["ns/ddp"],
     )
-    assert placed(result) == ["ns/ddp"]
-    assert set(reasons(result)) == {"ns/urgent"}
+    assert placed(result) == ["ns/urgent"]
+    extra = reasons(result)["ns/ddp"]
+    assert isinstance(extra, DoesNotFit) and extra.need == 0  # no gang check for an extra
 
-    # The same gang before it ever ran is an ordinary gang and yields to priority.
-    fresh = cycle([node("n1", 1)], [urgent, gang("ns/ddp", 1, created=50)])
-    assert placed(fresh) == ["ns/urgent"]
+
+def test_only_the_members_a_gang_lacks_go_first_its_extras_wait_their_queue_turn() -> None:
+    # minMember 2, one bound; three pending: one replaces, two are elastic extras.
+    # Queue "light" (weight 1) runs it; queue "heavy" (weight 10) has a gang of 2.
+    light, heavy = QueueSpec(QueueName("light")), QueueSpec(QueueName("heavy"), weight=10)
+    elastic = gang("ns/elastic", 3, min_member=2, bound=1, first=1, queue="light")
+    promised = gang("ns/promised", 2, queue="heavy", created=100)
+    result = cycle(
+        [node("n1", 4)],
+        [elastic, promised],
+        bound_pods=[pod("ns/elastic-0", gang="ns/elastic", on="n1")],
+        bound_requests={"ns/elastic": pod_request(1)},
+        queues=[light, heavy],
+    )
+    assert placed_pods(result) == {"ns/elastic-1", "ns/promised-0", "ns/promised-1"}
+    assert placed(result) == ["ns/elastic", "ns/promised"]  # one bind per gang
 
 
 def test_replacement_is_placed_even_without_a_gang_check() -> None:
@@ -514,6 +530,23 @@ def test_only_the_first_starving_gang_holds_room() -> None:
     assert isinstance(reasons(result)["ns/big-b"], DoesNotFit)
     small = reasons(result)["ns/small"]
     assert isinstance(small, ReservedByAdmitted) and small.starving == "ns/big-a"
+
+
+def test_a_gang_short_of_members_never_starves_and_holds_nothing() -> None:
+    # A Job with parallelism 2 under a PodGroup of minMember 3: it can never be whole.
+    short = gang("ns/short", 2, min_member=3, created=0)
+    result = _starvation(75.0, short)
+    assert placed(result) == ["ns/small"]
+    assert reasons(result)["ns/short"] == ShortOfMembers(GangKey("ns/short"), has=2, needs=3)
+
+    # Partly bound and short (a member gone, its replacement not yet created):
+    # the replacement holds cover it, not the starving gang's.
+    bound = gang("ns/job", 1, min_member=3, bound=1, first=1, created=0)
+    result = cycle(BLOCKED, [bound, gang("ns/small", 2, created=100)],
+                   bound_pods=[*BLOCKER, pod("ns/job-0", gang="ns/job", on="n1")],
+                   bound_requests={"ns/job": pod_request(1)}, admitted=["ns/job"])
+    assert placed(result) == ["ns/small"]
+    assert reasons(result)["ns/job"] == ShortOfMembers(GangKey("ns/job"), has=2, needs=3)
 
 
 def test_a_gang_bigger_than_the_cluster_holds_nothing() -> None:

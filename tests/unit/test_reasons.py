@@ -27,6 +27,7 @@ from gangsched.core.reasons import (
     Reason,
     ReservedByAdmitted,
     ShapeFigures,
+    ShortOfMembers,
     Starved,
     Starving,
     TooBigToHold,
@@ -66,6 +67,9 @@ WORDED: list[tuple[Reason, str]] = [
      "for 1 cpu: 1 node can take 1; each kind of pod fits on its own but not all together"),
     (MembersMissing(GANG, 3, 4, 1), "gang ns/train waits for its members: it needs 3 more pods "
                                     "to reach minMember 4 (1 bound) and fewer are pending"),
+    (ShortOfMembers(GANG, 2, 3), "gang ns/train is short of members: it has 2 pods, pending and "
+                                 "bound, and needs 3 (minMember); it holds no room until more "
+                                 "exist"),
     (NoDomainLabel(GANG, "rack"),
      "gang ns/train must land in one rack domain, but no node carries the label rack"),
     (BoundAcrossDomains(GANG, "rack"),

@@ -13,6 +13,7 @@ from gangsched.core.reasons import (
     Reason,
     Reported,
     ShapeFigures,
+    ShortOfMembers,
     Starved,
     Starving,
     reported_reasons,
@@ -46,6 +47,14 @@ def test_what_the_gang_asks_is_not_a_moving_figure() -> None:
     first = reported_reasons({}, {GANG: room(3)}, now=0.0, hold_s=60.0)
     fewer = reported_reasons(first, {GANG: room(3, wanted=6)}, now=1.0, hold_s=60.0)
     assert fewer[GANG] == Reported(room(3, wanted=6), 1.0)
+
+
+def test_members_created_one_by_one_do_not_rewrite_a_short_gang_s_reason_each_time() -> None:
+    first = reported_reasons({}, {GANG: ShortOfMembers(GANG, 1, 8)}, now=0.0, hold_s=60.0)
+    more = reported_reasons(first, {GANG: ShortOfMembers(GANG, 5, 8)}, now=1.0, hold_s=60.0)
+    assert more[GANG] == first[GANG]
+    raised = reported_reasons(more, {GANG: ShortOfMembers(GANG, 5, 9)}, now=2.0, hold_s=60.0)
+    assert raised[GANG] == Reported(ShortOfMembers(GANG, 5, 9), 2.0)
 
 
 def test_a_new_kind_of_reason_is_reported_at_once() -> None:

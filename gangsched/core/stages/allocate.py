@@ -1,16 +1,20 @@
 """Allocation: the waiting gangs in their order, each admitted then placed.
 
-In the spirit of Volcano's allocate action. Replacements for gangs that
-already run go first, because a running gang that cannot get a dead worker
-back holds all its other workers idle. A preemptor whose victims are going
-comes next, before anyone who could take the room it evicted for. Every
-other gang is taken in fair order: always the queue furthest below its
-weighted dominant share, recharged for what it just got, so weights hold
-within one cycle and not only across many; within a queue, priority, then
-age.
+In the spirit of Volcano's allocate action. Replacements for members a
+gang had, up to its minMember, go first, because a running gang that cannot
+get a dead worker back holds all its other workers idle. A preemptor whose
+victims are going comes next, before anyone who could take the room it
+evicted for. Every other gang is taken in fair order: always the queue
+furthest below its weighted dominant share, recharged for what it just got,
+so weights hold within one cycle and not only across many; within a queue,
+priority, then age. Pods beyond minMember of a gang that runs (elastic
+workers, Spark's dynamic executors) are such ordinary work: first in line
+they would take the room a preemptor evicted for or a starving gang holds.
 """
 
 from __future__ import annotations
+
+from dataclasses import replace
 
 from gangsched.core.fairness import gang_order, lowest_share
 from gangsched.core.model import Gang, QueueName
@@ -21,15 +25,19 @@ from gangsched.core.stages.session import Session
 
 def allocate(session: Session, known: list[Gang]) -> None:
     """Place or tell why not, for every gang ``triage`` let through and every unborn one."""
+    ordinary = [g for g in known if not is_running(g)]
     for gang in sorted((g for g in known if is_running(g)), key=gang_order):
-        place(session, gang)
+        extras = _replace_members(session, gang)
+        if extras is not None:
+            ordinary.append(extras)
     preempting = session.inp.preempting
     nominated = sorted(
-        (g for g in known if g.key in preempting and not is_running(g)), key=gang_order
+        (g for g in ordinary if g.key in preempting and g.bound == 0), key=gang_order
     )
     for gang in nominated:
         _consider(session, gang)
-    known = [g for g in known if g.key not in preempting]
+    first = {g.key for g in nominated}
+    ordinary = [g for g in ordinary if g.key not in first]
 
     # PodGroups with no pods yet still ask for admission, in the same fair
     # order: Kubeflow's training-operator creates no pod of a Volcano job
@@ -40,7 +48,7 @@ def allocate(session: Session, known: list[Gang]) -> None:
         and gang.queue in session.queues
     ]
     per_queue: dict[QueueName, list[Gang]] = {}
-    for gang in sorted([*(g for g in known if not is_running(g)), *unborn], key=gang_order):
+    for gang in sorted([*ordinary, *unborn], key=gang_order):
         per_queue.setdefault(gang.queue, []).append(gang)
     # Reversed so the next gang of a queue is a cheap pop() from the end.
     for gangs in per_queue.values():
@@ -62,8 +70,27 @@ def _consider(session: Session, gang: Gang) -> None:
         place(session, gang)
 
 
+def _replace_members(session: Session, gang: Gang) -> Gang | None:
+    """Place the members a partly bound gang lacks; what is left of it is ordinary work.
+
+    Only ``min_member - bound`` pods go first, the oldest, so that a gang
+    that lost one worker does not carry its elastic extras ahead of every
+    queue. The rest wait their queue's turn, as a gang already whole; None
+    when nothing is left for that turn (or the replacements were not placed,
+    and the gang waits whole with its reason).
+    """
+    lacking = max(0, gang.min_member - gang.bound)
+    if lacking == 0:
+        return gang
+    placed_before = len(session.placements)
+    place(session, replace(gang, pending=gang.pending[:lacking]))
+    rest = gang.pending[lacking:]
+    if len(session.placements) == placed_before or not rest:
+        return None
+    return replace(gang, pending=rest, bound=gang.min_member)
+
+
 def is_running(gang: Gang) -> bool:
-    """A gang with members bound goes first: its pending pods replace dead members or
-    complete a gang whose binding was cut short, and until they are placed the bound
-    members hold their nodes without making progress."""
+    """A gang with members bound: its pending pods replace dead members, complete a gang
+    whose binding was cut short, or are extras beyond its minMember."""
     return gang.bound > 0

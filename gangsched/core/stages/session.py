@@ -186,9 +186,13 @@ class Session:
         self.unadmitted: list[Unplaceable] = []
 
     def result(self) -> CycleResult:
+        placements = _merged(self.placements)
+        placed = {placement.gang for placement in placements}
         return CycleResult(
-            placements=tuple(self.placements),
-            unplaceable=tuple(self.unplaceable),
+            placements=placements,
+            # A gang whose replacements were placed and whose extras were not is
+            # placed this cycle; its extras wait for the next without a gang reason.
+            unplaceable=tuple(u for u in self.unplaceable if u.gang not in placed),
             admitted=frozenset(self.admitted),
             newly_admitted=tuple(self.newly_admitted),
             unadmitted=tuple(self.unadmitted),
@@ -239,3 +243,14 @@ class Session:
             self.free = self.free + hold.pod.requests
             released.append(hold)
         return released
+
+
+def _merged(placements: Iterable[Placement]) -> tuple[Placement, ...]:
+    """One placement per gang, at its first place in the order: a gang whose replacements
+    went first and whose extras were placed in their queue's turn is bound as one."""
+    merged: dict[GangKey, Placement] = {}
+    for placement in placements:
+        before = merged.get(placement.gang)
+        merged[placement.gang] = placement if before is None else Placement(
+            placement.gang, before.assignments + placement.assignments)
+    return tuple(merged.values())

@@ -31,8 +31,12 @@ def wait(session: Session, gang: Gang, reason: Reason) -> None:
     since = inp.waiting_since.get(gang.key)
     waited = 0.0 if since is None else inp.now - since
     # A partly bound gang needs no waiting time to be urgent: its bound
-    # members are stranded until the rest is placed.
-    urgent = partly_bound(gang) or (since is not None and waited >= inp.starvation_seconds)
+    # members are stranded until the rest is placed. A gang already whole
+    # waits only with extras beyond its minMember: it runs, and holding
+    # room for its extras would keep gangs that cannot start out.
+    urgent = partly_bound(gang) or (
+        gang.bound < gang.min_member and since is not None and waited >= inp.starvation_seconds
+    )
     if session.starving is None and urgent:
         hold = pending_need(gang, session.bound[gang.key])
         if hold.fits(session.cluster_total):

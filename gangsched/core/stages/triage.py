@@ -1,9 +1,9 @@
 """Which waiting gangs the cycle tries at all, and why the others wait untried.
 
 A gang whose queue does not exist, whose members are being evicted, that has
-a gated member or whose bind backs off cannot be placed by any amount of
-room; it is told why and holds nothing, so it takes no room from the gangs
-after it.
+a gated member, whose bind backs off or that has fewer pods than its
+minMember cannot be placed by any amount of room; it is told why and holds
+nothing, so it takes no room from the gangs after it.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from __future__ import annotations
 from gangsched.core.backoff import backoff_reason
 from gangsched.core.model import Gang
 from gangsched.core.placement import Unplaceable
-from gangsched.core.reasons import BeingPreempted, Gated, QueueMissing
+from gangsched.core.reasons import BeingPreempted, Gated, QueueMissing, ShortOfMembers
 from gangsched.core.stages.session import Session
 
 
@@ -33,7 +33,7 @@ def triage(session: Session) -> list[Gang]:
             # only be evicted too, and would take the preemptor's room.
             session.unplaceable.append(Unplaceable(gang.key, BeingPreempted(preemptor)))
             continue
-        held_back = gated_reason(gang) or backoff_reason(
+        held_back = gated_reason(gang) or short_reason(gang) or backoff_reason(
             gang, session.inp.bind_refusals, session.inp.now)
         if held_back is None:
             known.append(gang)
@@ -53,3 +53,16 @@ def gated_reason(gang: Gang) -> Gated | None:
     if not gated:
         return None
     return Gated(gated[0].key, tuple(gated[0].gates), len(gated) - 1)
+
+
+def short_reason(gang: Gang) -> ShortOfMembers | None:
+    """Why a gang with fewer pods than ``min_member`` waits, or None when it has enough.
+
+    Pending and bound members together are all it can have until someone
+    creates more; below ``min_member`` no placement can make it whole, so it
+    must neither be tried nor become the starving gang that holds room.
+    """
+    has = len(gang.pending) + gang.bound
+    if has >= gang.min_member:
+        return None
+    return ShortOfMembers(gang.key, has, gang.min_member)
