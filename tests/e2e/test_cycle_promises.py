@@ -1,0 +1,104 @@
+"""Promises the cycle keeps from one cycle to the next, on the real control plane.
+
+Only a gang that more room would let run may hold room; and pods beyond
+minMember of a running gang are ordinary work of their queue, not first in
+line.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pykube
+import pytest
+
+from devcluster.controlplane import LocalCluster, NodeShape
+from tests.e2e.conftest import SchedulerProcess, start_gangsched, stop_gangsched
+from tests.e2e.scenario import only_nodes
+from tests.e2e.workspace import Workspace, bound, node_of, scheduled_condition, wait_for
+
+SCHEDULER = "gang-promises"
+STARVATION_S = 2.0
+
+
+@pytest.fixture
+def scheduler(cluster: LocalCluster, tmp_path: Path) -> Iterator[SchedulerProcess]:
+    running = start_gangsched(cluster, tmp_path / "gangsched.log", f"--scheduler-name={SCHEDULER}",
+                              f"--starvation-seconds={STARVATION_S:g}")
+    yield running
+    stop_gangsched(running)
+
+
+def _bound_named(ws: Workspace, prefix: str) -> int:
+    return len(bound(p for name, p in ws.pods().items() if name.startswith(prefix)))
+
+
+def test_a_gang_short_of_members_holds_no_room_however_long_it_waits(
+    cluster: LocalCluster, ws: Workspace, scheduler: SchedulerProcess
+) -> None:
+    """A Job of parallelism 2 under a PodGroup of minMember 3 can never be whole: it says
+    so, and a gang that arrives after its starvation threshold still gets all the room."""
+    only_nodes(cluster, 2, NodeShape(cpu="2", memory="8Gi"))
+    ws.create(ws.podgroup("short", min_member=3))
+    ws.create(*(ws.pod(f"short-{i}", cpu="1", group="short", scheduler=SCHEDULER)
+                for i in range(2)))
+
+    def short_message() -> str | None:
+        condition = scheduled_condition(ws.pods().get("short-0", {}))
+        return str(condition.get("message")) if condition else None
+
+    message = wait_for(short_message, timeout=20, what="the short gang to say why it waits")
+    assert "is short of members: it has 2 pods" in message, message
+    time.sleep(STARVATION_S + 1.0)  # past the threshold: today it would hold its 2 CPUs
+
+    ws.create(ws.podgroup("whole", min_member=3))
+    ws.create(*(ws.pod(f"whole-{i}", cpu="1", group="whole", scheduler=SCHEDULER)
+                for i in range(3)))
+    wait_for(lambda: _bound_named(ws, "whole-") == 3 or None, timeout=20,
+             what="the later gang to bind whole in the room the short gang does not hold")
+    assert _bound_named(ws, "short-") == 0
+
+
+@pytest.fixture
+def weighted_queues(cluster: LocalCluster, ws: Workspace) -> Iterator[tuple[str, str]]:
+    light, heavy = f"light-{ws.name}", f"heavy-{ws.name}"
+    for name, weight in ((light, 1), (heavy, 10)):
+        ws.create({"apiVersion": "scheduling.gangsched.io/v1alpha1", "kind": "Queue",
+                   "metadata": {"name": name}, "spec": {"weight": weight}})
+    yield light, heavy
+    queues = pykube.object_factory(cluster.client, "scheduling.gangsched.io/v1alpha1", "Queue")
+    for name in (light, heavy):
+        queues.objects(cluster.client).get(name=name).delete()
+
+
+def test_extras_of_a_running_gang_wait_their_queue_turn(
+    cluster: LocalCluster, ws: Workspace, scheduler: SchedulerProcess,
+    weighted_queues: tuple[str, str],
+) -> None:
+    """A weight-1 queue's Spark app asks for three more executors while a weight-10 queue's
+    gang of three waits for the same room: the gang goes first, the executors wait."""
+    light, heavy = weighted_queues
+    only_nodes(cluster, 1, NodeShape(cpu="4", memory="16Gi"))
+    app = ws.podgroup("app", min_member=1, queue=light)
+    gang = ws.podgroup("gang", min_member=3, queue=heavy)
+    ws.create(app, gang)
+    ws.create(ws.pod("app-driver", cpu="1", group="app", scheduler=SCHEDULER),
+              ws.pod("blocker", cpu="3", scheduler=SCHEDULER))
+    wait_for(lambda: _bound_named(ws, "app-driver") + _bound_named(ws, "blocker") == 2 or None,
+             timeout=20, what="the driver and the blocker to run")
+
+    # Both wait behind the blocker, then see its room free in the same cycle.
+    ws.create(*(ws.pod(f"app-exec-{i}", cpu="1", group="app", scheduler=SCHEDULER)
+                for i in range(3)))
+    ws.create(*(ws.pod(f"gang-{i}", cpu="1", group="gang", scheduler=SCHEDULER)
+                for i in range(3)))
+    wait_for(lambda: all(scheduled_condition(p) for n, p in ws.pods().items()
+                         if n.startswith("gang-")) or None,
+             timeout=20, what="the gang to be told it waits")
+    ws.delete_pod("blocker")
+    wait_for(lambda: _bound_named(ws, "gang-") == 3 or None, timeout=20,
+             what="the heavier queue's gang to take the freed room whole")
+    pods = ws.pods()
+    assert [n for n, p in pods.items() if n.startswith("app-exec-") and node_of(p)] == []
