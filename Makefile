@@ -16,13 +16,26 @@ PYTEST_ARGS ?=
 ACTIONLINT_VERSION ?= v1.7.12
 ACTIONLINT := $(HOME)/.cache/gangsched/actionlint-$(ACTIONLINT_VERSION)/actionlint
 
-.PHONY: test unit e2e lint actionlint image binaries cluster-up cluster-down demo kind-demo bench bench-core bench-scenarios bench-scheduler bench-latency bench-scale bench-soak clean
+.PHONY: test unit e2e lint lock docs actionlint image binaries cluster-up cluster-down demo kind-demo bench bench-core bench-scenarios bench-scheduler bench-latency bench-scale bench-soak clean
 
-$(VENV)/.installed: pyproject.toml
+LOCK := requirements.lock
+
+## The virtualenv, from the pinned set in requirements.lock, the package itself editable.
+$(VENV)/.installed: pyproject.toml $(LOCK)
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e '.[dev]'
+	$(BIN)/pip install -q -r $(LOCK)
+	$(BIN)/pip install -q --no-deps -e .
 	touch $@
+
+## Pin the dependency set again (after a change to pyproject's dependencies, or to take updates).
+lock: $(VENV)/.installed
+	$(BIN)/pip-compile -q --upgrade --extra dev --strip-extras --no-emit-index-url \
+	  --no-emit-find-links --unsafe-package gangsched -o $(LOCK) pyproject.toml
+
+## docs/configuration.md from the CLI's own options (a unit test fails when it is stale).
+docs: $(VENV)/.installed
+	$(BIN)/python -m gangsched.cli_reference > docs/configuration.md
 
 ## Build (or reuse from ~/.cache/gangsched) the pinned control-plane binaries.
 binaries:

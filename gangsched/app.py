@@ -30,6 +30,7 @@ from gangsched.binder import FIELD_MANAGER, Binder
 from gangsched.core.model import Policy
 from gangsched.evictor import Evictor
 from gangsched.health import Health, HealthServer
+from gangsched.kubeconfig import renew_exec_credentials
 from gangsched.leadership import (
     LEASE_DURATION_S,
     RENEW_DEADLINE_S,
@@ -83,6 +84,7 @@ async def api_client(kubeconfig: str | None, bind_concurrency: int) -> client.Ap
     if kubeconfig:
         await config.load_kube_config(config_file=kubeconfig,
                                       client_configuration=configuration)
+        renew_exec_credentials(configuration, kubeconfig)
     else:
         config.load_incluster_config(client_configuration=configuration)
     api = client.ApiClient(configuration)

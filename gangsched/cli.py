@@ -1,17 +1,25 @@
-"""The ``gangsched`` command. Every flag of ``run`` also reads ``GANGSCHED_<FLAG>``
-from the environment (``--scheduler-name`` from ``GANGSCHED_SCHEDULER_NAME``);
-the repeatable ones, ``GANGSCHED_SCHEDULER_NAME`` and ``GANGSCHED_NAMESPACE``,
-take several values separated by spaces."""
+"""The ``gangsched`` command, also installed as ``kubectl-gangsched`` so that
+``kubectl gangsched status`` works. Every flag of ``run`` also reads
+``GANGSCHED_<FLAG>`` from the environment (``--scheduler-name`` from
+``GANGSCHED_SCHEDULER_NAME``); the repeatable ones, ``GANGSCHED_SCHEDULER_NAME``
+and ``GANGSCHED_NAMESPACE``, take several values separated by spaces.
+
+Exit codes, as scripts expect them: 0 done (for ``explain``: bound or running),
+1 an error (no kubeconfig, no such object, the API server refused), 2 a usage
+error, 3 ``explain`` found the pod or PodGroup still waiting.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import sys
+import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
 
@@ -20,13 +28,19 @@ from gangsched.core.model import Policy
 
 if TYPE_CHECKING:
     import pykube
+    from rich.console import Console
 
     from gangsched.clusterobjects import ClusterObjects
     from gangsched.decisions import Decision
     from gangsched.mirror import View
 
 
-@click.group()
+EXIT_ERROR = 1
+EXIT_WAITING = 3
+"""``explain``'s answer when the pod or PodGroup is not bound yet (2 is click's usage error)."""
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__)
 def main() -> None:
     """A gang scheduler for Kubernetes."""
@@ -38,8 +52,10 @@ def _env(flag: str) -> str:
 
 @main.command()
 @click.option("--kubeconfig", envvar=[_env("kubeconfig"), "KUBECONFIG"],
-              type=click.Path(exists=True, dir_okay=False),
-              help="Kubeconfig file; in-cluster service account when absent.")
+              help="Kubeconfig file, or several separated by ':' as in $KUBECONFIG (merged "
+              "as kubectl merges them); in-cluster service account when absent.")
+@click.option("--context", envvar=_env("context"), default=None,
+              help="Kubeconfig context; the current one by default.")
 @click.option("--scheduler-name", "scheduler_names", envvar=_env("scheduler-name"),
               multiple=True, default=("gang",), show_default=True,
               help="Pods with this spec.schedulerName are ours (repeatable: e.g. also "
@@ -75,15 +91,19 @@ def _env(flag: str) -> str:
 @click.option("--leader-elect/--no-leader-elect", envvar=_env("leader-elect"), default=False,
               show_default=True, help="Schedule only while holding a Lease (for replicas > 1).")
 @click.option("--lease-namespace", envvar=[_env("lease-namespace"), "POD_NAMESPACE"],
-              default="default", show_default=True)
-@click.option("--lease-name", envvar=_env("lease-name"), default="gangsched", show_default=True)
+              default="default", show_default=True,
+              help="Namespace of the leader-election Lease; the pod's own in the chart.")
+@click.option("--lease-name", envvar=_env("lease-name"), default="gangsched", show_default=True,
+              help="Name of the leader-election Lease.")
 @click.option("--log-format", envvar=_env("log-format"), type=click.Choice(["json", "console"]),
-              default="json", show_default=True)
+              default="json", show_default=True,
+              help="json: one structlog key/value object a line; console: for people.")
 @click.option("--log-level", envvar=_env("log-level"),
               type=click.Choice(["debug", "info", "warning", "error"]), default="info",
-              show_default=True)
+              show_default=True, help="debug adds a cycle_done line for every cycle.")
 def run(
     kubeconfig: str | None,
+    context: str | None,
     scheduler_names: tuple[str, ...],
     namespaces: tuple[str, ...],
     policy: str,
@@ -101,40 +121,52 @@ def run(
 ) -> None:
     """Run the scheduler until SIGTERM or SIGINT."""
     from gangsched import app, logs
+    from gangsched.kubeconfig import KubeconfigError, minified_file
     from gangsched.scheduler import ScheduledEvents
 
     logs.configure(log_format, log_level)
-    code = asyncio.run(
-        app.run(
-            app.RunOptions(
-                kubeconfig=kubeconfig,
-                scheduler_names=frozenset(scheduler_names),
-                namespaces=namespaces,
-                policy=Policy(policy),
-                bind_concurrency=bind_concurrency,
-                scheduled_events=ScheduledEvents(scheduled_events),
-                metrics_port=metrics_port,
-                starvation_seconds=starvation_seconds,
-                replacement_grace_seconds=replacement_grace_seconds,
-                preemption=preemption,
-                leader_elect=leader_elect,
-                lease_namespace=lease_namespace,
-                lease_name=lease_name,
-            )
+    with tempfile.TemporaryDirectory(prefix="gangsched-") as private:
+        # The scheduler's client and kopf's login each read one file: the context
+        # chosen here, so that several files, --context and exec plugins mean to
+        # both what they mean to kubectl.
+        try:
+            chosen = (minified_file(kubeconfig, context, Path(private))
+                      if kubeconfig or context else None)
+        except KubeconfigError as error:
+            _fail(error)
+        options = app.RunOptions(
+            kubeconfig=str(chosen) if chosen else None,
+            scheduler_names=frozenset(scheduler_names),
+            namespaces=namespaces,
+            policy=Policy(policy),
+            bind_concurrency=bind_concurrency,
+            scheduled_events=ScheduledEvents(scheduled_events),
+            metrics_port=metrics_port,
+            starvation_seconds=starvation_seconds,
+            replacement_grace_seconds=replacement_grace_seconds,
+            preemption=preemption,
+            leader_elect=leader_elect,
+            lease_namespace=lease_namespace,
+            lease_name=lease_name,
         )
-    )
+        code = asyncio.run(app.run(options))
     sys.exit(code)
 
 
 # ---- commands for people: status, explain, simulate ---------------------------------------
+
+OUTPUTS = ("text", "wide", "json", "yaml")
+GROUP_KINDS = frozenset({"podgroup", "podgroups", "gpg", "pg"})
+POD_KINDS = frozenset({"", "pod", "pods", "po"})
+
 
 def _kube_options(command: Callable[..., None]) -> Callable[..., None]:
     """--kubeconfig and --context as kubectl reads them."""
     command = click.option("--context", default=None,
                            help="Kubeconfig context; the current one by default.")(command)
     return click.option("--kubeconfig", envvar="KUBECONFIG", default=None,
-                        type=click.Path(dir_okay=False),
-                        help="Kubeconfig file; $KUBECONFIG, ~/.kube/config or the in-cluster "
+                        help="Kubeconfig file, or several separated by ':' (merged as kubectl "
+                             "merges them); $KUBECONFIG, ~/.kube/config or the in-cluster "
                              "service account by default.")(command)
 
 
@@ -150,8 +182,10 @@ def _decision_options(command: Callable[..., None]) -> Callable[..., None]:
         click.option("--starvation-seconds", envvar=_env("starvation-seconds"),
                      type=click.FloatRange(0), default=60.0, show_default=True,
                      help="As the scheduler runs with (gangsched run)."),
-        click.option("-o", "--output", type=click.Choice(["text", "json"]), default="text",
-                     show_default=True, help="text for people, json for programs."),
+        click.option("-o", "--output", type=click.Choice(OUTPUTS), default="text",
+                     show_default=True,
+                     help="text or wide (reasons in a column) for people; json or yaml for "
+                          "programs."),
     )):
         command = option(command)
     return command
@@ -159,19 +193,29 @@ def _decision_options(command: Callable[..., None]) -> Callable[..., None]:
 
 def _fail(error: Exception) -> NoReturn:
     click.echo(f"error: {error}", err=True)
-    sys.exit(1)
+    sys.exit(EXIT_ERROR)
 
 
-def _load_cluster(
-    kubeconfig: str | None, context: str | None
-) -> tuple[pykube.HTTPClient, ClusterObjects]:
-    from gangsched import clusterobjects
+def _client(kubeconfig: str | None, context: str | None) -> pykube.HTTPClient:
+    from gangsched.kubeconfig import KubeconfigError, pykube_client
 
     try:
-        api = clusterobjects.client(kubeconfig, context)
-        return api, clusterobjects.from_cluster(api)
-    except clusterobjects.ObjectsError as error:
+        return pykube_client(kubeconfig, context)
+    except KubeconfigError as error:
         _fail(error)
+
+
+def _read(api: pykube.HTTPClient, namespace: str | None = None) -> ClusterObjects:
+    """The objects a decision reads; kinds the account may not list are said on stderr."""
+    from gangsched.clusterobjects import ObjectsError, from_cluster
+
+    try:
+        objects = from_cluster(api, namespace)
+    except ObjectsError as error:
+        _fail(error)
+    for kind in objects.unreadable:
+        click.echo(f"warning: may not list {kind}: read as none", err=True)
+    return objects
 
 
 def _decide(objects: ClusterObjects, scheduler_names: tuple[str, ...], policy: str,
@@ -188,29 +232,92 @@ def _decide(objects: ClusterObjects, scheduler_names: tuple[str, ...], policy: s
     )
 
 
-def _print_json(data: object) -> None:
-    click.echo(json.dumps(data, indent=2, default=str, ensure_ascii=False))
+def _print_data(data: object, output: str) -> None:
+    if output == "yaml":
+        import yaml
+
+        click.echo(yaml.safe_dump(json.loads(json.dumps(data, default=str)), sort_keys=False,
+                                  allow_unicode=True), nl=False)
+    else:
+        click.echo(json.dumps(data, indent=2, default=str, ensure_ascii=False))
 
 
 @main.command()
+@click.option("-n", "--namespace", default=None,
+              help="PodGroups of this namespace, as the scheduler last wrote them; the "
+                   "context's namespace by default.")
+@click.option("-A", "--all-namespaces", is_flag=True,
+              help="Every namespace and the Queues, reasons worked out again over the whole "
+                   "cluster (needs rights to list nodes and pods cluster-wide).")
 @_kube_options
 @_decision_options
-def status(kubeconfig: str | None, context: str | None, scheduler_names: tuple[str, ...],
-           policy: str, starvation_seconds: float, output: str) -> None:
-    """Queues and PodGroups of every flavour: phase, members bound, waiting time, reason."""
+def status(namespace: str | None, all_namespaces: bool, kubeconfig: str | None,
+           context: str | None, scheduler_names: tuple[str, ...], policy: str,
+           starvation_seconds: float, output: str) -> None:
+    """Queues and PodGroups of every flavour: phase, members bound, waiting time, reason.
+
+    Within one namespace (-n, or the context's) only that namespace's pods,
+    PodGroups and Workloads are read, so a tenant whose Role covers its own
+    namespace gets an answer; the reasons are those the scheduler last wrote
+    on each PodGroup. With -A the reasons are worked out again by the cycle the
+    scheduler runs, over every node, pod and Queue.
+    """
     from rich.console import Console
 
     from gangsched import console as views
+    from gangsched.clusterobjects import current_namespace
 
+    if namespace and all_namespaces:
+        raise click.UsageError("give -n NAMESPACE or -A, not both")
     now = time.time()
-    _, objects = _load_cluster(kubeconfig, context)
+    api = _client(kubeconfig, context)
+    scope = None if all_namespaces else namespace or current_namespace(api)
+    objects = _read(api, scope)
     view, decision = _decide(objects, scheduler_names, policy, starvation_seconds, now)
+    if scope is not None:
+        # Without nodes the cycle's reasons would be about an empty cluster: keep
+        # what the scheduler, which sees every node, wrote on each PodGroup.
+        decision = dataclasses.replace(decision, result=dataclasses.replace(
+            decision.result, unplaceable=(), unadmitted=()))
     queues, groups = views.status_rows(view, decision, now)
-    if output == "json":
-        _print_json({"queues": [views.row_json(q) for q in queues],
-                     "podGroups": [views.row_json(g) for g in groups]})
+    if scope is not None:
+        queues = []
+    if output in ("json", "yaml"):
+        _print_data({"namespace": scope,
+                     "queues": [views.row_json(q) for q in queues],
+                     "podGroups": [views.row_json(g) for g in groups]}, output)
+    elif output == "wide":
+        _print_wide(Console(), views.row_json, queues, groups)
+    elif scope is not None and not groups:
+        click.echo(f"No PodGroups in namespace {scope}.")
     else:
         views.print_status(Console(), queues, groups)
+
+
+def _print_wide(console: Console, as_data: Callable[[Any], dict[str, Any]],
+                queues: Sequence[object], groups: Sequence[object]) -> None:
+    """Every field of every row, one column each, as ``kubectl get -o wide`` adds columns."""
+    from rich import box
+    from rich.table import Table
+
+    for title, rows in (("Queues", queues), ("PodGroups", groups)):
+        if not rows:
+            continue
+        data = [as_data(row) for row in rows]
+        table = Table(title=title, box=box.SIMPLE_HEAD, title_justify="left")
+        for column in data[0]:
+            table.add_column(column.upper(), overflow="fold")
+        for row in data:
+            table.add_row(*(_cell(value) for value in row.values()))
+        console.print(table)
+
+
+def _cell(value: object) -> str:
+    if isinstance(value, dict):
+        return ", ".join(f"{v} {k}" for k, v in value.items()) or "-"
+    if value is None or value == "":
+        return "-"
+    return str(value)
 
 
 @main.command()
@@ -222,30 +329,42 @@ def status(kubeconfig: str | None, context: str | None, scheduler_names: tuple[s
 def explain(target: str, namespace: str | None, kubeconfig: str | None, context: str | None,
             scheduler_names: tuple[str, ...], policy: str, starvation_seconds: float,
             output: str) -> None:
-    """Why a pod or a PodGroup waits: TARGET is POD, pod/NAME or podgroup/NAME (pg/NAME).
+    """Why a pod or a PodGroup waits: TARGET is POD, pod/NAME or podgroup/NAME (gpg/NAME).
 
     Decided by the same cycle the scheduler runs, over the cluster as it is now:
     what each kind of pod lacks, the nodes that came closest, reservations and
-    queue caps in the way, and what would let the gang run.
+    queue caps in the way, and what would let the gang run. An account that
+    may not list nodes and pods cluster-wide gets the reason the scheduler last
+    wrote instead. Exits 0 when bound or running, 3 while still waiting.
     """
     from rich.console import Console
 
     from gangsched import console as views
-    from gangsched.clusterobjects import current_namespace
-    from gangsched.core.explain import explain_gang
+    from gangsched.clusterobjects import Forbidden, ObjectsError, current_namespace, from_cluster
+    from gangsched.core.explain import Verdict, explain_gang
     from gangsched.core.groups import gang_key, solo_gang_key
     from gangsched.core.model import PodKey
 
-    api, objects = _load_cluster(kubeconfig, context)
-    namespace = namespace or current_namespace(api)
-    view, decision = _decide(objects, scheduler_names, policy, starvation_seconds, time.time())
     kind, _, name = target.rpartition("/")
-    if kind in ("podgroup", "podgroups", "pg"):
+    if kind not in GROUP_KINDS | POD_KINDS or not name:
+        raise click.UsageError(f"cannot explain {target!r}: give POD, pod/NAME or podgroup/NAME")
+    api = _client(kubeconfig, context)
+    namespace = namespace or current_namespace(api)
+    try:
+        objects = from_cluster(api)
+    except Forbidden as error:
+        click.echo(f"warning: {error}; showing what the scheduler last wrote", err=True)
+        _explain_from_status(_read(api, namespace), kind in GROUP_KINDS, namespace, name,
+                             output)
+    except ObjectsError as error:
+        _fail(error)
+    view, decision = _decide(objects, scheduler_names, policy, starvation_seconds, time.time())
+    if kind in GROUP_KINDS:
         key = gang_key(namespace, name)
         what = f"PodGroup {key}"
         if key not in view.groups:
             _fail(LookupError(f"no PodGroup {name} in namespace {namespace}"))
-    elif kind in ("", "pod", "pods", "po"):
+    else:
         pod_key = PodKey(f"{namespace}/{name}")
         what = f"Pod {pod_key}"
         record = view.pods.get(pod_key)
@@ -255,24 +374,56 @@ def explain(target: str, namespace: str | None, kubeconfig: str | None, context:
             _fail(LookupError(f"pod {pod_key} is not gangsched's: its schedulerName is none "
                               f"of {', '.join(scheduler_names)}"))
         if record.pod.node_name is not None:
-            if output == "json":
-                _print_json({"pod": pod_key, "node": record.pod.node_name})
+            if output in ("json", "yaml"):
+                _print_data({"pod": pod_key, "node": record.pod.node_name}, output)
             else:
                 click.echo(f"{what} is bound to node {record.pod.node_name}")
             return
         key = record.group or solo_gang_key(pod_key)
-    else:
-        _fail(ValueError(f"cannot explain {target!r}: give POD, pod/NAME or podgroup/NAME"))
     orphans = decision.gathered.orphans
     if key in orphans:
         _fail(LookupError(f"{what} waits for PodGroup {key} to exist"))
     explanation = explain_gang(decision.input, decision.result, key)
     if explanation is None:
         _fail(LookupError(f"{what}: PodGroup {key} has finished or is invalid"))
-    if output == "json":
-        _print_json(views.explanation_json(explanation))
+    if output in ("json", "yaml"):
+        _print_data(views.explanation_json(explanation), output)
     else:
         views.print_explanation(Console(), explanation, what)
+    running = (explanation.verdict is Verdict.IDLE
+               and explanation.bound >= explanation.min_member)
+    sys.exit(0 if running else EXIT_WAITING)
+
+
+def _explain_from_status(objects: ClusterObjects, group: bool, namespace: str, name: str,
+                         output: str) -> NoReturn:
+    """The scheduler's own last word on a pod (its PodScheduled condition) or a PodGroup
+    (its phase and conditions), for an account that may read its namespace alone."""
+    if group:
+        found = [body for _, body in objects.groups
+                 if (body.get("metadata") or {}).get("name") == name]
+        what = f"PodGroup {namespace}/{name}"
+    else:
+        found = [body for body in objects.pods if (body.get("metadata") or {}).get("name") == name]
+        what = f"Pod {namespace}/{name}"
+    if not found:
+        _fail(LookupError(f"no {what.split()[0]} {name} in namespace {namespace}"))
+    status = found[0].get("status") or {}
+    node = (found[0].get("spec") or {}).get("nodeName")
+    phase = str(status.get("phase") or "")
+    done = bool(node) if not group else phase in ("Running", "Succeeded")
+    reason = next((str(c.get("message")) for c in status.get("conditions") or []
+                   if c.get("message") and (group or c.get("type") == "PodScheduled")), "")
+    data = {"target": what, "verdict": "bound" if done else "waiting", "phase": phase or None,
+            "node": node, "reason": reason, "source": "status written by the scheduler"}
+    if output in ("json", "yaml"):
+        _print_data(data, output)
+    elif node:
+        click.echo(f"{what} is bound to node {node}")
+    else:
+        click.echo(f"{what}: {'running' if done else 'waiting'}"
+                   f"{f' ({phase})' if phase else ''}: {reason or 'no reason written yet'}")
+    sys.exit(0 if done else EXIT_WAITING)
 
 
 @main.command()
@@ -298,10 +449,10 @@ def simulate(files: tuple[Path, ...], from_cluster: bool, default_run_seconds: f
     from gangsched.simulation import simulate as run_simulation
 
     if not files and not from_cluster:
-        _fail(click.UsageError("give -f FILE (nodes, jobs) or --from-cluster"))
+        raise click.UsageError("give -f FILE (nodes, jobs) or --from-cluster")
     objects = ClusterObjects()
     if from_cluster:
-        objects = _load_cluster(kubeconfig, context)[1]
+        objects = _read(_client(kubeconfig, context))
     now = time.time()
     try:
         objects.extend(from_files(files, created=now))
@@ -311,7 +462,7 @@ def simulate(files: tuple[Path, ...], from_cluster: bool, default_run_seconds: f
                                 policy=Policy(policy),
                                 starvation_s=starvation_seconds,
                                 default_run_s=default_run_seconds, now=now)
-    if output == "json":
-        _print_json(simulation.as_json())
+    if output in ("json", "yaml"):
+        _print_data(simulation.as_json(), output)
     else:
         views.print_simulation(Console(), simulation)

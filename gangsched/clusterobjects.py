@@ -10,7 +10,6 @@ user would ``kubectl apply`` them.
 from __future__ import annotations
 
 import copy
-import os
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -40,6 +39,10 @@ class ObjectsError(Exception):
     """A file or the API server could not give the objects asked for."""
 
 
+class Forbidden(ObjectsError):
+    """The account may not list a kind: a tenant's role often covers its namespace alone."""
+
+
 @dataclass
 class ClusterObjects:
     nodes: list[Document] = field(default_factory=list)
@@ -51,6 +54,9 @@ class ClusterObjects:
     priority_classes: list[Document] = field(default_factory=list)
     ignored: list[str] = field(default_factory=list)
     """Kinds of objects found in files that no decision reads."""
+    unreadable: list[str] = field(default_factory=list)
+    """Optional kinds the account may not list (``queues.scheduling.gangsched.io``):
+    read as absent, and said so."""
 
     def add(self, obj: Document) -> None:
         kind, api_version = obj.get("kind"), obj.get("apiVersion", "")
@@ -153,45 +159,28 @@ def from_files(paths: Sequence[Path], created: float | None = None) -> ClusterOb
 # ---- from the API server ------------------------------------------------------------
 
 
-def client(kubeconfig: str | None, context: str | None) -> pykube.HTTPClient:
-    """A client configured as kubectl would be: --kubeconfig, else $KUBECONFIG, else
-    ~/.kube/config, else the pod's service account."""
-    # $KUBECONFIG may list several files; like kubectl, the first that exists counts
-    # (kubectl merges them; the first holds the current context in the usual case).
-    paths = [p for p in (kubeconfig or "").split(os.pathsep) if p]
-    existing = next((p for p in paths if Path(p).expanduser().exists()), None)
-    default = Path("~/.kube/config").expanduser()
-    try:
-        if existing is not None:
-            config = pykube.KubeConfig.from_file(existing)
-        elif paths:
-            raise ObjectsError(f"no kubeconfig at {kubeconfig}")
-        elif default.exists():
-            config = pykube.KubeConfig.from_file(str(default))
-        else:
-            config = pykube.KubeConfig.from_service_account()
-        if context:
-            config.set_current_context(context)
-    except (pykube.exceptions.PyKubeError, FileNotFoundError, OSError, KeyError) as error:
-        raise ObjectsError(f"no usable kubeconfig: {error}") from error
-    return pykube.HTTPClient(config)
-
-
 def current_namespace(api: pykube.HTTPClient) -> str:
     return str(api.config.namespace or "default")
 
 
-def _list(api: pykube.HTTPClient, version: str, plural: str, optional: bool) -> list[Document]:
-    """Every object of a kind, in pages; an optional kind the server does not serve is empty."""
+def _list(api: pykube.HTTPClient, version: str, plural: str, optional: bool,
+          namespace: str | None = None) -> list[Document]:
+    """Every object of a kind (of one namespace), in pages; an optional kind the server
+    does not serve is empty."""
     items: list[Document] = []
     params: dict[str, str | int] = {"limit": 500}
+    url = plural if namespace is None else f"namespaces/{namespace}/{plural}"
     while True:
         try:
-            response = api.get(version=version, url=plural, params=params)
+            response = api.get(version=version, url=url, params=params)
         except requests.RequestException as error:
             raise ObjectsError(f"cannot reach the API server at {api.url}: {error}") from error
         if response.status_code == 404 and optional:
             return []
+        if response.status_code == 403:
+            where = f" in namespace {namespace}" if namespace else " in the cluster"
+            raise Forbidden(f"may not list {plural} ({version}){where}: "
+                            f"{response.json().get('message', response.text[:200])}")
         if response.status_code >= 400:
             raise ObjectsError(
                 f"listing {plural} ({version}) failed: {response.status_code} {response.text[:200]}"
@@ -208,16 +197,30 @@ def _list(api: pykube.HTTPClient, version: str, plural: str, optional: bool) -> 
         params = {"limit": 500, "continue": token}
 
 
-def from_cluster(api: pykube.HTTPClient) -> ClusterObjects:
+def _readable(objects: ClusterObjects, api: pykube.HTTPClient, version: str, plural: str,
+              namespace: str | None = None) -> list[Document]:
+    """An optional kind; one the account may not list is noted and read as empty."""
+    try:
+        return _list(api, version, plural, optional=True, namespace=namespace)
+    except Forbidden:
+        objects.unreadable.append(f"{plural}.{version.split('/')[0]}")
+        return []
+
+
+def from_cluster(api: pykube.HTTPClient, namespace: str | None = None) -> ClusterObjects:
+    """The whole cluster, or with ``namespace`` that namespace's pods, PodGroups and
+    Workloads alone: nothing cluster-scoped and nothing of another namespace, which is
+    all a tenant's namespaced Role lets it read."""
     objects = ClusterObjects()
-    objects.nodes = _list(api, "v1", "nodes", optional=False)
-    objects.pods = _list(api, "v1", "pods", optional=False)
-    objects.priority_classes = _list(api, "scheduling.k8s.io/v1", "priorityclasses",
-                                     optional=True)
+    if namespace is None:
+        objects.nodes = _list(api, "v1", "nodes", optional=False)
+        objects.priority_classes = _readable(objects, api, "scheduling.k8s.io/v1",
+                                             "priorityclasses")
+        objects.queues = _readable(objects, api, QUEUE_API, "queues")
+    objects.pods = _list(api, "v1", "pods", optional=False, namespace=namespace)
     for flavor in Flavor:
-        objects.groups += [(flavor, o) for o in _list(api, flavor.value, "podgroups",
-                                                     optional=True)]
-    objects.queues = _list(api, QUEUE_API, "queues", optional=True)
-    objects.workloads = _list(api, WORKLOAD_API, "workloads", optional=True)
+        objects.groups += [(flavor, o) for o in _readable(objects, api, flavor.value,
+                                                         "podgroups", namespace)]
+    objects.workloads = _readable(objects, api, WORKLOAD_API, "workloads", namespace)
     return objects
 

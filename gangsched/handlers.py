@@ -20,6 +20,7 @@ from typing import Any, Generic, TypeVar
 
 import kopf
 
+from gangsched import kubeconfig
 from gangsched.core.kubeobjects import (
     GroupRecord,
     QueueObject,
@@ -116,7 +117,7 @@ def register(
         """Use the same credentials as the scheduler: in-cluster, or the kubeconfig given."""
         if in_cluster:
             return kopf.login_with_service_account(**kwargs)
-        return kopf.login_with_kubeconfig(**kwargs)
+        return kubeconfig.kopf_login(**kwargs)
 
     @kopf.on.startup(registry=registry)
     def configure(settings: kopf.OperatorSettings, **_: Any) -> None:

@@ -1,38 +1,55 @@
 """``gangsched status``, ``explain`` and ``simulate --from-cluster`` on real objects.
 
-Run as users run them: the installed command, a kubeconfig, the scheduler
-running beside them and writing its own status.
+Run as users run them: the installed command (and ``kubectl gangsched``), a
+kubeconfig (the cluster's admin, a namespace-only ServiceAccount's token, an
+exec credential plugin), the scheduler running beside them and writing its
+own status.
 """
 
 from __future__ import annotations
 
 import json
+import stat
 import subprocess
 import sys
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
+import pykube
 import pytest
+import yaml
 
 from devcluster.controlplane import LocalCluster, NodeShape
-from tests.e2e.conftest import SchedulerProcess
+from tests.e2e.conftest import SchedulerProcess, start_gangsched, stop_gangsched
 from tests.e2e.scenario import only_nodes
 from tests.e2e.workspace import Workspace, bound, phase_of, scheduled_condition, wait_for
 
 GPU_NODES = NodeShape(cpu="8", memory="32Gi", gpus=1)
+EXEC_V1 = "client.authentication.k8s.io/v1"
+EXEC_V1BETA1 = "client.authentication.k8s.io/v1beta1"
+BIN = Path(sys.executable).parent
+"""Where the package's console scripts are, ``kubectl-gangsched`` among them."""
 
 
-def gangsched_cli(cluster: LocalCluster, *args: str) -> str:
+def run_cli(*args: str, kubeconfig: Path, expect: int = 0,
+            command: tuple[str, ...] = (sys.executable, "-m", "gangsched"),
+            ) -> subprocess.CompletedProcess[str]:
     result = subprocess.run(
-        [sys.executable, "-m", "gangsched", *args, f"--kubeconfig={cluster.kubeconfig}"],
+        [*command, *args, f"--kubeconfig={kubeconfig}"],
         capture_output=True, text=True, timeout=60, check=False,
-        env={"COLUMNS": "200", "PATH": "/usr/bin:/bin"},
+        env={"COLUMNS": "200", "PATH": f"{BIN}:/usr/bin:/bin"},
     )
-    assert result.returncode == 0, result.stderr
-    return result.stdout
+    assert result.returncode == expect, (result.stdout, result.stderr)
+    return result
 
 
-def as_json(cluster: LocalCluster, *args: str) -> Any:
-    return json.loads(gangsched_cli(cluster, *args, "--output=json"))
+def gangsched_cli(cluster: LocalCluster, *args: str, expect: int = 0) -> str:
+    return run_cli(*args, kubeconfig=cluster.kubeconfig, expect=expect).stdout
+
+
+def as_json(cluster: LocalCluster, *args: str, expect: int = 0) -> Any:
+    return json.loads(gangsched_cli(cluster, *args, "--output=json", expect=expect))
 
 
 @pytest.fixture
@@ -52,7 +69,7 @@ def blocked_gang(cluster: LocalCluster, ws: Workspace, gangsched: SchedulerProce
 def test_explain_names_the_node_that_lacks_a_gpu_and_what_would_let_it_run(
     cluster: LocalCluster, ws: Workspace
 ) -> None:
-    answer = as_json(cluster, "explain", "podgroup/train", "-n", ws.name)
+    answer = as_json(cluster, "explain", "podgroup/train", "-n", ws.name, expect=3)
     assert answer["gang"] == f"{ws.name}/train"
     assert answer["verdict"] == "waiting"
     assert "nvidia.com/gpu" in answer["reason"]
@@ -64,7 +81,7 @@ def test_explain_names_the_node_that_lacks_a_gpu_and_what_would_let_it_run(
     assert blocked[0]["node"] == blocker_node
     assert answer["wouldLetItRun"][0].startswith("room for 1 more pod(s) of")
 
-    text = gangsched_cli(cluster, "explain", "worker-0", "-n", ws.name)
+    text = gangsched_cli(cluster, "explain", "worker-0", "-n", ws.name, expect=3)
     assert f"Pod {ws.name}/worker-0" in text
     assert f"{blocker_node}: lacks" in text
     assert "what would let it run:" in text
@@ -74,7 +91,7 @@ def test_explain_names_the_node_that_lacks_a_gpu_and_what_would_let_it_run(
 def test_status_lists_the_waiting_group_with_its_reason_and_queue(
     cluster: LocalCluster, ws: Workspace
 ) -> None:
-    answer = as_json(cluster, "status")
+    answer = as_json(cluster, "status", "-A")
     [row] = [g for g in answer["podGroups"] if g["group"] == f"{ws.name}/train"]
     assert row["flavor"] == "gangsched"
     assert row["phase"] in ("Pending", "Inqueue")
@@ -83,8 +100,13 @@ def test_status_lists_the_waiting_group_with_its_reason_and_queue(
     assert row["waitingSeconds"] is not None and row["waitingSeconds"] >= 0
     assert any(q["queue"] == "default" and q["pending"] >= 1 for q in answer["queues"])
 
-    text = gangsched_cli(cluster, "status")
+    text = gangsched_cli(cluster, "status", "--all-namespaces")
     assert "PodGroups" in text and f"{ws.name}/train" in text and "0/2" in text
+
+    wide = gangsched_cli(cluster, "status", "-n", ws.name, "-o", "wide")
+    assert "REASON" in wide and "nvidia.com/gpu" in wide
+    assert yaml.safe_load(gangsched_cli(cluster, "status", "-n", ws.name, "-o", "yaml")) == \
+        json.loads(gangsched_cli(cluster, "status", "-n", ws.name, "-o", "json"))
 
 
 @pytest.mark.usefixtures("blocked_gang")
@@ -101,3 +123,166 @@ def test_simulate_from_the_cluster_and_explain_after_the_blocker_goes(
     node = ws.pods()["worker-0"]["spec"]["nodeName"]
     assert gangsched_cli(cluster, "explain", "pod/worker-0", "-n", ws.name).strip() == \
         f"Pod {ws.name}/worker-0 is bound to node {node}"
+    answer = as_json(cluster, "explain", "podgroup/train", "-n", ws.name)
+    assert (answer["verdict"], answer["bound"]) == ("nothing to place", 2)
+    missing = run_cli("explain", "pod/nobody", "-n", ws.name, kubeconfig=cluster.kubeconfig,
+                      expect=1)
+    assert f"error: no pod nobody in namespace {ws.name}" in missing.stderr
+
+
+
+# ---- other kubeconfigs: a namespace-only account, exec credential plugins -----------------
+
+
+def service_account_token(cluster: LocalCluster, namespace: str, name: str,
+                          rules: list[dict[str, Any]] | None = None) -> str:
+    """A ServiceAccount allowed ``rules`` in its namespace alone, and a token for it from the
+    TokenRequest API, as a platform team hands one to a tenant."""
+    api = cluster.client
+    objects: list[dict[str, Any]] = [
+        {"apiVersion": "v1", "kind": "ServiceAccount",
+         "metadata": {"name": name, "namespace": namespace}},
+    ]
+    if rules is not None:
+        rbac = "rbac.authorization.k8s.io/v1"
+        objects += [
+            {"apiVersion": rbac, "kind": "Role",
+             "metadata": {"name": name, "namespace": namespace}, "rules": rules},
+            {"apiVersion": rbac, "kind": "RoleBinding",
+             "metadata": {"name": name, "namespace": namespace},
+             "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
+             "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": namespace}]},
+        ]
+    for manifest in objects:
+        pykube.object_factory(api, manifest["apiVersion"], manifest["kind"])(
+            api, manifest).create()
+    response = api.post(
+        version="v1", url=f"namespaces/{namespace}/serviceaccounts/{name}/token",
+        data=json.dumps({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
+                         "spec": {"expirationSeconds": 3600}}))
+    response.raise_for_status()
+    return str(response.json()["status"]["token"])
+
+
+def kubeconfig_for(cluster: LocalCluster, path: Path, user: dict[str, Any], namespace: str,
+                   context: str = "tenant") -> Path:
+    """A kubeconfig of the local cluster whose current context is ``context``, as ``user``."""
+    admin = json.loads(cluster.kubeconfig.read_text())
+    document = {
+        "apiVersion": "v1", "kind": "Config", "current-context": context,
+        "clusters": admin["clusters"],
+        "users": [{"name": "tenant", "user": user}],
+        "contexts": [{"name": context, "context": {"cluster": admin["clusters"][0]["name"],
+                                                   "user": "tenant", "namespace": namespace}}],
+    }
+    path.write_text(yaml.safe_dump(document))
+    return path
+
+
+def exec_user(directory: Path, api: str, token: str) -> dict[str, Any]:
+    """A user whose token comes from an exec credential plugin (as EKS's, GKE's and AKS's
+    kubeconfigs do); the plugin notes each call in ``calls``."""
+    plugin = directory / "credential-plugin"
+    credential = json.dumps({"apiVersion": api, "kind": "ExecCredential",
+                             "status": {"token": token}})
+    plugin.write_text(f"#!/bin/sh\necho \"$KUBERNETES_EXEC_INFO\" >> {directory}/calls\n"
+                      f"cat <<'EOF'\n{credential}\nEOF\n")
+    plugin.chmod(plugin.stat().st_mode | stat.S_IXUSR)
+    return {"exec": {"apiVersion": api, "command": "./credential-plugin"}}
+
+
+TENANT_RULES = [
+    {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list"]},
+    {"apiGroups": ["scheduling.gangsched.io"], "resources": ["podgroups"],
+     "verbs": ["get", "list"]},
+]
+
+
+@pytest.fixture
+def tenant_token(cluster: LocalCluster, ws: Workspace) -> str:
+    return service_account_token(cluster, ws.name, "tenant", TENANT_RULES)
+
+
+@pytest.mark.usefixtures("blocked_gang")
+def test_a_namespace_only_account_gets_its_namespace_and_a_plain_refusal_for_the_rest(
+    cluster: LocalCluster, ws: Workspace, tenant_token: str, tmp_path: Path
+) -> None:
+    config = kubeconfig_for(cluster, tmp_path / "tenant", {"token": tenant_token}, "default")
+
+    shown = run_cli("status", "-n", ws.name, "-o", "json", kubeconfig=config)
+    answer = json.loads(shown.stdout)
+    [row] = answer["podGroups"]
+    assert row["group"] == f"{ws.name}/train" and row["phase"] in ("Pending", "Inqueue")
+    assert "nvidia.com/gpu" in row["reason"], "the reason the scheduler wrote on the PodGroup"
+    assert answer["queues"] == [], "Queues are cluster-scoped: a tenant is not shown them"
+    assert "may not list podgroups.scheduling.volcano.sh" in shown.stderr
+
+    refused = run_cli("status", "-A", kubeconfig=config, expect=1)
+    assert "may not list nodes (v1) in the cluster" in refused.stderr
+
+    why = run_cli("explain", "worker-1", "-n", ws.name, "-o", "yaml", kubeconfig=config,
+                  expect=3)
+    said = yaml.safe_load(why.stdout)
+    assert (said["verdict"], said["node"]) == ("waiting", None)
+    assert "nvidia.com/gpu" in said["reason"]
+    assert "showing what the scheduler last wrote" in why.stderr
+
+
+@pytest.mark.parametrize("api", [EXEC_V1, EXEC_V1BETA1])
+@pytest.mark.usefixtures("blocked_gang")
+def test_kubectl_gangsched_logs_in_through_an_exec_plugin(
+    cluster: LocalCluster, ws: Workspace, tenant_token: str, tmp_path: Path, api: str
+) -> None:
+    config = kubeconfig_for(cluster, tmp_path / "config", exec_user(tmp_path, api, tenant_token),
+                            namespace=ws.name)
+    kubectl = (str(cluster.bin_dir / "kubectl"), "gangsched")
+
+    answer = yaml.safe_load(run_cli("status", "-o", "yaml", kubeconfig=config,
+                                    command=kubectl).stdout)
+    assert answer["namespace"] == ws.name, "the context's namespace when -n is not given"
+    assert [g["group"] for g in answer["podGroups"]] == [f"{ws.name}/train"]
+    [call] = (tmp_path / "calls").read_text().splitlines()
+    assert json.loads(call)["apiVersion"] == api
+
+
+@pytest.fixture
+def scheduler_account(cluster: LocalCluster, ws: Workspace) -> Iterator[str]:
+    """A ServiceAccount bound to cluster-admin, as the chart binds the scheduler's."""
+    token = service_account_token(cluster, ws.name, "scheduler")
+    binding = pykube.ClusterRoleBinding(cluster.client, {
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+        "metadata": {"name": f"{ws.name}-scheduler"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                    "name": "cluster-admin"},
+        "subjects": [{"kind": "ServiceAccount", "name": "scheduler", "namespace": ws.name}],
+    })
+    binding.create()
+    yield token
+    binding.delete()
+
+
+def test_run_schedules_with_an_exec_plugin_kubeconfig_chosen_by_context(
+    cluster: LocalCluster, ws: Workspace, scheduler_account: str, tmp_path: Path
+) -> None:
+    only_nodes(cluster, 2, NodeShape(cpu="4", memory="16Gi"))
+    config = kubeconfig_for(cluster, tmp_path / "config",
+                            exec_user(tmp_path, EXEC_V1, scheduler_account), ws.name,
+                            context="scheduler")
+    document = yaml.safe_load(config.read_text())
+    document["current-context"] = "elsewhere"
+    document["contexts"].append({"name": "elsewhere", "context": {"cluster": "nowhere"}})
+    config.write_text(yaml.safe_dump(document))
+
+    running = start_gangsched(cluster, tmp_path / "gangsched.log", "--context=scheduler",
+                              "--scheduler-name=gang-exec", kubeconfig=config)
+    try:
+        # Pods of no PodGroup: a scheduler of the session may be running beside this
+        # one, and every scheduler writes the status of every PodGroup it sees.
+        ws.create(*(ws.pod(f"p-{i}", cpu="3", scheduler="gang-exec") for i in range(2)))
+        wait_for(lambda: len(bound(ws.pods().values())) == 2, timeout=30, what="both bound")
+        assert running.proc.poll() is None, running.logs()[-3000:]
+    finally:
+        assert stop_gangsched(running) == 0, running.logs()[-3000:]
+    calls = (tmp_path / "calls").read_text().splitlines()
+    assert len(calls) >= 2, "the scheduler's client and kopf's login each ran the plugin"
+    assert "LoginError" not in running.logs()

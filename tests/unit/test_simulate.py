@@ -126,7 +126,7 @@ def test_text_output_names_the_order_and_the_nodes(tmp_path: Path) -> None:
 
 def test_simulate_without_input_is_a_usage_error() -> None:
     result = CliRunner().invoke(main, ["simulate"])
-    assert result.exit_code == 1
+    assert result.exit_code == 2
     assert "give -f FILE" in result.output
 
 
