@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
+import re
 import sys
 import tempfile
 import time
@@ -287,27 +288,29 @@ def status(namespace: str | None, all_namespaces: bool, kubeconfig: str | None,
                      "queues": [views.row_json(q) for q in queues],
                      "podGroups": [views.row_json(g) for g in groups]}, output)
     elif output == "wide":
-        _print_wide(Console(), views.row_json, queues, groups)
+        _print_wide(Console(), [views.row_json(q) for q in queues],
+                    [views.row_json(g) for g in groups])
     elif scope is not None and not groups:
         click.echo(f"No PodGroups in namespace {scope}.")
     else:
         views.print_status(Console(), queues, groups)
 
 
-def _print_wide(console: Console, as_data: Callable[[Any], dict[str, Any]],
-                queues: Sequence[object], groups: Sequence[object]) -> None:
-    """Every field of every row, one column each, as ``kubectl get -o wide`` adds columns."""
+def _print_wide(console: Console, queues: Sequence[dict[str, Any]],
+                groups: Sequence[dict[str, Any]]) -> None:
+    """Every field of every row (as ``-o json`` has them), one column each, as
+    ``kubectl get -o wide`` adds columns."""
     from rich import box
     from rich.table import Table
 
     for title, rows in (("Queues", queues), ("PodGroups", groups)):
         if not rows:
             continue
-        data = [as_data(row) for row in rows]
         table = Table(title=title, box=box.SIMPLE_HEAD, title_justify="left")
-        for column in data[0]:
-            table.add_column(column.upper(), overflow="fold")
-        for row in data:
+        for column in rows[0]:
+            table.add_column(re.sub(r"(?<=[a-z])(?=[A-Z])", " ", column).upper(),
+                             overflow="fold")
+        for row in rows:
             table.add_row(*(_cell(value) for value in row.values()))
         console.print(table)
 
