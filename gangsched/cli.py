@@ -385,7 +385,12 @@ def explain(target: str, namespace: str | None, kubeconfig: str | None, context:
         key = record.group or solo_gang_key(pod_key)
     orphans = decision.gathered.orphans
     if key in orphans:
-        _fail(LookupError(f"{what} waits for PodGroup {key} to exist"))
+        if output in ("json", "yaml"):
+            _print_data({"gang": key, "verdict": "waiting",
+                         "reason": f"PodGroup {key} does not exist"}, output)
+        else:
+            click.echo(f"{what} waits for PodGroup {key} to exist")
+        sys.exit(EXIT_WAITING)
     explanation = explain_gang(decision.input, decision.result, key)
     if explanation is None:
         _fail(LookupError(f"{what}: PodGroup {key} has finished or is invalid"))
