@@ -12,6 +12,7 @@ error, 3 ``explain`` found the pod or PodGroup still waiting.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import json
 import re
@@ -126,15 +127,18 @@ def run(
     from gangsched.scheduler import ScheduledEvents
 
     logs.configure(log_format, log_level)
-    with tempfile.TemporaryDirectory(prefix="gangsched-") as private:
+    with contextlib.ExitStack() as cleanup:
         # The scheduler's client and kopf's login each read one file: the context
         # chosen here, so that several files, --context and exec plugins mean to
-        # both what they mean to kubectl.
-        try:
-            chosen = (minified_file(kubeconfig, context, Path(private))
-                      if kubeconfig or context else None)
-        except KubeconfigError as error:
-            _fail(error)
+        # both what they mean to kubectl. In a pod (no kubeconfig) nothing is
+        # written: its root filesystem may be read-only.
+        chosen = None
+        if kubeconfig or context:
+            private = cleanup.enter_context(tempfile.TemporaryDirectory(prefix="gangsched-"))
+            try:
+                chosen = minified_file(kubeconfig, context, Path(private))
+            except KubeconfigError as error:
+                _fail(error)
         options = app.RunOptions(
             kubeconfig=str(chosen) if chosen else None,
             scheduler_names=frozenset(scheduler_names),
