@@ -15,8 +15,8 @@ from gangsched.cli import run
 
 CHART = Path(__file__).resolve().parents[2] / "helm" / "gangsched"
 DEPLOYMENT = CHART / "templates" / "deployment.yaml"
-NOT_IN_A_POD = {"--kubeconfig"}
-"""In a pod the scheduler uses its service account; no kubeconfig is mounted."""
+NOT_IN_A_POD = {"--kubeconfig", "--context"}
+"""In a pod the scheduler uses its service account: no kubeconfig, so no context either."""
 
 
 def options() -> dict[str, list[str]]:
