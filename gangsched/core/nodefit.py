@@ -43,6 +43,8 @@ UNSCHEDULABLE_TAINT = Taint("node.kubernetes.io/unschedulable", "", "NoSchedule"
 """Tolerating this lets a pod onto a cordoned node, as NodeUnschedulable allows."""
 NOT_READY_TAINT = Taint("node.kubernetes.io/not-ready", "", "NoSchedule")
 """The taint the node lifecycle controller puts on a node that is not Ready."""
+_NOT_READY_KEYS = frozenset({"node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable"})
+"""Taints that mark a node not Ready (False) or unreachable (Unknown)."""
 
 _EXCLUDING_EFFECTS = frozenset({"NoSchedule", "NoExecute"})
 _INT64 = re.compile(r"[+-]?[0-9]+")
@@ -205,6 +207,22 @@ def uses_node_name(rules: PodPlacementRules) -> bool:
     )
 
 
+def _tolerates_not_ready(rules: PodPlacementRules, node: Node) -> bool:
+    """Whether the pod may go to a node that is not Ready.
+
+    kube-scheduler reads readiness only from the taints the node lifecycle
+    controller puts on (not-ready, or unreachable when the condition is
+    Unknown), so a node carrying them takes the pods that tolerate them.
+    A node not Ready that carries neither yet is kept from pods that do not
+    tolerate not-ready: its kubelet would not run them.
+    """
+    marks = [
+        taint for taint in node.taints
+        if taint.key in _NOT_READY_KEYS and taint.effect in _EXCLUDING_EFFECTS
+    ]
+    return all(tolerates(rules.tolerations, taint) for taint in marks or [NOT_READY_TAINT])
+
+
 def node_excluded_reason(rules: PodPlacementRules, node: Node) -> str | None:
     """None if the pod may go to the node; otherwise why not, in a few words.
 
@@ -212,7 +230,7 @@ def node_excluded_reason(rules: PodPlacementRules, node: Node) -> str | None:
     taints they cause, so a cordoned node reads "cordoned", not
     "taint node.kubernetes.io/unschedulable:NoSchedule".
     """
-    if not node.ready and not tolerates(rules.tolerations, NOT_READY_TAINT):
+    if not node.ready and not _tolerates_not_ready(rules, node):
         return "not ready"
     if node.unschedulable and not tolerates(rules.tolerations, UNSCHEDULABLE_TAINT):
         return "cordoned"

@@ -150,3 +150,25 @@ def test_cordoned_and_not_ready_can_be_tolerated_like_their_taints() -> None:
         Toleration("node.kubernetes.io/not-ready", "Exists", "", "NoExecute"),
     ))
     assert node_excluded_reason(default, node("n", ready=False)) == "not ready"
+
+
+def test_a_node_marked_unreachable_takes_the_pods_that_tolerate_the_mark() -> None:
+    """A node whose Ready condition is Unknown is tainted unreachable, not not-ready,
+    by the node lifecycle controller; kube-scheduler then lets on the pods that
+    tolerate that taint, and so must we."""
+    lost = node("n", ready=False, taints=[
+        Taint("node.kubernetes.io/unreachable", "", "NoSchedule"),
+        Taint("node.kubernetes.io/unreachable", "", "NoExecute"),
+    ])
+    tolerant = PodPlacementRules(tolerations=(
+        Toleration("node.kubernetes.io/unreachable", "Exists", "", ""),
+    ))
+    assert node_excluded_reason(tolerant, lost) is None
+    # the NoExecute tolerations every pod gets by default do not let it on
+    default = PodPlacementRules(tolerations=(
+        Toleration("node.kubernetes.io/not-ready", "Exists", "", "NoExecute"),
+        Toleration("node.kubernetes.io/unreachable", "Exists", "", "NoExecute"),
+    ))
+    assert node_excluded_reason(default, lost) == "not ready"
+    # a node not ready that nothing has tainted yet stays out unless not-ready is tolerated
+    assert node_excluded_reason(tolerant, node("n", ready=False)) == "not ready"
