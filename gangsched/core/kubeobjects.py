@@ -34,6 +34,7 @@ from gangsched.core.model import (
     SelectorTerm,
     Taint,
     Toleration,
+    UnhonouredRule,
     gang_key,
     solo_gang_key,
 )
@@ -198,7 +199,47 @@ def pod_from_api(obj: Mapping[str, Any]) -> Pod:
         terminating=meta.get("deletionTimestamp") is not None,
         gates=_gates(spec, where),
         preempts=spec.get("preemptionPolicy") != "Never",
+        unhonoured=_unhonoured(spec, where),
     )
+
+
+_VOLUME_RULES = (
+    ("persistentVolumeClaim", UnhonouredRule.PERSISTENT_VOLUME_CLAIM),
+    ("ephemeral", UnhonouredRule.EPHEMERAL_VOLUME),
+)
+
+
+def _unhonoured(spec: Mapping[str, object], where: str) -> tuple[UnhonouredRule, ...]:
+    """The rules kube-scheduler would honour that gangsched does not evaluate yet.
+
+    Only required terms count: preferred affinity and ``ScheduleAnyway``
+    spread only score nodes. A spread constraint without ``whenUnsatisfiable``
+    (which the API server rejects) is read as required, so doubt makes the pod
+    wait rather than bind. Volumes of other kinds (emptyDir, configMap,
+    secret, projected, downwardAPI, hostPath) need nothing of the scheduler.
+    """
+    found: list[UnhonouredRule] = []
+    affinity = _mapping(spec.get("affinity"), where, "spec.affinity")
+    for kind, rule in (("podAffinity", UnhonouredRule.POD_AFFINITY),
+                       ("podAntiAffinity", UnhonouredRule.POD_ANTI_AFFINITY)):
+        terms = _mapping(affinity.get(kind), where, f"spec.affinity.{kind}")
+        required = "requiredDuringSchedulingIgnoredDuringExecution"
+        if _list(terms.get(required), where, f"spec.affinity.{kind}.{required}"):
+            found.append(rule)
+    spreads = _list(spec.get("topologySpreadConstraints"), where, "spec.topologySpreadConstraints")
+    for index, item in enumerate(spreads):
+        constraint = _mapping(item, where, f"spec.topologySpreadConstraints[{index}]")
+        if constraint.get("whenUnsatisfiable") != "ScheduleAnyway":
+            found.append(UnhonouredRule.TOPOLOGY_SPREAD)
+            break
+    volumes = [_mapping(item, where, f"spec.volumes[{index}]")
+               for index, item in enumerate(_list(spec.get("volumes"), where, "spec.volumes"))]
+    for field, rule in _VOLUME_RULES:
+        if any(volume.get(field) is not None for volume in volumes):
+            found.append(rule)
+    if _list(spec.get("resourceClaims"), where, "spec.resourceClaims"):
+        found.append(UnhonouredRule.RESOURCE_CLAIM)
+    return tuple(found)
 
 
 def _gates(spec: Mapping[str, object], where: str) -> tuple[str, ...]:

@@ -109,6 +109,23 @@ class PodPlacementRules:
     tolerations: tuple[Toleration, ...] = ()
 
 
+class UnhonouredRule(StrEnum):
+    """A placement rule of a pod that gangsched does not evaluate yet.
+
+    kube-scheduler would honour it; binding the pod regardless could put it
+    where its author forbade, so a pod carrying one waits, saying which.
+    Preferred terms and ``ScheduleAnyway`` spread only score nodes, so they
+    are not listed: ignoring them never breaks a rule.
+    """
+
+    POD_AFFINITY = "required pod affinity"
+    POD_ANTI_AFFINITY = "required pod anti-affinity"
+    TOPOLOGY_SPREAD = "topology spread constraint with whenUnsatisfiable DoNotSchedule"
+    PERSISTENT_VOLUME_CLAIM = "persistentVolumeClaim volume"
+    EPHEMERAL_VOLUME = "generic ephemeral volume"
+    RESOURCE_CLAIM = "resource claim (dynamic resource allocation)"
+
+
 @dataclass(frozen=True, slots=True)
 class Pod:
     key: PodKey
@@ -130,6 +147,9 @@ class Pod:
     preempts: bool = True
     """False for ``spec.preemptionPolicy: Never`` (set from its PriorityClass): the pod
     waits for room rather than taking it from lower priorities."""
+    unhonoured: tuple[UnhonouredRule, ...] = ()
+    """Rules of the pod gangsched does not evaluate yet: while any are set its gang
+    waits, never bound where kube-scheduler would refuse it."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -22,7 +22,14 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from gangsched.core.model import Gang, GangKey, PodKey, PodPlacementRules, QueueName
+from gangsched.core.model import (
+    Gang,
+    GangKey,
+    PodKey,
+    PodPlacementRules,
+    QueueName,
+    UnhonouredRule,
+)
 from gangsched.core.resources import PODS, Capability, Resources, devices_first, format_amount
 
 __all__ = [
@@ -52,6 +59,7 @@ __all__ = [
     "Starved",
     "Starving",
     "TooBigToHold",
+    "Unhonoured",
     "causes",
     "code_of",
     "describe_request",
@@ -250,6 +258,18 @@ class Gated:
 
 
 @dataclass(frozen=True, slots=True)
+class Unhonoured:
+    """A pending member carries rules gangsched does not evaluate yet; the gang waits
+    whole rather than be bound where kube-scheduler would refuse it."""
+
+    code: ClassVar[str] = "Unhonoured"
+    pod: PodKey
+    rules: tuple[UnhonouredRule, ...]
+    others: int
+    """Other pending pods of the gang that carry such rules too."""
+
+
+@dataclass(frozen=True, slots=True)
 class BindBackoff:
     code: ClassVar[str] = "BindBackoff"
     pod: PodKey
@@ -365,7 +385,8 @@ class AwaitingVictims:
 
 Reason = (
     NoNodes | DoesNotFit | MembersMissing | ShortOfMembers | NoDomainLabel | BoundAcrossDomains
-    | NoDomainHolds | InDomain | QueueMissing | QueueClosed | BeingPreempted | Gated | BindBackoff
+    | NoDomainHolds | InDomain | QueueMissing | QueueClosed | BeingPreempted | Gated | Unhonoured
+    | BindBackoff
     | AdmissionOverCapability | AdmissionNoRoom | ReservedByAdmitted | CapabilityExceeded
     | Starving | TooBigToHold | Preempting | AwaitingVictims | str
 )
@@ -430,6 +451,10 @@ def render(reason: Reason) -> str:
         case Gated():
             return (f"waiting for scheduling gates to be lifted: pod {reason.pod} has "
                     f"{', '.join(reason.gates)}{_more_pods(reason.others)}")
+        case Unhonoured():
+            return (f"pod {reason.pod} has {', '.join(reason.rules)}, which gangsched does "
+                    f"not honour yet: it waits rather than be placed against it"
+                    f"{_more_pods(reason.others)}")
         case BindBackoff():
             return _backoff_text(reason)
         case AdmissionOverCapability() | AdmissionNoRoom():

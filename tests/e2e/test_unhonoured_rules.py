@@ -1,0 +1,77 @@
+"""A pod whose placement rules gangsched does not evaluate yet is never bound silently.
+
+kube-scheduler would keep the one-per-node workers of a training job apart;
+until gangsched honours inter-pod anti-affinity, such a gang waits whole,
+and its pods, its PodGroup, an Event and the log say which rule, while the
+gangs without such rules bind as before.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import pytest
+
+from devcluster.controlplane import LocalCluster, NodeShape
+from tests.e2e.conftest import SchedulerProcess
+from tests.e2e.scenario import only_nodes
+from tests.e2e.workspace import Workspace, bound, scheduled_condition, wait_for
+
+RULE = "required pod anti-affinity"
+
+
+@pytest.fixture
+def six_cpus(cluster: LocalCluster) -> None:
+    only_nodes(cluster, 3, NodeShape(cpu="2", memory="8Gi"))
+
+
+def one_per_node(ws: Workspace, name: str, group: str) -> dict[str, Any]:
+    manifest = ws.pod(name, cpu="1", group=group, labels={"job": group})
+    manifest["spec"]["affinity"] = {"podAntiAffinity": {
+        "requiredDuringSchedulingIgnoredDuringExecution": [{
+            "labelSelector": {"matchLabels": {"job": group}},
+            "topologyKey": "kubernetes.io/hostname",
+        }],
+    }}
+    return manifest
+
+
+def members(ws: Workspace, prefix: str) -> list[dict[str, Any]]:
+    return [p for name, p in ws.pods().items() if name.startswith(prefix)]
+
+
+def naming_the_rule(ws: Workspace, name: str) -> dict[str, Any] | None:
+    """The pod's ``PodScheduled=False`` condition once its message names the rule."""
+    condition = dict(scheduled_condition(ws.pods()[name]) or {})
+    if condition.get("status") == "False" and RULE in str(condition.get("message", "")):
+        return condition
+    return None
+
+
+@pytest.mark.usefixtures("six_cpus")
+def test_a_worker_with_pod_anti_affinity_waits_naming_the_rule_and_other_gangs_bind(
+    ws: Workspace, gangsched: SchedulerProcess
+) -> None:
+    ws.create(ws.podgroup("workers", min_member=2), ws.podgroup("plain", min_member=2))
+    ws.create(one_per_node(ws, "workers-0", "workers"), ws.pod("workers-1", cpu="1",
+                                                               group="workers"))
+    ws.create(ws.pod("plain-0", cpu="1", group="plain"), ws.pod("plain-1", cpu="1",
+                                                                group="plain"))
+
+    wait_for(lambda: len(bound(members(ws, "plain-"))) == 2, timeout=20,
+             what="the gang without such rules to bind")
+
+    for name in ("workers-0", "workers-1"):
+        condition = wait_for(lambda: naming_the_rule(ws, name), timeout=20,  # noqa: B023
+                             what=f"{name}'s PodScheduled condition to name the rule")
+        assert condition["reason"] == "Unschedulable", condition
+        assert "workers-0" in condition["message"], condition
+    wait_for(lambda: any(RULE in str(e.get("message")) for e in ws.events("workers-0")),
+             timeout=20, what="an Event naming the rule")
+    wait_for(lambda: any("gang_waiting" in line and RULE in line and ws.name in line
+                         for line in gangsched.logs().splitlines()),
+             timeout=20, what="a log line naming the rule")
+
+    time.sleep(1.0)
+    assert bound(members(ws, "workers-")) == []
