@@ -127,7 +127,8 @@ class ShapeIndex:
     ) -> None:
         """Node ``name`` of ``kind`` went from ``old`` free to ``new`` free;
         ``old_gone``: no node of the kind has ``old`` free any more."""
-        if self.admits(kind, name):
+        # admits(), inlined: every move of every node calls this for every shape.
+        if self._eligible[kind] and (self._names is None or self._names[name] is None):
             self._drop(kind, old, old_gone)
             self._add(kind, new, 1)
 
