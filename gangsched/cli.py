@@ -210,12 +210,16 @@ def _client(kubeconfig: str | None, context: str | None) -> pykube.HTTPClient:
         _fail(error)
 
 
-def _read(api: pykube.HTTPClient, namespace: str | None = None) -> ClusterObjects:
-    """The objects a decision reads; kinds the account may not list are said on stderr."""
-    from gangsched.clusterobjects import ObjectsError, from_cluster
+def _read(api: pykube.HTTPClient, namespace: str | None = None,
+          if_forbidden: str = "") -> ClusterObjects:
+    """The objects a decision reads; kinds the account may not list are said on stderr,
+    and ``if_forbidden`` tells what to do when a kind it needs is refused."""
+    from gangsched.clusterobjects import Forbidden, ObjectsError, from_cluster
 
     try:
         objects = from_cluster(api, namespace)
+    except Forbidden as error:
+        _fail(Forbidden(f"{error}{if_forbidden}"))
     except ObjectsError as error:
         _fail(error)
     for kind in objects.unreadable:
@@ -277,7 +281,9 @@ def status(namespace: str | None, all_namespaces: bool, kubeconfig: str | None,
     now = time.time()
     api = _client(kubeconfig, context)
     scope = None if all_namespaces else namespace or current_namespace(api)
-    objects = _read(api, scope)
+    objects = _read(api, scope, if_forbidden="" if scope else (
+        "\n(gangsched status -n NAMESPACE reads one namespace alone, as a namespaced Role "
+        "allows)"))
     view, decision = _decide(objects, scheduler_names, policy, starvation_seconds, now)
     if scope is not None:
         # Without nodes the cycle's reasons would be about an empty cluster: keep

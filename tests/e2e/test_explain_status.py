@@ -227,6 +227,7 @@ def test_a_namespace_only_account_gets_its_namespace_and_a_plain_refusal_for_the
 
     refused = run_cli("status", "-A", kubeconfig=config, expect=1)
     assert "may not list nodes (v1) in the cluster" in refused.stderr
+    assert "gangsched status -n NAMESPACE reads one namespace alone" in refused.stderr
 
     why = run_cli("explain", "worker-1", "-n", ws.name, "-o", "yaml", kubeconfig=config,
                   expect=3)
