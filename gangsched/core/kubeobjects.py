@@ -25,6 +25,7 @@ from gangsched.core.model import (
     Node,
     NodeName,
     Pod,
+    PodAffinityTerm,
     PodKey,
     PodPlacementRules,
     Policy,
@@ -184,6 +185,7 @@ def pod_from_api(obj: Mapping[str, Any]) -> Pod:
     if phase is not None:
         phase = _str(phase, where, "status.phase")
 
+    labels = _str_map(meta.get("labels"), where, "metadata.labels")
     return Pod(
         key=PodKey(f"{namespace}/{name}"),
         requests=_effective_requests(spec, status, where),
@@ -200,7 +202,45 @@ def pod_from_api(obj: Mapping[str, Any]) -> Pod:
         gates=_gates(spec, where),
         preempts=spec.get("preemptionPolicy") != "Never",
         unhonoured=_unhonoured(spec, where),
+        labels=labels,
+        anti_affinity=_anti_affinity(spec, labels, namespace, where),
     )
+
+
+def _anti_affinity(
+    spec: Mapping[str, object], labels: tuple[tuple[str, str], ...], namespace: str, where: str
+) -> tuple[PodAffinityTerm, ...]:
+    """The pod's required anti-affinity terms, as the pods they select."""
+    path = "spec.affinity.podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution"
+    affinity = _mapping(spec.get("affinity"), where, "spec.affinity")
+    anti = _mapping(affinity.get("podAntiAffinity"), where, "spec.affinity.podAntiAffinity")
+    own = dict(labels)
+    terms = []
+    for index, item in enumerate(_list(anti.get("requiredDuringSchedulingIgnoredDuringExecution"),
+                                       where, path)):
+        term_path = f"{path}[{index}]"
+        term = _mapping(item, where, term_path)
+        raw_selector = term.get("labelSelector")
+        selector = _mapping(raw_selector, where, f"{term_path}.labelSelector")
+        expressions = list(_requirements(selector.get("matchExpressions"), where,
+                                         f"{term_path}.labelSelector.matchExpressions"))
+        for field, operator in (("matchLabelKeys", "In"), ("mismatchLabelKeys", "NotIn")):
+            for key_index, key in enumerate(_list(term.get(field), where, f"{term_path}.{field}")):
+                key = _str(key, where, f"{term_path}.{field}[{key_index}]")
+                if key in own:
+                    expressions.append(SelectorRequirement(key, operator, (own[key],)))
+        namespaces = _list(term.get("namespaces"), where, f"{term_path}.namespaces")
+        names = tuple(_str(n, where, f"{term_path}.namespaces") for n in namespaces)
+        terms.append(PodAffinityTerm(
+            topology_key=_str(term.get("topologyKey"), where, f"{term_path}.topologyKey", ""),
+            match_labels=_str_map(selector.get("matchLabels"), where,
+                                  f"{term_path}.labelSelector.matchLabels"),
+            match_expressions=tuple(expressions),
+            selects_pods=raw_selector is not None,
+            namespaces=names or ((namespace,) if term.get("namespaceSelector") is None else ()),
+            any_namespace=term.get("namespaceSelector") is not None,
+        ))
+    return tuple(terms)
 
 
 _VOLUME_RULES = (

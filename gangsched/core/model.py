@@ -124,6 +124,27 @@ class UnhonouredRule(StrEnum):
     PERSISTENT_VOLUME_CLAIM = "persistentVolumeClaim volume"
     EPHEMERAL_VOLUME = "generic ephemeral volume"
     RESOURCE_CLAIM = "resource claim (dynamic resource allocation)"
+    EXISTING_ANTI_AFFINITY = "labels that a running pod's required anti-affinity selects"
+
+
+@dataclass(frozen=True, slots=True)
+class PodAffinityTerm:
+    """Which pods a required inter-pod (anti-)affinity term selects.
+
+    ``matchLabelKeys`` and ``mismatchLabelKeys`` are folded into
+    ``match_expressions`` when read, since they depend only on the labels of
+    the pod carrying the term.
+    """
+
+    topology_key: str
+    match_labels: tuple[tuple[str, str], ...] = ()
+    match_expressions: tuple[SelectorRequirement, ...] = ()
+    selects_pods: bool = True
+    """False for a term without a ``labelSelector``: it selects no pod at all."""
+    namespaces: tuple[str, ...] = ()
+    any_namespace: bool = False
+    """A ``namespaceSelector`` is set: namespace labels are not known here, so it is
+    read as selecting every namespace, which can only make pods wait, never bind."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,6 +171,9 @@ class Pod:
     unhonoured: tuple[UnhonouredRule, ...] = ()
     """Rules of the pod gangsched does not evaluate yet: while any are set its gang
     waits, never bound where kube-scheduler would refuse it."""
+    labels: tuple[tuple[str, str], ...] = ()
+    anti_affinity: tuple[PodAffinityTerm, ...] = ()
+    """Its required anti-affinity terms, which keep other pods away from it."""
 
 
 @dataclass(frozen=True, slots=True)

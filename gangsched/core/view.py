@@ -9,7 +9,7 @@ values.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Protocol
 
 from gangsched.core.backoff import BindRefusal
@@ -19,6 +19,7 @@ from gangsched.core.groups import FINISHED_PHASES, Flavor, GroupSpec
 from gangsched.core.holds import Hold
 from gangsched.core.model import GangKey, Pod, PodKey, Policy, QueueName, QueueSpec
 from gangsched.core.placement import Snapshot
+from gangsched.core.unhonoured import against_existing_anti_affinity
 
 
 class GroupFacts(Protocol):
@@ -105,6 +106,8 @@ def gather_view(
     )
     gathered = gather(view.members, groups, policies, finished_before, priority_classes,
                       never_preempting_classes)
+    gathered = replace(gathered, gangs=against_existing_anti_affinity(
+        gathered.gangs, (record.pod for record in view.pods.values())))
     still_finished = frozenset(
         g.uid for k, g in view.groups.items()
         if k in gathered.finished or (g.uid in finished_uids and k not in gathered.counts)

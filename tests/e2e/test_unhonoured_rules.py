@@ -19,11 +19,12 @@ from tests.e2e.scenario import only_nodes
 from tests.e2e.workspace import Workspace, bound, scheduled_condition, wait_for
 
 RULE = "required pod anti-affinity"
+EXISTING_RULE = "required anti-affinity selects"
 
 
 @pytest.fixture
-def six_cpus(cluster: LocalCluster) -> None:
-    only_nodes(cluster, 3, NodeShape(cpu="2", memory="8Gi"))
+def six_cpus(cluster: LocalCluster) -> list[str]:
+    return only_nodes(cluster, 3, NodeShape(cpu="2", memory="8Gi"))
 
 
 def one_per_node(ws: Workspace, name: str, group: str) -> dict[str, Any]:
@@ -41,10 +42,10 @@ def members(ws: Workspace, prefix: str) -> list[dict[str, Any]]:
     return [p for name, p in ws.pods().items() if name.startswith(prefix)]
 
 
-def naming_the_rule(ws: Workspace, name: str) -> dict[str, Any] | None:
+def naming_the_rule(ws: Workspace, name: str, rule: str = RULE) -> dict[str, Any] | None:
     """The pod's ``PodScheduled=False`` condition once its message names the rule."""
     condition = dict(scheduled_condition(ws.pods()[name]) or {})
-    if condition.get("status") == "False" and RULE in str(condition.get("message", "")):
+    if condition.get("status") == "False" and rule in str(condition.get("message", "")):
         return condition
     return None
 
@@ -75,3 +76,25 @@ def test_a_worker_with_pod_anti_affinity_waits_naming_the_rule_and_other_gangs_b
 
     time.sleep(1.0)
     assert bound(members(ws, "workers-")) == []
+
+
+def test_a_pod_that_a_running_pods_anti_affinity_selects_waits_naming_it(
+    ws: Workspace, gangsched: SchedulerProcess, six_cpus: list[str]
+) -> None:
+    keeper = ws.pod("keeper", cpu="1", scheduler="kube", labels={"app": "keeper"})
+    keeper["spec"]["nodeName"] = six_cpus[0]
+    keeper["spec"]["affinity"] = {"podAntiAffinity": {
+        "requiredDuringSchedulingIgnoredDuringExecution": [{
+            "labelSelector": {"matchLabels": {"role": "noisy"}},
+            "topologyKey": "kubernetes.io/hostname",
+        }],
+    }}
+    ws.create(keeper)
+    ws.create(ws.pod("noisy", cpu="1", labels={"role": "noisy"}),
+              ws.pod("quiet", cpu="1", labels={"role": "quiet"}))
+    wait_for(lambda: len(bound(members(ws, "quiet"))) == 1, timeout=20,
+             what="the pod the keeper does not select to bind")
+    condition = wait_for(lambda: naming_the_rule(ws, "noisy", EXISTING_RULE), timeout=20,
+                         what="the selected pod's condition to name the keeper's rule")
+    assert condition["reason"] == "Unschedulable", condition
+    assert bound(members(ws, "noisy")) == []

@@ -9,8 +9,9 @@ from typing import Any
 import pytest
 
 from gangsched.core.kubeobjects import ObjectError, pod_from_api
-from gangsched.core.model import Gang, PodKey, UnhonouredRule
+from gangsched.core.model import Gang, GangKey, Pod, PodKey, UnhonouredRule
 from gangsched.core.reasons import Unhonoured, render
+from gangsched.core.unhonoured import against_existing_anti_affinity
 from tests.unit.test_cycle import SIX_CPU, cycle, gang, placed, reasons
 
 ANTI = UnhonouredRule.POD_ANTI_AFFINITY
@@ -114,3 +115,67 @@ def test_the_reason_names_the_pod_and_the_rule() -> None:
     assert "pod ns/w-0" in text
     assert "required pod anti-affinity" in text and "resource claim" in text
     assert "2 more pods" in text
+
+
+def holder(term: dict[str, Any], *, node: str | None = "n1", phase: str = "Running",
+           namespace: str = "ns") -> Pod:
+    obj = api_pod(affinity={"podAntiAffinity": {
+        "requiredDuringSchedulingIgnoredDuringExecution": [term]}}, nodeName=node)
+    obj["metadata"].update(name="db", namespace=namespace, labels={"app": "db", "tier": "a"})
+    obj["status"]["phase"] = phase
+    return pod_from_api(obj)
+
+
+def newcomer(name: str = "w-0", namespace: str = "ns", **labels: str) -> Gang:
+    obj = api_pod()
+    obj["metadata"].update(name=name, namespace=namespace, labels=labels)
+    pod = pod_from_api(obj)
+    return Gang(key=GangKey(f"{namespace}/g"), min_member=1, pending=(pod,))
+
+
+EXISTING = UnhonouredRule.EXISTING_ANTI_AFFINITY
+AWAY_FROM_WORKERS = {"labelSelector": {"matchLabels": {"role": "worker"}},
+                     "topologyKey": "kubernetes.io/hostname"}
+
+
+def marked(gang_: Gang, *holders: Pod) -> tuple[UnhonouredRule, ...]:
+    return against_existing_anti_affinity([gang_], holders)[0].pending[0].unhonoured
+
+
+def test_a_bound_pod_whose_anti_affinity_selects_the_newcomer_makes_it_wait() -> None:
+    assert marked(newcomer(role="worker"), holder(AWAY_FROM_WORKERS)) == (EXISTING,)
+    result = cycle(SIX_CPU, against_existing_anti_affinity(
+        [newcomer(role="worker")], [holder(AWAY_FROM_WORKERS)]))
+    assert placed(result) == []
+    reason = reasons(result)["ns/g"]
+    assert isinstance(reason, Unhonoured) and reason.rules == (EXISTING,)
+
+
+@pytest.mark.parametrize(("term", "labels", "namespace", "selected"), [
+    (AWAY_FROM_WORKERS, {"role": "ps"}, "ns", False),
+    (AWAY_FROM_WORKERS, {"role": "worker"}, "other", False),
+    ({**AWAY_FROM_WORKERS, "namespaces": ["other"]}, {"role": "worker"}, "other", True),
+    ({**AWAY_FROM_WORKERS, "namespaceSelector": {}}, {"role": "worker"}, "other", True),
+    ({"topologyKey": "kubernetes.io/hostname"}, {"role": "worker"}, "ns", False),
+    ({"labelSelector": {}, "topologyKey": "zone"}, {}, "ns", True),
+    ({"labelSelector": {"matchExpressions": [
+        {"key": "role", "operator": "In", "values": ["worker", "ps"]}]},
+      "topologyKey": "zone"}, {"role": "ps"}, "ns", True),
+    ({"labelSelector": {}, "matchLabelKeys": ["tier"], "topologyKey": "zone"},
+     {"tier": "b"}, "ns", False),
+    ({"labelSelector": {}, "matchLabelKeys": ["tier"], "topologyKey": "zone"},
+     {"tier": "a"}, "ns", True),
+    ({"labelSelector": {}, "mismatchLabelKeys": ["tier"], "topologyKey": "zone"},
+     {"tier": "a"}, "ns", False),
+])
+def test_the_term_selects_by_namespace_and_labels_as_kube_scheduler_does(
+    term: dict[str, Any], labels: dict[str, str], namespace: str, selected: bool
+) -> None:
+    assert marked(newcomer(namespace=namespace, **labels), holder(term)) == (
+        (EXISTING,) if selected else ())
+
+
+@pytest.mark.parametrize(("node", "phase"), [(None, "Pending"), ("n1", "Succeeded")])
+def test_pods_not_on_a_node_or_finished_keep_nobody_away(node: str | None, phase: str) -> None:
+    assert marked(newcomer(role="worker"), holder(AWAY_FROM_WORKERS, node=node,
+                                                  phase=phase)) == ()
