@@ -18,20 +18,23 @@ until no victim can be spared, which is minimal though perhaps not minimum.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import combinations
 
 from gangsched.core.model import Gang, GangKey, NodeName, Pod, PodKey, Policy
-from gangsched.core.placement import Capacity, Placement, Snapshot
+from gangsched.core.placement import Capacity, Decision, Placement, Snapshot
 from gangsched.core.resources import Resources
 from gangsched.core.snapshot import NodeUsage
+from gangsched.core.topology import Domain, place_in_one_domain
 
 __all__ = [
     "PREEMPTION_BUDGET",
     "Candidate",
+    "Placer",
     "Preemption",
     "choose_victims",
+    "choose_victims_in_one_domain",
     "shifted",
 ]
 
@@ -78,6 +81,13 @@ RoomCheck = Callable[[Resources, Placement], bool]
 """Whether a placement found after freeing ``freed`` keeps the cycle's other promises
 (reservations, queue caps); the placement core only knows nodes."""
 
+Placer = Callable[[Capacity, Gang, Policy], Decision]
+"""Where the preemptor would go on a capacity: anywhere, or inside one domain."""
+
+
+def _anywhere(capacity: Capacity, gang: Gang, policy: Policy) -> Decision:
+    return capacity.place(gang, policy)
+
 
 def shifted(snapshot: Snapshot, add: Iterable[Pod] = (), remove: Iterable[Pod] = ()) -> Snapshot:
     """The snapshot with ``add`` counted on their nodes and ``remove`` taken off theirs.
@@ -110,12 +120,14 @@ def choose_victims(
     *,
     room: RoomCheck | None = None,
     budget: int = PREEMPTION_BUDGET,
+    placer: Placer = _anywhere,
 ) -> Preemption | None:
     """The fewest, lowest-priority whole gangs whose eviction lets ``preemptor`` fit.
 
     Only candidates of strictly lower priority are considered; the caller
     has already left out gangs that may not be evicted. None when no set of
-    them would do, or when the preemptor may not preempt at all.
+    them would do, or when the preemptor may not preempt at all. A partly
+    bound preemptor needs room for the members it lacks, not for all.
     """
     if not preemptor.preempts or not preemptor.pending:
         return None
@@ -125,7 +137,7 @@ def choose_victims(
     )
     if not pool:
         return None
-    checker = _Checker(snapshot, preemptor, policy, room)
+    checker = _Checker(snapshot, preemptor, policy, room, placer)
     # Evicting every candidate is the most room preemption can make: if the
     # gang does not fit then, no subset will, and nothing is searched.
     if checker.place(pool) is None:
@@ -143,12 +155,14 @@ class _Checker:
     """Places the preemptor on the snapshot with a set of victims gone; counts the checks."""
 
     def __init__(
-        self, snapshot: Snapshot, preemptor: Gang, policy: Policy, room: RoomCheck | None
+        self, snapshot: Snapshot, preemptor: Gang, policy: Policy, room: RoomCheck | None,
+        placer: Placer,
     ) -> None:
         self.snapshot = snapshot
         self.preemptor = preemptor
         self.policy = policy
         self.room = room
+        self.placer = placer
         self.checks = 0
         free = Capacity.from_snapshot(snapshot).free_total()
         self.free = free
@@ -165,8 +179,8 @@ class _Checker:
     def place(self, victims: Sequence[Candidate]) -> Placement | None:
         self.checks += 1
         pods = [pod for victim in victims for pod in victim.pods]
-        decision = Capacity.from_snapshot(shifted(self.snapshot, remove=pods)).place(
-            self.preemptor, self.policy
+        decision = self.placer(
+            Capacity.from_snapshot(shifted(self.snapshot, remove=pods)), self.preemptor, self.policy
         )
         if not isinstance(decision, Placement):
             return None
@@ -190,6 +204,49 @@ class _Checker:
             pods=tuple(pod.key for victim in victims for pod in victim.pods),
             placement=placement,
         )
+
+
+def choose_victims_in_one_domain(
+    snapshot: Snapshot,
+    preemptor: Gang,
+    candidates: Sequence[Candidate],
+    domains: Mapping[Domain, tuple[NodeName, ...]],
+    policy: Policy = Policy.BINPACK,
+    *,
+    room: RoomCheck | None = None,
+    budget: int = PREEMPTION_BUDGET,
+) -> Preemption | None:
+    """Victims for a gang that must land inside one topology domain: whole gangs that
+    run wholly inside the domain it will land in, the best set over every domain.
+
+    A gang evicted from another rack frees nothing the preemptor can use, and
+    one that runs across the boundary would be evicted for the part of it
+    outside as well. A preemptor with members bound stays in their domain.
+    Domains are compared by the sets they need: fewest victims, then the
+    lowest priorities, as within one.
+    """
+    by_key = {candidate.gang: candidate for candidate in candidates}
+    best: tuple[tuple[int, tuple[tuple[int, float, GangKey], ...]], Preemption] | None = None
+    for domain, nodes in sorted(domains.items()):
+        inside = set(nodes)
+        if not preemptor.bound_on <= inside:
+            continue
+        local = [c for c in candidates if all(pod.node_name in inside for pod in c.pods)]
+        if not local:
+            continue  # with nobody to evict here, no preemption can change this domain
+
+        def confined(capacity: Capacity, gang: Gang, how: Policy,
+                     domain: Domain = domain, nodes: tuple[NodeName, ...] = nodes) -> Decision:
+            return place_in_one_domain(capacity, gang, how, {domain: nodes})
+
+        chosen = choose_victims(snapshot, preemptor, local, policy, room=room, budget=budget,
+                                placer=confined)
+        if chosen is None:
+            continue
+        rank = (len(chosen.victims), _set_order(tuple(by_key[v] for v in chosen.victims)))
+        if best is None or rank < best[0]:
+            best = (rank, chosen)
+    return None if best is None else best[1]
 
 
 def _least_need(gang: Gang) -> Resources:

@@ -20,6 +20,8 @@ from tests.unit.test_cycle import gang, node, pod, reasons
 
 DEFAULT = QueueName("default")
 NODES = [node("n1", 4), node("n2", 4)]
+RACKS = [replace(node("n1", 4), labels=(("rack", "a"),)),
+         replace(node("n2", 4), labels=(("rack", "b"),))]
 
 
 def running(key: str, on: str, pods: int = 2, *, priority: int = 0,
@@ -42,6 +44,7 @@ def run(
     everyone: Iterable[tuple[Gang, tuple[Pod, ...]]],
     waiting: Iterable[Gang],
     *,
+    in_racks: bool = False,
     preemption: bool = True,
     preempting: Mapping[str, Iterable[str]] | None = None,
     unevictable: Iterable[str] = (),
@@ -55,7 +58,7 @@ def run(
             total = total + p.requests
         bound[g.key] = total
     return run_cycle(CycleInput(
-        snapshot=Snapshot.build(NODES, pods),
+        snapshot=Snapshot.build(RACKS if in_racks else NODES, pods),
         gangs=(*(g for g, _ in running_gangs), *waiting),
         bound_requests=bound,
         queues={DEFAULT: QueueSpec(DEFAULT)},
@@ -160,3 +163,41 @@ def test_victims_are_chosen_against_every_gang_placed_earlier_in_the_cycle() -> 
     assert {p.gang for p in result.placements} == {"ns/first", "ns/second"}
     assert [(p.preemptor, sorted(p.victims)) for p in result.preemptions] == [
         ("ns/urgent", ["ns/low-0", "ns/low-1"])]
+
+
+def test_a_topology_gang_evicts_whole_gangs_inside_the_one_domain_it_will_land_in() -> None:
+    # The two lowest gangs run in different racks: evicting them frees 4 CPU the gang
+    # cannot use together. Both gangs of one rack go instead.
+    everyone = [running("ns/low-0", "n1", priority=0), running("ns/mid-1", "n1", priority=5),
+                running("ns/low-2", "n2", priority=0), running("ns/mid-3", "n2", priority=5)]
+    rack_gang = replace(urgent(4), topology_keys=("rack",))
+    result = run(everyone, [rack_gang], in_racks=True)
+    assert [(p.preemptor, sorted(p.victims)) for p in result.preemptions] == [
+        ("ns/urgent", ["ns/low-0", "ns/mid-1"])]
+    assert {node for _, node in result.preemptions[0].placement.assignments} == {"n1"}
+    assert isinstance(reasons(result)["ns/urgent"], Preempting)
+
+
+def test_a_topology_gang_with_members_bound_evicts_only_in_their_domain() -> None:
+    # Two of its four members run in rack b; low-0, first in eviction order, runs in
+    # rack a, where the rest could not join them.
+    bound = (pod("ns/urgent-8", 1, gang="ns/urgent", on="n2"),
+             pod("ns/urgent-9", 1, gang="ns/urgent", on="n2"))
+    rack_gang = replace(urgent(2), topology_keys=("rack",), min_member=4, bound=2,
+                        bound_on=frozenset(p.node_name for p in bound if p.node_name))
+    everyone = [(rack_gang, bound), running("ns/low-0", "n1"), running("ns/low-1", "n1"),
+                running("ns/low-2", "n2")]
+    result = run(everyone, [], in_racks=True)
+    assert [sorted(p.victims) for p in result.preemptions] == [["ns/low-2"]]
+
+
+def test_a_partly_bound_gang_evicts_for_the_members_it_lacks() -> None:
+    # A bind cut short left 2 of 4 bound on n1; the other 2 find no room: one low gang
+    # goes, and the gang completes instead of holding n1 idle.
+    job = replace(gang("ns/job", 2, 1, min_member=4, priority=100, first=2), bound=2)
+    members = tuple(pod(f"ns/job-{i}", 1, gang="ns/job", on="n1") for i in range(2))
+    everyone = [(job, members), running("ns/low-0", "n1"), running("ns/low-2", "n2"),
+                running("ns/low-3", "n2")]
+    result = run(everyone, [])
+    assert [(p.preemptor, len(p.victims)) for p in result.preemptions] == [("ns/job", 1)]
+    assert len(result.preemptions[0].placement.assignments) == 2

@@ -18,7 +18,7 @@ from gangsched.core.resources import Resources
 from gangsched.core.stages.preempt import preempt
 from gangsched.core.stages.session import Session, outstanding, total
 from gangsched.core.stages.starve import wait
-from gangsched.core.topology import domains_of, place_in_one_domain
+from gangsched.core.topology import place_in_one_domain
 
 
 def place(session: Session, gang: Gang) -> None:
@@ -83,12 +83,7 @@ def _decide(session: Session, gang: Gang) -> Placement | Unplaceable:
     policy = session.inp.policy
     if not gang.topology_keys:
         return session.capacity.place(gang, policy)
-    domains = session.domains.get(gang.topology_keys)
-    if domains is None:
-        domains = session.domains[gang.topology_keys] = domains_of(
-            session.inp.snapshot, gang.topology_keys
-        )
-    return place_in_one_domain(session.capacity, gang, policy, domains)
+    return place_in_one_domain(session.capacity, gang, policy, session.domains_of(gang))
 
 
 def _reserved_reason(

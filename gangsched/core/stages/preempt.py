@@ -13,7 +13,12 @@ from dataclasses import replace
 
 from gangsched.core.model import Gang
 from gangsched.core.placement import Placement, Snapshot, Unplaceable
-from gangsched.core.preemption import Candidate, choose_victims, shifted
+from gangsched.core.preemption import (
+    Candidate,
+    choose_victims,
+    choose_victims_in_one_domain,
+    shifted,
+)
 from gangsched.core.reasons import AwaitingVictims, Preempting, Reason
 from gangsched.core.resources import Resources
 from gangsched.core.stages.session import Session, pending_need, total
@@ -36,13 +41,18 @@ def preempt(session: Session, gang: Gang, reason: Reason) -> bool:
     candidates = _candidates(session, gang)
     if not candidates:
         return False
-    chosen = choose_victims(
-        _snapshot_with_placed(session),
-        gang,
-        candidates,
-        gang.policy or session.inp.policy,
-        room=lambda freed, placement: _room_after_eviction(session, gang, freed, placement),
-    )
+    policy = gang.policy or session.inp.policy
+
+    def room(freed: Resources, placement: Placement) -> bool:
+        return _room_after_eviction(session, gang, freed, placement)
+
+    if gang.topology_keys:
+        chosen = choose_victims_in_one_domain(
+            _snapshot_with_placed(session), gang, candidates, session.domains_of(gang), policy,
+            room=room)
+    else:
+        chosen = choose_victims(_snapshot_with_placed(session), gang, candidates, policy,
+                                room=room)
     if chosen is None:
         return False
     session.preemptions.append(chosen)
@@ -60,14 +70,13 @@ def _hold_for_preemptor(session: Session, gang: Gang) -> Resources:
 
 def _may_preempt(session: Session, gang: Gang) -> bool:
     """One preemption at a time: a second chosen while the first's victims are still
-    going would see their room as taken and evict more than needed."""
+    going would see their room as taken and evict more than needed. A partly bound
+    gang may preempt for the members it lacks, a topology gang inside one domain."""
     return (
         session.inp.preemption
         and not session.inp.preempting
         and not session.preemptions
         and gang.preempts
-        and not gang.topology_keys
-        and gang.bound == 0
     )
 
 

@@ -29,7 +29,7 @@ from gangsched.core.model import (
 from gangsched.core.placement import Capacity, Placement, Snapshot, Unplaceable
 from gangsched.core.preemption import Preemption
 from gangsched.core.resources import Resources
-from gangsched.core.topology import Domain
+from gangsched.core.topology import Domain, domains_of
 
 
 @dataclass(frozen=True, slots=True)
@@ -220,6 +220,14 @@ class Session:
         self.reserved = self.reserved - before + amount
         if gang.queue in self.queue_reserved:
             self.queue_reserved[gang.queue] = self.queue_reserved[gang.queue] - before + amount
+
+    def domains_of(self, gang: Gang) -> Mapping[Domain, tuple[NodeName, ...]]:
+        """The domains of the gang's topology keys, found once per cycle for each set of keys."""
+        domains = self.domains.get(gang.topology_keys)
+        if domains is None:
+            domains = self.domains[gang.topology_keys] = domains_of(
+                self.inp.snapshot, gang.topology_keys)
+        return domains
 
     def take_hold(self, hold: Hold) -> None:
         """Take a departed member's room from the capacity: on its node, else where it fits.
