@@ -10,6 +10,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pykube
 import pytest
@@ -102,3 +103,66 @@ def test_extras_of_a_running_gang_wait_their_queue_turn(
              what="the heavier queue's gang to take the freed room whole")
     pods = ws.pods()
     assert [n for n, p in pods.items() if n.startswith("app-exec-") and node_of(p)] == []
+
+
+# ---- preemption inside one topology domain ------------------------------------------------
+
+RACK_NODES = NodeShape(cpu="8", memory="32Gi", gpus=2)
+URGENT, MID = "gangsched-test-rack-urgent", "gangsched-test-rack-mid"
+
+
+@pytest.fixture
+def racks_and_classes(cluster: LocalCluster) -> Iterator[None]:
+    """Racks r1 and r2 of two nodes of two GPUs each, and two priority classes."""
+    classes = pykube.object_factory(cluster.client, "scheduling.k8s.io/v1", "PriorityClass")
+    for name, value in ((URGENT, 100000), (MID, 10)):
+        classes(cluster.client, {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+                                 "metadata": {"name": name}, "value": value}).create()
+    only_nodes(cluster, 0, RACK_NODES)
+    cluster.ensure_nodes(2, RACK_NODES, prefix="r1", labels={"rack": "r1"})
+    cluster.ensure_nodes(2, RACK_NODES, prefix="r2", labels={"rack": "r2"})
+    yield
+    only_nodes(cluster, 0, RACK_NODES)
+    cluster.kubectl("delete", "priorityclass", URGENT, MID, "--ignore-not-found")
+
+
+def _with_class(manifest: dict[str, Any], priority_class: str | None) -> dict[str, Any]:
+    if priority_class:
+        manifest["spec"]["priorityClassName"] = priority_class
+    return manifest
+
+
+@pytest.mark.usefixtures("racks_and_classes")
+def test_a_rack_bound_gang_evicts_whole_gangs_of_one_rack_and_lands_there(
+    ws: Workspace, scheduler: SchedulerProcess
+) -> None:
+    """The two lowest gangs run in different racks: evicting them would free four GPUs no
+    rack-bound gang can use together. The two gangs of one rack go instead, whole."""
+    for name, rack, priority_class in (("low-a", "r1", None), ("low-b", "r2", None),
+                                       ("mid-a", "r1", MID), ("mid-b", "r2", MID)):
+        ws.create(ws.podgroup(name, min_member=2))
+        ws.create(*(_with_class(ws.pod(f"{name}-{k}", cpu="100m", gpus=1, group=name,
+                                       scheduler=SCHEDULER, node_selector={"rack": rack},
+                                       labels={"gang": name}), priority_class)
+                    for k in range(2)))
+    wait_for(lambda: len(bound(ws.pods().values())) == 8 or None, timeout=30,
+             what="four gangs to fill both racks")
+
+    ws.create(ws.native_podgroup("urgent", min_count=4, topology=("rack",),
+                                 priority_class=URGENT))
+    ws.create(*(_with_class(ws.pod(f"urgent-{k}", cpu="100m", gpus=1, group="urgent",
+                                   marker="native", scheduler=SCHEDULER), URGENT)
+                for k in range(4)))
+    wait_for(lambda: _bound_named(ws, "urgent-") == 4 or None, timeout=60,
+             what="the rack-bound gang to evict its way into one rack")
+    pods = ws.pods()
+    racks = {str(node_of(p)).split("-")[0] for n, p in pods.items() if n.startswith("urgent-")}
+    assert len(racks) == 1, racks
+    alive: dict[str, int] = {}
+    for pod in pods.values():
+        gang = pod["metadata"].get("labels", {}).get("gang")
+        if gang and node_of(pod) and not pod["metadata"].get("deletionTimestamp"):
+            alive[gang] = alive.get(gang, 0) + 1
+    assert sorted(alive.values()) == [2, 2], f"two whole gangs stay, the rest go whole: {alive}"
+    survivors = {name[-1] for name in alive}
+    assert survivors == ({"b"} if racks == {"r1"} else {"a"}), (racks, alive)
