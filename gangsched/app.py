@@ -28,6 +28,7 @@ from kubernetes_asyncio.leaderelection.leaderelection import LeaderElection
 from gangsched import __version__, handlers
 from gangsched.binder import FIELD_MANAGER, Binder
 from gangsched.core.model import Policy
+from gangsched.dispatcher import Dispatcher
 from gangsched.evictor import Evictor
 from gangsched.health import Health, HealthServer
 from gangsched.kubeconfig import renew_exec_credentials
@@ -201,15 +202,17 @@ async def run(options: RunOptions) -> int:
     mirror = Mirror(scheduler_names=options.scheduler_names,
                     namespaces=frozenset(options.namespaces))
     leadership = Leadership()
-    binder = Binder(api, options.bind_concurrency, may_bind=leadership.may_act)
+    # Every call to the API server but the watches and the Lease goes out through
+    # it, fenced by leadership right before it is sent.
+    dispatcher = Dispatcher(bind_workers=options.bind_concurrency, may_act=leadership.may_act)
     scheduler = Scheduler(
         mirror=mirror,
-        binder=binder,
+        binder=Binder(api, dispatcher),
         may_act=leadership.may_act,
-        reporter=Reporter(api, placed=mirror.is_placed, wait_turn=binder.wait_slot_free),
+        reporter=Reporter(api, dispatcher, placed=mirror.is_placed),
         config=config_,
         on_cycle=health.cycle_ran,
-        evictor=Evictor(core, options.bind_concurrency, may_evict=leadership.may_act),
+        evictor=Evictor(core, dispatcher),
     )
     mirror.on_status_change = scheduler.status_changed
     reflectors = [

@@ -7,30 +7,35 @@ its minMember, the very thing preemption must never do. So every pod of
 every victim is first evicted as a dry run (the API server checks the
 budgets and changes nothing); only if all of them would go are they
 evicted for real.
+
+Each Eviction carries the UID of the pod chosen as a victim: a pod deleted
+and created again under the same name meanwhile is not the victim, and the
+API server refuses (409) rather than evict it.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+import functools
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
-import aiohttp
 from kubernetes_asyncio import client
-from kubernetes_asyncio.client.exceptions import ApiException
 
-from gangsched.binder import FIELD_MANAGER, status_message
+from gangsched.binder import FIELD_MANAGER
 from gangsched.core.model import PodKey
-
-NOT_LEADING = "not evicted: this replica's lease was not renewed within the renew deadline"
+from gangsched.dispatcher import Answer, Call, Dispatcher, Rank, answer_of
 
 
 @dataclass(frozen=True, slots=True)
 class EvictionOutcome:
     pod: PodKey
     status: int
-    """HTTP status; 0 when the request itself failed."""
+    """HTTP status; 0 when the request itself failed or never went out."""
     detail: str = ""
+    sent: bool = True
+    """False when the request never went out (this replica was not sure it leads)."""
 
     @property
     def evicted(self) -> bool:
@@ -39,57 +44,51 @@ class EvictionOutcome:
 
 
 class Evictor:
-    """``may_evict`` is asked right before each request, as the binder's ``may_bind``: a
-    leader that cannot be sure it still holds its lease evicts nothing."""
+    """Hands evictions to the dispatcher, which fences them by leadership as binds are."""
 
-    def __init__(
-        self,
-        core: client.CoreV1Api,
-        concurrency: int,
-        may_evict: Callable[[], bool] = lambda: True,
-    ) -> None:
+    def __init__(self, core: client.CoreV1Api, dispatcher: Dispatcher) -> None:
         self._core = core
-        self._slots = asyncio.Semaphore(concurrency)
-        self._may_evict = may_evict
+        self._dispatcher = dispatcher
 
     async def evict_all(
-        self, pods: tuple[PodKey, ...]
+        self, pods: tuple[PodKey, ...], uids: Mapping[PodKey, str] | None = None
     ) -> tuple[list[EvictionOutcome], list[EvictionOutcome]]:
         """(refusals of the dry run, outcomes of the real evictions).
 
         Nothing is evicted when the dry run refuses any pod; the second list
-        is then empty.
+        is then empty. ``uids``: the UID of each victim pod decided on.
         """
-        trial = await asyncio.gather(*(self._evict(pod, dry_run=True) for pod in pods))
+        uids = uids or {}
+        trial = await self._evict(pods, uids, dry_run=True)
         refused = [outcome for outcome in trial if not outcome.evicted]
         if refused:
             return refused, []
-        done = await asyncio.gather(*(self._evict(pod, dry_run=False) for pod in pods))
-        return [], list(done)
+        return [], await self._evict(pods, uids, dry_run=False)
 
-    async def _evict(self, pod: PodKey, *, dry_run: bool) -> EvictionOutcome:
+    async def _evict(self, pods: tuple[PodKey, ...], uids: Mapping[PodKey, str], *,
+                     dry_run: bool) -> list[EvictionOutcome]:
+        loop = asyncio.get_running_loop()
+        futures: list[asyncio.Future[Answer]] = []
+        for pod in pods:
+            done: asyncio.Future[Answer] = loop.create_future()
+            uid = uids.get(pod, "")
+            self._dispatcher.submit(Call(
+                (uid or f"pod/{pod}", ""), Rank.EVICT, "evict dry run" if dry_run else "evict",
+                functools.partial(self._request, pod, uid, dry_run), done=done))
+            futures.append(done)
+        answers = await asyncio.gather(*futures)
+        return [EvictionOutcome(pod, answer.status, answer.detail, answer.sent)
+                for pod, answer in zip(pods, answers, strict=True)]
+
+    async def _request(self, pod: PodKey, uid: str, dry_run: bool) -> Answer:
         namespace, name = pod.split("/", 1)
-        body = {
+        body: dict[str, Any] = {
             "apiVersion": "policy/v1",
             "kind": "Eviction",
             "metadata": {"name": name, "namespace": namespace},
         }
+        if uid:
+            body["deleteOptions"] = {"preconditions": {"uid": uid}}
         extra = {"dry_run": "All"} if dry_run else {}
-        async with self._slots:
-            if not self._may_evict():
-                return EvictionOutcome(pod, 0, NOT_LEADING)
-            try:
-                response = await self._core.create_namespaced_pod_eviction(
-                    name, namespace, body, field_manager=FIELD_MANAGER,
-                    _preload_content=False, **extra
-                )
-            except ApiException as error:
-                return EvictionOutcome(pod, error.status or 0, str(error.reason))
-            except (TimeoutError, aiohttp.ClientError) as error:
-                return EvictionOutcome(pod, 0, str(error))
-            try:
-                detail = ("" if 200 <= response.status <= 299
-                          else status_message(await response.text())[:300])
-                return EvictionOutcome(pod, response.status, detail)
-            finally:
-                response.release()
+        return await answer_of(self._core.create_namespaced_pod_eviction(
+            name, namespace, body, field_manager=FIELD_MANAGER, _preload_content=False, **extra))

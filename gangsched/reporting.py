@@ -1,23 +1,23 @@
 """What users see of the scheduler's decisions: pod conditions, Events, group and queue status.
 
-Every write is skipped when it would change nothing, and ``FailedScheduling``
-Events are rate-limited per pod: a gang that waits an hour must not write an
-Event every cycle. Writes go out on background tasks so a slow API server
-never stalls a scheduling cycle; failures are logged and retried by the next
-change, never raised into the cycle.
+The reporter decides what to write; the dispatcher (:mod:`gangsched.dispatcher`)
+decides when and whether it goes out: it skips what the API server already
+accepted, paces ``FailedScheduling`` Events per object (a gang that waits an
+hour must not write an Event every cycle), retries failed status writes with
+backoff, and never stalls a scheduling cycle. Everything is keyed by the
+object's UID, so a pod or PodGroup created again under an old name starts
+with nothing remembered.
 """
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import functools
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-import aiohttp
 import structlog
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
@@ -33,8 +33,8 @@ from gangsched.core.status_bodies import (
     scheduled_message,
     status_body,
 )
+from gangsched.dispatcher import Answer, Call, Dispatcher, ObjectId, Rank, answer_of
 from gangsched.mirror import GroupRecord, PodRecord
-from gangsched.writequeue import WriteQueue
 
 log = structlog.get_logger(__name__)
 
@@ -59,107 +59,54 @@ def _iso_second(second: int) -> str:
     return datetime.fromtimestamp(second, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def _written_key(group: GroupRecord) -> str:
-    """What is remembered of a group is keyed by its UID, not its name.
+def _object_id(uid: str, kind: str, key: str) -> ObjectId:
+    """What is remembered of an object is keyed by its UID, not its name.
 
-    A PodGroup deleted and created again under the same name (a resubmitted
-    job) is a new object with no status: the status written for the old one
-    must not make the new one's look written already.
+    A PodGroup (or pod) deleted and created again under the same name is a
+    new object: what was written for the old one must not make the new one's
+    look written already. Without a UID (a pod the mirror could not read) the
+    name stands in, under a prefix no UID takes.
     """
-    return f"{group.flavor.value}/{group.key}/{group.uid}"
+    return uid or f"{kind}/{key}"
+
+
+def _group_id(group: GroupRecord) -> ObjectId:
+    return _object_id(group.uid, f"podgroup/{group.flavor.value}", group.key)
 
 
 def _quantities(resources: Resources) -> dict[str, str]:
     return {name: format_amount(name, amount) for name, amount in resources.items()}
 
 
-async def _no_wait() -> None:
-    return None
-
-
 class Reporter:
-    """Writes what users see; status and conditions go ahead of Events.
+    """Writes what users see, through the dispatcher; status and conditions go ahead of Events.
 
-    ``placed`` tells whether a pod is assumed or bound by now: a queued
+    ``placed`` tells whether a pod is assumed or bound by now: a waiting
     "cannot be placed" write for such a pod is dropped rather than sent late.
     """
 
     def __init__(
         self,
         api: client.ApiClient,
+        dispatcher: Dispatcher,
         placed: Callable[[PodKey], bool],
-        concurrency: int = 16,
-        wait_turn: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
         self._core = client.CoreV1Api(api)
         self._custom = client.CustomObjectsApi(api)
+        self._dispatcher = dispatcher
         self._placed = placed
-        # While binds wait for a slot, the binds go out before any status or
-        # Event; what is queued meanwhile coalesces, latest wins.
-        self._wait_turn = wait_turn or _no_wait
-        self._write_slots = asyncio.Semaphore(concurrency)
-        self._writes = WriteQueue(self._send, concurrency, self._wait_turn)
-        self._events = WriteQueue(self._send, max(1, concurrency // 4), self._wait_turn)
-        self._tasks: set[asyncio.Task[None]] = set()
-        self._last_event: dict[tuple[str, str], tuple[str, float]] = {}
-        self._written_status: dict[str, Mapping[str, Any]] = {}
-        self._pod_messages: dict[PodKey, str] = {}
-        self._pod_wanted: dict[PodKey, tuple[str, str, str]] = {}
-        self._pod_writing: set[PodKey] = set()
-        self._loop_time: Callable[[], float] = asyncio.get_event_loop().time
+        self._asked: dict[ObjectId, Mapping[str, Any]] = {}
+        """The status last asked for, per group and queue: an unchanged one is not asked
+        again (the dispatcher retries one that failed until it is accepted)."""
 
     # ---- plumbing -------------------------------------------------------------
     def queued(self) -> int:
-        """Writes waiting to go out (one per object at most)."""
-        return len(self._writes) + len(self._events)
-
-    def _track(self, task: asyncio.Task[None]) -> None:
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-
-    async def _send(self, what: str, make: Callable[[], Awaitable[Any]]) -> bool:
-        """One write; a 404 (the object is gone) or 409 (it changed under us) is not a failure."""
-        try:
-            result = await make()
-        except ApiException as error:
-            status, detail = error.status, str(error.reason)
-        except (TimeoutError, aiohttp.ClientError) as error:
-            log.warning("report_failed", what=what, error=str(error))
-            return False
-        else:
-            if not isinstance(result, aiohttp.ClientResponse):
-                return True
-            status = result.status
-            detail = "" if status < 300 else await result.text()
-            result.release()
-            if status < 300:
-                return True
-        if status not in (404, 409):
-            log.warning("report_failed", what=what, status=status, detail=detail[:200])
-        return False
+        """Calls waiting to go out (one per object at most)."""
+        return len(self._dispatcher)
 
     async def drain(self) -> None:
         """Wait for the writes under way (used at shutdown and by tests)."""
-        while self._tasks or self._writes or self._events:
-            await asyncio.gather(*list(self._tasks), self._writes.drain(), self._events.drain(),
-                                 return_exceptions=True)
-
-    def _event_due(self, key: tuple[str, str], message: str) -> bool:
-        """Whether an Event with this message may go out for the object now.
-
-        The same message at most every ``EVENT_INTERVAL_S``; a new one only
-        ``EVENT_CHANGE_GAP_S`` after the last, so a reason that changes every
-        cycle costs an Event every ten seconds, not one per cycle. Once it
-        settles, the next cycle's call sends it.
-        """
-        now = self._loop_time()
-        last = self._last_event.get(key)
-        if last is not None:
-            gap = EVENT_INTERVAL_S if last[0] == message else EVENT_CHANGE_GAP_S
-            if now - last[1] < gap:
-                return False
-        self._last_event[key] = (message, now)
-        return True
+        await self._dispatcher.drain()
 
     def event(
         self,
@@ -169,9 +116,19 @@ class Reporter:
         reason: str,
         message: str,
         type_: str = "Normal",
+        paced: bool = False,
     ) -> None:
+        """Post an Event about ``involved``.
+
+        ``paced``: one of the Events a waiting object gets again and again
+        (``FailedScheduling``, a group's warning). The same message goes out at
+        most every ``EVENT_INTERVAL_S``, a new one only ``EVENT_CHANGE_GAP_S``
+        after the object's last (the latest then wins), so a reason that
+        changes every cycle costs an Event every ten seconds, not one per cycle.
+        """
         namespace = involved.get("namespace", "default")
-        stamp = _now_iso()
+        object_id = _object_id(involved.get("uid", ""), kind,
+                               f"{namespace}/{involved['name']}")
         body = {
             "apiVersion": "v1",
             "kind": "Event",
@@ -183,16 +140,21 @@ class Reporter:
             "source": {"component": COMPONENT},
             "reportingComponent": COMPONENT,
             "reportingInstance": COMPONENT,
-            "firstTimestamp": stamp,
-            "lastTimestamp": stamp,
             "count": 1,
         }
-        self._events.put(
-            ("event", namespace, involved["name"], reason),
-            f"event {reason}",
-            lambda: self._core.create_namespaced_event(
-                namespace, body, field_manager=FIELD_MANAGER, _preload_content=False),
-        )
+        self._dispatcher.submit(Call(
+            (object_id, "event/paced" if paced else f"event/{reason}"), Rank.EVENT,
+            f"event {reason}", functools.partial(self._post_event, namespace, body),
+            state=message if paced else None,
+            gap=EVENT_CHANGE_GAP_S if paced else 0.0,
+            repeat_s=EVENT_INTERVAL_S if paced else None,
+        ))
+
+    async def _post_event(self, namespace: str, body: Mapping[str, Any]) -> Answer:
+        stamp = _now_iso()  # when it goes out, not when it was asked for
+        return await answer_of(self._core.create_namespaced_event(
+            namespace, {**body, "firstTimestamp": stamp, "lastTimestamp": stamp},
+            field_manager=FIELD_MANAGER, _preload_content=False))
 
     # ---- pods -------------------------------------------------------------------
     def pod_unschedulable(self, record: PodRecord, message: str) -> None:
@@ -217,71 +179,54 @@ class Reporter:
         self, pod: PodKey, uid: str, current: str | None, message: str, version: str,
         reason: str = "Unschedulable",
     ) -> None:
+        """The condition is paced per pod (``CONDITION_CHANGE_GAP_S``, the latest wins); a
+        pod new under an old name has another UID, so its first condition goes at once."""
         namespace, name = pod.split("/", 1)
-        if current != message and self._pod_messages.get(pod) != message:
-            self._pod_messages[pod] = message
-            self._pod_wanted[pod] = (message, version, reason)
-            if pod not in self._pod_writing:
-                self._pod_writing.add(pod)
-                self._track(asyncio.create_task(self._write_condition(pod)))
-        if reason == "Unschedulable" and self._event_due(("pod", pod), message):
+        object_id = _object_id(uid, "pod", pod)
+        if current != message:
+            self._dispatcher.submit(Call(
+                (object_id, ""), Rank.STATUS, "pod condition",
+                functools.partial(self._write_condition, pod, message, version, reason),
+                state=(reason, message), gap=CONDITION_CHANGE_GAP_S, retry=True,
+            ))
+        if reason == "Unschedulable":
             involved = {"apiVersion": "v1", "namespace": namespace, "name": name}
             if uid:
                 involved["uid"] = uid
             self.event(involved, kind="Pod", reason="FailedScheduling", message=message,
-                       type_="Warning")
+                       type_="Warning", paced=True)
 
-    async def _write_condition(self, pod: PodKey) -> None:
-        """Write the newest wanted condition of one pod; one writer per pod at a time.
+    async def _write_condition(self, pod: PodKey, message: str, version: str,
+                               reason: str) -> Answer:
+        """Write one pod's condition, unless the pod is placed by now.
 
         The patch carries the resourceVersion the message was decided on, so it
         fails with 409 instead of overwriting ``PodScheduled=True`` if the pod
-        was bound in between; and it is not sent at all once the pod is placed.
-        A write that fails is forgotten, so the next cycle writes it again.
+        was bound in between.
         """
+        if self._placed(pod):
+            return Answer(0, "placed meanwhile", sent=False)
         namespace, name = pod.split("/", 1)
-        try:
-            while True:
-                started = self._loop_time()
-                await self._wait_turn()
-                async with self._write_slots:
-                    wanted = self._pod_wanted.pop(pod, None)
-                    if wanted is None or self._placed(pod):
-                        return
-                    message, version, reason = wanted
-                    body: dict[str, Any] = {"status": {"conditions": [{
-                        "type": "PodScheduled",
-                        "status": "False",
-                        "reason": reason,
-                        "message": message,
-                        "lastTransitionTime": _now_iso(),
-                    }]}}
-                    if version:
-                        body["metadata"] = {"resourceVersion": version}
-                    written = await self._send(
-                        f"pod condition {pod}",
-                        functools.partial(self._core.patch_namespaced_pod_status,
-                                          name, namespace, body, field_manager=FIELD_MANAGER,
-                                          _preload_content=False),
-                    )
-                if not written and self._pod_messages.get(pod) == message:
-                    del self._pod_messages[pod]
-                if pod in self._pod_wanted:  # changed again: the latest goes out, not each
-                    await asyncio.sleep(max(0.0, started + CONDITION_CHANGE_GAP_S
-                                            - self._loop_time()))
-        finally:
-            self._pod_writing.discard(pod)
+        body: dict[str, Any] = {"status": {"conditions": [{
+            "type": "PodScheduled",
+            "status": "False",
+            "reason": reason,
+            "message": message,
+            "lastTransitionTime": _now_iso(),
+        }]}}
+        if version:
+            body["metadata"] = {"resourceVersion": version}
+        return await answer_of(self._core.patch_namespaced_pod_status(
+            name, namespace, body, field_manager=FIELD_MANAGER, _preload_content=False))
 
     def pod_placed(self, pod: PodKey) -> None:
-        """The pod is assumed: a condition still queued for it would arrive after its bind."""
-        self._pod_wanted.pop(pod, None)
-        self._pod_messages.pop(pod, None)
+        """The pod is assumed. Nothing to undo here: its bind, keyed by the pod's UID as
+        its condition is, replaces a condition still waiting, and a condition asked for
+        later is dropped when it would go out (``placed``)."""
 
     def pod_scheduled(self, record: PodRecord, node: NodeName, gang: str,
                       event: bool = True) -> None:
-        """A pod bound: what was said about it waiting is over; ``event``: say where it went."""
-        self._pod_messages.pop(record.pod.key, None)
-        self._last_event.pop(("pod", record.pod.key), None)
+        """A pod bound; ``event``: say where it went."""
         if event:
             self._pod_event(record, "Scheduled",
                             f"Successfully assigned {record.pod.key} to {node} with gang {gang}")
@@ -327,11 +272,11 @@ class Reporter:
                    kind="Pod", reason=reason, message=message)
 
     def _group_event(self, group: GroupRecord, reason: str, message: str,
-                     type_: str = "Normal") -> None:
+                     type_: str = "Normal", paced: bool = False) -> None:
         namespace, name = group.key.split("/", 1)
         self.event({"apiVersion": group.flavor.value, "namespace": namespace, "name": name,
                     "uid": group.uid}, kind="PodGroup", reason=reason, message=message,
-                   type_=type_)
+                   type_=type_, paced=paced)
 
     # ---- PodGroups --------------------------------------------------------------
     def group_status(self, group: GroupRecord, status: GroupStatus, observed: int) -> None:
@@ -339,21 +284,22 @@ class Reporter:
             group.flavor, status, observed_generation=observed,
             previous_conditions=group.status.get("conditions") or [], now=_now_iso(),
         )
-        key = _written_key(group)
-        if self._written_status.get(key) == body:
+        object_id = _group_id(group)
+        previous = self._asked.get(object_id)
+        if previous == body:
             return
-        previous = self._written_status.get(key)
-        self._written_status[key] = body
-        self._patch_group_status(group, body)
+        self._asked[object_id] = body
+        self._patch_group_status(group, object_id, body)
         old_phase = (previous or {}).get("phase")
         if status.phase in (Phase.UNSCHEDULABLE, Phase.PENDING) and (
             status.reason not in QUIET_REASONS
-        ) and self._event_due(("podgroup", key), status.message):
-            self._group_event(group, status.reason, status.message, type_="Warning")
+        ):
+            self._group_event(group, status.reason, status.message, type_="Warning", paced=True)
         elif old_phase != body.get("phase") and status.phase in (Phase.RUNNING, Phase.INQUEUE):
             self._group_event(group, status.reason, status.message)
 
-    def _patch_group_status(self, group: GroupRecord, body: Mapping[str, Any]) -> None:
+    def _patch_group_status(self, group: GroupRecord, object_id: ObjectId,
+                            body: Mapping[str, Any]) -> None:
         """Volcano's PodGroup CRD has no status subresource: its status is patched in place."""
         namespace, name = group.key.split("/", 1)
         patch = (
@@ -361,27 +307,25 @@ class Reporter:
             if group.flavor is Flavor.VOLCANO
             else self._custom.patch_namespaced_custom_object_status
         )
-        self._writes.put(
-            ("podgroup", group.flavor, group.key),
-            f"podgroup status {group.key}",
-            lambda: patch(
+        self._dispatcher.submit(Call(
+            (object_id, ""), Rank.STATUS, "podgroup status",
+            lambda: answer_of(patch(
                 group.flavor.group, group.flavor.version, namespace, "podgroups", name,
                 {"status": body}, field_manager=FIELD_MANAGER, _content_type=MERGE_PATCH,
-            ),
-        )
+                _preload_content=False,
+            )),
+            state=body, retry=True,
+        ))
 
     def retain(self, groups: Mapping[GangKey, GroupRecord], pods: Mapping[PodKey, Any]) -> None:
         """Drop what is remembered of deleted groups and pods, so memory follows the cluster."""
-        live = {_written_key(g) for g in groups.values()}
-        for key in [k for k in self._written_status if not k.startswith("queue/")]:
-            if key not in live:
-                del self._written_status[key]
-        for pod in [p for p in self._pod_messages if p not in pods]:
-            del self._pod_messages[pod]
-        for event_key in list(self._last_event):
-            kind, name = event_key
-            if (kind == "pod" and name not in pods) or (kind == "podgroup" and name not in live):
-                del self._last_event[event_key]
+        live = {_group_id(g) for g in groups.values()}
+        for object_id in [k for k in self._asked if not k.startswith("queue/")]:
+            if object_id not in live:
+                del self._asked[object_id]
+        live.update(_object_id(record.uid, "pod", key) for key, record in pods.items())
+        self._dispatcher.retain(lambda object_id: object_id in live
+                                or object_id.startswith("queue/"))
 
     def group_invalid(self, group: GroupRecord) -> None:
         """An invalid PodGroup is reported on its own status and as an Event, and skipped.
@@ -392,31 +336,31 @@ class Reporter:
         scheduler-plugins' has no place for one, so there the Event says why.
         """
         message = (group.error or "invalid")[:1024]
-        key = _written_key(group)
-        if self._written_status.get(key) == {"invalid": message}:
+        object_id = _group_id(group)
+        if self._asked.get(object_id) == {"invalid": message}:
             return
-        self._written_status[key] = {"invalid": message}
-        self._patch_group_status(group, invalid_body(group.flavor, message, _now_iso()))
-        if self._event_due(("podgroup", key), message):
-            self._group_event(group, "InvalidSpec", message, type_="Warning")
+        self._asked[object_id] = {"invalid": message}
+        self._patch_group_status(group, object_id,
+                                 invalid_body(group.flavor, message, _now_iso()))
+        self._group_event(group, "InvalidSpec", message, type_="Warning", paced=True)
 
     # ---- Queues -------------------------------------------------------------------
     def queue_status(
         self, name: QueueName, allocated: Resources, pending: int, running: int
     ) -> None:
         body = {"allocated": _quantities(allocated), "pending": pending, "running": running}
-        key = f"queue/{name}"
-        if self._written_status.get(key) == body:
+        object_id = f"queue/{name}"
+        if self._asked.get(object_id) == body:
             return
-        self._written_status[key] = body
-        self._writes.put(
-            ("queue", name),
-            f"queue status {name}",
-            lambda: self._custom.patch_cluster_custom_object_status(
+        self._asked[object_id] = body
+        self._dispatcher.submit(Call(
+            (object_id, ""), Rank.STATUS, "queue status",
+            lambda: answer_of(self._custom.patch_cluster_custom_object_status(
                 "scheduling.gangsched.io", "v1alpha1", "queues", name, {"status": body},
-                field_manager=FIELD_MANAGER, _content_type=MERGE_PATCH,
-            ),
-        )
+                field_manager=FIELD_MANAGER, _content_type=MERGE_PATCH, _preload_content=False,
+            )),
+            state=body, retry=True,
+        ))
 
     async def ensure_default_queue(self) -> None:
         body = {
