@@ -144,6 +144,9 @@ async def answer_of(request: Awaitable[Any]) -> Answer:
         response.release()
 
 
+FENCED = Answer(0, NOT_LEADING, sent=False)
+
+
 class Dispatcher:
     """The one way out to the API server; see the module docstring for its rules."""
 
@@ -295,7 +298,7 @@ class Dispatcher:
 
     async def _send(self, call: Call) -> Answer:
         if not self._may_act():
-            return Answer(0, NOT_LEADING, sent=False)
+            return FENCED
         try:
             return await call.send()
         except asyncio.CancelledError:
@@ -319,7 +322,9 @@ class Dispatcher:
         elif answer.sent and answer.status in FINAL_STATUSES:
             self._failures.pop(key, None)
             self._accepted.pop(key, None)
-        elif answer.sent and call.retry:
+        elif call.retry and (answer.sent or answer is FENCED):
+            # Fenced too: a leader unsure of its lease for a moment may be sure again
+            # soon, and the status it held back is still owed.
             failures = self._failures.get(key, 0) + 1
             self._failures[key] = failures
             log.warning("write_failed", what=call.what, status=answer.status,

@@ -144,7 +144,8 @@ class Reporter:
         }
         self._dispatcher.submit(Call(
             (object_id, "event/paced" if paced else f"event/{reason}"), Rank.EVENT,
-            f"event {reason}", functools.partial(self._post_event, namespace, body),
+            f"event {reason} {namespace}/{involved['name']}",
+            functools.partial(self._post_event, namespace, body),
             state=message if paced else None,
             gap=EVENT_CHANGE_GAP_S if paced else 0.0,
             repeat_s=EVENT_INTERVAL_S if paced else None,
@@ -185,7 +186,7 @@ class Reporter:
         object_id = _object_id(uid, "pod", pod)
         if current != message:
             self._dispatcher.submit(Call(
-                (object_id, ""), Rank.STATUS, "pod condition",
+                (object_id, ""), Rank.STATUS, f"pod condition {pod}",
                 functools.partial(self._write_condition, pod, message, version, reason),
                 state=(reason, message), gap=CONDITION_CHANGE_GAP_S, retry=True,
             ))
@@ -308,7 +309,7 @@ class Reporter:
             else self._custom.patch_namespaced_custom_object_status
         )
         self._dispatcher.submit(Call(
-            (object_id, ""), Rank.STATUS, "podgroup status",
+            (object_id, ""), Rank.STATUS, f"podgroup status {group.key}",
             lambda: answer_of(patch(
                 group.flavor.group, group.flavor.version, namespace, "podgroups", name,
                 {"status": body}, field_manager=FIELD_MANAGER, _content_type=MERGE_PATCH,
@@ -354,7 +355,7 @@ class Reporter:
             return
         self._asked[object_id] = body
         self._dispatcher.submit(Call(
-            (object_id, ""), Rank.STATUS, "queue status",
+            (object_id, ""), Rank.STATUS, f"queue status {name}",
             lambda: answer_of(self._custom.patch_cluster_custom_object_status(
                 "scheduling.gangsched.io", "v1alpha1", "queues", name, {"status": body},
                 field_manager=FIELD_MANAGER, _content_type=MERGE_PATCH, _preload_content=False,

@@ -10,7 +10,7 @@ allowed again.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import pykube
@@ -32,17 +32,17 @@ def six_cpus(cluster: LocalCluster) -> None:
     only_nodes(cluster, 3, NodeShape(cpu="2", memory="8Gi"))
 
 
-def _policy_objects(namespace: str) -> list[dict[str, Any]]:
-    name = f"freeze-bindings-{namespace}"
+def refusing_policy(name: str, namespace: str, rule: Mapping[str, Any],
+                    message: str) -> list[dict[str, Any]]:
+    """A ValidatingAdmissionPolicy and its binding refusing the requests ``rule`` matches
+    in ``namespace``, with ``message``."""
     return [
         {"apiVersion": ADMISSION, "kind": "ValidatingAdmissionPolicy",
          "metadata": {"name": name},
          "spec": {
              "failurePolicy": "Fail",
-             "matchConstraints": {"resourceRules": [{
-                 "apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"],
-                 "resources": ["pods/binding"]}]},
-             "validations": [{"expression": "false", "message": FROZEN,
+             "matchConstraints": {"resourceRules": [dict(rule)]},
+             "validations": [{"expression": "false", "message": message,
                               "reason": "Forbidden"}],
          }},
         {"apiVersion": ADMISSION, "kind": "ValidatingAdmissionPolicyBinding",
@@ -55,7 +55,15 @@ def _policy_objects(namespace: str) -> list[dict[str, Any]]:
     ]
 
 
-def _objects(api: pykube.HTTPClient, manifests: list[dict[str, Any]]) -> list[Any]:
+def _policy_objects(namespace: str) -> list[dict[str, Any]]:
+    return refusing_policy(
+        f"freeze-bindings-{namespace}", namespace,
+        {"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"],
+         "resources": ["pods/binding"]},
+        FROZEN)
+
+
+def objects_of(api: pykube.HTTPClient, manifests: list[dict[str, Any]]) -> list[Any]:
     return [pykube.object_factory(api, m["apiVersion"], m["kind"])(api, m) for m in manifests]
 
 
@@ -72,7 +80,7 @@ def _binding_refused(ws: Workspace, pod: str) -> bool:
 @pytest.fixture
 def frozen_bindings(ws: Workspace) -> Iterator[list[Any]]:
     """Bindings in ``ws`` refused until the returned objects are deleted."""
-    objects = _objects(ws.api, _policy_objects(ws.name))
+    objects = objects_of(ws.api, _policy_objects(ws.name))
     for obj in objects:
         obj.create()
     ws.create(ws.pod("canary", cpu="1", scheduler="nobody"))
