@@ -30,7 +30,7 @@ import time
 from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import aiohttp
 import structlog
@@ -71,8 +71,9 @@ status share ``""``, so a bind replaces a pending condition of its pod), one per
 of Event about it (an Event is an object of its own)."""
 
 
-@dataclass(frozen=True, slots=True)
-class Answer:
+class Answer(NamedTuple):
+    """A named tuple, not a dataclass, as ``Call``: one is made for every bind."""
+
     status: int
     """HTTP status; 0 when the request failed or never went out."""
     detail: str = ""
@@ -84,8 +85,7 @@ class Answer:
         return 200 <= self.status <= 299
 
 
-@dataclass(frozen=True, slots=True)
-class Call:
+class Call(NamedTuple):
     """One call to make; ``send`` makes it and answers, never raising for a refusal.
 
     ``state`` is what the call sets: a call whose state equals the one last
@@ -110,8 +110,14 @@ class Call:
 
 @dataclass(slots=True)
 class _Pool:
+    """Workers for some ranks, and the lanes they take calls from."""
+
     ranks: tuple[Rank, ...]
     size: int
+    lanes: tuple[deque[CallKey], ...]
+    """One lane per rank, highest first."""
+    queued: int = 0
+    """Keys in the lanes, stale ones included (they are skipped when met)."""
     working: int = 0
     sending: int = 0
     tasks: set[asyncio.Task[None]] = field(default_factory=set)
@@ -162,15 +168,19 @@ class Dispatcher:
         self._clock = clock
         self._pending: dict[CallKey, Call] = {}
         """Calls not yet out, one per key; those of in-flight or delayed keys wait here."""
-        self._lanes = {rank: deque[CallKey]() for rank in Rank}
+        self._lanes = tuple(deque[CallKey]() for _ in Rank)
         self._lane_of: dict[CallKey, Rank] = {}
         """The lane a pending key sits in; a key met in another lane left it (lazy removal)."""
         self._in_flight: set[CallKey] = set()
         self._delayed: dict[CallKey, asyncio.TimerHandle] = {}
         self._accepted: dict[CallKey, tuple[object, float]] = {}
         self._failures: dict[CallKey, int] = {}
-        self._binds = _Pool(BIND_RANKS, bind_workers)
-        self._writes = _Pool(WRITE_RANKS, write_workers)
+        self._binds = _Pool(BIND_RANKS, bind_workers,
+                            tuple(self._lanes[rank] for rank in BIND_RANKS))
+        self._writes = _Pool(WRITE_RANKS, write_workers,
+                             tuple(self._lanes[rank] for rank in WRITE_RANKS))
+        self._pool_of = tuple(self._binds if rank in BIND_RANKS else self._writes
+                              for rank in Rank)
         self._binds_idle = asyncio.Event()
         self._binds_idle.set()
 
@@ -186,7 +196,7 @@ class Dispatcher:
         if current is not None and current.rank < call.rank:
             _resolve(call, Answer(0, "not sent: a call of higher rank is pending", sent=False))
             return
-        if self._skippable(call) and key not in self._in_flight:
+        if call.state is not None and self._skippable(call) and key not in self._in_flight:
             if current is not None:
                 self._drop(key)
                 _resolve(current, Answer(0, SUPERSEDED, sent=False))
@@ -199,7 +209,7 @@ class Dispatcher:
         self._pending[key] = call
         if key in self._in_flight or key in self._delayed:
             return  # goes once the call in flight ends or the delay runs out
-        wait = self._wait(call)
+        wait = self._wait(call) if call.gap else 0.0
         if wait > 0:
             self._delay(key, wait)
         else:
@@ -243,18 +253,13 @@ class Dispatcher:
             return
         self._lane_of[key] = rank
         self._lanes[rank].append(key)
-        pool = self._binds if rank in BIND_RANKS else self._writes
+        pool = self._pool_of[rank]
+        pool.queued += 1
         if pool is self._binds:
             self._binds_idle.clear()
-        self._start_workers(pool)
-
-    def _waiting(self, pool: _Pool) -> int:
-        return sum(len(self._lanes[rank]) for rank in pool.ranks)
-
-    def _start_workers(self, pool: _Pool) -> None:
         # A worker for every call waiting, up to the pool's size: a new gang does
         # not queue behind binds still waiting for their answer.
-        while pool.working < pool.size and pool.working - pool.sending < self._waiting(pool):
+        while pool.working < pool.size and pool.working - pool.sending < pool.queued:
             pool.working += 1
             task = asyncio.create_task(self._work(pool))
             pool.tasks.add(task)
@@ -262,15 +267,15 @@ class Dispatcher:
 
     # ---- sending --------------------------------------------------------------
     def _next(self, pool: _Pool) -> Call | None:
-        for rank in pool.ranks:
-            lane = self._lanes[rank]
+        for rank, lane in zip(pool.ranks, pool.lanes, strict=True):
             while lane:
                 key = lane.popleft()
+                pool.queued -= 1
                 if self._lane_of.get(key) != rank:
                     continue  # replaced by a call of another rank, or dropped
                 del self._lane_of[key]
                 self._in_flight.add(key)
-                if pool is self._binds and not self._waiting(pool):
+                if pool is self._binds and not pool.queued:
                     self._binds_idle.set()
                 return self._pending.pop(key)
         if pool is self._binds:
@@ -286,31 +291,29 @@ class Dispatcher:
                 call = self._next(pool)
                 if call is None:
                     return
+                if not self._may_act():
+                    self._in_flight.discard(call.key)
+                    self._finish(call, FENCED)
+                    continue
                 pool.sending += 1
                 try:
-                    answer = await self._send(call)
+                    answer = await call.send()
+                except asyncio.CancelledError:
+                    if call.done is not None:
+                        call.done.cancel()
+                    raise
+                except Exception as error:  # a bug in a call: its caller, else the log, hears
+                    if call.done is not None and not call.done.done():
+                        call.done.set_exception(error)
+                    else:
+                        log.exception("call_failed", what=call.what)
+                    answer = Answer(0, repr(error), sent=False)
                 finally:
                     pool.sending -= 1
                     self._in_flight.discard(call.key)
                 self._finish(call, answer)
         finally:
             pool.working -= 1
-
-    async def _send(self, call: Call) -> Answer:
-        if not self._may_act():
-            return FENCED
-        try:
-            return await call.send()
-        except asyncio.CancelledError:
-            if call.done is not None:
-                call.done.cancel()
-            raise
-        except Exception as error:  # a bug in a call: its caller, else the log, hears of it
-            if call.done is not None and not call.done.done():
-                call.done.set_exception(error)
-            else:
-                log.exception("call_failed", what=call.what)
-            return Answer(0, repr(error), sent=False)
 
     def _finish(self, call: Call, answer: Answer) -> None:
         key = call.key

@@ -9,8 +9,9 @@ allowed again.
 
 from __future__ import annotations
 
+import contextlib
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import pykube
@@ -63,8 +64,20 @@ def _policy_objects(namespace: str) -> list[dict[str, Any]]:
         FROZEN)
 
 
-def objects_of(api: pykube.HTTPClient, manifests: list[dict[str, Any]]) -> list[Any]:
-    return [pykube.object_factory(api, m["apiVersion"], m["kind"])(api, m) for m in manifests]
+@contextlib.contextmanager
+def refusals(ws: Workspace, manifests: list[dict[str, Any]], refused: Callable[[], bool],
+             what: str) -> Iterator[list[Any]]:
+    """The policy of ``manifests`` in force (once ``refused`` says so) until the objects
+    yielded are deleted, or the block ends."""
+    objects = [pykube.object_factory(ws.api, m["apiVersion"], m["kind"])(ws.api, m)
+               for m in manifests]
+    for obj in objects:
+        obj.create()
+    wait_for(refused, timeout=20, what=what)
+    yield objects
+    for obj in reversed(objects):
+        if obj.exists():
+            obj.delete()
 
 
 def _binding_refused(ws: Workspace, pod: str) -> bool:
@@ -80,16 +93,10 @@ def _binding_refused(ws: Workspace, pod: str) -> bool:
 @pytest.fixture
 def frozen_bindings(ws: Workspace) -> Iterator[list[Any]]:
     """Bindings in ``ws`` refused until the returned objects are deleted."""
-    objects = objects_of(ws.api, _policy_objects(ws.name))
-    for obj in objects:
-        obj.create()
     ws.create(ws.pod("canary", cpu="1", scheduler="nobody"))
-    wait_for(lambda: _binding_refused(ws, "canary"), timeout=20,
-             what="the admission policy to refuse bindings")
-    yield objects
-    for obj in reversed(objects):
-        if obj.exists():
-            obj.delete()
+    with refusals(ws, _policy_objects(ws.name), lambda: _binding_refused(ws, "canary"),
+                  "the admission policy to refuse bindings") as objects:
+        yield objects
 
 
 def _bind_attempts(gangsched: SchedulerProcess, ws: Workspace) -> int:

@@ -24,7 +24,7 @@ from gangsched.core.placement import Placement
 from gangsched.dispatcher import Dispatcher
 from gangsched.evictor import Evictor
 from tests.e2e.conftest import SchedulerProcess
-from tests.e2e.test_bind_refusals import objects_of, refusing_policy
+from tests.e2e.test_bind_refusals import refusals, refusing_policy
 from tests.e2e.workspace import PODGROUP_API, Workspace, node_of, scheduled_condition, wait_for
 
 REFUSED = "podgroup writes are frozen in this namespace"
@@ -43,20 +43,15 @@ def _update_refused(ws: Workspace, group: str) -> bool:
 def frozen_podgroups(ws: Workspace) -> Iterator[list[Any]]:
     """Updates of Volcano PodGroups in ``ws`` (their status has no subresource) refused
     until the returned objects are deleted."""
-    policy = objects_of(ws.api, refusing_policy(
+    ws.create(ws.podgroup("canary", min_member=1, flavor="volcano"))
+    policy = refusing_policy(
         f"freeze-podgroups-{ws.name}", ws.name,
         {"apiGroups": ["scheduling.volcano.sh"], "apiVersions": ["*"],
          "operations": ["UPDATE"], "resources": ["podgroups"]},
-        REFUSED))
-    for obj in policy:
-        obj.create()
-    ws.create(ws.podgroup("canary", min_member=1, flavor="volcano"))
-    wait_for(lambda: _update_refused(ws, "canary"), timeout=20,
-             what="the admission policy to refuse PodGroup updates")
-    yield policy
-    for obj in reversed(policy):
-        if obj.exists():
-            obj.delete()
+        REFUSED)
+    with refusals(ws, policy, lambda: _update_refused(ws, "canary"),
+                  "the admission policy to refuse PodGroup updates") as objects:
+        yield objects
 
 
 def test_a_status_refused_for_a_while_is_written_once_the_refusal_ends(
