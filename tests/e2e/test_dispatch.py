@@ -18,12 +18,14 @@ from typing import Any
 import pytest
 from kubernetes_asyncio import client
 
+from devcluster.controlplane import LocalCluster, NodeShape
 from gangsched.binder import Binder
 from gangsched.core.model import GangKey, NodeName, PodKey
 from gangsched.core.placement import Placement
 from gangsched.dispatcher import Dispatcher
 from gangsched.evictor import Evictor
 from tests.e2e.conftest import SchedulerProcess
+from tests.e2e.scenario import only_nodes
 from tests.e2e.test_bind_refusals import refusals, refusing_policy
 from tests.e2e.workspace import PODGROUP_API, Workspace, node_of, scheduled_condition, wait_for
 
@@ -54,6 +56,12 @@ def frozen_podgroups(ws: Workspace) -> Iterator[list[Any]]:
         yield objects
 
 
+@pytest.fixture
+def six_cpus(cluster: LocalCluster) -> None:
+    only_nodes(cluster, 3, NodeShape(cpu="2", memory="8Gi"))
+
+
+@pytest.mark.usefixtures("six_cpus")
 def test_a_status_refused_for_a_while_is_written_once_the_refusal_ends(
     ws: Workspace, gangsched: SchedulerProcess, frozen_podgroups: list[Any]
 ) -> None:
@@ -90,6 +98,7 @@ def test_a_pod_created_again_under_its_name_says_why_it_waits_at_once(
     assert len(uids) == 10
 
 
+@pytest.mark.usefixtures("six_cpus")
 async def test_a_bind_or_eviction_decided_for_a_pod_gone_since_does_not_touch_its_namesake(
     ws: Workspace, api_client: client.ApiClient
 ) -> None:
