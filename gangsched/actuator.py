@@ -138,7 +138,11 @@ class Actuator:
             pods=len(placement.assignments),
             nodes=sorted({node for _, node in placement.assignments}),
         )
-        self._track(asyncio.create_task(self._bind(placement, action.first_created),
+        # The UIDs of the pods decided on, taken now: a pod created again under the same
+        # name before its bind goes out is another pod, and its bind is refused.
+        uids = {pod: self.mirror.pods[pod].uid for pod, _ in placement.assignments
+                if pod in self.mirror.pods}
+        self._track(asyncio.create_task(self._bind(placement, action.first_created, uids),
                                         name=f"bind-{placement.gang}"))
 
     # ---- tasks under way --------------------------------------------------------
@@ -166,7 +170,8 @@ class Actuator:
         if self.evictor is None:
             return
         preemption, pods_of = action.preemption, action.victim_pods
-        refused, done = await self.evictor.evict_all(preemption.pods)
+        refused, done = await self.evictor.evict_all(
+            preemption.pods, uids={p: view.pods[p].uid for p in preemption.pods if p in view.pods})
         if refused:
             by_pod = {pod: victim for victim, pods in pods_of.items() for pod in pods}
             blocked = {by_pod[o.pod] for o in refused if o.pod in by_pod}
@@ -188,8 +193,9 @@ class Actuator:
         self.trigger()
 
     # ---- binds --------------------------------------------------------------------
-    async def _bind(self, placement: Placement, first_created: float | None) -> None:
-        outcomes = await self.binder.bind_gang(placement)
+    async def _bind(self, placement: Placement, first_created: float | None,
+                    uids: Mapping[PodKey, str]) -> None:
+        outcomes = await self.binder.bind_gang(placement, uids=uids)
         failed = [o for o in outcomes if not o.bound]
         if not failed and first_created is not None:
             GANG_WAIT_SECONDS.observe(max(0.0, self.clock() - first_created))

@@ -8,7 +8,7 @@ becomes, with which records, and what an outcome does to the state.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, cast
 
@@ -64,7 +64,8 @@ class AnsweringBinder:
     status: int
     asked: list[Placement] = field(default_factory=list)
 
-    async def bind_gang(self, placement: Placement) -> list[BindOutcome]:
+    async def bind_gang(self, placement: Placement,
+                        uids: Mapping[PodKey, str] | None = None) -> list[BindOutcome]:
         self.asked.append(placement)
         return [BindOutcome(p, n, self.status, "denied by policy")
                 for p, n in placement.assignments]
@@ -73,7 +74,7 @@ class AnsweringBinder:
 @dataclass
 class RefusingEvictor:
     async def evict_all(
-        self, pods: tuple[PodKey, ...]
+        self, pods: tuple[PodKey, ...], uids: Mapping[PodKey, str] | None = None
     ) -> tuple[list[EvictionOutcome], list[EvictionOutcome]]:
         return [EvictionOutcome(pods[0], 429, "Cannot evict pod: budget")], []
 

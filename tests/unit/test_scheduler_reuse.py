@@ -10,6 +10,7 @@ pods come and go between cycles.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, cast
 
@@ -70,7 +71,8 @@ class SilentReporter:
 class PendingBinder:
     """Binds never complete, so placed pods stay assumed until their assumption expires."""
 
-    async def bind_gang(self, placement: Placement) -> list[BindOutcome]:
+    async def bind_gang(self, placement: Placement,
+                        uids: Mapping[PodKey, str] | None = None) -> list[BindOutcome]:
         await asyncio.Event().wait()
         return []
 
@@ -224,7 +226,8 @@ def test_a_waiting_pod_is_reported_while_its_reason_is_new_then_every_few_minute
 class RefusingBinder:
     """The API server refuses every bind (an admission policy, say)."""
 
-    async def bind_gang(self, placement: Placement) -> list[BindOutcome]:
+    async def bind_gang(self, placement: Placement,
+                        uids: Mapping[PodKey, str] | None = None) -> list[BindOutcome]:
         return [BindOutcome(pod, node, 403, "bindings are frozen")
                 for pod, node in placement.assignments]
 
