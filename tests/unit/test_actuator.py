@@ -183,7 +183,8 @@ def test_reports_go_to_the_reporter_with_the_records_of_the_view() -> None:
 
 
 class BrokenBinder:
-    async def bind_gang(self, placement: Placement) -> list[BindOutcome]:
+    async def bind_gang(self, placement: Placement,
+                        uids: Mapping[PodKey, str] | None = None) -> list[BindOutcome]:
         raise RuntimeError("a bug in the binder")
 
 
