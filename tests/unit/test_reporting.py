@@ -1,0 +1,72 @@
+"""What the reporter asks the dispatcher for: keyed by UID, paced, the latest state whole."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from kubernetes_asyncio import client
+
+from gangsched.core.kubeobjects import PodRecord, pod_record_from_api
+from gangsched.dispatcher import Call, Dispatcher, Rank
+from gangsched.reporting import CONDITION_CHANGE_GAP_S, EVENT_INTERVAL_S, Reporter
+
+
+class RecordingDispatcher(Dispatcher):
+    """Keeps the calls it is given; sends nothing."""
+
+    def __init__(self) -> None:
+        super().__init__(bind_workers=1)
+        self.calls: list[Call] = []
+
+    def submit(self, call: Call) -> None:
+        self.calls.append(call)
+
+
+def record(uid: str, condition: str | None = None) -> PodRecord:
+    obj: dict[str, Any] = {
+        "metadata": {"name": "worker-0", "namespace": "ns", "uid": uid,
+                     "resourceVersion": "7", "creationTimestamp": "2026-01-01T00:00:00Z"},
+        "spec": {"schedulerName": "gang", "containers": [{"name": "c"}]},
+        "status": {"phase": "Pending"},
+    }
+    if condition is not None:
+        obj["status"]["conditions"] = [{"type": "PodScheduled", "status": "False",
+                                        "message": condition}]
+    return pod_record_from_api(obj, ours=True)
+
+
+@pytest.fixture
+async def dispatcher() -> RecordingDispatcher:
+    return RecordingDispatcher()
+
+
+@pytest.fixture
+async def reporter(dispatcher: RecordingDispatcher) -> Reporter:
+    return Reporter(client.ApiClient(client.Configuration()), dispatcher, placed=lambda _: False)
+
+
+def test_a_waiting_pod_gets_a_paced_condition_and_event_keyed_by_its_uid(
+        reporter: Reporter, dispatcher: RecordingDispatcher) -> None:
+    reporter.pod_unschedulable(record("uid-1"), "needs 4 cpu")
+    reporter.pod_unschedulable(record("uid-2"), "needs 4 cpu")  # same name, created again
+    conditions = [c for c in dispatcher.calls if c.rank is Rank.STATUS]
+    events = [c for c in dispatcher.calls if c.rank is Rank.EVENT]
+    assert [c.key for c in conditions] == [("uid-1", ""), ("uid-2", "")]
+    assert all(c.retry and c.gap == CONDITION_CHANGE_GAP_S for c in conditions)
+    assert {c.state for c in conditions} == {("Unschedulable", "needs 4 cpu")}
+    assert [c.key for c in events] == [("uid-1", "event/paced"), ("uid-2", "event/paced")]
+    assert all(c.repeat_s == EVENT_INTERVAL_S and c.state == "needs 4 cpu" for c in events)
+
+
+def test_a_condition_already_on_the_pod_is_not_written_again_but_its_event_is_asked_for(
+        reporter: Reporter, dispatcher: RecordingDispatcher) -> None:
+    reporter.pod_unschedulable(record("uid-1", condition="needs 4 cpu"), "needs 4 cpu")
+    assert [c.rank for c in dispatcher.calls] == [Rank.EVENT]
+
+
+def test_a_gated_pod_gets_its_condition_and_no_event(
+        reporter: Reporter, dispatcher: RecordingDispatcher) -> None:
+    reporter.pod_gated(record("uid-1"), "waits for its scheduling gates")
+    [call] = dispatcher.calls
+    assert call.state == ("SchedulingGated", "waits for its scheduling gates")
