@@ -13,7 +13,6 @@ from gangsched.core.reasons import (
     BeingPreempted,
     DoesNotFit,
     Preempting,
-    ReservedByAdmitted,
 )
 from gangsched.core.resources import Resources
 from tests.unit.test_cycle import gang, node, pod, reasons
@@ -130,7 +129,20 @@ def test_while_victims_go_the_preemptor_holds_its_room_and_goes_first() -> None:
     holding = reasons(result)["ns/urgent"]
     assert isinstance(holding, AwaitingVictims) and holding.victims == ("ns/low-0", "ns/low-1")
     assert holding.hold.get("cpu") == 4000
-    assert isinstance(reasons(result)["ns/small"], ReservedByAdmitted)
+    small = reasons(result)["ns/small"]  # the 2 CPU free on n1 are the preemptor's
+    assert isinstance(small, DoesNotFit) and small.shapes[0].room == {}
+
+
+def test_the_preemptor_holds_room_on_its_nodes_and_later_gangs_use_the_others() -> None:
+    # low-0 is gone from n1, low-1 still terminating there; n2 has 1 CPU free that the
+    # preemptor, landing on n1, does not need: a later gang takes it.
+    everyone = [*full()[1:2], running("ns/low-2", "n2", pods=3)]
+    newcomer = gang("ns/small", 1, 1, created=-5.0)
+    result = run(everyone, [urgent(4), newcomer],
+                 preempting={"ns/urgent": ["ns/low-0", "ns/low-1"]})
+    assert [p.gang for p in result.placements] == ["ns/small"]
+    assert {node for p in result.placements for _, node in p.assignments} == {"n2"}
+    assert isinstance(reasons(result)["ns/urgent"], AwaitingVictims)
 
 
 def test_once_the_room_is_free_the_preemptor_is_placed_before_older_gangs() -> None:

@@ -1,7 +1,10 @@
 """Preemption: a gang that does not fit may evict whole gangs of lower priority.
 
 One preemption is under way at a time: while its victims go, the preemptor
-holds the room it evicted for, and no victim is chosen twice. The victims are
+holds the room it evicted for, and no victim is chosen twice. It holds that
+room on the nodes it will land on, not as a cluster-wide sum: a sum lets
+later gangs scatter over those very nodes (the preemptor then fits nowhere
+though the total is free) and keeps them off nodes it does not need. The victims are
 chosen by :func:`gangsched.core.preemption.choose_victims` against the
 snapshot as this cycle has left it, and only where the placement after the
 eviction keeps every other promise (reservations, the queue's capability).
@@ -9,10 +12,12 @@ eviction keeps every other promise (reservations, the queue's capability).
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import replace
 
-from gangsched.core.model import Gang
-from gangsched.core.placement import Placement, Snapshot, Unplaceable
+from gangsched.core.holds import pinned
+from gangsched.core.model import Gang, GangKey, NodeName, Pod, PodKey
+from gangsched.core.placement import Capacity, Placement, Snapshot, Unplaceable
 from gangsched.core.preemption import (
     Candidate,
     choose_victims,
@@ -21,7 +26,8 @@ from gangsched.core.preemption import (
 )
 from gangsched.core.reasons import AwaitingVictims, Preempting, Reason
 from gangsched.core.resources import Resources
-from gangsched.core.stages.session import Session, pending_need, total
+from gangsched.core.stages.session import Session, outstanding, pending_need, total
+from gangsched.core.topology import place_in_one_domain
 
 
 def preempt(session: Session, gang: Gang, reason: Reason) -> bool:
@@ -32,7 +38,7 @@ def preempt(session: Session, gang: Gang, reason: Reason) -> bool:
     """
     victims = session.inp.preempting.get(gang.key)
     if victims is not None:
-        hold = _hold_for_preemptor(session, gang)
+        hold = _hold_for_preemptor(session, gang, victims, _placement_after(session, gang, victims))
         waiting = AwaitingVictims(tuple(sorted(victims)), hold, reason)
         session.unplaceable.append(Unplaceable(gang.key, waiting))
         return True
@@ -56,16 +62,82 @@ def preempt(session: Session, gang: Gang, reason: Reason) -> bool:
     if chosen is None:
         return False
     session.preemptions.append(chosen)
-    hold = _hold_for_preemptor(session, gang)
+    hold = _hold_for_preemptor(session, gang, chosen.victims, chosen.placement)
     session.unplaceable.append(Unplaceable(gang.key, Preempting(chosen.victims, hold, reason)))
     return True
 
 
-def _hold_for_preemptor(session: Session, gang: Gang) -> Resources:
-    """Hold the preemptor's room, so the gangs after it cannot take what is evicted for it."""
+def _hold_for_preemptor(
+    session: Session, gang: Gang, victims: Collection[GangKey], placement: Placement | None
+) -> Resources:
+    """Hold the preemptor's room, so the gangs after it cannot take what is evicted for it.
+
+    Held on the nodes of ``placement``, where the preemptor goes once its
+    victims are gone: on each, what the victims leaving there will not free
+    is taken now. Without such a placement (room it counted on was taken
+    meanwhile), its whole need is held cluster-wide as a last resort.
+    """
+    if placement is not None:
+        held = _hold_on_nodes(session, gang, victims, placement)
+        if held is not None:
+            return held
     hold = pending_need(gang, session.bound[gang.key])
     session.hold(gang, hold)
     return hold
+
+
+def _placement_after(
+    session: Session, gang: Gang, victims: Collection[GangKey]
+) -> Placement | None:
+    """Where the preemptor goes once the victims' pods still running are gone."""
+    going = [pod for victim in victims for pod in session.inp.bound_pods.get(victim, ())]
+    capacity = Capacity.from_snapshot(shifted(_snapshot_with_placed(session), remove=going))
+    policy = gang.policy or session.inp.policy
+    decision = (
+        place_in_one_domain(capacity, gang, policy, session.domains_of(gang))
+        if gang.topology_keys else capacity.place(gang, policy)
+    )
+    return decision if isinstance(decision, Placement) else None
+
+
+def _hold_on_nodes(
+    session: Session, gang: Gang, victims: Collection[GangKey], placement: Placement
+) -> Resources | None:
+    """Take, on each node of the placement, the free room the preemptor will need there
+    beyond what its victims free; the figure returned is all it will have there.
+
+    Later gangs may use what is left: free room beyond that need, and every
+    node the preemptor does not go to. None when the room cannot be taken.
+    """
+    pods = {pod.key: pod for pod in gang.pending}
+    wanted: dict[NodeName, Resources] = {}
+    first: dict[NodeName, Pod] = {}
+    for key, node in placement.assignments:
+        wanted[node] = wanted.get(node, Resources.zero()) + pods[key].requests
+        first.setdefault(node, pods[key])
+    freed: dict[NodeName, Resources] = {}
+    for victim in victims:
+        for pod in session.inp.bound_pods.get(victim, ()):
+            if pod.node_name is not None:
+                freed[pod.node_name] = freed.get(pod.node_name, Resources.zero()) + pod.requests
+    stand_ins = []
+    for node, want in sorted(wanted.items()):
+        free = session.capacity.free(node)
+        short = outstanding(want, freed.get(node, Resources.zero()))
+        take = Resources.of({name: min(amount, max(0, free.get(name)))
+                             for name, amount in short.items()})
+        if not take.is_zero:
+            stand_in = replace(first[node], key=PodKey(f"{first[node].key}@{node}"),
+                               requests=take, node_name=node)
+            stand_ins.append(pinned(stand_in))
+    if stand_ins:
+        decision = session.capacity.place(
+            Gang(gang.key, min_member=len(stand_ins), pending=tuple(stand_ins)),
+            session.inp.policy)
+        if not isinstance(decision, Placement):
+            return None
+        session.free = session.free - Resources.sum(pod.requests for pod in stand_ins)
+    return Resources.sum(wanted.values())
 
 
 def _may_preempt(session: Session, gang: Gang) -> bool:
