@@ -16,7 +16,7 @@ PYTEST_ARGS ?=
 ACTIONLINT_VERSION ?= v1.7.12
 ACTIONLINT := $(HOME)/.cache/gangsched/actionlint-$(ACTIONLINT_VERSION)/actionlint
 
-.PHONY: test unit e2e lint lock docs actionlint image binaries cluster-up cluster-down demo kind-demo bench bench-core bench-scenarios bench-scheduler bench-latency bench-scale bench-soak clean
+.PHONY: test unit e2e lint lock docs actionlint image binaries cluster-up cluster-down demo kind-demo bench bench-core bench-scenarios bench-scheduler bench-latency bench-scale bench-soak bench-oracle clean
 
 LOCK := requirements.lock
 
@@ -106,6 +106,11 @@ bench-scenarios: $(VENV)/.installed binaries
 ## (throttled, unthrottled, native gangs) and a client that only binds; 3 rounds of the quick ones.
 bench-scheduler: $(VENV)/.installed binaries
 	$(BIN)/python -m bench.scheduler
+
+## kube-scheduler as the oracle: >= 2,000 random (pod, node) pairs, gangsched's filter must
+## agree on each; GANGSCHED_ORACLE_SEED replays a run. Not part of `bench`.
+bench-oracle: $(VENV)/.installed binaries
+	$(BIN)/python -m bench.fit_oracle
 
 ## Gang latency (last pod created to all bound) at 5, 10 and 20 gangs/s on 1,000 KWOK nodes.
 bench-latency: $(VENV)/.installed binaries

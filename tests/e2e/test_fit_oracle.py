@@ -1,0 +1,31 @@
+"""gangsched's "may this pod go on this node" agrees with kube-scheduler's, pair by pair.
+
+The generator is seeded; the seed is printed and ``GANGSCHED_ORACLE_SEED``
+replays a run (see ``tests/e2e/oracle.py``).
+"""
+
+from __future__ import annotations
+
+import random
+
+from devcluster.controlplane import LocalCluster
+from tests.e2e import oracle
+from tests.e2e.workspace import Workspace
+
+NODES = 8
+PODS = 40
+
+
+def test_our_filter_agrees_with_kube_scheduler_on_every_pair(
+    cluster: LocalCluster, ws: Workspace
+) -> None:
+    seed = oracle.seed()
+    print(f"{oracle.SEED_VARIABLE}={seed}")
+    verdicts = oracle.run(cluster, ws.name, random.Random(seed), nodes=NODES, pods=PODS)
+    disagreements = [v for v in verdicts if v.kube != v.ours]
+    print(f"{len(verdicts)} pairs, {sum(v.kube for v in verdicts)} accepted by kube-scheduler")
+    assert len(verdicts) == NODES * PODS
+    assert {v.kube for v in verdicts} == {True, False}, "every pair had the same verdict"
+    assert not disagreements, (
+        f"{len(disagreements)} of {len(verdicts)} pairs disagree "
+        f"({oracle.SEED_VARIABLE}={seed}):\n{oracle.table(disagreements)}")
