@@ -185,14 +185,21 @@ async def give_up_leading(
     raise RuntimeError("the scheduling loop ended while leading")
 
 
-async def run(options: RunOptions) -> int:
-    """Run until a signal (returns 0) or until a part of the process ends (returns 1)."""
-    # Watches allocate many short-lived dicts; collecting every 700 allocations
-    # (the default) spends more time scanning the mirror than freeing garbage.
-    gc.set_threshold(20_000, 20, 50)
-    if options.kubeconfig:
-        os.environ["KUBECONFIG"] = options.kubeconfig  # kopf's login reads it
-    api = await api_client(options.kubeconfig, options.bind_concurrency)
+@dataclass
+class Parts:
+    """The long-lived parts of one process, built before any of them starts."""
+
+    api: client.ApiClient
+    mirror: Mirror
+    scheduler: Scheduler
+    reflectors: list[Reflector]
+    sweeper: Sweeper
+    health: Health
+    leadership: Leadership
+
+
+def assemble(options: RunOptions, api: client.ApiClient) -> Parts:
+    """Wire the mirror, the dispatcher and its writers, the loop and the watches together."""
     core = client.CoreV1Api(api)
     config_ = SchedulerConfig(policy=options.policy, starvation_s=options.starvation_seconds,
                               replacement_grace_s=options.replacement_grace_seconds,
@@ -221,82 +228,115 @@ async def run(options: RunOptions) -> int:
         Reflector("nodes", core.list_node, mirror, scheduler.trigger),
         Reflector("pods", core.list_pod_for_all_namespaces, mirror, scheduler.trigger),
     ]
-    stop = asyncio.Event()
-    kopf_ready = asyncio.Event()
+    return Parts(api, mirror, scheduler, reflectors, Sweeper(api, mirror, scheduler.trigger),
+                 health, leadership)
+
+
+async def schedule_when_synced(options: RunOptions, parts: Parts) -> None:
+    """Start the loop once pods, nodes and PriorityClasses are listed in full.
+
+    Not waiting for kopf: the priming list gives the mirror every PodGroup and
+    Queue, and kopf's own events about them change nothing after it.
+    """
+    await asyncio.gather(*(r.synced.wait() for r in parts.reflectors))
+    await parts.sweeper.prime()
+    # The mirror now holds the cluster; its long-lived objects need no more
+    # collection passes, which otherwise stall cycles by hundreds of ms.
+    gc.freeze()
+    scheduler = parts.scheduler
+    await scheduler.reporter.ensure_default_queue()
+    log.info("scheduler_started", scheduler_names=sorted(options.scheduler_names),
+             nodes=len(parts.mirror.nodes), pods=len(parts.mirror.pods),
+             policy=options.policy.value)
+    scheduler.trigger()
+    parts.health.start_scheduling()
+    await scheduler.run()
+
+
+def start_kopf(options: RunOptions, parts: Parts, stop: asyncio.Event,
+               ready: asyncio.Event) -> asyncio.Task[None]:
+    """kopf, embedded in this loop, reconciles PodGroups and Queues into the mirror."""
     registry = kopf.OperatorRegistry()
-    handlers.register(registry, mirror, scheduler.trigger, in_cluster=not options.kubeconfig)
+    handlers.register(registry, parts.mirror, parts.scheduler.trigger,
+                      in_cluster=not options.kubeconfig)
+    return asyncio.create_task(
+        kopf.operator(registry=registry, standalone=True, clusterwide=not options.namespaces,
+                      namespaces=options.namespaces, stop_flag=stop, ready_flag=ready),
+        name="kopf",
+    )
+
+
+async def run(options: RunOptions) -> int:
+    """Run until a signal (returns 0) or until a part of the process ends (returns 1)."""
+    # Watches allocate many short-lived dicts; collecting every 700 allocations
+    # (the default) spends more time scanning the mirror than freeing garbage.
+    gc.set_threshold(20_000, 20, 50)
+    if options.kubeconfig:
+        os.environ["KUBECONFIG"] = options.kubeconfig  # kopf's login reads it
+    parts = assemble(options, await api_client(options.kubeconfig, options.bind_concurrency))
+    health = parts.health
     server = HealthServer(health, options.metrics_port) if options.metrics_port else None
     if server is not None:
         await server.start()
-
-    loop = asyncio.get_running_loop()
-    tasks = [asyncio.create_task(r.run(), name=f"watch-{r.kind}") for r in reflectors]
-    sweeper = Sweeper(api, mirror, scheduler.trigger)
-    tasks.append(asyncio.create_task(sweeper.run(),
-                                     name="sweeper"))
+    stop = asyncio.Event()
+    kopf_ready = asyncio.Event()
+    tasks = [asyncio.create_task(r.run(), name=f"watch-{r.kind}") for r in parts.reflectors]
+    tasks.append(asyncio.create_task(parts.sweeper.run(), name="sweeper"))
 
     async def report_synced(part: str, synced: asyncio.Event) -> None:
         await synced.wait()
         health.synced(part)
 
-    probes = [asyncio.create_task(report_synced(r.kind, r.synced)) for r in reflectors]
+    probes = [asyncio.create_task(report_synced(r.kind, r.synced)) for r in parts.reflectors]
     probes.append(asyncio.create_task(report_synced("kopf", kopf_ready)))
-    operator = asyncio.create_task(
-        kopf.operator(
-            registry=registry,
-            standalone=True,
-            clusterwide=not options.namespaces,
-            namespaces=options.namespaces,
-            stop_flag=stop,
-            ready_flag=kopf_ready,
-        ),
-        name="kopf",
-    )
+    operator = start_kopf(options, parts, stop, kopf_ready)
+    tasks.append(asyncio.create_task(
+        lead(options, parts.api, parts.leadership,
+             lambda: schedule_when_synced(options, parts), health),
+        name="scheduler"))
+    code = await wait_for_end(stop, kopf_ready, operator, tasks)
+    await shut_down(parts, stop, operator, tasks, probes)
+    if server is not None:
+        await server.stop()
+    await parts.api.close()
+    log.info("stopped", exit_code=code)
+    return code
 
-    async def schedule_when_synced() -> None:
-        # Not waiting for kopf: the priming list gives the mirror every PodGroup
-        # and Queue, and kopf's own events about them change nothing after it.
-        await asyncio.gather(*(r.synced.wait() for r in reflectors))
-        await sweeper.prime()
-        # The mirror now holds the cluster; its long-lived objects need no more
-        # collection passes, which otherwise stall cycles by hundreds of ms.
-        gc.freeze()
-        await scheduler.reporter.ensure_default_queue()
-        log.info("scheduler_started", scheduler_names=sorted(options.scheduler_names),
-                 nodes=len(mirror.nodes), pods=len(mirror.pods), policy=options.policy.value)
-        scheduler.trigger()
-        health.start_scheduling()
-        await scheduler.run()
 
-    tasks.append(asyncio.create_task(lead(options, api, leadership, schedule_when_synced,
-                                          health),
-                                     name="scheduler"))
+async def wait_for_end(stop: asyncio.Event, kopf_ready: asyncio.Event,
+                       operator: asyncio.Task[None], tasks: list[asyncio.Task[None]]) -> int:
+    """Wait for a signal (0) or for any part to end on its own (1)."""
     # kopf installs its own SIGINT/SIGTERM handlers before it reports ready; ours
     # replace them then, so a signal stops every part of the process, not kopf alone.
     ready = asyncio.create_task(kopf_ready.wait())
     await asyncio.wait([ready, operator], return_when=asyncio.FIRST_COMPLETED)
     ready.cancel()
+    loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
-
     waiter = asyncio.create_task(stop.wait())
     done, _ = await asyncio.wait([waiter, operator, *tasks], return_when=asyncio.FIRST_COMPLETED)
     # Only a signal ends the process cleanly; any part ending on its own (kopf
     # failing to log in, leadership lost) is a failure the pod restart should see.
-    code = 0 if waiter in done else 1
     for task in done:
         if task is not waiter:
             error = task.exception()
             log.error("task_ended", task=task.get_name(), error=repr(error) if error else None)
+    waiter.cancel()
+    return 0 if waiter in done else 1
+
+
+async def shut_down(parts: Parts, stop: asyncio.Event, operator: asyncio.Task[None],
+                    tasks: list[asyncio.Task[None]], probes: list[asyncio.Task[None]]) -> None:
+    """Stop every part within one bound, well inside a pod's termination grace period."""
     log.info("stopping")
     stop.set()
     for task in tasks:
         task.cancel()
-    # Queued writes go out while kopf stops, both within one bound, so a
-    # replica stops well inside the pod's termination grace period.
-    draining = asyncio.create_task(scheduler.drain())
+    # Queued writes go out while kopf stops, both within one bound.
+    draining = asyncio.create_task(parts.scheduler.drain())
     await asyncio.wait([draining, operator], timeout=STOP_GRACE_S)
-    log.debug("stop_step", step="drained", writes_left=scheduler.reporter.queued(),
+    log.debug("stop_step", step="drained", writes_left=parts.scheduler.reporter.queued(),
               kopf_stopped=operator.done())
     for part in (draining, operator):
         part.cancel()
@@ -304,8 +344,3 @@ async def run(options: RunOptions) -> int:
     for probe in probes:
         probe.cancel()
     await asyncio.gather(*tasks, *probes, return_exceptions=True)
-    if server is not None:
-        await server.stop()
-    await api.close()
-    log.info("stopped", exit_code=code)
-    return code

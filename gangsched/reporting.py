@@ -13,9 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import time
 from collections.abc import Callable, Mapping
-from datetime import UTC, datetime
 from typing import Any
 
 import structlog
@@ -27,51 +25,25 @@ from gangsched.core.groups import Flavor, GroupStatus, Phase
 from gangsched.core.model import GangKey, NodeName, PodKey, QueueName
 from gangsched.core.resources import Resources, format_amount
 from gangsched.core.status_bodies import (
-    EVENT_MESSAGE_LIMIT,
     QUIET_REASONS,
     invalid_body,
     scheduled_message,
     status_body,
 )
 from gangsched.dispatcher import Answer, Call, Dispatcher, ObjectId, Rank, answer_of
+from gangsched.events import Events, now_iso
+from gangsched.events import object_id as object_id_of
 from gangsched.mirror import GroupRecord, PodRecord
 
 log = structlog.get_logger(__name__)
 
-EVENT_INTERVAL_S = 60.0
-"""An unchanged message is not sent again as an Event within this time."""
-EVENT_CHANGE_GAP_S = 10.0
-"""A changed message waits this long after the object's last Event: a gang still being
-created changes its reason with every pod, and must not cost an Event each time."""
 CONDITION_CHANGE_GAP_S = 2.0
 """The least time between two rewrites of one pod's condition; the latest wins."""
 MERGE_PATCH = "application/merge-patch+json"
-COMPONENT = "gangsched"
-
-
-def _now_iso() -> str:
-    """The time as the API writes it (whole seconds): asked once per group per cycle."""
-    return _iso_second(int(time.time()))
-
-
-@functools.lru_cache(maxsize=1)
-def _iso_second(second: int) -> str:
-    return datetime.fromtimestamp(second, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def _object_id(uid: str, kind: str, key: str) -> ObjectId:
-    """What is remembered of an object is keyed by its UID, not its name.
-
-    A PodGroup (or pod) deleted and created again under the same name is a
-    new object: what was written for the old one must not make the new one's
-    look written already. Without a UID (a pod the mirror could not read) the
-    name stands in, under a prefix no UID takes.
-    """
-    return uid or f"{kind}/{key}"
 
 
 def _group_id(group: GroupRecord) -> ObjectId:
-    return _object_id(group.uid, f"podgroup/{group.flavor.value}", group.key)
+    return object_id_of(group.uid, f"podgroup/{group.flavor.value}", group.key)
 
 
 def _quantities(resources: Resources) -> dict[str, str]:
@@ -94,6 +66,8 @@ class Reporter:
         self._core = client.CoreV1Api(api)
         self._custom = client.CustomObjectsApi(api)
         self._dispatcher = dispatcher
+        self.events = Events(self._core, dispatcher)
+        """Events about pods and PodGroups (``Scheduled``, ``FailedScheduling``, preemption)."""
         self._placed = placed
         self._asked: dict[ObjectId, Mapping[str, Any]] = {}
         """The status last asked for, per group and queue: an unchanged one is not asked
@@ -107,55 +81,6 @@ class Reporter:
     async def drain(self) -> None:
         """Wait for the writes under way (used at shutdown and by tests)."""
         await self._dispatcher.drain()
-
-    def event(
-        self,
-        involved: Mapping[str, str],
-        *,
-        kind: str,
-        reason: str,
-        message: str,
-        type_: str = "Normal",
-        paced: bool = False,
-    ) -> None:
-        """Post an Event about ``involved``.
-
-        ``paced``: one of the Events a waiting object gets again and again
-        (``FailedScheduling``, a group's warning). The same message goes out at
-        most every ``EVENT_INTERVAL_S``, a new one only ``EVENT_CHANGE_GAP_S``
-        after the object's last (the latest then wins), so a reason that
-        changes every cycle costs an Event every ten seconds, not one per cycle.
-        """
-        namespace = involved.get("namespace", "default")
-        object_id = _object_id(involved.get("uid", ""), kind,
-                               f"{namespace}/{involved['name']}")
-        body = {
-            "apiVersion": "v1",
-            "kind": "Event",
-            "metadata": {"generateName": f"{involved['name']}.", "namespace": namespace},
-            "involvedObject": {**involved, "kind": kind},
-            "reason": reason,
-            "message": message[:EVENT_MESSAGE_LIMIT],
-            "type": type_,
-            "source": {"component": COMPONENT},
-            "reportingComponent": COMPONENT,
-            "reportingInstance": COMPONENT,
-            "count": 1,
-        }
-        self._dispatcher.submit(Call(
-            (object_id, "event/paced" if paced else f"event/{reason}"), Rank.EVENT,
-            f"event {reason} {namespace}/{involved['name']}",
-            functools.partial(self._post_event, namespace, body),
-            state=message if paced else None,
-            gap=EVENT_CHANGE_GAP_S if paced else 0.0,
-            repeat_s=EVENT_INTERVAL_S if paced else None,
-        ))
-
-    async def _post_event(self, namespace: str, body: Mapping[str, Any]) -> Answer:
-        stamp = _now_iso()  # when it goes out, not when it was asked for
-        return await answer_of(self._core.create_namespaced_event(
-            namespace, {**body, "firstTimestamp": stamp, "lastTimestamp": stamp},
-            field_manager=FIELD_MANAGER, _preload_content=False))
 
     # ---- pods -------------------------------------------------------------------
     def pod_unschedulable(self, record: PodRecord, message: str) -> None:
@@ -183,7 +108,7 @@ class Reporter:
         """The condition is paced per pod (``CONDITION_CHANGE_GAP_S``, the latest wins); a
         pod new under an old name has another UID, so its first condition goes at once."""
         namespace, name = pod.split("/", 1)
-        object_id = _object_id(uid, "pod", pod)
+        object_id = object_id_of(uid, "pod", pod)
         if current != message:
             self._dispatcher.submit(Call(
                 (object_id, ""), Rank.STATUS, f"pod condition {pod}",
@@ -194,7 +119,7 @@ class Reporter:
             involved = {"apiVersion": "v1", "namespace": namespace, "name": name}
             if uid:
                 involved["uid"] = uid
-            self.event(involved, kind="Pod", reason="FailedScheduling", message=message,
+            self.events.post(involved, kind="Pod", reason="FailedScheduling", message=message,
                        type_="Warning", paced=True)
 
     async def _write_condition(self, pod: PodKey, message: str, version: str,
@@ -213,7 +138,7 @@ class Reporter:
             "status": "False",
             "reason": reason,
             "message": message,
-            "lastTransitionTime": _now_iso(),
+            "lastTransitionTime": now_iso(),
         }]}}
         if version:
             body["metadata"] = {"resourceVersion": version}
@@ -229,14 +154,13 @@ class Reporter:
                       event: bool = True) -> None:
         """A pod bound; ``event``: say where it went."""
         if event:
-            self._pod_event(record, "Scheduled",
+            self.events.on_pod(record, "Scheduled",
                             f"Successfully assigned {record.pod.key} to {node} with gang {gang}")
 
     def gang_scheduled(self, group: GroupRecord, bound: list[tuple[PodKey, NodeName]]) -> None:
         """One Event on the PodGroup for the pods of a gang bound together: where each went."""
-        self._group_event(group, "Scheduled", scheduled_message(bound))
+        self.events.on_group(group, "Scheduled", scheduled_message(bound))
 
-    # ---- preemption ---------------------------------------------------------------
     def preempted(
         self,
         preemptor: GangKey,
@@ -245,45 +169,14 @@ class Reporter:
         pods: Mapping[PodKey, PodRecord],
         preemptor_pods: tuple[PodKey, ...],
     ) -> None:
-        """An Event on every victim pod and group naming the preemptor, and one on the
-        preemptor (its PodGroup, else its pods) naming every victim."""
-        names = ", ".join(sorted(victims))
-        for victim, members in victims.items():
-            message = f"Preempted by gang {preemptor}: evicted whole ({len(members)} pods)"
-            for pod in members:
-                record = pods.get(pod)
-                if record is not None:
-                    self._pod_event(record, "Preempted", message)
-            group = groups.get(victim)
-            if group is not None:
-                self._group_event(group, "Preempted", message)
-        message = f"Preempting {len(victims)} gang(s) of lower priority to make room: {names}"
-        group = groups.get(preemptor)
-        if group is not None:
-            self._group_event(group, "Preempting", message)
-            return
-        for pod in preemptor_pods:
-            record = pods.get(pod)
-            if record is not None:
-                self._pod_event(record, "Preempting", message)
-
-    def _pod_event(self, record: PodRecord, reason: str, message: str) -> None:
-        namespace, name = record.pod.key.split("/", 1)
-        self.event({"apiVersion": "v1", "namespace": namespace, "name": name, "uid": record.uid},
-                   kind="Pod", reason=reason, message=message)
-
-    def _group_event(self, group: GroupRecord, reason: str, message: str,
-                     type_: str = "Normal", paced: bool = False) -> None:
-        namespace, name = group.key.split("/", 1)
-        self.event({"apiVersion": group.flavor.value, "namespace": namespace, "name": name,
-                    "uid": group.uid}, kind="PodGroup", reason=reason, message=message,
-                   type_=type_, paced=paced)
+        """Events naming the preemptor on its victims and the victims on the preemptor."""
+        self.events.preempted(preemptor, victims, groups, pods, preemptor_pods)
 
     # ---- PodGroups --------------------------------------------------------------
     def group_status(self, group: GroupRecord, status: GroupStatus, observed: int) -> None:
         body = status_body(
             group.flavor, status, observed_generation=observed,
-            previous_conditions=group.status.get("conditions") or [], now=_now_iso(),
+            previous_conditions=group.status.get("conditions") or [], now=now_iso(),
         )
         object_id = _group_id(group)
         previous = self._asked.get(object_id)
@@ -295,9 +188,9 @@ class Reporter:
         if status.phase in (Phase.UNSCHEDULABLE, Phase.PENDING) and (
             status.reason not in QUIET_REASONS
         ):
-            self._group_event(group, status.reason, status.message, type_="Warning", paced=True)
+            self.events.on_group(group, status.reason, status.message, type_="Warning", paced=True)
         elif old_phase != body.get("phase") and status.phase in (Phase.RUNNING, Phase.INQUEUE):
-            self._group_event(group, status.reason, status.message)
+            self.events.on_group(group, status.reason, status.message)
 
     def _patch_group_status(self, group: GroupRecord, object_id: ObjectId,
                             body: Mapping[str, Any]) -> None:
@@ -324,7 +217,7 @@ class Reporter:
         for object_id in [k for k in self._asked if not k.startswith("queue/")]:
             if object_id not in live:
                 del self._asked[object_id]
-        live.update(_object_id(record.uid, "pod", key) for key, record in pods.items())
+        live.update(object_id_of(record.uid, "pod", key) for key, record in pods.items())
         self._dispatcher.retain(lambda object_id: object_id in live
                                 or object_id.startswith("queue/"))
 
@@ -342,8 +235,8 @@ class Reporter:
             return
         self._asked[object_id] = {"invalid": message}
         self._patch_group_status(group, object_id,
-                                 invalid_body(group.flavor, message, _now_iso()))
-        self._group_event(group, "InvalidSpec", message, type_="Warning", paced=True)
+                                 invalid_body(group.flavor, message, now_iso()))
+        self.events.on_group(group, "InvalidSpec", message, type_="Warning", paced=True)
 
     # ---- Queues -------------------------------------------------------------------
     def queue_status(

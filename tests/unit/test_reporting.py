@@ -9,7 +9,8 @@ from kubernetes_asyncio import client
 
 from gangsched.core.kubeobjects import PodRecord, pod_record_from_api
 from gangsched.dispatcher import Call, Dispatcher, Rank
-from gangsched.reporting import CONDITION_CHANGE_GAP_S, EVENT_INTERVAL_S, Reporter
+from gangsched.events import EVENT_INTERVAL_S
+from gangsched.reporting import CONDITION_CHANGE_GAP_S, Reporter
 
 
 class RecordingDispatcher(Dispatcher):

@@ -1,0 +1,150 @@
+"""Events about pods and PodGroups, posted through the dispatcher.
+
+kube-scheduler's habits, kept: ``Scheduled`` where a pod went,
+``FailedScheduling`` while it waits (paced, so a pod that waits an hour does
+not cost an Event a cycle), ``Preempted``/``Preempting`` naming the other
+side. Each Event is keyed by its object's UID, so an object created again
+under an old name gets its first Event at once.
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+from kubernetes_asyncio import client
+
+from gangsched.binder import FIELD_MANAGER
+from gangsched.core.model import GangKey, PodKey
+from gangsched.core.status_bodies import EVENT_MESSAGE_LIMIT
+from gangsched.dispatcher import Answer, Call, Dispatcher, ObjectId, Rank, answer_of
+from gangsched.mirror import GroupRecord, PodRecord
+
+EVENT_INTERVAL_S = 60.0
+"""An unchanged message is not sent again as an Event within this time."""
+EVENT_CHANGE_GAP_S = 10.0
+"""A changed message waits this long after the object's last Event: a gang still being
+created changes its reason with every pod, and must not cost an Event each time."""
+COMPONENT = "gangsched"
+
+
+def now_iso() -> str:
+    """The time as the API writes it (whole seconds): asked once per group per cycle."""
+    return _iso_second(int(time.time()))
+
+
+@functools.lru_cache(maxsize=1)
+def _iso_second(second: int) -> str:
+    return datetime.fromtimestamp(second, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def object_id(uid: str, kind: str, key: str) -> ObjectId:
+    """What is remembered of an object is keyed by its UID, not its name.
+
+    A PodGroup (or pod) deleted and created again under the same name is a
+    new object: what was written for the old one must not make the new one's
+    look written already. Without a UID (a pod the mirror could not read) the
+    name stands in, under a prefix no UID takes.
+    """
+    return uid or f"{kind}/{key}"
+
+
+class Events:
+    def __init__(self, core: client.CoreV1Api, dispatcher: Dispatcher) -> None:
+        self._core = core
+        self._dispatcher = dispatcher
+
+    def post(
+        self,
+        involved: Mapping[str, str],
+        *,
+        kind: str,
+        reason: str,
+        message: str,
+        type_: str = "Normal",
+        paced: bool = False,
+    ) -> None:
+        """Post an Event about ``involved``.
+
+        ``paced``: one of the Events a waiting object gets again and again
+        (``FailedScheduling``, a group's warning). The same message goes out at
+        most every ``EVENT_INTERVAL_S``, a new one only ``EVENT_CHANGE_GAP_S``
+        after the object's last (the latest then wins), so a reason that
+        changes every cycle costs an Event every ten seconds, not one per cycle.
+        """
+        namespace = involved.get("namespace", "default")
+        key = object_id(involved.get("uid", ""), kind,
+                               f"{namespace}/{involved['name']}")
+        body = {
+            "apiVersion": "v1",
+            "kind": "Event",
+            "metadata": {"generateName": f"{involved['name']}.", "namespace": namespace},
+            "involvedObject": {**involved, "kind": kind},
+            "reason": reason,
+            "message": message[:EVENT_MESSAGE_LIMIT],
+            "type": type_,
+            "source": {"component": COMPONENT},
+            "reportingComponent": COMPONENT,
+            "reportingInstance": COMPONENT,
+            "count": 1,
+        }
+        self._dispatcher.submit(Call(
+            (key, "event/paced" if paced else f"event/{reason}"), Rank.EVENT,
+            f"event {reason} {namespace}/{involved['name']}",
+            functools.partial(self._post_event, namespace, body),
+            state=message if paced else None,
+            gap=EVENT_CHANGE_GAP_S if paced else 0.0,
+            repeat_s=EVENT_INTERVAL_S if paced else None,
+        ))
+
+    async def _post_event(self, namespace: str, body: Mapping[str, Any]) -> Answer:
+        stamp = now_iso()  # when it goes out, not when it was asked for
+        return await answer_of(self._core.create_namespaced_event(
+            namespace, {**body, "firstTimestamp": stamp, "lastTimestamp": stamp},
+            field_manager=FIELD_MANAGER, _preload_content=False))
+
+    def preempted(
+        self,
+        preemptor: GangKey,
+        victims: Mapping[GangKey, tuple[PodKey, ...]],
+        groups: Mapping[GangKey, GroupRecord],
+        pods: Mapping[PodKey, PodRecord],
+        preemptor_pods: tuple[PodKey, ...],
+    ) -> None:
+        """An Event on every victim pod and group naming the preemptor, and one on the
+        preemptor (its PodGroup, else its pods) naming every victim."""
+        names = ", ".join(sorted(victims))
+        for victim, members in victims.items():
+            message = f"Preempted by gang {preemptor}: evicted whole ({len(members)} pods)"
+            for pod in members:
+                record = pods.get(pod)
+                if record is not None:
+                    self.on_pod(record, "Preempted", message)
+            group = groups.get(victim)
+            if group is not None:
+                self.on_group(group, "Preempted", message)
+        message = f"Preempting {len(victims)} gang(s) of lower priority to make room: {names}"
+        group = groups.get(preemptor)
+        if group is not None:
+            self.on_group(group, "Preempting", message)
+            return
+        for pod in preemptor_pods:
+            record = pods.get(pod)
+            if record is not None:
+                self.on_pod(record, "Preempting", message)
+
+    def on_pod(self, record: PodRecord, reason: str, message: str) -> None:
+        namespace, name = record.pod.key.split("/", 1)
+        self.post({"apiVersion": "v1", "namespace": namespace, "name": name, "uid": record.uid},
+                   kind="Pod", reason=reason, message=message)
+
+    def on_group(self, group: GroupRecord, reason: str, message: str,
+                     type_: str = "Normal", paced: bool = False) -> None:
+        namespace, name = group.key.split("/", 1)
+        self.post({"apiVersion": group.flavor.value, "namespace": namespace, "name": name,
+                    "uid": group.uid}, kind="PodGroup", reason=reason, message=message,
+                   type_=type_, paced=paced)
+
