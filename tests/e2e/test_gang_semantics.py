@@ -303,7 +303,10 @@ def test_schedule_timeout_marks_unschedulable_and_the_gang_keeps_waiting(
     condition = _condition(group)
     assert condition["reason"] == "ScheduleTimeout", condition
     assert "2s" in condition["message"] and "cpu" in condition["message"], condition
-    assert any(e["reason"] == "ScheduleTimeout" for e in ws.events("slow"))
+    # The Event follows the status: Events rank below status writes, and a group's
+    # warnings are paced (a new one at most every EVENT_CHANGE_GAP_S).
+    wait_for(lambda: any(e["reason"] == "ScheduleTimeout" for e in ws.events("slow")),
+             timeout=20, what="a ScheduleTimeout Event on the PodGroup")
     assert bound(_members(ws, "slow-")) == []
 
     ws.delete_pod("blocker-0")
