@@ -1,0 +1,150 @@
+"""The allocate stage on its own: in what order one cycle serves the gangs that wait.
+
+Each test builds a session over a small cluster, lets triage pass the gangs
+through and calls ``allocate``; what it checks is who got the room and what
+the others were told, as figures and reason kinds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+
+from gangsched.core.model import Gang, GangKey, Node, Pod, Policy, QueueName, QueueSpec
+from gangsched.core.placement import Snapshot
+from gangsched.core.reasons import DoesNotFit, Reason
+from gangsched.core.resources import Resources
+from gangsched.core.stages.allocate import allocate
+from gangsched.core.stages.session import CycleInput, Session
+from gangsched.core.stages.triage import triage
+from tests.unit.test_cycle import DEFAULT, gang, node, pod
+
+
+def session(
+    nodes: Sequence[Node],
+    gangs: Iterable[Gang],
+    *,
+    running: Iterable[Pod] = (),
+    queues: Iterable[QueueSpec] = (),
+    preemption: bool = False,
+    preempting: Mapping[str, Iterable[str]] | None = None,
+    unevictable: Iterable[str] = (),
+) -> Session:
+    """A session over ``nodes`` with ``running`` pods bound, each counted for its gang."""
+    bound_pods: dict[GangKey, tuple[Pod, ...]] = {}
+    for member in running:
+        if member.gang is not None:
+            bound_pods[member.gang] = (*bound_pods.get(member.gang, ()), member)
+    specs = {DEFAULT: QueueSpec(DEFAULT), **{spec.name: spec for spec in queues}}
+    return Session(CycleInput(
+        snapshot=Snapshot.build(nodes, [p for pods in bound_pods.values() for p in pods]),
+        gangs=tuple(gangs),
+        bound_requests={key: Resources.sum(p.requests for p in pods)
+                        for key, pods in bound_pods.items()},
+        queues=specs,
+        admitted=frozenset(),
+        waiting_since={},
+        now=1000.0,
+        policy=Policy.BINPACK,
+        bound_pods=bound_pods,
+        preemption=preemption,
+        preempting={GangKey(k): frozenset(GangKey(v) for v in vs)
+                    for k, vs in (preempting or {}).items()},
+        unevictable=frozenset(GangKey(k) for k in unevictable),
+    ))
+
+
+def allocated(s: Session) -> Session:
+    allocate(s, triage(s))
+    return s
+
+
+def placed(s: Session) -> list[tuple[str, int]]:
+    """Each placement in the order it was made: the gang and how many pods it got."""
+    return [(p.gang, len(p.assignments)) for p in s.placements]
+
+
+def waiting(s: Session) -> dict[str, Reason]:
+    return {u.gang: u.reason for u in s.unplaceable}
+
+
+def bound_members(key: str, count: int, on: str) -> list[Pod]:
+    return [pod(f"{key}-{i}", 1, gang=key, on=on) for i in range(count)]
+
+
+def test_replacements_up_to_min_member_go_before_other_gangs_and_extras_wait_their_turn() -> None:
+    # ns/run lost one of its three workers and asks for it back plus two extras;
+    # ns/new, of higher priority, wants two pods. Three cores are free.
+    run = gang("ns/run", 3, min_member=3, bound=2, first=2)
+    new = gang("ns/new", 2, priority=10)
+    s = allocated(session([node("n1", 5)], [run, new], running=bound_members("ns/run", 2, "n1")))
+    assert placed(s) == [("ns/run", 1), ("ns/new", 2)]
+    (replacement,) = s.placements[0].assignments
+    assert replacement[0] == "ns/run-2", "the oldest pending member replaces the lost one"
+    assert isinstance(waiting(s)["ns/run"], DoesNotFit), "its extras found no room left"
+
+
+def test_replacements_go_first_even_ahead_of_a_queue_with_no_share() -> None:
+    # Only one core is free: the lost member takes it, though ns/new's queue has nothing.
+    run = gang("ns/run", 1, min_member=3, bound=2, first=2)
+    new = gang("ns/new", 1, queue="b", priority=100)
+    s = allocated(session([node("n1", 3)], [new, run], running=bound_members("ns/run", 2, "n1"),
+                          queues=[QueueSpec(QueueName("b"))]))
+    assert placed(s) == [("ns/run", 1)]
+    reason = waiting(s)["ns/new"]
+    assert isinstance(reason, DoesNotFit) and reason.need == 1
+
+
+def test_a_nominated_preemptor_whose_victims_are_gone_is_placed_before_anyone() -> None:
+    # The victims have left: four cores free. An older gang of higher priority in an
+    # emptier queue would take them first in fair order; the preemptor evicted for them.
+    preemptor = gang("ns/urgent", 4, priority=50, created=500.0)
+    rival = gang("ns/rival", 2, queue="a", priority=90, created=0.0)
+    s = allocated(session([node("n1", 4)], [rival, preemptor], queues=[QueueSpec(QueueName("a"))],
+                          preemption=True, preempting={"ns/urgent": ["ns/gone"]}))
+    assert placed(s) == [("ns/urgent", 4)]
+    assert isinstance(waiting(s)["ns/rival"], DoesNotFit)
+
+
+def test_queues_are_served_furthest_below_their_weighted_share_within_one_cycle() -> None:
+    # Eight one-core gangs wait in each queue, eight cores in all; b weighs three times a.
+    # Ordering the queues once at the start would give every core to one of them.
+    light, heavy = QueueSpec(QueueName("a"), weight=1), QueueSpec(QueueName("b"), weight=3)
+    gangs = [gang(f"ns/{q}{i}", 1, queue=q, created=float(i)) for q in "ab" for i in range(8)]
+    s = allocated(session([node("n1", 4), node("n2", 4)], gangs, queues=[light, heavy]))
+    served = [p.gang for p in s.placements]
+    assert len(served) == 8
+    assert sorted(served) == ["ns/a0", "ns/a1", *(f"ns/b{i}" for i in range(6))]
+    # Within a queue, first come first served; across queues, interleaved as shares rise.
+    assert served[:4] == ["ns/a0", "ns/b0", "ns/b1", "ns/b2"]
+
+
+def test_within_a_queue_priority_comes_before_age() -> None:
+    old, urgent = gang("ns/old", 2, created=0.0), gang("ns/urgent", 2, priority=5, created=9.0)
+    s = allocated(session([node("n1", 2)], [old, urgent]))
+    assert placed(s) == [("ns/urgent", 2)]
+    assert isinstance(waiting(s)["ns/old"], DoesNotFit)
+
+
+def test_extras_beyond_min_member_wait_for_their_queue_s_turn() -> None:
+    # ns/run is whole (four of four bound) and wants two elastic extras; its queue already
+    # holds half the cluster, so ns/new in an idle queue is served first and takes the room.
+    run = gang("ns/run", 2, min_member=4, bound=4, queue="a", priority=100, first=4)
+    new = gang("ns/new", 4, queue="b")
+    s = allocated(session([node("n1", 8)], [run, new], running=bound_members("ns/run", 4, "n1"),
+                          queues=[QueueSpec(QueueName("a")), QueueSpec(QueueName("b"))]))
+    assert placed(s) == [("ns/new", 4)]
+    reason = waiting(s)["ns/run"]
+    assert isinstance(reason, DoesNotFit) and reason.bound == 4
+
+
+def test_extras_of_a_gang_in_the_emptier_queue_go_before_a_fuller_queue_s_gang() -> None:
+    run = gang("ns/run", 2, min_member=1, bound=1, queue="a", first=1)
+    other = [pod(f"ns/busy-{i}", 1, gang="ns/busy", on="n1") for i in range(4)]
+    busy = Gang(GangKey("ns/busy"), min_member=4, pending=(), bound=4, queue=QueueName("b"))
+    new = gang("ns/new", 2, queue="b", priority=100)
+    s = allocated(session(
+        [node("n1", 4), node("n2", 3)], [run, busy, new],
+        running=[*bound_members("ns/run", 1, "n2"), *other],
+        queues=[QueueSpec(QueueName("a")), QueueSpec(QueueName("b"))]))
+    assert placed(s) == [("ns/run", 2)]
+    assert isinstance(waiting(s)["ns/new"], DoesNotFit)
