@@ -11,7 +11,13 @@ from collections.abc import Iterable, Mapping, Sequence
 
 from gangsched.core.model import Gang, GangKey, Node, Pod, Policy, QueueName, QueueSpec
 from gangsched.core.placement import Snapshot
-from gangsched.core.reasons import DoesNotFit, Reason
+from gangsched.core.reasons import (
+    DoesNotFit,
+    PartlyBound,
+    Reason,
+    ReservedByAdmitted,
+    Starving,
+)
 from gangsched.core.resources import Resources
 from gangsched.core.stages.allocate import allocate
 from gangsched.core.stages.session import CycleInput, Session
@@ -28,6 +34,7 @@ def session(
     preemption: bool = False,
     preempting: Mapping[str, Iterable[str]] | None = None,
     unevictable: Iterable[str] = (),
+    admitted: Iterable[str] = (),
 ) -> Session:
     """A session over ``nodes`` with ``running`` pods bound, each counted for its gang."""
     bound_pods: dict[GangKey, tuple[Pod, ...]] = {}
@@ -41,7 +48,7 @@ def session(
         bound_requests={key: Resources.sum(p.requests for p in pods)
                         for key, pods in bound_pods.items()},
         queues=specs,
-        admitted=frozenset(),
+        admitted=frozenset(GangKey(k) for k in admitted),
         waiting_since={},
         now=1000.0,
         policy=Policy.BINPACK,
@@ -148,3 +155,35 @@ def test_extras_of_a_gang_in_the_emptier_queue_go_before_a_fuller_queue_s_gang()
         queues=[QueueSpec(QueueName("a")), QueueSpec(QueueName("b"))]))
     assert placed(s) == [("ns/run", 2)]
     assert isinstance(waiting(s)["ns/new"], DoesNotFit)
+
+
+def test_a_gang_whose_lost_member_finds_no_room_holds_room_for_it_and_not_for_its_extras() -> None:
+    # ns/run lacks one two-core member and wants one extra; one core is free. Its lost
+    # member's room is held at once (a gang below minMember idles all it runs), so the
+    # core is not ns/tiny's; its extra is held nothing.
+    run = gang("ns/run", 2, 2, min_member=3, bound=2, first=2)
+    tiny = gang("ns/tiny", 1, priority=100)
+    s = allocated(session([node("n1", 3)], [run, tiny], running=bound_members("ns/run", 2, "n1")))
+    assert placed(s) == []
+    reason = waiting(s)["ns/run"]
+    assert isinstance(reason, Starving) and reason.urgency == PartlyBound(bound=2, min_member=3)
+    assert reason.hold.get("cpu") == 2000, "one member's room, not the extra's"
+    assert isinstance(reason.cause, DoesNotFit) and reason.cause.need == 1
+    blocked = waiting(s)["ns/tiny"]
+    assert isinstance(blocked, ReservedByAdmitted) and blocked.starving == "ns/run"
+
+
+def test_a_podgroup_with_no_pods_yet_is_admitted_in_its_queue_s_fair_turn() -> None:
+    # Queue a already runs two cores; queue b's Spark PodGroup has no pods yet and asks
+    # four. b is further below its share, so the PodGroup is admitted first and its
+    # reservation stands against queue a's next gang, which would otherwise fit.
+    spark = gang("ns/spark", 0, min_member=1, min_cpu=4, queue="b")
+    run = Gang(GangKey("ns/a-run"), min_member=2, pending=(), bound=2, queue=QueueName("a"))
+    new = gang("ns/a-new", 4, queue="a", priority=100)
+    s = allocated(session([node("n1", 8)], [run, new, spark],
+                          running=bound_members("ns/a-run", 2, "n1"),
+                          queues=[QueueSpec(QueueName("a")), QueueSpec(QueueName("b"))]))
+    assert "ns/spark" in s.newly_admitted and placed(s) == []
+    reason = waiting(s)["ns/a-new"]
+    assert isinstance(reason, ReservedByAdmitted)
+    assert reason.reserved.get("cpu") == 4000 and reason.placed.get("cpu") == 4000

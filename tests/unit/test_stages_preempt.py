@@ -14,10 +14,11 @@ from itertools import combinations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gangsched.core.model import Gang, GangKey, NodeName, Pod
+from gangsched.core.model import Gang, GangKey, NodeName, Pod, QueueName, QueueSpec
 from gangsched.core.placement import Capacity, Unplaceable
 from gangsched.core.preemption import shifted
 from gangsched.core.reasons import AwaitingVictims, DoesNotFit, Preempting, Reason
+from gangsched.core.resources import Capability
 from gangsched.core.stages.place import place
 from gangsched.core.stages.preempt import preempt
 from gangsched.core.stages.session import Session
@@ -47,11 +48,12 @@ def refused(s: Session, preemptor: Gang) -> Reason:
 
 def preempted(everyone: list[tuple[Gang, list[Pod]]], preemptor: Gang, *, racks: bool = False,
               preempting: dict[str, list[str]] | None = None,
-              later: tuple[Gang, ...] = ()) -> tuple[Session, bool]:
+              later: tuple[Gang, ...] = (), admitted: tuple[str, ...] = (),
+              queues: tuple[QueueSpec, ...] = ()) -> tuple[Session, bool]:
     """The session after ``preemptor``, refused, was handed to preempt; ``later`` wait after it."""
     s = session(RACKS if racks else NODES, [*(g for g, _ in everyone), preemptor, *later],
                 running=[p for _, pods in everyone for p in pods], preemption=True,
-                preempting=preempting)
+                preempting=preempting, admitted=admitted, queues=queues)
     return s, preempt(s, preemptor, refused(s, preemptor))
 
 
@@ -175,6 +177,38 @@ def test_no_preemption_when_the_flag_is_off() -> None:
                 running=[p for _, pods in everyone for p in pods], preemption=False)
     assert not preempt(s, preemptor, refused(s, preemptor))
     assert s.preemptions == [] and s.reserved.is_zero
+
+
+def test_a_partly_bound_gang_evicts_only_for_the_members_it_lacks() -> None:
+    # ns/urgent runs two of the four members it needs on n1 and has three pending:
+    # two cores more make it whole, so one small gang goes, not two.
+    urgent = gang("ns/urgent", 3, min_member=4, bound=2, priority=10, first=2)
+    everyone = [running("ns/low-0", "n1"), running("ns/low-1", "n2"), running("ns/low-2", "n2")]
+    s = session(NODES, [*(g for g, _ in everyone), urgent], preemption=True, running=[
+        *(pod(f"ns/urgent-{i}", 1, gang="ns/urgent", on="n1") for i in range(2)),
+        *(p for _, pods in everyone for p in pods)])
+    accounted = preempt(s, urgent, refused(s, urgent))
+    assert accounted
+    (chosen,) = s.preemptions
+    assert len(chosen.victims) == 1 and len(chosen.placement.assignments) == 2
+
+
+def test_a_preemption_that_would_eat_an_admitted_reservation_evicts_enough_for_both() -> None:
+    # ns/spark is admitted and reserves four cores it has not used yet. Evicting two
+    # gangs would fit ns/urgent but leave nothing of that reservation: all four go.
+    spark = gang("ns/spark", 0, min_member=1, min_cpu=4)
+    s, accounted = preempted(full(), gang("ns/urgent", 4, priority=10), later=(spark,),
+                             admitted=("ns/spark",))
+    assert accounted
+    (chosen,) = s.preemptions
+    assert len(chosen.victims) == 4
+
+
+def test_a_gang_over_its_queue_s_capability_evicts_nobody() -> None:
+    capped = QueueSpec(QueueName("q"), capability=Capability.parse({"cpu": 2}))
+    preemptor = replace(gang("ns/urgent", 4, priority=10), queue=QueueName("q"))
+    s, accounted = preempted(full(), preemptor, queues=(capped,))
+    assert not accounted and s.preemptions == []
 
 
 @st.composite
