@@ -8,6 +8,10 @@ the others were told, as figures and reason kinds.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from fractions import Fraction
+
+from hypothesis import given
+from hypothesis import strategies as st
 
 from gangsched.core.model import Gang, GangKey, Node, Pod, Policy, QueueName, QueueSpec
 from gangsched.core.placement import Snapshot
@@ -22,6 +26,7 @@ from gangsched.core.resources import Resources
 from gangsched.core.stages.allocate import allocate
 from gangsched.core.stages.session import CycleInput, Session
 from gangsched.core.stages.triage import triage
+from tests.unit.clusters import PROPERTY
 from tests.unit.test_cycle import DEFAULT, gang, node, pod
 
 
@@ -187,3 +192,29 @@ def test_a_podgroup_with_no_pods_yet_is_admitted_in_its_queue_s_fair_turn() -> N
     reason = waiting(s)["ns/a-new"]
     assert isinstance(reason, ReservedByAdmitted)
     assert reason.reserved.get("cpu") == 4000 and reason.placed.get("cpu") == 4000
+
+
+@PROPERTY
+@given(st.lists(st.tuples(st.integers(1, 4), st.integers(0, 6)), min_size=1, max_size=4),
+       st.integers(1, 12))
+def test_no_queue_got_a_gang_while_another_with_gangs_waiting_was_further_below_its_share(
+    drawn: list[tuple[int, int]], cores: int,
+) -> None:
+    # Queues of drawn weights, each with a drawn number of one-core gangs, on too few
+    # cores for all: each queue's last gang went to it while it was the furthest
+    # below its weighted share, so, its last gang taken back, it is not above any
+    # queue that still has gangs waiting.
+    specs = [QueueSpec(QueueName(f"q{i}"), weight=weight) for i, (weight, _) in enumerate(drawn)]
+    gangs = [gang(f"ns/q{i}-{j}", 1, queue=f"q{i}", created=float(j))
+             for i, (_, count) in enumerate(drawn) for j in range(count)]
+    s = allocated(session([node("n1", cores)], gangs, queues=specs))
+    got = {spec.name: 0 for spec in specs}
+    for p in s.placements:
+        got[QueueName(p.gang.split("-")[0].removeprefix("ns/"))] += 1
+    assert sum(got.values()) == min(cores, len(gangs)), "no core left idle while gangs wait"
+    waited = {QueueName(key.split("-")[0].removeprefix("ns/")) for key in waiting(s)}
+    weight = {spec.name: spec.weight for spec in specs}
+    for taker, taken in got.items():
+        for behind in waited:
+            if taken and behind != taker:
+                assert Fraction(taken - 1, weight[taker]) <= Fraction(got[behind], weight[behind])
