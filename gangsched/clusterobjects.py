@@ -153,7 +153,32 @@ def from_files(paths: Sequence[Path], created: float | None = None) -> ClusterOb
                 raise ObjectsError(f"{path}: a document is not an object")
             objects.add(_complete(document, index, base))
             index += 1
+    _admit_priorities(objects)
     return objects
+
+
+def _admit_priorities(objects: ClusterObjects) -> None:
+    """Give pods without ``spec.priority`` the one the API server's Priority admission would:
+    their ``priorityClassName``'s value, else the global default class's, else 0.
+
+    Pods read from files were never admitted; left at 0, a gang that names a high
+    class would be ordered below the ones the scheduler puts it above.
+    """
+    values: dict[str, int] = {}
+    default = 0
+    for priority_class in objects.priority_classes:
+        name = (priority_class.get("metadata") or {}).get("name")
+        value = priority_class.get("value")
+        if isinstance(name, str) and isinstance(value, int) and not isinstance(value, bool):
+            values[name] = value
+            if priority_class.get("globalDefault") is True:
+                default = value
+    for pod in objects.pods:
+        spec = pod.get("spec")
+        if not isinstance(spec, dict) or spec.get("priority") is not None:
+            continue
+        name = spec.get("priorityClassName")
+        spec["priority"] = values.get(name, default) if isinstance(name, str) else default
 
 
 # ---- from the API server ------------------------------------------------------------

@@ -12,7 +12,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import pytest
 import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -127,11 +126,6 @@ def test_reservations_and_admission_refusals_agree(tmp_path: Path) -> None:
     assert isinstance(late, ReservedByAdmitted) and late.reserved.get("cpu") == 2000
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "Pods read from files keep priority 0 when they name a priorityClassName without "
-    "spec.priority: the API server's Priority admission fills spec.priority in, "
-    "clusterobjects._complete does not, so explain/status/simulate -f order such gangs "
-    "below where the scheduler puts them"))
 def test_a_pod_s_priority_class_counts_in_files_as_it_does_on_the_cluster(tmp_path: Path) -> None:
     def documents(stored: bool) -> list[dict[str, Any]]:
         urgent = [member(f"urgent-{i}", "urgent", cpu="2") for i in range(2)]
