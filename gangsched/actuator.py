@@ -11,6 +11,7 @@ functions of :mod:`gangsched.core.state`, and wake the loop.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import enum
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -33,8 +34,9 @@ from gangsched.core.actions import (
     WriteQueueStatus,
 )
 from gangsched.core.backoff import BindRefusal
-from gangsched.core.model import PodKey
+from gangsched.core.model import PodKey, QueueName
 from gangsched.core.placement import Placement
+from gangsched.core.resources import CPU
 from gangsched.core.state import State, bind_refused, binds_done, eviction_refused
 from gangsched.evictor import Evictor
 from gangsched.mirror import Mirror, View
@@ -44,16 +46,75 @@ log = structlog.get_logger(__name__)
 
 GANGS_PLACED = Counter("gangsched_gangs_placed_total", "Gangs placed")
 PODS_BOUND = Counter("gangsched_pods_bound_total", "Pods bound")
-BIND_FAILURES = Counter("gangsched_bind_failures_total", "Binding calls that failed")
+BIND_FAILURES = Counter(
+    "gangsched_bind_failures_total",
+    "Binding calls that failed, by HTTP status code (0: the request itself failed)", ["code"],
+)
 GANG_WAIT_SECONDS = Histogram(
     "gangsched_gang_wait_seconds",
-    "From the creation of a gang's first member to the whole gang bound",
+    "From the creation of a gang's first member to the whole gang bound, per queue",
+    ["queue"],
     buckets=(0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800, 3600, 4 * 3600),
 )
 PENDING_GANGS = Gauge(
     "gangsched_pending_gangs", "PodGroups not yet running nor finished, per queue", ["queue"]
 )
+QUEUE_ALLOCATED = Gauge(
+    "gangsched_queue_allocated",
+    "Resources a queue's gangs hold, in base units (cores, bytes, devices)",
+    ["queue", "resource"],
+)
+QUEUE_DOMINANT_SHARE = Gauge(
+    "gangsched_queue_dominant_share",
+    "The largest part of any schedulable cluster resource a queue holds (0 to 1)", ["queue"],
+)
+QUEUE_WEIGHT_SHARE = Gauge(
+    "gangsched_queue_weight_share",
+    "The part of the cluster a queue's weight entitles it to: its weight over all weights",
+    ["queue"],
+)
 GANGS_PREEMPTED = Counter("gangsched_gangs_preempted_total", "Gangs evicted whole for another")
+
+@dataclass
+class QueueFigures:
+    """Sets the per-queue gauges, and drops the series of resources and queues that are gone:
+    a label set once is exported until removed, and a stale one would show room still held."""
+
+    resources: dict[QueueName, set[str]] = field(default_factory=dict)
+    """The resource series set per queue."""
+
+    def show(self, figures: WriteQueueStatus) -> None:
+        queue, status = figures.queue, figures.status
+        PENDING_GANGS.labels(queue=queue).set(status.pending)
+        QUEUE_DOMINANT_SHARE.labels(queue=queue).set(float(figures.dominant_share))
+        QUEUE_WEIGHT_SHARE.labels(queue=queue).set(float(figures.weight_share))
+        held = {name for name, amount in status.allocated.items() if amount}
+        for name in self.resources.get(queue, set()) - held:
+            _drop(QUEUE_ALLOCATED, queue, name)
+        for name in held:
+            QUEUE_ALLOCATED.labels(queue=queue, resource=name).set(
+                base_units(name, status.allocated.get(name)))
+        self.resources[queue] = held
+
+    def retain(self, queues: Iterable[QueueName]) -> None:
+        """Forget the series of deleted queues."""
+        for queue in set(self.resources) - set(queues):
+            for name in self.resources.pop(queue):
+                _drop(QUEUE_ALLOCATED, queue, name)
+            for gauge in (PENDING_GANGS, QUEUE_DOMINANT_SHARE, QUEUE_WEIGHT_SHARE):
+                _drop(gauge, queue)
+
+
+def _drop(gauge: Gauge, *labels: str) -> None:
+    """Remove one series; one never set (or removed already) is no error."""
+    with contextlib.suppress(KeyError):
+        gauge.remove(*labels)
+
+
+def base_units(name: str, amount: int) -> float:
+    """Prometheus counts in base units: cores, not the milli-CPU the core adds up."""
+    return amount / 1000 if name == CPU else float(amount)
+
 
 Fold = Callable[[Callable[[State], State]], State]
 """Applies a pure change to the scheduler's state and returns the new state."""
@@ -85,6 +146,7 @@ class Actuator:
     """Called when the last bind or eviction under way ends."""
     tasks: set[asyncio.Task[None]] = field(default_factory=set)
     """Binds and evictions under way."""
+    queue_figures: QueueFigures = field(default_factory=QueueFigures)
 
     def carry_out(self, actions: Iterable[Action], view: View, now: float, *,
                   cycle: int, cycle_ms: float) -> None:
@@ -117,12 +179,13 @@ class Actuator:
                 self.reporter.group_status(view.groups[key], status, observed)
             case MarkGroupInvalid(group=key):
                 self.reporter.group_invalid(view.groups[key])
-            case WriteQueueStatus(queue=queue, allocated=allocated, pending=pending,
-                                  running=running):
-                self.reporter.queue_status(queue, allocated, pending, running)
-                PENDING_GANGS.labels(queue=queue).set(pending)
+            case WriteQueueStatus(queue=queue, status=status):
+                self.reporter.queue_status(queue, status,
+                                           self.mirror.queue_conditions.get(queue, ()))
+                self.queue_figures.show(action)
             case ForgetWritten():
                 self.reporter.retain(view.groups, view.pods)
+                self.queue_figures.retain(view.queues)
 
     def _place(self, action: Bind, now: float,
                decisions: structlog.typing.FilteringBoundLogger) -> None:
@@ -142,8 +205,9 @@ class Actuator:
         # name before its bind goes out is another pod, and its bind is refused.
         uids = {pod: self.mirror.pods[pod].uid for pod, _ in placement.assignments
                 if pod in self.mirror.pods}
-        self._track(asyncio.create_task(self._bind(placement, action.first_created, uids),
-                                        name=f"bind-{placement.gang}"))
+        self._track(asyncio.create_task(
+            self._bind(placement, action.first_created, action.queue, uids),
+            name=f"bind-{placement.gang}"))
 
     # ---- tasks under way --------------------------------------------------------
     def _track(self, task: asyncio.Task[None]) -> None:
@@ -194,11 +258,11 @@ class Actuator:
 
     # ---- binds --------------------------------------------------------------------
     async def _bind(self, placement: Placement, first_created: float | None,
-                    uids: Mapping[PodKey, str]) -> None:
+                    queue: QueueName, uids: Mapping[PodKey, str]) -> None:
         outcomes = await self.binder.bind_gang(placement, uids=uids)
         failed = [o for o in outcomes if not o.bound]
         if not failed and first_created is not None:
-            GANG_WAIT_SECONDS.observe(max(0.0, self.clock() - first_created))
+            GANG_WAIT_SECONDS.labels(queue=queue).observe(max(0.0, self.clock() - first_created))
         group = self.mirror.groups.get(placement.gang)
         per_gang = self.scheduled_events is ScheduledEvents.GANG and group is not None
         for outcome in outcomes:
@@ -210,7 +274,7 @@ class Actuator:
                     self.reporter.pod_scheduled(record, outcome.node, placement.gang,
                                                 event=not per_gang)
             else:
-                BIND_FAILURES.inc()
+                BIND_FAILURES.labels(code=str(outcome.status)).inc()
                 self.mirror.forget(outcome.pod)
                 if outcome.refused:
                     self._refused(outcome)

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 import structlog
 
@@ -125,6 +126,9 @@ class GroupsAndQueues:
 
     groups: dict[GangKey, GroupRecord] = field(default_factory=dict)
     queues: dict[QueueName, QueueSpec] = field(default_factory=dict)
+    queue_conditions: dict[QueueName, tuple[Mapping[str, Any], ...]] = field(
+        default_factory=dict)
+    """Each Queue's status conditions as last read: a rewrite keeps their transition times."""
     priority_classes: dict[str, int] = field(default_factory=dict)
     """PriorityClass values by name: a PodGroup's priorityClassName orders its gang."""
     never_preempting_classes: set[str] = field(default_factory=set)
@@ -200,12 +204,14 @@ class GroupsAndQueues:
                         error=problem.error)
         changed = self._changed(self.queues.get(spec.name) != spec)
         self.queues[spec.name] = spec
+        self.queue_conditions[spec.name] = queue.conditions
         return changed
 
     def delete_queue(self, body: RawObject) -> bool:
         return self.remove_queue(QueueName(object_ref(body).name))
 
     def remove_queue(self, name: QueueName) -> bool:
+        self.queue_conditions.pop(name, None)
         return self._changed(self.queues.pop(name, None) is not None)
 
     def upsert_workload(self, body: RawObject) -> bool:

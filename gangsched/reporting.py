@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import structlog
@@ -23,10 +23,11 @@ from kubernetes_asyncio.client.exceptions import ApiException
 from gangsched.binder import FIELD_MANAGER
 from gangsched.core.groups import Flavor, GroupStatus, Phase
 from gangsched.core.model import GangKey, NodeName, PodKey, QueueName
-from gangsched.core.resources import Resources, format_amount
 from gangsched.core.status_bodies import (
     QUIET_REASONS,
+    QueueStatus,
     invalid_body,
+    queue_status_body,
     scheduled_message,
     status_body,
 )
@@ -44,10 +45,6 @@ MERGE_PATCH = "application/merge-patch+json"
 
 def _group_id(group: GroupRecord) -> ObjectId:
     return object_id_of(group.uid, f"podgroup/{group.flavor.value}", group.key)
-
-
-def _quantities(resources: Resources) -> dict[str, str]:
-    return {name: format_amount(name, amount) for name, amount in resources.items()}
 
 
 class Reporter:
@@ -239,12 +236,14 @@ class Reporter:
         self.events.on_group(group, "InvalidSpec", message, type_="Warning", paced=True)
 
     # ---- Queues -------------------------------------------------------------------
-    def queue_status(
-        self, name: QueueName, allocated: Resources, pending: int, running: int
-    ) -> None:
-        body = {"allocated": _quantities(allocated), "pending": pending, "running": running}
+    def queue_status(self, name: QueueName, status: QueueStatus,
+                     previous_conditions: Sequence[Mapping[str, Any]]) -> None:
+        """The Queue's whole status; skipped when it is what was last asked for."""
         object_id = f"queue/{name}"
-        if self._asked.get(object_id) == body:
+        earlier = self._asked.get(object_id)
+        body = queue_status_body(
+            status, previous_conditions or (earlier or {}).get("conditions") or (), now_iso())
+        if earlier == body:
             return
         self._asked[object_id] = body
         self._dispatcher.submit(Call(

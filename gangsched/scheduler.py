@@ -20,13 +20,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import platform
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import structlog
-from prometheus_client import Counter, Gauge, Histogram
+from prometheus_client import Counter, Gauge, Histogram, Info
 
+from gangsched import __version__
 from gangsched.actuator import Actuator
 from gangsched.actuator import ScheduledEvents as ScheduledEvents
 from gangsched.binder import Binder
@@ -43,6 +45,8 @@ from gangsched.reporting import Reporter
 
 log = structlog.get_logger(__name__)
 
+BUILD = Info("gangsched_build", "The running version of gangsched and of Python, as labels")
+BUILD.info({"version": __version__, "python": platform.python_version()})
 CYCLES = Counter("gangsched_cycles_total", "Scheduling cycles run")
 CYCLE_SECONDS = Histogram(
     "gangsched_cycle_seconds", "Wall time of one scheduling cycle",

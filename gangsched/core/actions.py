@@ -10,12 +10,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from fractions import Fraction
 
 from gangsched.core.groups import GroupStatus
-from gangsched.core.model import GangKey, PodKey, QueueName
+from gangsched.core.model import DEFAULT_QUEUE, GangKey, PodKey, QueueName
 from gangsched.core.placement import Placement
 from gangsched.core.preemption import Preemption
-from gangsched.core.resources import Resources
+from gangsched.core.status_bodies import QueueStatus
 
 
 @dataclass(frozen=True, slots=True)
@@ -25,6 +26,8 @@ class Bind:
     placement: Placement
     first_created: float | None
     """When the first member of a gang placed whole was created (its wait), else None."""
+    queue: QueueName = DEFAULT_QUEUE
+    """The gang's queue: its wait is counted under it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,10 +71,16 @@ class MarkGroupInvalid:
 
 @dataclass(frozen=True, slots=True)
 class WriteQueueStatus:
+    """The Queue's whole status, and the figures of its fair share that go to metrics only
+    (they change with every bind, and a status rewritten that often would churn)."""
+
     queue: QueueName
-    allocated: Resources
-    pending: int
-    running: int
+    status: QueueStatus
+    dominant_share: Fraction
+    """The largest part of any schedulable resource of the cluster the queue holds."""
+    weight_share: Fraction
+    """The part its weight entitles it to when every queue wants more: its weight over
+    the sum of all queues' weights."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -33,10 +33,16 @@ them in order.
 from __future__ import annotations
 
 from gangsched.core.stages.allocate import allocate
-from gangsched.core.stages.session import CycleInput, CycleResult, Session, outstanding
+from gangsched.core.stages.session import (
+    CycleInput,
+    CycleResult,
+    Session,
+    outstanding,
+    schedulable_total,
+)
 from gangsched.core.stages.triage import triage
 
-__all__ = ["CycleInput", "CycleResult", "outstanding", "run_cycle"]
+__all__ = ["CycleInput", "CycleResult", "outstanding", "run_cycle", "schedulable_total"]
 
 
 def run_cycle(inp: CycleInput) -> CycleResult:

@@ -849,6 +849,8 @@ class QueueObject:
 
     spec: QueueSpec
     problems: tuple[FieldProblem, ...] = ()
+    conditions: tuple[Mapping[str, Any], ...] = ()
+    """The status conditions last written: their transition times are kept while they hold."""
 
 
 def queue_from_api(body: RawObject) -> QueueObject:
@@ -870,10 +872,12 @@ def queue_from_api(body: RawObject) -> QueueObject:
     if isinstance(weight, bool) or not isinstance(weight, int) or weight < 1:
         problems.append(FieldProblem("weight", repr(weight)))
         weight = 1
+    left_out = "; ".join(f"{p.field}: {p.error}" for p in problems) or None
     return QueueObject(
         QueueSpec(name=QueueName(object_name(body)), weight=weight, capability=capability,
-                  open=spec.get("state", "Open") != "Closed"),
+                  open=spec.get("state", "Open") != "Closed", error=left_out),
         tuple(problems),
+        tuple((body.get("status") or {}).get("conditions") or ()),
     )
 
 

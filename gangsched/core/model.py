@@ -216,6 +216,8 @@ class QueueSpec:
     weight: int = 1
     capability: Capability | None = None
     open: bool = True
+    error: str | None = None
+    """What of the spec was left out as unreadable (the schema should have rejected it)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
+from fractions import Fraction
 
 from gangsched.core.actions import (
     Action,
@@ -22,12 +23,14 @@ from gangsched.core.actions import (
     WriteGroupStatus,
     WriteQueueStatus,
 )
-from gangsched.core.cycle import CycleResult
+from gangsched.core.cycle import CycleResult, schedulable_total
+from gangsched.core.fairness import dominant_share
 from gangsched.core.gangs import Gathered
 from gangsched.core.groups import Flavor, GroupStatus, MemberCounts, Phase, group_status
 from gangsched.core.model import GangKey, PodKey, QueueName
 from gangsched.core.resources import Resources
 from gangsched.core.state import PodReport
+from gangsched.core.status_bodies import QueueStatus
 from gangsched.core.view import ClusterView, StepView
 
 FORGET_EVERY = 100
@@ -171,7 +174,8 @@ def group_statuses(
 def queue_statuses(
     view: ClusterView, gathered: Gathered, statuses: Mapping[GangKey, GroupStatus]
 ) -> list[Action]:
-    """What each queue holds (its gangs' bound requests) and how many gangs wait or run."""
+    """What each queue holds (its gangs' bound requests), how many gangs wait or run,
+    its conditions, and its share of the schedulable cluster against its weight's."""
     allocated: dict[QueueName, Resources] = {q: Resources.zero() for q in view.queues}
     pending: dict[QueueName, int] = dict.fromkeys(view.queues, 0)
     running: dict[QueueName, int] = dict.fromkeys(view.queues, 0)
@@ -189,5 +193,15 @@ def queue_statuses(
             running[queue] += 1
         elif not status.phase.finished:
             pending[queue] += 1
-    return [WriteQueueStatus(queue, allocated[queue], pending[queue], running[queue])
-            for queue in view.queues]
+    whole = schedulable_total(view.snapshot)
+    weights = sum(spec.weight for spec in view.queues.values())
+    return [
+        WriteQueueStatus(
+            queue,
+            QueueStatus(allocated[queue], pending[queue], running[queue],
+                        open=spec.open, error=spec.error),
+            dominant_share=dominant_share(allocated[queue], whole, weight=1),
+            weight_share=Fraction(spec.weight, weights),
+        )
+        for queue, spec in view.queues.items()
+    ]

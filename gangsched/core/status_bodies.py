@@ -1,10 +1,11 @@
-"""A PodGroup's status: the verdict on it, and the body each API expects, built once.
+"""PodGroup and Queue status: the verdict on a group, and the body each API expects, built once.
 
 :func:`group_status` decides one ``GroupStatus`` (phase, member counts, reason,
 message) from the group's members and the cycle's verdict; :func:`status_body`
 builds the whole status of every flavour from that one value, and is the only
 place a PodGroup's status body is made (:func:`invalid_body` for a group that
-cannot be read at all).
+cannot be read at all). :func:`queue_status_body` is the one place a Queue's
+status body is made.
 
 Operators read these fields: Kubeflow's training-operator waits for a Volcano
 PodGroup's ``phase: Inqueue`` before it creates pods, dashboards read
@@ -20,6 +21,7 @@ from enum import StrEnum
 from typing import Any
 
 from gangsched.core.model import Flavor, GroupSpec, MemberCounts, NodeName, PodKey
+from gangsched.core.resources import Resources, format_amount
 
 
 class Phase(StrEnum):
@@ -299,6 +301,49 @@ def invalid_body(flavor: Flavor, error: str, now: str) -> dict[str, Any]:
             "message": message, "transitionID": TRANSITION_ID, "lastTransitionTime": now,
         }]
     return body
+
+
+@dataclass(frozen=True, slots=True)
+class QueueStatus:
+    """The whole truth a Queue's status says: what it holds, its gangs, and its conditions."""
+
+    allocated: Resources
+    pending: int
+    running: int
+    open: bool = True
+    error: str | None = None
+    """What of the spec could not be read, when something could not."""
+
+
+def queue_status_body(
+    status: QueueStatus, previous_conditions: Sequence[Mapping[str, Any]], now: str
+) -> dict[str, Any]:
+    """The Queue's whole status, conditions included, so a merge patch leaves nothing stale.
+
+    ``Open`` says whether the queue admits new PodGroups (reason ``Open`` or
+    ``Closed``); ``Invalid`` is there only while part of the spec is
+    unreadable, and names it. A condition keeps its transition time while
+    its status holds, so an unchanged queue gives an unchanged body and no write.
+    """
+    if status.open:
+        opened = ("True", "Open", "admits new PodGroups")
+    else:
+        opened = ("False", "Closed",
+                  "state is Closed: admits no new PodGroups; admitted ones keep their place")
+    conditions = [("Open", *opened)]
+    if status.error:
+        conditions.append(("Invalid", "True", "InvalidSpec",
+                           f"left out as unreadable: {status.error}"[:MESSAGE_LIMIT]))
+    return {
+        "allocated": {name: format_amount(name, amount)
+                      for name, amount in status.allocated.items()},
+        "pending": status.pending,
+        "running": status.running,
+        "conditions": [{
+            "type": type_, "status": value, "reason": reason, "message": message,
+            "lastTransitionTime": transition_time(previous_conditions, type_, value, now),
+        } for type_, value, reason, message in conditions],
+    }
 
 
 EVENT_MESSAGE_LIMIT = 1024

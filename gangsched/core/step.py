@@ -22,7 +22,7 @@ from gangsched.core.actions import Action, Bind, Evict, LogDecision
 from gangsched.core.cycle import CycleResult, run_cycle
 from gangsched.core.gangs import Gathered
 from gangsched.core.holds import GroupLife, Hold, Seat, seats_of, update_holds
-from gangsched.core.model import GangKey, PodKey, Policy
+from gangsched.core.model import DEFAULT_QUEUE, GangKey, PodKey, Policy
 from gangsched.core.reasons import Reason, reported_reasons
 from gangsched.core.report_plan import Pacing, plan_reports
 from gangsched.core.state import InFlight, State
@@ -196,10 +196,12 @@ def hand_out(
         gang.key: min(pod.created for pod in gang.pending)
         for gang in gathered.gangs if gang.bound == 0 and gang.pending
     }
+    queues = {gang.key: gang.queue for gang in gathered.gangs}
     for placement in result.placements:
         if flights.pop(placement.gang, None) is not None:
             actions.append(LogDecision.of("preemptor_placed", gang=placement.gang))
-        actions.append(Bind(placement, first_created.get(placement.gang)))
+        actions.append(Bind(placement, first_created.get(placement.gang),
+                            queues.get(placement.gang, DEFAULT_QUEUE)))
     return flights, actions
 
 

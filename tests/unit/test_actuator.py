@@ -10,8 +10,10 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from fractions import Fraction
 from typing import Any, cast
 
+from prometheus_client import REGISTRY
 from structlog.testing import capture_logs
 
 from gangsched.actuator import Actuator, ScheduledEvents
@@ -33,6 +35,7 @@ from gangsched.core.placement import Placement
 from gangsched.core.preemption import Preemption
 from gangsched.core.resources import Resources
 from gangsched.core.state import InFlight, State
+from gangsched.core.status_bodies import QueueStatus
 from gangsched.evictor import EvictionOutcome, Evictor
 from gangsched.mirror import Mirror
 from gangsched.reporting import Reporter
@@ -170,7 +173,8 @@ def test_reports_go_to_the_reporter_with_the_records_of_the_view() -> None:
           MarkUnschedulable(PodKey("ns/gone"), "no room"),
           WriteGroupStatus(JOB, status, 1),
           MarkGroupInvalid(JOB),
-          WriteQueueStatus(QueueName("default"), Resources.zero(), 1, 0),
+          WriteQueueStatus(QueueName("default"), QueueStatus(Resources.zero(), 1, 0),
+                           Fraction(0), Fraction(1)),
           ForgetWritten(),
           LogDecision.of("gang_waiting", gang=JOB))
     names = [name for name, _ in made.reporter.calls if name != "placed_before_answer"]
@@ -196,3 +200,39 @@ def test_a_bind_that_fails_on_a_bug_is_logged_not_lost() -> None:
     (failed,) = [line for line in logs if line["event"] == "action_failed"]
     assert failed["task"] == "bind-ns/job" and "a bug in the binder" in failed["error"]
     assert made.actuator.tasks == set()
+
+
+def sample(name: str, **labels: str) -> float | None:
+    return REGISTRY.get_sample_value(name, labels)
+
+
+def test_a_bind_failure_is_counted_under_its_http_code() -> None:
+    before = sample("gangsched_bind_failures_total", code="403") or 0.0
+    carry(shell(403), Bind(PLACEMENT, first_created=None))
+    assert sample("gangsched_bind_failures_total", code="403") == before + 2
+
+
+def test_a_gang_wait_is_counted_under_its_queue() -> None:
+    queue = {"queue": "wait-test"}
+    carry(shell(201), Bind(PLACEMENT, first_created=490.0, queue=QueueName("wait-test")))
+    assert sample("gangsched_gang_wait_seconds_count", **queue) == 1
+    assert sample("gangsched_gang_wait_seconds_sum", **queue) == 10.0, "clock 500, created 490"
+
+
+def test_queue_gauges_follow_what_the_queue_holds_and_go_with_the_queue() -> None:
+    made, gpu = shell(), QueueName("gpu-test")
+    held = Resources.of({"cpu": 1500, "nvidia.com/gpu": 2})
+    carry(made, WriteQueueStatus(gpu, QueueStatus(held, 1, 2), Fraction(1, 2), Fraction(1, 3)))
+    allocated = "gangsched_queue_allocated"
+    assert sample(allocated, queue=gpu, resource="cpu") == 1.5, "cores, not milli-CPU"
+    assert sample(allocated, queue=gpu, resource="nvidia.com/gpu") == 2
+    assert sample("gangsched_queue_dominant_share", queue=gpu) == 0.5
+    assert sample("gangsched_queue_weight_share", queue=gpu) == 1 / 3
+    assert sample("gangsched_pending_gangs", queue=gpu) == 1
+    carry(made, WriteQueueStatus(gpu, QueueStatus(Resources.of({"cpu": 1000}), 0, 1),
+                                 Fraction(1, 4), Fraction(1, 3)))
+    assert sample(allocated, queue=gpu, resource="nvidia.com/gpu") is None, "none held now"
+    assert sample(allocated, queue=gpu, resource="cpu") == 1
+    carry(made, ForgetWritten())  # the view has no such queue: it was deleted
+    assert sample(allocated, queue=gpu, resource="cpu") is None
+    assert sample("gangsched_queue_weight_share", queue=gpu) is None

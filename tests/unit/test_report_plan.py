@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import TypeVar
+from fractions import Fraction
+from typing import TypeVar, cast
 
 from gangsched.core.actions import (
     Action,
@@ -14,13 +15,13 @@ from gangsched.core.actions import (
     WriteGroupStatus,
     WriteQueueStatus,
 )
-from gangsched.core.model import GangKey, Pod, PodKey
+from gangsched.core.model import GangKey, Pod, PodKey, QueueName, QueueSpec
 from gangsched.core.report_plan import FORGET_EVERY, Pacing
 from gangsched.core.state import State
 from gangsched.core.step import StepConfig, Stepped, step
 from gangsched.core.view import StepView
 from tests.unit.test_cycle import DEFAULT, cpu, node
-from tests.unit.test_step import Group, group, members, view
+from tests.unit.test_step import Cluster, Group, group, members, view
 
 T = TypeVar("T")
 CONFIG = StepConfig(starvation_s=1e6, pacing=Pacing(settle_s=15.0, pod_report_s=300.0))
@@ -92,8 +93,8 @@ def test_every_group_and_queue_gets_its_whole_status() -> None:
     assert set(statuses) == {GangKey("ns/run"), JOB}
     assert statuses[JOB].message and statuses[GangKey("ns/run")].phase.value == "Running"
     (queue,) = of_type(stepped.actions, WriteQueueStatus)
-    assert (queue.queue, queue.allocated.get("cpu"), queue.pending, queue.running) == (
-        DEFAULT, cpu(2).get("cpu"), 1, 1)
+    assert (queue.queue, queue.status.allocated.get("cpu"), queue.status.pending,
+            queue.status.running) == (DEFAULT, cpu(2).get("cpu"), 1, 1)
 
 
 def test_what_writers_remember_is_pruned_every_hundred_full_cycles() -> None:
@@ -102,3 +103,20 @@ def test_what_writers_remember_is_pruned_every_hundred_full_cycles() -> None:
     second = step(first.state, waiting_job(), 1001.0, CONFIG)
     assert of_type(first.actions, ForgetWritten) == []
     assert of_type(second.actions, ForgetWritten) == [ForgetWritten()]
+
+
+def test_each_queue_reports_its_share_of_the_cluster_against_its_weights_and_its_state() -> None:
+    running = members("run", 2, on=["n1", "n1"])
+    batch = QueueSpec(QueueName("batch"), weight=3, open=False, error="weight: 'x'")
+    shown = view([node("n1", 4)], running, [group("run", 2)])
+    cluster = StepView(replace(cast(Cluster, shown.cluster),
+                               queues={DEFAULT: QueueSpec(DEFAULT), batch.name: batch}))
+    stepped = step(State(), cluster, 1000.0, CONFIG)
+    written = {a.queue: a for a in of_type(stepped.actions, WriteQueueStatus)}
+    assert (written[DEFAULT].dominant_share, written[DEFAULT].weight_share) == (
+        Fraction(1, 2), Fraction(1, 4)), "2 of 4 cores held; weight 1 of 4"
+    assert (written[batch.name].dominant_share, written[batch.name].weight_share) == (
+        Fraction(0), Fraction(3, 4))
+    assert (written[DEFAULT].status.open, written[DEFAULT].status.error) == (True, None)
+    assert (written[batch.name].status.open, written[batch.name].status.error) == (
+        False, "weight: 'x'")

@@ -110,6 +110,13 @@ def pending_need(gang: Gang, bound: Resources) -> Resources:
     return Resources.max_each(outstanding(gang.min_resources, bound), pending)
 
 
+def schedulable_total(snapshot: Snapshot) -> Resources:
+    """What the ready, uncordoned nodes can hold: the whole that queue shares are parts of."""
+    nodes = snapshot.nodes
+    return total(nodes[name].node.allocatable for name in sorted(nodes)
+                 if nodes[name].node.ready and not nodes[name].node.unschedulable)
+
+
 class Session:
     """The running totals and answers of one cycle; every stage reads and updates them."""
 
@@ -123,13 +130,7 @@ class Session:
         # A default queue exists without anyone creating it.
         self.queues.setdefault(DEFAULT_QUEUE, QueueSpec(DEFAULT_QUEUE))
 
-        nodes = inp.snapshot.nodes
-        schedulable = [
-            nodes[name].node
-            for name in sorted(nodes)
-            if nodes[name].node.ready and not nodes[name].node.unschedulable
-        ]
-        self.cluster_total = total(node.allocatable for node in schedulable)
+        self.cluster_total = schedulable_total(inp.snapshot)
         self.capacity = Capacity.from_snapshot(inp.snapshot)
         self.domains: dict[tuple[str, ...], dict[Domain, tuple[NodeName, ...]]] = {}
         # Kept as a running total from here on rather than summed over the
