@@ -49,7 +49,8 @@ def panel_queries(dashboard: dict[str, object]) -> dict[str, str]:
 def test_dashboard_has_panels_for_what_operators_ask() -> None:
     titles = {panel["title"] for panel in json.loads(DASHBOARD.read_text())["panels"]}
     assert {"Pending PodGroups per queue", "Gang wait time", "Pods bound / s",
-            "Cycle time", "Bind failures / s"} <= titles
+            "Cycle time", "Bind failures / s", "Queue share against weight", "Queue usage",
+            "Gang wait p95 per queue", "Version"} <= titles
 
 
 @pytest.mark.parametrize(("panel", "query"),
