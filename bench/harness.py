@@ -322,18 +322,25 @@ class Gangsched:
         """The scheduler's own counters: every cycle is counted here, also the
         cycles that place nothing and so write no log line."""
         samples = self.samples()
-        return {short: samples[name] for name, short in SCRAPED.items() if name in samples}
+        return {short: samples.get(name, 0.0) for name, short in SCRAPED.items()}
 
     def samples(self) -> dict[str, float]:
-        """Every unlabelled sample of the metrics page, by name."""
+        """Every unlabelled sample of the metrics page by name, and each counter summed
+        over its labels (bind failures are counted per HTTP code; a counter never
+        counted under any label has no sample at all)."""
         with urllib.request.urlopen(f"http://127.0.0.1:{self.metrics_port}/metrics",
                                     timeout=10) as response:
             text = response.read().decode()
         values: dict[str, float] = {}
         for line in text.splitlines():
-            name, _, value = line.partition(" ")
-            if name and not name.startswith("#") and "{" not in name:
+            series, _, value = line.rpartition(" ")
+            if not series or series.startswith("#"):
+                continue
+            name = series.partition("{")[0]
+            if "{" not in series:
                 values[name] = float(value)
+            elif name.endswith("_total"):
+                values[name] = values.get(name, 0.0) + float(value)
         return values
 
     def log_lines(self, event: str | None = None) -> list[dict[str, Any]]:

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import json
+import platform
 import re
 import urllib.error
 import urllib.request
 from pathlib import Path
+from typing import Any
 
 from devcluster.controlplane import LocalCluster, NodeShape, free_port
+from gangsched import __version__
 from tests.e2e.conftest import start_gangsched, stop_gangsched
 from tests.e2e.workspace import Workspace, node_of, wait_for
 
@@ -27,6 +30,34 @@ def metric(text: str, name: str, **labels: str) -> float | None:
     pattern = re.escape(name) + (r"\{" + re.escape(wanted) + r"\}" if labels else "") + r" (\S+)"
     found = re.search(r"^" + pattern + r"$", text, re.MULTILINE)
     return float(found.group(1)) if found else None
+
+
+def queue_conditions(cluster: LocalCluster, queue: str) -> dict[str, dict[str, Any]]:
+    found = json.loads(cluster.kubectl("get", "queue", queue, "-o", "json").stdout)
+    return {c["type"]: c for c in (found.get("status") or {}).get("conditions") or []}
+
+
+def assert_queue_conditions_follow_its_state(cluster: LocalCluster, port: int,
+                                             queue: str) -> None:
+    """Open while open, with a transition time that stays while it stays open; Closed once
+    closed, beside the counts of the same status."""
+    opened = wait_for(lambda: queue_conditions(cluster, queue).get("Open"), timeout=15,
+                      what="the Queue's Open condition")
+    assert (opened["status"], opened["reason"]) == ("True", "Open")
+    cluster.kubectl("patch", "queue", queue, "--type=merge", "-p", '{"spec":{"state":"Closed"}}')
+    closed = wait_for(lambda: (c := queue_conditions(cluster, queue).get("Open"))
+                      and c["status"] == "False" and c, timeout=15, what="the Queue Closed")
+    assert closed["reason"] == "Closed"
+    assert closed["lastTransitionTime"] >= opened["lastTransitionTime"]
+    status = json.loads(cluster.kubectl("get", "queue", queue, "-o", "json").stdout)["status"]
+    assert (status["running"], status["allocated"]["cpu"]) == (1, "2"), status
+    share = metric(get(port, "/metrics")[1], "gangsched_queue_weight_share", queue=queue)
+    cluster.kubectl("patch", "queue", queue, "--type=merge", "-p", '{"spec":{"weight":2}}')
+    wait_for(lambda: metric(get(port, "/metrics")[1], "gangsched_queue_weight_share",
+                            queue=queue) != share, timeout=15, what="the new weight's share")
+    again = queue_conditions(cluster, queue)["Open"]
+    assert again["lastTransitionTime"] == closed["lastTransitionTime"], \
+        "a condition whose status held keeps its transition time"
 
 
 def test_probes_answer_on_their_own_paths_and_metrics_count_gangs(
@@ -63,13 +94,20 @@ def test_probes_answer_on_their_own_paths_and_metrics_count_gangs(
             """The bound gang's wait observed, and the next cycle's count of pending gangs:
             only the one that does not fit (the bound one counts while it is binding)."""
             text = get(port, "/metrics")[1]
-            done = (metric(text, "gangsched_gang_wait_seconds_count") == 1.0
+            done = (metric(text, "gangsched_gang_wait_seconds_count", queue=queue) == 1.0
                     and metric(text, "gangsched_pending_gangs", queue=queue) == 1.0)
             return text if done else None
 
         text = wait_for(counted, timeout=15, what="the gang's wait and one pending gang")
         assert metric(text, "gangsched_bind_seconds_count") == 2.0
-        assert (metric(text, "gangsched_gang_wait_seconds_sum") or 0) < 30
+        assert (metric(text, "gangsched_gang_wait_seconds_sum", queue=queue) or 0) < 30
+        assert metric(text, "gangsched_queue_allocated", queue=queue, resource="cpu") == 2.0
+        assert 0 < (metric(text, "gangsched_queue_dominant_share", queue=queue) or 0) <= 0.5, \
+            "2 cores of at least the probe's 4"
+        assert 0 < (metric(text, "gangsched_queue_weight_share", queue=queue) or 0) < 1
+        assert metric(text, "gangsched_build_info", python=platform.python_version(),
+                      version=__version__) == 1.0
+        assert_queue_conditions_follow_its_state(cluster, port, queue)
     finally:
         assert stop_gangsched(running) == 0
         cluster.ensure_nodes(0, prefix="probe")
