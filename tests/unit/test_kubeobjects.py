@@ -316,6 +316,16 @@ def test_queue_keeps_what_it_can_read_and_names_what_it_left_out() -> None:
         QueueName("q"), 1, None)
     assert [p.field for p in queue.problems] == ["capability", "weight"]
     assert queue.problems[1] == FieldProblem("weight", "0")
+    assert queue.spec.error is not None and queue.spec.error.startswith("capability: ")
+    assert queue.spec.error.endswith("; weight: 0"), "its Invalid condition names both"
+
+
+def test_a_queue_is_read_with_the_conditions_last_written_on_it() -> None:
+    open_ = {"type": "Open", "status": "True", "reason": "Open", "message": "",
+             "lastTransitionTime": "2026-01-01T00:00:00Z"}
+    queue = queue_from_api({"metadata": {"name": "q"}, "spec": {"state": "Closed"},
+                            "status": {"conditions": [open_]}})
+    assert (queue.spec.open, queue.spec.error, queue.conditions) == (False, None, (open_,))
 
 
 def test_priority_classes_and_workload_queues() -> None:

@@ -8,6 +8,9 @@ import pytest
 from kubernetes_asyncio import client
 
 from gangsched.core.kubeobjects import PodRecord, pod_record_from_api
+from gangsched.core.model import QueueName
+from gangsched.core.resources import Resources
+from gangsched.core.status_bodies import QueueStatus
 from gangsched.dispatcher import Call, Dispatcher, Rank
 from gangsched.events import EVENT_INTERVAL_S
 from gangsched.reporting import CONDITION_CHANGE_GAP_S, Reporter
@@ -71,3 +74,22 @@ def test_a_gated_pod_gets_its_condition_and_no_event(
     reporter.pod_gated(record("uid-1"), "waits for its scheduling gates")
     [call] = dispatcher.calls
     assert call.state == ("SchedulingGated", "waits for its scheduling gates")
+
+
+def test_a_queue_status_is_asked_for_once_while_it_holds_and_keeps_its_transition_times(
+        reporter: Reporter, dispatcher: RecordingDispatcher) -> None:
+    written = [{"type": "Open", "status": "True", "reason": "Open",
+                "message": "admits new PodGroups", "lastTransitionTime": "2026-01-01T00:00:00Z"}]
+    held = QueueStatus(Resources.of({"cpu": 2000}), 1, 1)
+    for _ in range(3):  # every full cycle asks again
+        reporter.queue_status(QueueName("research"), held, written)
+    [call] = dispatcher.calls
+    assert call.key == ("queue/research", "")
+    assert body_of(call)["conditions"] == written, "its status held: its time stays"
+    reporter.queue_status(QueueName("research"), QueueStatus(Resources.zero(), 0, 0), written)
+    assert len(dispatcher.calls) == 2 and body_of(dispatcher.calls[1])["allocated"] == {}
+
+
+def body_of(call: Call) -> dict[str, Any]:
+    assert isinstance(call.state, dict)
+    return call.state
