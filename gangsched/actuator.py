@@ -34,10 +34,17 @@ from gangsched.core.actions import (
     WriteQueueStatus,
 )
 from gangsched.core.backoff import BindRefusal
+from gangsched.core.holds import Seat
 from gangsched.core.model import PodKey, QueueName
 from gangsched.core.placement import Placement
 from gangsched.core.resources import CPU
-from gangsched.core.state import State, bind_refused, binds_done, eviction_refused
+from gangsched.core.state import (
+    State,
+    bind_refused,
+    binds_done,
+    eviction_refused,
+    eviction_stopped,
+)
 from gangsched.evictor import Evictor
 from gangsched.mirror import Mirror, View
 from gangsched.reporting import Reporter
@@ -177,8 +184,8 @@ class Actuator:
                 self.reporter.pod_invalid(pod, error)
             case WriteGroupStatus(group=key, status=status, observed_generation=observed):
                 self.reporter.group_status(view.groups[key], status, observed)
-            case MarkGroupInvalid(group=key):
-                self.reporter.group_invalid(view.groups[key])
+            case MarkGroupInvalid(group=key, error=error):
+                self.reporter.group_invalid(view.groups[key], error)
             case WriteQueueStatus(queue=queue, status=status):
                 self.reporter.queue_status(queue, status,
                                            self.mirror.queue_conditions.get(queue, ()))
@@ -254,7 +261,41 @@ class Actuator:
                         detail=outcome.detail)
         self.reporter.preempted(preemption.preemptor, pods_of, view.groups, view.pods,
                                 action.preemptor_pods)
+        if failed:
+            self._stranded(action, view, now, {o.pod for o in failed})
         self.trigger()
+
+    def _stranded(self, action: Evict, view: View, now: float, kept: set[PodKey]) -> None:
+        """Evictions refused after others of the same victim went (a budget spent between
+        the dry run and the real one): end the preemption, hold the victim's departed rooms
+        for its replacements, and tell both sides."""
+        preemption = action.preemption
+        stranded = {victim: pods for victim, pods in action.victim_pods.items()
+                    if kept & set(pods)}
+        departed = {pod: Seat(view.pods[pod].pod, victim)
+                    for victim, pods in stranded.items() for pod in pods
+                    if pod not in kept and pod in view.pods}
+        self.fold(partial(eviction_stopped, preemptor=preemption.preemptor,
+                          stranded=stranded, departed=departed, until=now + self.unevictable_s))
+        log.warning("preemption_stopped_half_way", gang=preemption.preemptor,
+                    victims=sorted(stranded), kept=len(kept), departed=len(departed))
+        events = self.reporter.events
+        for victim, pods in stranded.items():
+            left = sum(1 for pod in pods if pod in kept)
+            message = (f"Preemption by gang {preemption.preemptor} stopped half-way: the "
+                       f"Eviction API refused {left} of {len(pods)} pods (a "
+                       f"PodDisruptionBudget); the room of those evicted is held for their "
+                       f"replacements")
+            if (group := view.groups.get(victim)) is not None:
+                events.on_group(group, "PreemptionStopped", message, type_="Warning")
+            if (preemptor := view.groups.get(preemption.preemptor)) is not None:
+                events.on_group(preemptor, "PreemptionStopped",
+                                f"Preempting gang {victim} stopped half-way: {left} of "
+                                f"{len(pods)} pods were refused eviction (a "
+                                f"PodDisruptionBudget); the preemption ends", type_="Warning")
+            for pod in pods:
+                if pod in kept and (record := view.pods.get(pod)) is not None:
+                    events.on_pod(record, "PreemptionStopped", message)
 
     # ---- binds --------------------------------------------------------------------
     async def _bind(self, placement: Placement, first_created: float | None,

@@ -228,6 +228,11 @@ def assemble(options: RunOptions, api: client.ApiClient) -> Parts:
         Reflector("nodes", core.list_node, mirror, scheduler.trigger),
         Reflector("pods", core.list_pod_for_all_namespaces, mirror, scheduler.trigger),
     ]
+    if options.preemption:
+        reflectors.append(Reflector(
+            "poddisruptionbudgets",
+            client.PolicyV1Api(api).list_pod_disruption_budget_for_all_namespaces, mirror,
+            scheduler.trigger))
     return Parts(api, mirror, scheduler, reflectors, Sweeper(api, mirror, scheduler.trigger),
                  health, leadership)
 

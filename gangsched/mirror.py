@@ -38,6 +38,7 @@ from gangsched.core.kubeobjects import (
     QueueObject,
     RawObject,
     WorkloadQueue,
+    disruption_budget_from_api,
     group_key_of,
     group_record_from_api,
     node_from_api,
@@ -50,6 +51,7 @@ from gangsched.core.kubeobjects import (
 )
 from gangsched.core.model import (
     DEFAULT_QUEUE,
+    DisruptionBudget,
     Flavor,
     GangKey,
     Node,
@@ -252,6 +254,9 @@ class Mirror(GroupsAndQueues):
     """Namespaces whose pods are ours; empty means every namespace."""
     nodes: dict[NodeName, Node] = field(default_factory=dict)
     pods: dict[PodKey, PodRecord] = field(default_factory=dict)
+    budgets: dict[str, DisruptionBudget] = field(default_factory=dict)
+    """PodDisruptionBudgets by ``namespace/name``: preemption chooses only victims they
+    let go whole."""
     assumed: dict[PodKey, Assumption] = field(default_factory=dict)
     bad_pods: dict[PodKey, str] = field(default_factory=dict)
     on_status_change: Callable[[], None] = lambda: None
@@ -274,7 +279,7 @@ class Mirror(GroupsAndQueues):
         """Whether the pod is this scheduler's: its name, in a namespace served."""
         return header.scheduler_name in self.scheduler_names and self.in_scope(header.namespace)
 
-    # ---- raw entry points of the watches (pods, nodes, priority classes) ----------
+    # ---- raw entry points of the watches (pods, nodes, priority classes, budgets) ----
     def replace(self, kind: str, objects: Sequence[RawObject]) -> None:
         """Hold exactly ``objects`` of this kind: a list read whole."""
         seen: set[str] = set()
@@ -289,7 +294,7 @@ class Mirror(GroupsAndQueues):
         as it may while any watch runs behind.
         """
         for obj in page:
-            seen.add(pod_header(obj).key if kind == "pods" else object_ref(obj).name)
+            seen.add(pod_header(obj).key if kind == "pods" else object_ref(obj).key)
             self.upsert(kind, obj)
 
     def list_done(self, kind: str, seen: set[str]) -> None:
@@ -300,6 +305,9 @@ class Mirror(GroupsAndQueues):
                 self.remove_node(name)
         elif kind == "priorityclasses":
             self.keep_priority_classes(seen)
+        elif kind == "poddisruptionbudgets":
+            for key in [k for k in self.budgets if k not in seen]:
+                del self.budgets[key]
         else:
             for key in {*self.pods, *self.bad_pods} - seen:
                 self.remove_pod(key)
@@ -325,6 +333,8 @@ class Mirror(GroupsAndQueues):
         if kind == "priorityclasses":
             priority_class = priority_class_from_api(obj)
             return priority_class is not None and self.set_priority_class(priority_class)
+        if kind == "poddisruptionbudgets":
+            return self.set_budget(obj)
         header = pod_header(obj)
         ours = self.ours(header)
         try:
@@ -340,7 +350,23 @@ class Mirror(GroupsAndQueues):
             return self.remove_node(NodeName(object_ref(obj).name))
         if kind == "priorityclasses":
             return self.remove_priority_class(object_ref(obj).name)
+        if kind == "poddisruptionbudgets":
+            return self._changed(self.budgets.pop(object_ref(obj).key, None) is not None)
         return self.remove_pod(pod_header(obj).key)
+
+    # ---- PodDisruptionBudgets -------------------------------------------------------------
+    def set_budget(self, obj: RawObject) -> bool:
+        """Hold a budget; one that cannot be read allows nothing, so it protects rather than
+        lets preemption stop half-way on the Eviction API's refusal."""
+        try:
+            budget = disruption_budget_from_api(obj)
+        except ObjectError as error:
+            log.warning("disruption_budget_invalid", error=str(error))
+            ref = object_ref(obj)
+            budget = DisruptionBudget(ref.key, ref.namespace)
+        changed = self.budgets.get(budget.key) != budget
+        self.budgets[budget.key] = budget
+        return self._changed(changed)
 
     # ---- nodes ---------------------------------------------------------------------------
     def add_node(self, node: Node) -> bool:

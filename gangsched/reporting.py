@@ -218,7 +218,7 @@ class Reporter:
         self._dispatcher.retain(lambda object_id: object_id in live
                                 or object_id.startswith("queue/"))
 
-    def group_invalid(self, group: GroupRecord) -> None:
+    def group_invalid(self, group: GroupRecord, error: str | None = None) -> None:
         """An invalid PodGroup is reported on its own status and as an Event, and skipped.
 
         Once per distinct error, whatever the flavour: the scheduler calls this
@@ -226,7 +226,7 @@ class Reporter:
         API server. Volcano's status takes a condition as ours does;
         scheduler-plugins' has no place for one, so there the Event says why.
         """
-        message = (group.error or "invalid")[:1024]
+        message = (error or group.error or "invalid")[:1024]
         object_id = _group_id(group)
         if self._asked.get(object_id) == {"invalid": message}:
             return

@@ -255,7 +255,7 @@ class Scheduler:
         return StepView(
             view, priority_classes=mirror.priority_classes,
             never_preempting_classes=frozenset(mirror.never_preempting_classes),
-            bad_pods=dict(mirror.bad_pods),
+            bad_pods=dict(mirror.bad_pods), budgets=tuple(mirror.budgets.values()),
         )
 
     def _inputs(self) -> tuple[object, ...]:

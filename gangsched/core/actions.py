@@ -67,6 +67,8 @@ class WriteGroupStatus:
 @dataclass(frozen=True, slots=True)
 class MarkGroupInvalid:
     group: GangKey
+    error: str | None = None
+    """Why, when the group's own spec reads well but contradicts its pods."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -49,6 +49,9 @@ class Gathered:
     """The one-pod gangs of basic-policy groups, to the group they are counted in."""
     bound_pods: Mapping[GangKey, tuple[Pod, ...]] = field(default_factory=dict)
     """Each gang's live pods on nodes: what evicting the gang whole would free."""
+    invalid: Mapping[GangKey, str] = field(default_factory=dict)
+    """Groups whose spec is readable but contradicts their pods, and why: they are
+    reported invalid and their pods wait as those of any invalid group."""
 
 
 def gather(
@@ -65,8 +68,13 @@ def gather(
     groups move to Inqueue before training-operator creates any pod) or hold a
     reservation (a Spark job between driver and executors).
 
-    A gang's priority is the higher of its PodGroup's ``priorityClassName``
-    and its pods' own priorities, so a group can be ordered before its pods exist.
+    A gang's priority is what the API server admitted on its pods (their
+    ``spec.priority``; the highest of them): a PodGroup is no pod, so no
+    ResourceQuota priority scope nor the Priority admission plugin checks the
+    class it names, and a tenant could otherwise raise a gang above its pods
+    and preempt others with it. The group's own priority only orders a group
+    with no pods yet. A group naming a known PriorityClass whose value is not
+    its pods' priority is invalid (``invalid``), and its pods wait.
 
     ``finished_before`` are groups whose status already says they finished. Once
     their pods are deleted nothing else tells them from a group whose pods are
@@ -90,6 +98,10 @@ def gather(
     not at all, and preemption victims still terminating never make their
     gang look running again.
     """
+    members = tuple(members)
+    invalid = _priority_mismatches(members, groups, priority_classes or {})
+    if invalid:
+        groups = {key: spec for key, spec in groups.items() if key not in invalid}
     tally = _Tally()
     for member in members:
         tally.add(member, groups)
@@ -118,7 +130,31 @@ def gather(
         finished=frozenset(finished),
         solo_of=tally.solo_of,
         bound_pods={key: tuple(pods) for key, pods in tally.bound_pods.items()},
+        invalid=invalid,
     )
+
+
+def _priority_mismatches(
+    members: Iterable[Member], groups: Mapping[GangKey, GroupSpec],
+    priority_classes: Mapping[str, int],
+) -> dict[GangKey, str]:
+    """Groups whose ``priorityClassName`` names a class of another value than a member's
+    admitted priority. A class not known (yet) is not judged: the gang's priority
+    comes from its pods either way."""
+    found: dict[GangKey, str] = {}
+    for member in members:
+        key = member.group
+        spec = groups.get(key) if key is not None else None
+        if key is None or spec is None or spec.priority_class is None or member.pod.terminating:
+            continue
+        value = priority_classes.get(spec.priority_class)
+        if value is None or value == member.pod.priority or key in found:
+            continue
+        found[key] = (
+            f"priorityClassName {spec.priority_class} (value {value}) does not match the "
+            f"priority its pods were admitted with (pod {member.pod.key} has "
+            f"{member.pod.priority}): set the same class on the pods, or none on the PodGroup")
+    return found
 
 
 @dataclass
@@ -203,7 +239,8 @@ class _Tally:
             bound=counts.get("scheduled", 0) + counts.get("succeeded", 0),
             queue=spec.queue if spec else DEFAULT_QUEUE,
             min_resources=spec.min_resources if spec else Resources.zero(),
-            priority=max(self.priority.get(key, 0), _group_priority(spec, priority_classes)),
+            priority=(self.priority[key] if key in self.priority
+                      else _group_priority(spec, priority_classes)),
             created=spec.created if spec and not solo else (pods[0].created if pods else 0.0),
             topology_keys=spec.topology_keys if spec and not solo else (),
             bound_on=frozenset(self.bound_on.get(key, ())),

@@ -19,6 +19,7 @@ from typing import Any, NoReturn
 
 from gangsched.core.model import (
     DEFAULT_QUEUE,
+    DisruptionBudget,
     Flavor,
     GangKey,
     GroupSpec,
@@ -47,7 +48,8 @@ __all__ = [
     "QUEUE_ANNOTATION", "VOLCANO_ANNOTATION", "VOLCANO_QUEUE_ANNOTATION",
     "FieldProblem", "GroupRecord", "ObjectError", "ObjectRef", "PodHeader", "PodRecord",
     "PriorityClass", "QueueObject", "RawObject", "WorkloadQueue",
-    "group_from_api", "group_key_of", "group_name_of", "group_record_from_api",
+    "disruption_budget_from_api", "group_from_api", "group_key_of", "group_name_of",
+    "group_record_from_api",
     "native_group_name", "node_from_api", "object_name", "object_ref", "pod_from_api", "pod_header",
     "pod_record_from_api", "priority_class_from_api", "queue_from_api", "timestamp",
     "workload_queue_from_api",
@@ -895,6 +897,33 @@ def priority_class_from_api(obj: RawObject) -> PriorityClass | None:
     if isinstance(value, bool) or not isinstance(value, int):
         return None
     return PriorityClass(object_name(obj), value, obj.get("preemptionPolicy") == "Never")
+
+
+def disruption_budget_from_api(obj: RawObject) -> DisruptionBudget:
+    """A ``policy/v1`` PodDisruptionBudget; raises ObjectError for a selector the API
+    server would not serve. A budget the disruption controller has not counted since
+    its last change allows nothing, as the Eviction API then refuses every pod."""
+    ref = object_ref(obj)
+    where = f"PodDisruptionBudget {ref.key}"
+    spec = _mapping(obj.get("spec"), where, "spec")
+    status = _mapping(obj.get("status"), where, "status")
+    raw_selector = spec.get("selector")
+    selector = _mapping(raw_selector, where, "spec.selector")
+    allowed = status.get("disruptionsAllowed")
+    observed = status.get("observedGeneration")
+    generation = _mapping(obj.get("metadata"), where, "metadata").get("generation")
+    current = not isinstance(generation, int) or (
+        isinstance(observed, int) and observed >= generation)
+    return DisruptionBudget(
+        key=ref.key,
+        namespace=ref.namespace,
+        match_labels=_str_map(selector.get("matchLabels"), where, "spec.selector.matchLabels"),
+        match_expressions=_requirements(selector.get("matchExpressions"), where,
+                                        "spec.selector.matchExpressions"),
+        selects_pods=raw_selector is not None,
+        disruptions_allowed=(allowed if isinstance(allowed, int) and not isinstance(allowed, bool)
+                             and current else 0),
+    )
 
 
 @dataclass(frozen=True, slots=True)

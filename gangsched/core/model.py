@@ -177,6 +177,26 @@ class Pod:
 
 
 @dataclass(frozen=True, slots=True)
+class DisruptionBudget:
+    """A PodDisruptionBudget as preemption reads it: the pods it guards, and how many of
+    them may go now.
+
+    ``disruptions_allowed`` is the disruption controller's figure: every pod it
+    selects that an eviction takes spends one, so a set of victims is decided
+    against it whole before the first eviction, never pod by pod.
+    """
+
+    key: str
+    """``namespace/name``."""
+    namespace: str
+    match_labels: tuple[tuple[str, str], ...] = ()
+    match_expressions: tuple[SelectorRequirement, ...] = ()
+    selects_pods: bool = True
+    """False for a budget without a selector: in ``policy/v1`` it selects no pod."""
+    disruptions_allowed: int = 0
+
+
+@dataclass(frozen=True, slots=True)
 class Gang:
     """A group of pods placed all-or-nothing.
 

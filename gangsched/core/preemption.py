@@ -14,6 +14,13 @@ next highest, and so on; equal priorities lose their youngest gang first,
 which has done the least work). The search is exact while it stays within a
 budget of placement checks; past it, it falls back to a greedy set pruned
 until no victim can be spared, which is minimal though perhaps not minimum.
+
+A set of victims is also decided against the PodDisruptionBudgets: every
+victim pod a budget selects spends one of its ``disruptionsAllowed``, across
+all the victims of the preemption, and a set that would overspend any budget
+is no choice. Evicting it would stop half-way when the Eviction API refuses
+the pod past the budget, leaving a gang below its minMember; a dry run
+cannot tell, because it never spends the budget.
 """
 
 from __future__ import annotations
@@ -22,7 +29,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import combinations
 
-from gangsched.core.model import Gang, GangKey, NodeName, Pod, PodKey, Policy
+from gangsched.core.model import DisruptionBudget, Gang, GangKey, NodeName, Pod, PodKey, Policy
+from gangsched.core.nodefit import requirement_matches
 from gangsched.core.placement import Capacity, Decision, Placement, Snapshot
 from gangsched.core.resources import Resources
 from gangsched.core.snapshot import NodeUsage
@@ -33,8 +41,10 @@ __all__ = [
     "Candidate",
     "Placer",
     "Preemption",
+    "budget_selects",
     "choose_victims",
     "choose_victims_in_one_domain",
+    "protected_by_budgets",
     "shifted",
 ]
 
@@ -112,6 +122,44 @@ def shifted(snapshot: Snapshot, add: Iterable[Pod] = (), remove: Iterable[Pod] =
     return Snapshot(nodes)
 
 
+def budget_selects(budget: DisruptionBudget, pod: Pod) -> bool:
+    """Whether the budget guards the pod: same namespace, and its selector matches the
+    pod's labels (an empty selector matches every pod, a missing one none)."""
+    if not budget.selects_pods or pod.key.split("/", 1)[0] != budget.namespace:
+        return False
+    labels = dict(pod.labels)
+    if any(labels.get(key) != value for key, value in budget.match_labels):
+        return False
+    return all(requirement_matches(r, labels) for r in budget.match_expressions)
+
+
+Spend = Mapping[str, int]
+"""Pods of a victim each budget selects, by budget key: what evicting it spends."""
+
+
+def _spend(candidate: Candidate, budgets: Sequence[DisruptionBudget]) -> dict[str, int]:
+    spend: dict[str, int] = {}
+    for budget in budgets:
+        selected = sum(1 for pod in candidate.pods if budget_selects(budget, pod))
+        if selected:
+            spend[budget.key] = selected
+    return spend
+
+
+def protected_by_budgets(
+    candidates: Sequence[Candidate], budgets: Sequence[DisruptionBudget]
+) -> dict[GangKey, tuple[str, ...]]:
+    """Candidates that a budget forbids evicting whole even alone, with those budgets."""
+    allowed = {budget.key: budget.disruptions_allowed for budget in budgets}
+    found: dict[GangKey, tuple[str, ...]] = {}
+    for candidate in candidates:
+        over = tuple(sorted(key for key, count in _spend(candidate, budgets).items()
+                            if count > allowed[key]))
+        if over:
+            found[candidate.gang] = over
+    return found
+
+
 def choose_victims(
     snapshot: Snapshot,
     preemptor: Gang,
@@ -121,8 +169,10 @@ def choose_victims(
     room: RoomCheck | None = None,
     budget: int = PREEMPTION_BUDGET,
     placer: Placer = _anywhere,
+    budgets: Sequence[DisruptionBudget] = (),
 ) -> Preemption | None:
-    """The fewest, lowest-priority whole gangs whose eviction lets ``preemptor`` fit.
+    """The fewest, lowest-priority whole gangs whose eviction lets ``preemptor`` fit and
+    spends no PodDisruptionBudget of ``budgets`` beyond what it allows.
 
     Only candidates of strictly lower priority are considered; the caller
     has already left out gangs that may not be evicted. None when no set of
@@ -131,24 +181,31 @@ def choose_victims(
     """
     if not preemptor.preempts or not preemptor.pending:
         return None
+    protected = protected_by_budgets(candidates, budgets)
     pool = sorted(
-        (c for c in candidates if c.priority < preemptor.priority and c.pods),
+        (c for c in candidates
+         if c.priority < preemptor.priority and c.pods and c.gang not in protected),
         key=lambda c: c.order,
     )
     if not pool:
         return None
-    checker = _Checker(snapshot, preemptor, policy, room, placer)
+    checker = _Checker(snapshot, preemptor, policy, room, placer, budgets, pool)
     # Evicting every candidate is the most room preemption can make: if the
     # gang does not fit then, no subset will, and nothing is searched.
     if checker.place(pool) is None:
         return None
+    whole = True
     for size in range(1, len(pool) + 1):
         found, complete = _smallest_of_size(checker, pool, size, budget)
         if found is not None:
             return checker.preemption(found)
         if not complete:
+            whole = False
             break
-    return checker.preemption(_greedy_pruned(checker, pool))
+    if whole:
+        return None  # every set was tried: the budgets allow none that makes room
+    chosen = _greedy_pruned(checker, pool)
+    return None if chosen is None else checker.preemption(chosen)
 
 
 class _Checker:
@@ -156,7 +213,8 @@ class _Checker:
 
     def __init__(
         self, snapshot: Snapshot, preemptor: Gang, policy: Policy, room: RoomCheck | None,
-        placer: Placer,
+        placer: Placer, budgets: Sequence[DisruptionBudget] = (),
+        pool: Sequence[Candidate] = (),
     ) -> None:
         self.snapshot = snapshot
         self.preemptor = preemptor
@@ -168,6 +226,18 @@ class _Checker:
         self.free = free
         self.need = _least_need(preemptor)
         self.found: dict[tuple[GangKey, ...], Placement] = {}
+        self.allowed = {b.key: b.disruptions_allowed for b in budgets}
+        self.spends: dict[GangKey, Spend] = {c.gang: _spend(c, budgets) for c in pool}
+
+    def within_budgets(self, victims: Sequence[Candidate]) -> bool:
+        """Whether evicting all of ``victims`` leaves every budget at zero or above."""
+        spent: dict[str, int] = {}
+        for victim in victims:
+            for key, count in self.spends[victim.gang].items():
+                spent[key] = spent.get(key, 0) + count
+                if spent[key] > self.allowed[key]:
+                    return False
+        return True
 
     def may_fit(self, victims: Sequence[Candidate]) -> bool:
         """The arithmetic necessary condition: freed plus free covers the minimum need."""
@@ -215,6 +285,7 @@ def choose_victims_in_one_domain(
     *,
     room: RoomCheck | None = None,
     budget: int = PREEMPTION_BUDGET,
+    budgets: Sequence[DisruptionBudget] = (),
 ) -> Preemption | None:
     """Victims for a gang that must land inside one topology domain: whole gangs that
     run wholly inside the domain it will land in, the best set over every domain.
@@ -240,7 +311,7 @@ def choose_victims_in_one_domain(
             return place_in_one_domain(capacity, gang, how, {domain: nodes})
 
         chosen = choose_victims(snapshot, preemptor, local, policy, room=room, budget=budget,
-                                placer=confined)
+                                placer=confined, budgets=budgets)
         if chosen is None:
             continue
         rank = (len(chosen.victims), _set_order(tuple(by_key[v] for v in chosen.victims)))
@@ -271,7 +342,7 @@ def _smallest_of_size(
     for looked, victims in enumerate(combinations(pool, size)):
         if looked >= _ENUMERATION_LIMIT:
             return None, False
-        if checker.may_fit(victims):
+        if checker.may_fit(victims) and checker.within_budgets(victims):
             sets.append(victims)
     sets.sort(key=_set_order)
     for victims in sets:
@@ -286,18 +357,24 @@ def _set_order(victims: tuple[Candidate, ...]) -> tuple[tuple[int, float, GangKe
     return tuple(sorted((victim.order for victim in victims), reverse=True))
 
 
-def _greedy_pruned(checker: _Checker, pool: Sequence[Candidate]) -> tuple[Candidate, ...]:
-    """Victims in eviction order until the gang fits, then each spared that can be.
+def _greedy_pruned(checker: _Checker, pool: Sequence[Candidate]) -> tuple[Candidate, ...] | None:
+    """Victims in eviction order (each the budgets still allow) until the gang fits, then
+    each spared that can be; None when the budgets run out first.
 
     Every check is bounded by the pool's size, so this ends however large the
-    cluster; the whole pool is known to make room.
+    cluster.
     """
-    chosen: list[Candidate] = list(pool)
-    for end in range(1, len(pool) + 1):
-        prefix = pool[:end]
-        if checker.may_fit(prefix) and checker.place(prefix) is not None:
-            chosen = list(prefix)
+    chosen: list[Candidate] | None = None
+    taken: list[Candidate] = []
+    for candidate in pool:
+        if not checker.within_budgets([*taken, candidate]):
+            continue
+        taken.append(candidate)
+        if checker.may_fit(taken) and checker.place(taken) is not None:
+            chosen = list(taken)
             break
+    if chosen is None:
+        return None
     for victim in sorted(chosen, key=lambda c: c.order, reverse=True):
         rest = [c for c in chosen if c is not victim]
         if rest and checker.may_fit(rest) and checker.place(rest) is not None:

@@ -49,6 +49,7 @@ __all__ = [
     "NoNodes",
     "PartlyBound",
     "Preempting",
+    "ProtectedByBudget",
     "QueueClosed",
     "QueueMissing",
     "Reason",
@@ -383,12 +384,23 @@ class AwaitingVictims:
     cause: Reason
 
 
+@dataclass(frozen=True, slots=True)
+class ProtectedByBudget:
+    """It does not fit and preempts nobody: the gangs of lower priority that could go are
+    protected by PodDisruptionBudgets, which evicting them whole would exceed."""
+
+    code: ClassVar[str] = "ProtectedByBudget"
+    gangs: tuple[GangKey, ...]
+    budgets: tuple[str, ...]
+    cause: Reason
+
+
 Reason = (
     NoNodes | DoesNotFit | MembersMissing | ShortOfMembers | NoDomainLabel | BoundAcrossDomains
     | NoDomainHolds | InDomain | QueueMissing | QueueClosed | BeingPreempted | Gated | Unhonoured
     | BindBackoff
     | AdmissionOverCapability | AdmissionNoRoom | ReservedByAdmitted | CapabilityExceeded
-    | Starving | TooBigToHold | Preempting | AwaitingVictims | str
+    | Starving | TooBigToHold | Preempting | AwaitingVictims | ProtectedByBudget | str
 )
 """A reason as data; a plain ``str`` is a reason from a writer not yet turned to data."""
 
@@ -402,7 +414,8 @@ def causes(reason: Reason) -> Iterator[Reason]:
     """The reason and every reason it wraps, outermost first."""
     yield reason
     match reason:
-        case Starving() | TooBigToHold() | Preempting() | AwaitingVictims() | InDomain():
+        case (Starving() | TooBigToHold() | Preempting() | AwaitingVictims() | InDomain()
+              | ProtectedByBudget()):
             yield from causes(reason.cause)
         case NoDomainHolds():
             for shown in reason.shown:
@@ -467,6 +480,11 @@ def render(reason: Reason) -> str:
                     f"{reason.reserved}, this gang {reason.placed}")
         case Starving() | TooBigToHold() | Preempting() | AwaitingVictims():
             return f"{_holding_text(reason)}; {render(reason.cause)}"
+        case ProtectedByBudget():
+            return (f"no preemption: {len(reason.gangs)} gang(s) of lower priority "
+                    f"({', '.join(reason.gangs)}) are protected by PodDisruptionBudgets "
+                    f"({', '.join(reason.budgets)}) that evicting them whole would exceed; "
+                    f"{render(reason.cause)}")
 
 
 def _more_pods(others: int) -> str:
@@ -662,6 +680,8 @@ def _steady(reason: Reason) -> object | None:
             return (reason.urgency, reason.need, code_of(reason.cause), _steady(reason.cause))
         case Preempting() | AwaitingVictims():
             return (reason.victims, reason.hold, code_of(reason.cause), _steady(reason.cause))
+        case ProtectedByBudget():
+            return (reason.gangs, reason.budgets, code_of(reason.cause), _steady(reason.cause))
         case _:
             return None
 

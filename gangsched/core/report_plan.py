@@ -117,8 +117,9 @@ def unplaceable_pods(view: ClusterView, gathered: Gathered) -> list[Action]:
     actions: list[Action] = []
     for key, pods in gathered.orphans.items():
         group = view.groups.get(key)
+        error = gathered.invalid.get(key) or (group.error if group is not None else None)
         message = (
-            f"PodGroup {key} is invalid: {group.error}" if group is not None and group.error
+            f"PodGroup {key} is invalid: {error}" if group is not None and error
             else f"waiting for PodGroup {key} to exist"
         )
         actions.extend(MarkUnschedulable(pod.key, message) for pod in pods
@@ -151,6 +152,9 @@ def group_statuses(
         if group.spec is None:
             if group.flavor is not Flavor.NATIVE or key in gathered.orphans:
                 actions.append(MarkGroupInvalid(key))
+            continue
+        if key in gathered.invalid:
+            actions.append(MarkGroupInvalid(key, gathered.invalid[key]))
             continue
         counts = gathered.counts.get(key)
         if counts is None and key in gathered.finished:

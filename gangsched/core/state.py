@@ -102,3 +102,19 @@ def eviction_refused(
         preempting={k: v for k, v in state.preempting.items() if k != preemptor},
         unevictable={**state.unevictable, **dict.fromkeys(blocked, until)},
     )
+
+
+def eviction_stopped(
+    state: State, preemptor: GangKey, stranded: Iterable[GangKey],
+    departed: Mapping[PodKey, Seat], *, until: float,
+) -> State:
+    """Some victim pods went and the Eviction API refused others (a budget spent
+    meanwhile): the preemption ends, and each stranded victim is a running gang that
+    lost members, whose rooms are held for their replacements as any such gang's are.
+
+    Its departed members are seated again as of the last cycle, so the next one
+    sees them depart outside the preemption: while it was under way their room
+    was the preemptor's, and their departure was not held for.
+    """
+    ended = eviction_refused(state, preemptor, stranded, until=until)
+    return replace(ended, seats={**departed, **ended.seats})

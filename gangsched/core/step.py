@@ -77,7 +77,7 @@ def step(state: State, view: StepView, now: float, config: StepConfig) -> Steppe
         preemption=config.preemption,
         preempting={k: v.victims for k, v in preempting.items()},
         unevictable=frozenset(k for k, until in unevictable.items() if until > now),
-        bind_refusals=refusals,
+        bind_refusals=refusals, budgets=view.budgets,
     ))
     # PodGroups refused admission before they have pods wait too: their
     # status says why, and their schedule timeout runs.

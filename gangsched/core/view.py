@@ -17,7 +17,15 @@ from gangsched.core.cycle import CycleInput
 from gangsched.core.gangs import Gathered, Member, gather
 from gangsched.core.groups import FINISHED_PHASES, Flavor, GroupSpec
 from gangsched.core.holds import Hold
-from gangsched.core.model import GangKey, Pod, PodKey, Policy, QueueName, QueueSpec
+from gangsched.core.model import (
+    DisruptionBudget,
+    GangKey,
+    Pod,
+    PodKey,
+    Policy,
+    QueueName,
+    QueueSpec,
+)
 from gangsched.core.placement import Snapshot
 from gangsched.core.unhonoured import against_existing_anti_affinity
 
@@ -75,6 +83,8 @@ class StepView:
     never_preempting_classes: frozenset[str] = frozenset()
     bad_pods: Mapping[PodKey, str] = field(default_factory=dict)
     """Pods of ours the core cannot read, and why."""
+    budgets: tuple[DisruptionBudget, ...] = ()
+    """PodDisruptionBudgets, which preemption may not exceed."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,6 +139,7 @@ def cycle_input(
     preempting: Mapping[GangKey, frozenset[GangKey]] | None = None,
     unevictable: frozenset[GangKey] = frozenset(),
     bind_refusals: Mapping[PodKey, BindRefusal] | None = None,
+    budgets: tuple[DisruptionBudget, ...] = (),
 ) -> CycleInput:
     """The cycle's input; preemption is the running scheduler's alone (it evicts), so the
     CLI's answers say what placement does without it."""
@@ -149,4 +160,5 @@ def cycle_input(
         preempting=preempting or {},
         unevictable=unevictable,
         bind_refusals=bind_refusals or {},
+        budgets=budgets,
     )

@@ -223,6 +223,7 @@ def can(cluster: LocalCluster, verb: str, resource: str, *extra: str) -> bool:
         ("watch", "pods", ("--all-namespaces",)),
         ("watch", "nodes", ()),
         ("watch", "priorityclasses.scheduling.k8s.io", ()),
+        ("watch", "poddisruptionbudgets.policy", ("--all-namespaces",)),
         ("create", "pods", ("--subresource=binding", "-n", "team-a")),
         ("create", "pods", ("--subresource=eviction", "-n", "team-a")),
         ("patch", "pods", ("--subresource=status", "-n", "team-a")),

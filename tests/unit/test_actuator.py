@@ -236,3 +236,37 @@ def test_queue_gauges_follow_what_the_queue_holds_and_go_with_the_queue() -> Non
     carry(made, ForgetWritten())  # the view has no such queue: it was deleted
     assert sample(allocated, queue=gpu, resource="cpu") is None
     assert sample("gangsched_queue_weight_share", queue=gpu) is None
+
+
+@dataclass
+class HalfEvictor:
+    """Lets the dry run pass and then the first pod go, refusing the rest: a budget
+    spent by someone else between the two."""
+
+    async def evict_all(
+        self, pods: tuple[PodKey, ...], uids: Mapping[PodKey, str] | None = None
+    ) -> tuple[list[EvictionOutcome], list[EvictionOutcome]]:
+        return [], [EvictionOutcome(p, 201 if i == 0 else 429, "budget")
+                    for i, p in enumerate(pods)]
+
+
+def test_an_eviction_stopped_half_way_ends_the_preemption_and_holds_the_victims_room() -> None:
+    old, gone, kept = GangKey("ns/old"), PodKey("ns/old-0"), PodKey("ns/old-1")
+    made = shell(state=State(preempting={JOB: InFlight(frozenset({old}), 400.0)}))
+    made.mirror.upsert("pods", pod("old-1", "old", 1))
+    made.mirror.upsert_group(Flavor.GANGSCHED, podgroup("old", 2, None))
+    made.actuator.evictor = cast(Evictor, HalfEvictor())
+    events = RecordingReporter()
+    made.reporter.events = events  # type: ignore[attr-defined]
+    preemption = Preemption(JOB, (old,), (gone, kept), Placement(JOB, ()))
+    carry(made, Evict(preemption, {old: (gone, kept)}, ()))
+    assert made.state.preempting == {}, "the preemptor holds no room for a victim that stays"
+    assert made.state.unevictable == {old: 515.0}
+    # The member that went is seated as of the last cycle: the next sees it depart and
+    # holds its room for a replacement, as for any running gang that loses a member.
+    assert made.state.seats[gone].gang == old and kept not in made.state.seats
+    on_groups = {(args[0].key, args[1]) for args in events.named("on_group")}
+    assert on_groups == {("ns/old", "PreemptionStopped"), ("ns/job", "PreemptionStopped")}
+    assert [(args[0].pod.key, args[1]) for args in events.named("on_pod")] == [
+        (kept, "PreemptionStopped")]
+    assert made.reporter.named("preempted"), "the preemption is reported as it went"

@@ -6,13 +6,24 @@ from collections.abc import Iterable, Mapping
 from dataclasses import replace
 
 from gangsched.core.cycle import CycleInput, CycleResult, run_cycle
-from gangsched.core.model import Gang, GangKey, Pod, PodKey, Policy, QueueName, QueueSpec
+from gangsched.core.model import (
+    DisruptionBudget,
+    Gang,
+    GangKey,
+    Pod,
+    PodKey,
+    Policy,
+    QueueName,
+    QueueSpec,
+)
 from gangsched.core.placement import Snapshot
 from gangsched.core.reasons import (
     AwaitingVictims,
     BeingPreempted,
     DoesNotFit,
     Preempting,
+    ProtectedByBudget,
+    render,
 )
 from gangsched.core.resources import Resources
 from tests.unit.test_cycle import gang, node, pod, reasons
@@ -47,6 +58,7 @@ def run(
     preemption: bool = True,
     preempting: Mapping[str, Iterable[str]] | None = None,
     unevictable: Iterable[str] = (),
+    budgets: tuple[DisruptionBudget, ...] = (),
 ) -> CycleResult:
     running_gangs = list(everyone)
     pods = [p for _, members in running_gangs for p in members]
@@ -70,6 +82,7 @@ def run(
         preempting={GangKey(k): frozenset(GangKey(v) for v in vs)
                     for k, vs in (preempting or {}).items()},
         unevictable=frozenset(GangKey(k) for k in unevictable),
+        budgets=budgets,
     ))
 
 
@@ -213,3 +226,18 @@ def test_a_partly_bound_gang_evicts_for_the_members_it_lacks() -> None:
     result = run(everyone, [])
     assert [(p.preemptor, len(p.victims)) for p in result.preemptions] == [("ns/job", 1)]
     assert len(result.preemptions[0].placement.assignments) == 2
+
+
+def test_gangs_a_budget_protects_are_no_victims_and_the_preemptor_says_so() -> None:
+    # One disruption allowed over every pod of the namespace: no 2-pod gang may go.
+    everyone = DisruptionBudget("ns/all", "ns", disruptions_allowed=1)
+    result = run(full(), [urgent(4)], budgets=(everyone,))
+    assert result.preemptions == ()
+    reason = reasons(result)["ns/urgent"]
+    assert isinstance(reason, ProtectedByBudget)
+    assert reason.gangs == ("ns/low-0", "ns/low-1", "ns/low-2", "ns/low-3")
+    assert reason.budgets == ("ns/all",) and isinstance(reason.cause, DoesNotFit)
+    assert "protected by PodDisruptionBudgets (ns/all)" in render(reason)
+    # A budget of another namespace changes nothing.
+    elsewhere = DisruptionBudget("other/all", "other", disruptions_allowed=0)
+    assert len(run(full(), [urgent(4)], budgets=(elsewhere,)).preemptions) == 1

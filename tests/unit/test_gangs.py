@@ -79,3 +79,27 @@ def test_preemption_victims_still_terminating_are_no_running_gang() -> None:
     assert [(gang.key, gang.bound, gang.bound_on) for gang in gathered.gangs] == [
         (JOB, 0, frozenset())]
     assert JOB not in gathered.counts and JOB not in gathered.bound_pods
+
+
+def test_a_gangs_priority_is_what_its_pods_were_admitted_with() -> None:
+    # The group names a class its pods do not carry: it never raises the gang above them.
+    spec = replace(SPEC, priority_class="high")
+    pods = [replace(p, priority=5) for p in generation("w", 4)]
+    gathered = gather(members(pods), {JOB: spec}, priority_classes={"high": 5})
+    assert [g.priority for g in gathered.gangs] == [5] and gathered.invalid == {}
+    # With no pods yet the class orders the group (it has nothing to preempt with).
+    empty = gather([], {JOB: spec}, priority_classes={"high": 1000})
+    assert [g.priority for g in empty.gangs] == [1000]
+
+
+def test_a_group_naming_a_class_its_pods_do_not_have_is_invalid() -> None:
+    spec = replace(SPEC, priority_class="high")
+    pods = generation("w", 4)  # admitted at priority 0
+    gathered = gather(members(pods), {JOB: spec}, priority_classes={"high": 1000})
+    assert gathered.gangs == ()
+    assert "priorityClassName high (value 1000)" in gathered.invalid[JOB]
+    assert "has 0" in gathered.invalid[JOB]
+    assert [p.key for p in gathered.orphans[JOB]] == [p.key for p in pods]  # they wait
+    # A class not known yet is not judged; the pods' priority stands.
+    unknown = gather(members(pods), {JOB: spec}, priority_classes={})
+    assert [g.priority for g in unknown.gangs] == [0] and unknown.invalid == {}

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from gangsched.core.gangs import Member, gather
@@ -130,7 +132,10 @@ def test_podgroup_priority_class_orders_the_gang_even_before_its_pods() -> None:
     urgent = GangKey("ns/urgent")
     spec = GroupSpec(urgent, Flavor.VOLCANO, 1, Resources.zero(), QueueName("default"), 0.0,
                      priority_class="high")
-    gathered = gather([Member(_pod("a"), urgent)], {urgent: spec},
+    before = gather([], {urgent: spec}, priority_classes={"high": 1000})
+    assert before.gangs[0].priority == 1000
+    admitted = replace(_pod("a"), priority=1000)
+    gathered = gather([Member(admitted, urgent)], {urgent: spec},
                       priority_classes={"high": 1000})
     assert gathered.gangs[0].priority == 1000
     unknown = gather([Member(_pod("a"), urgent)], {urgent: spec}, priority_classes={})

@@ -245,3 +245,35 @@ def test_a_terminating_member_keeps_its_room_but_leaves_its_gang() -> None:
     assert free_cpu(mirror) == 1000
     assert mirror.delete("pods", leaving) is True  # its room is free for a waiting gang
     assert free_cpu(mirror) == 4000
+
+
+def budget_body(name: str, allowed: int, *, generation: int = 1, observed: int = 1,
+                selector: Any = None) -> dict[str, Any]:
+    return {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+            "metadata": {"name": name, "namespace": "ns", "generation": generation},
+            "spec": {"maxUnavailable": 1,
+                     "selector": selector if selector is not None else {
+                         "matchLabels": {"app": "train"},
+                         "matchExpressions": [{"key": "tier", "operator": "Exists"}]}},
+            "status": {"disruptionsAllowed": allowed, "observedGeneration": observed}}
+
+
+def test_disruption_budgets_are_mirrored_with_what_they_allow_now() -> None:
+    mirror = Mirror(scheduler_names=frozenset({"gang"}))
+    mirror.replace("poddisruptionbudgets", [budget_body("a", 1), budget_body("b", 2)])
+    budget = mirror.budgets["ns/a"]
+    assert (budget.namespace, budget.match_labels, budget.disruptions_allowed) == (
+        "ns", (("app", "train"),), 1)
+    assert [r.operator for r in budget.match_expressions] == ["Exists"]
+    # A budget changed since the disruption controller last counted it allows nothing,
+    # as the Eviction API then refuses every pod.
+    assert mirror.upsert("poddisruptionbudgets", budget_body("a", 1, generation=2))
+    assert mirror.budgets["ns/a"].disruptions_allowed == 0
+    # One that cannot be read protects every pod of its namespace.
+    mirror.upsert("poddisruptionbudgets", budget_body("c", 5, selector={"matchLabels": 3}))
+    unreadable = mirror.budgets["ns/c"]
+    assert (unreadable.match_labels, unreadable.selects_pods,
+            unreadable.disruptions_allowed) == ((), True, 0)
+    assert mirror.delete("poddisruptionbudgets", budget_body("b", 2))
+    mirror.replace("poddisruptionbudgets", [budget_body("a", 1)])
+    assert sorted(mirror.budgets) == ["ns/a"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -84,12 +85,14 @@ def test_basic_group_pods_are_gangs_of_one_counted_in_the_group() -> None:
                                  annotations={"scheduling.gangsched.io/queue": "q"}),
                           Flavor.NATIVE)
     key = GangKey("ml/train")
-    members = [Member(pod("ml/a"), key), Member(pod("ml/b"), key),
+    # Each pod's own admitted priority is its gang's: the group's never raises it.
+    members = [Member(replace(pod("ml/a"), priority=7), key), Member(pod("ml/b"), key),
                Member(pod("ml/c", node_name="n1"), key, running=True)]
     gathered = gather(members, {key: spec})
     solos = {g.key: g for g in gathered.gangs}
     assert set(solos) == {solo_gang_key(pod("ml/a").key), solo_gang_key(pod("ml/b").key)}
-    assert all(g.min_member == 1 and g.queue == "q" and g.priority == 7 for g in solos.values())
+    assert all(g.min_member == 1 and g.queue == "q" for g in solos.values())
+    assert [solos[solo_gang_key(pod(f"ml/{n}").key)].priority for n in "ab"] == [7, 0]
     assert gathered.counts[key] == MemberCounts(pending=2, scheduled=1, running=1)
     assert set(gathered.solo_of.values()) == {key}
 

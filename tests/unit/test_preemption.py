@@ -8,9 +8,16 @@ from itertools import combinations
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from gangsched.core.model import Gang, GangKey, Node, NodeName
+from gangsched.core.model import DisruptionBudget, Gang, GangKey, Node, NodeName, PodKey
 from gangsched.core.placement import Capacity, Placement, Snapshot
-from gangsched.core.preemption import Candidate, Preemption, choose_victims, shifted
+from gangsched.core.preemption import (
+    Candidate,
+    Preemption,
+    budget_selects,
+    choose_victims,
+    protected_by_budgets,
+    shifted,
+)
 from tests.unit.clusters import gang, max_placeable, node, overcommitted, pod, workers
 
 
@@ -200,3 +207,64 @@ def test_of_the_smallest_sets_the_highest_victim_priority_is_lowest(
     for victims in combinations(lower, len(chosen.victims)):
         if fits_without(snapshot, preemptor, victims):
             assert max(v.priority for v in victims) >= worst
+
+
+def guarded(candidate: Candidate, label: str) -> Candidate:
+    """The candidate with every pod labelled ``guard=<label>``."""
+    return replace(candidate, pods=tuple(replace(p, labels=(("guard", label),))
+                                         for p in candidate.pods))
+
+
+def budget(name: str, label: str, allowed: int) -> DisruptionBudget:
+    return DisruptionBudget(f"ns/{name}", "ns", match_labels=(("guard", label),),
+                            disruptions_allowed=allowed)
+
+
+def test_a_budget_allowing_one_disruption_protects_a_four_pod_gang() -> None:
+    nodes = gpu_nodes(1, gpus=4)
+    victim = guarded(running("ns/train", ["n0"] * 4), "train")
+    one = budget("train", "train", 1)
+    assert choose_victims(cluster([victim], nodes), urgent(1), [victim], budgets=[one]) is None
+    assert protected_by_budgets([victim], [one]) == {"ns/train": ("ns/train",)}
+    # Without the budget the same gang goes, whole.
+    chosen = choose_victims(cluster([victim], nodes), urgent(1), [victim])
+    assert chosen is not None and len(chosen.pods) == 4
+
+
+def test_a_budget_is_spent_by_every_victim_of_one_preemption_together() -> None:
+    nodes = gpu_nodes(1, gpus=4)
+    # Two gangs of 2 under one budget allowing 3: either may go, not both.
+    shared = [guarded(running(f"ns/s{i}", ["n0", "n0"], created=float(i)), "shared")
+              for i in range(2)]
+    three = budget("shared", "shared", 3)
+    assert protected_by_budgets(shared, [three]) == {}
+    assert choose_victims(cluster(shared, nodes), urgent(4), shared, budgets=[three]) is None
+    # With an older gang no budget guards, the preemptor takes it and one of the two,
+    # though without the budget the two younger would go.
+    nodes = gpu_nodes(1, gpus=6)
+    free = running("ns/free", ["n0", "n0"], created=-5.0)  # oldest: last choice
+    everyone = [*shared, free]
+    chosen = choose_victims(cluster(everyone, nodes), urgent(4), everyone, budgets=[three])
+    assert chosen is not None and "ns/free" in chosen.victims and len(chosen.victims) == 2
+    unbudgeted = choose_victims(cluster(everyone, nodes), urgent(4), everyone)
+    assert unbudgeted is not None and set(unbudgeted.victims) == {"ns/s0", "ns/s1"}
+
+
+def test_the_greedy_fallback_spends_no_budget_beyond_what_it_allows() -> None:
+    nodes = gpu_nodes(1, gpus=4)
+    shared = [guarded(running(f"ns/s{i}", ["n0", "n0"], created=float(i)), "shared")
+              for i in range(2)]
+    three = budget("shared", "shared", 3)
+    # A search budget of one placement check sends the choice to the greedy fallback.
+    assert choose_victims(cluster(shared, nodes), urgent(4), shared, budgets=[three],
+                          budget=1) is None
+
+
+def test_a_budget_selects_its_namespace_and_labels_only() -> None:
+    labelled = replace(pod("ns/a", node_name="n0"), labels=(("guard", "x"),))
+    one = budget("x", "x", 0)
+    assert budget_selects(one, labelled)
+    assert not budget_selects(one, replace(labelled, key=PodKey("other/a")))
+    assert not budget_selects(one, replace(labelled, labels=()))
+    assert budget_selects(replace(one, match_labels=()), replace(labelled, labels=()))
+    assert not budget_selects(replace(one, selects_pods=False), labelled)

@@ -22,31 +22,34 @@ from gangsched.core.preemption import (
     Candidate,
     choose_victims,
     choose_victims_in_one_domain,
+    protected_by_budgets,
     shifted,
 )
-from gangsched.core.reasons import AwaitingVictims, Preempting, Reason
+from gangsched.core.reasons import AwaitingVictims, Preempting, ProtectedByBudget, Reason
 from gangsched.core.resources import Resources
 from gangsched.core.stages.session import Session, outstanding, pending_need, total
 from gangsched.core.topology import place_in_one_domain
 
 
-def preempt(session: Session, gang: Gang, reason: Reason) -> bool:
+def preempt(session: Session, gang: Gang, reason: Reason) -> Reason | None:
     """Hold room for a preemptor whose victims are going, or start a preemption.
 
-    True when the gang's wait is accounted for here (held, with its
-    reason); False when it just waits like any other gang.
+    None when the gang's wait is accounted for here (held, with its
+    reason); else the reason it waits with like any other gang, which says
+    so when PodDisruptionBudgets kept it from preempting.
     """
     victims = session.inp.preempting.get(gang.key)
     if victims is not None:
         hold = _hold_for_preemptor(session, gang, victims, _placement_after(session, gang, victims))
         waiting = AwaitingVictims(tuple(sorted(victims)), hold, reason)
         session.unplaceable.append(Unplaceable(gang.key, waiting))
-        return True
+        return None
     if not _may_preempt(session, gang):
-        return False
+        return reason
     candidates = _candidates(session, gang)
     if not candidates:
-        return False
+        return reason
+    budgets = session.inp.budgets
     policy = gang.policy or session.inp.policy
 
     def room(freed: Resources, placement: Placement) -> bool:
@@ -55,16 +58,20 @@ def preempt(session: Session, gang: Gang, reason: Reason) -> bool:
     if gang.topology_keys:
         chosen = choose_victims_in_one_domain(
             _snapshot_with_placed(session), gang, candidates, session.domains_of(gang), policy,
-            room=room)
+            room=room, budgets=budgets)
     else:
         chosen = choose_victims(_snapshot_with_placed(session), gang, candidates, policy,
-                                room=room)
+                                room=room, budgets=budgets)
     if chosen is None:
-        return False
+        protected = protected_by_budgets(candidates, budgets)
+        if not protected:
+            return reason
+        names = tuple(sorted({key for keys in protected.values() for key in keys}))
+        return ProtectedByBudget(tuple(sorted(protected)), names, reason)
     session.preemptions.append(chosen)
     hold = _hold_for_preemptor(session, gang, chosen.victims, chosen.placement)
     session.unplaceable.append(Unplaceable(gang.key, Preempting(chosen.victims, hold, reason)))
-    return True
+    return None
 
 
 def _hold_for_preemptor(

@@ -17,6 +17,7 @@ from gangsched.core.fairness import dominant_share
 from gangsched.core.holds import Hold, anywhere, describe, pinned
 from gangsched.core.model import (
     DEFAULT_QUEUE,
+    DisruptionBudget,
     Gang,
     GangKey,
     NodeName,
@@ -61,6 +62,8 @@ class CycleInput:
     """Preemptions under way: preemptor to the victims whose pods are going."""
     unevictable: frozenset[GangKey] = frozenset()
     """Gangs the Eviction API refused lately (a PodDisruptionBudget): not victims now."""
+    budgets: tuple[DisruptionBudget, ...] = ()
+    """PodDisruptionBudgets: victims are chosen so that none of them is exceeded."""
     bind_refusals: Mapping[PodKey, BindRefusal] = field(default_factory=dict)
     """Pods whose last bind the API server refused: their gangs wait out the backoff."""
 
