@@ -41,10 +41,13 @@ def queue(name: str, weight: int) -> dict[str, Any]:
             "spec": {"weight": weight, "state": "Open"}}
 
 
-def member(name: str, group: str, *, cpu: str = "1", node: str | None = None) -> dict[str, Any]:
+def member(name: str, group: str, *, cpu: str = "1", node: str | None = None,
+           priority_class_name: str | None = None) -> dict[str, Any]:
     body = pod(name, group, cpu=cpu, node=node, run_for=None)
     if node is not None:
         body["status"] = {"phase": "Running"}
+    if priority_class_name is not None:
+        body["spec"]["priorityClassName"] = priority_class_name
     return body
 
 
@@ -96,7 +99,8 @@ def test_the_cli_places_and_refuses_as_the_scheduler_does(tmp_path: Path) -> Non
         *nodes(2, "4"), priority_class("high", 100),
         podgroup("small", 2), member("small-0", "small"), member("small-1", "small"),
         podgroup("urgent", 3, priorityClassName="high"),
-        *(member(f"urgent-{i}", "urgent", cpu="2") for i in range(3)),
+        *(member(f"urgent-{i}", "urgent", cpu="2", priority_class_name="high")
+          for i in range(3)),
         podgroup("big", 4), *(member(f"big-{i}", "big", cpu="2") for i in range(4)),
     ]
     cli, scheduler = both(tmp_path, documents)

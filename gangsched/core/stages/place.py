@@ -34,9 +34,8 @@ def place(session: Session, gang: Gang) -> None:
 def _place_gang(session: Session, gang: Gang) -> None:
     decision = _decide(session, gang)
     if isinstance(decision, Unplaceable):
-        waits = preempt(session, gang, decision.reason)
-        if waits is not None:
-            wait(session, gang, waits)
+        if not preempt(session, gang, decision.reason):
+            wait(session, gang, decision.reason)
         return
     requests = {pod.key: pod.requests for pod in gang.pending}
     placed = total(requests[pod] for pod, _ in decision.assignments)

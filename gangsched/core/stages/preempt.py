@@ -28,27 +28,28 @@ from gangsched.core.preemption import (
 from gangsched.core.reasons import AwaitingVictims, Preempting, ProtectedByBudget, Reason
 from gangsched.core.resources import Resources
 from gangsched.core.stages.session import Session, outstanding, pending_need, total
+from gangsched.core.stages.starve import wait
 from gangsched.core.topology import place_in_one_domain
 
 
-def preempt(session: Session, gang: Gang, reason: Reason) -> Reason | None:
+def preempt(session: Session, gang: Gang, reason: Reason) -> bool:
     """Hold room for a preemptor whose victims are going, or start a preemption.
 
-    None when the gang's wait is accounted for here (held, with its
-    reason); else the reason it waits with like any other gang, which says
-    so when PodDisruptionBudgets kept it from preempting.
+    True when the gang's wait is accounted for here (held, with its
+    reason, or waiting because PodDisruptionBudgets protect the gangs it
+    could evict); False when it just waits like any other gang.
     """
     victims = session.inp.preempting.get(gang.key)
     if victims is not None:
         hold = _hold_for_preemptor(session, gang, victims, _placement_after(session, gang, victims))
         waiting = AwaitingVictims(tuple(sorted(victims)), hold, reason)
         session.unplaceable.append(Unplaceable(gang.key, waiting))
-        return None
+        return True
     if not _may_preempt(session, gang):
-        return reason
+        return False
     candidates = _candidates(session, gang)
     if not candidates:
-        return reason
+        return False
     budgets = session.inp.budgets
     policy = gang.policy or session.inp.policy
 
@@ -65,13 +66,14 @@ def preempt(session: Session, gang: Gang, reason: Reason) -> Reason | None:
     if chosen is None:
         protected = protected_by_budgets(candidates, budgets)
         if not protected:
-            return reason
+            return False
         names = tuple(sorted({key for keys in protected.values() for key in keys}))
-        return ProtectedByBudget(tuple(sorted(protected)), names, reason)
+        wait(session, gang, ProtectedByBudget(tuple(sorted(protected)), names, reason))
+        return True
     session.preemptions.append(chosen)
     hold = _hold_for_preemptor(session, gang, chosen.victims, chosen.placement)
     session.unplaceable.append(Unplaceable(gang.key, Preempting(chosen.victims, hold, reason)))
-    return None
+    return True
 
 
 def _hold_for_preemptor(
