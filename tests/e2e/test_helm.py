@@ -258,6 +258,7 @@ def test_service_account_may_do_what_scheduling_needs(
         ("patch", "podgroups.scheduling.k8s.io", ("-n", "team-a")),
         ("patch", "workloads.scheduling.k8s.io", ("-n", "team-a")),
         ("delete", "customresourcedefinitions.apiextensions.k8s.io", ()),
+        ("delete", "poddisruptionbudgets.policy", ("-n", "team-a")),
     ],
 )
 def test_service_account_may_do_nothing_more(
