@@ -10,7 +10,7 @@ created again under the same name starting afresh.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
@@ -18,10 +18,18 @@ from hypothesis import strategies as st
 from gangsched.core.actions import Action, Bind, LogDecision, WriteGroupStatus
 from gangsched.core.gangs import Member
 from gangsched.core.groups import Flavor, GroupSpec, Phase
+from gangsched.core.holds import Seat
 from gangsched.core.model import GangKey, Node, Pod, PodKey, Policy, QueueName, QueueSpec
 from gangsched.core.placement import Snapshot
 from gangsched.core.resources import Resources
-from gangsched.core.state import State, bind_refused, binds_done
+from gangsched.core.state import (
+    InFlight,
+    State,
+    bind_refused,
+    binds_done,
+    eviction_refused,
+    eviction_stopped,
+)
 from gangsched.core.step import StepConfig, Stepped, step
 from gangsched.core.view import StepView
 from tests.unit.test_cycle import DEFAULT, cpu, node, pod
@@ -96,7 +104,7 @@ def status_of(actions: Iterable[Action], key: GangKey) -> WriteGroupStatus:
     return status
 
 
-JOB, WAITER = GangKey("ns/job"), GangKey("ns/waiter")
+JOB, WAITER, URGENT = GangKey("ns/job"), GangKey("ns/waiter"), GangKey("ns/urgent")
 
 
 def test_a_gang_waits_since_it_first_waited_and_starves_after_the_threshold() -> None:
@@ -234,3 +242,23 @@ def test_members_that_leave_and_come_back_under_their_names_never_fail_a_cycle(
         assert len(keys) == len(set(keys))
         assert len(keys) <= 5 - len(present)
         state = stepped.state
+
+
+def test_a_victim_whose_eviction_stopped_half_way_gets_its_departed_room_held() -> None:
+    nodes = [node("n1", 1), node("n2", 1)]
+    job, waiter_group = group("job", 2), group("waiter", 1)
+    both = members("job", 2, on=["n1", "n2"])
+    running = step(State(), view(nodes, both, [job]), 100.0, CONFIG)
+    # Evicted for ns/urgent: job-1 went, then the Eviction API refused job-0.
+    preempting = replace(running.state, preempting={URGENT: InFlight(frozenset({JOB}), 100.0)})
+    evicting = step(preempting, view(nodes, [both[0]], [job]), 101.0, CONFIG)
+    assert evicting.state.holds == (), "while it is a victim its room is the preemptor's"
+    stopped = eviction_stopped(evicting.state, URGENT, [JOB], {both[1].key: Seat(both[1], JOB)},
+                               until=116.0)
+    after = view(nodes, [both[0], *members("waiter", 1)], [job, waiter_group])
+    held = step(stopped, after, 102.0, CONFIG)
+    assert binds(held) == [], "the waiter must not take the room of the victim's member"
+    assert [h.pod.key for h in held.state.holds] == [both[1].key]
+    # Ended as a plain refusal, the room would be anyone's and the victim stay short.
+    refused = eviction_refused(evicting.state, URGENT, [JOB], until=116.0)
+    assert binds(step(refused, after, 102.0, CONFIG)) == [WAITER]
