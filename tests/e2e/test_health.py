@@ -49,8 +49,14 @@ def assert_queue_conditions_follow_its_state(cluster: LocalCluster, port: int,
                       and c["status"] == "False" and c, timeout=15, what="the Queue Closed")
     assert closed["reason"] == "Closed"
     assert closed["lastTransitionTime"] >= opened["lastTransitionTime"]
-    status = json.loads(cluster.kubectl("get", "queue", queue, "-o", "json").stdout)["status"]
-    assert (status["running"], status["allocated"]["cpu"]) == (1, "2"), status
+
+    def counts() -> tuple[int, str]:
+        status = json.loads(cluster.kubectl("get", "queue", queue, "-o", "json").stdout)["status"]
+        return status["running"], status["allocated"]["cpu"]
+
+    # Running once the fake kubelet has started both pods, which a loaded machine delays.
+    wait_for(lambda: counts() == (1, "2"), timeout=30,
+             what="the Queue to count the bound gang running, beside its conditions")
     share = metric(get(port, "/metrics")[1], "gangsched_queue_weight_share", queue=queue)
     cluster.kubectl("patch", "queue", queue, "--type=merge", "-p", '{"spec":{"weight":2}}')
     wait_for(lambda: metric(get(port, "/metrics")[1], "gangsched_queue_weight_share",
