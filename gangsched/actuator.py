@@ -259,8 +259,8 @@ class Actuator:
         for outcome in failed:
             log.warning("eviction_failed", pod=outcome.pod, status=outcome.status,
                         detail=outcome.detail)
-        self.reporter.preempted(preemption.preemptor, pods_of, view.groups, view.pods,
-                                action.preemptor_pods)
+        self.reporter.events.preempted(preemption.preemptor, pods_of, view.groups, view.pods,
+                                       action.preemptor_pods)
         if failed:
             self._stranded(action, view, now, {o.pod for o in failed})
         self.trigger()

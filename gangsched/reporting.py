@@ -158,17 +158,6 @@ class Reporter:
         """One Event on the PodGroup for the pods of a gang bound together: where each went."""
         self.events.on_group(group, "Scheduled", scheduled_message(bound))
 
-    def preempted(
-        self,
-        preemptor: GangKey,
-        victims: Mapping[GangKey, tuple[PodKey, ...]],
-        groups: Mapping[GangKey, GroupRecord],
-        pods: Mapping[PodKey, PodRecord],
-        preemptor_pods: tuple[PodKey, ...],
-    ) -> None:
-        """Events naming the preemptor on its victims and the victims on the preemptor."""
-        self.events.preempted(preemptor, victims, groups, pods, preemptor_pods)
-
     # ---- PodGroups --------------------------------------------------------------
     def group_status(self, group: GroupRecord, status: GroupStatus, observed: int) -> None:
         body = status_body(

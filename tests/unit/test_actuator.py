@@ -269,4 +269,4 @@ def test_an_eviction_stopped_half_way_ends_the_preemption_and_holds_the_victims_
     assert on_groups == {("ns/old", "PreemptionStopped"), ("ns/job", "PreemptionStopped")}
     assert [(args[0].pod.key, args[1]) for args in events.named("on_pod")] == [
         (kept, "PreemptionStopped")]
-    assert made.reporter.named("preempted"), "the preemption is reported as it went"
+    assert events.named("preempted"), "the preemption is reported as it went"
