@@ -30,6 +30,7 @@ from gangsched.binder import FIELD_MANAGER, Binder
 from gangsched.core.model import Policy
 from gangsched.dispatcher import Dispatcher
 from gangsched.evictor import Evictor
+from gangsched.feed import Feed
 from gangsched.health import Health, HealthServer
 from gangsched.kubeconfig import renew_exec_credentials
 from gangsched.leadership import (
@@ -222,16 +223,17 @@ def assemble(options: RunOptions, api: client.ApiClient) -> Parts:
         evictor=Evictor(core, dispatcher),
     )
     mirror.on_status_change = scheduler.status_changed
+    feed = Feed(mirror)
     reflectors = [
-        Reflector("priorityclasses", client.SchedulingV1Api(api).list_priority_class, mirror,
+        Reflector("priorityclasses", client.SchedulingV1Api(api).list_priority_class, feed,
                   scheduler.trigger),
-        Reflector("nodes", core.list_node, mirror, scheduler.trigger),
-        Reflector("pods", core.list_pod_for_all_namespaces, mirror, scheduler.trigger),
+        Reflector("nodes", core.list_node, feed, scheduler.trigger),
+        Reflector("pods", core.list_pod_for_all_namespaces, feed, scheduler.trigger),
     ]
     if options.preemption:
         reflectors.append(Reflector(
             "poddisruptionbudgets",
-            client.PolicyV1Api(api).list_pod_disruption_budget_for_all_namespaces, mirror,
+            client.PolicyV1Api(api).list_pod_disruption_budget_for_all_namespaces, feed,
             scheduler.trigger))
     return Parts(api, mirror, scheduler, reflectors, Sweeper(api, mirror, scheduler.trigger),
                  health, leadership)

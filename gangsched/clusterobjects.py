@@ -23,6 +23,7 @@ import yaml
 
 from gangsched.core.kubeobjects import group_record_from_api, object_ref
 from gangsched.core.model import Flavor, GangKey
+from gangsched.feed import Feed
 from gangsched.mirror import Mirror
 
 QUEUE_API = "scheduling.gangsched.io/v1alpha1"
@@ -89,15 +90,16 @@ class ClusterObjects:
 
     def mirror(self, scheduler_names: frozenset[str]) -> Mirror:
         mirror = Mirror(scheduler_names=scheduler_names)
-        mirror.replace("nodes", list(self.nodes))
-        mirror.replace("priorityclasses", list(self.priority_classes))
-        mirror.replace("pods", list(self.pods))
+        feed = Feed(mirror)
+        feed.replace("nodes", list(self.nodes))
+        feed.replace("priorityclasses", list(self.priority_classes))
+        feed.replace("pods", list(self.pods))
         for flavor, body in self.groups:
-            mirror.upsert_group(flavor, body)
+            feed.upsert_group(flavor, body)
         for body in self.queues:
-            mirror.upsert_queue(body)
+            feed.upsert_queue(body)
         for body in self.workloads:
-            mirror.upsert_workload(body)
+            feed.upsert_workload(body)
         return mirror
 
 

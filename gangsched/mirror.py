@@ -4,10 +4,9 @@ Watches write into it; each cycle reads one frozen ``View`` of it. Both run on
 the one event loop and neither awaits while touching it, so a view is never
 torn by an event arriving half-way.
 
-It holds parsed objects only. Raw API objects reach it through the entry
-points the reflector and the kopf handlers call (``upsert``, ``delete``,
-``listed``, ``upsert_group`` ...), which read them once with
-:mod:`gangsched.core.kubeobjects` and hand them to typed verbs named as
+It holds parsed objects only. Raw API objects reach it through
+:class:`gangsched.feed.Feed`, which reads them once with
+:mod:`gangsched.core.kubeobjects` and calls the typed verbs here, named as
 kube-scheduler's cache names them: add / update / remove a pod or a node,
 assume, finish binding, forget, expire.
 
@@ -22,7 +21,7 @@ would hand the same room out twice.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -31,23 +30,11 @@ import structlog
 from gangsched.core.gangs import Member
 from gangsched.core.kubeobjects import (
     GroupRecord,
-    ObjectError,
     PodHeader,
     PodRecord,
     PriorityClass,
     QueueObject,
-    RawObject,
     WorkloadQueue,
-    disruption_budget_from_api,
-    group_key_of,
-    group_record_from_api,
-    node_from_api,
-    object_ref,
-    pod_header,
-    pod_record_from_api,
-    priority_class_from_api,
-    queue_from_api,
-    workload_queue_from_api,
 )
 from gangsched.core.model import (
     DEFAULT_QUEUE,
@@ -170,8 +157,6 @@ class GroupsAndQueues:
         self.never_preempting_classes &= names
 
     # ---- PodGroups, Queues and Workloads (from kopf event handlers) --------------------
-    def upsert_group(self, flavor: Flavor, body: RawObject) -> GroupRecord:
-        return self.set_group(group_record_from_api(body, flavor))
 
     def set_group(self, record: GroupRecord) -> GroupRecord:
         """Hold the group, unless a valid group of another flavour holds its key: the
@@ -182,8 +167,6 @@ class GroupsAndQueues:
             self._changed(current != record)
         return record
 
-    def delete_group(self, flavor: Flavor, body: RawObject) -> None:
-        self.remove_group(group_key_of(body), flavor)
 
     def remove_group(self, key: GangKey, flavor: Flavor | None = None) -> bool:
         """Drop a group by key (its deletion was seen, or the sweeper missed it); with
@@ -195,8 +178,6 @@ class GroupsAndQueues:
         del self.groups[key]
         return self._changed()
 
-    def upsert_queue(self, body: RawObject) -> bool:
-        return self.set_queue(queue_from_api(body))
 
     def set_queue(self, queue: QueueObject) -> bool:
         """Mirror a Queue; a part the schema should have rejected is logged and left out."""
@@ -209,16 +190,11 @@ class GroupsAndQueues:
         self.queue_conditions[spec.name] = queue.conditions
         return changed
 
-    def delete_queue(self, body: RawObject) -> bool:
-        return self.remove_queue(QueueName(object_ref(body).name))
 
     def remove_queue(self, name: QueueName) -> bool:
         self.queue_conditions.pop(name, None)
         return self._changed(self.queues.pop(name, None) is not None)
 
-    def upsert_workload(self, body: RawObject) -> bool:
-        """Mirror a native Workload's queue annotation; True when it changed."""
-        return self.set_workload_queue(workload_queue_from_api(body))
 
     def set_workload_queue(self, workload: WorkloadQueue) -> bool:
         before = self.workload_queues.get(workload.key)
@@ -228,8 +204,6 @@ class GroupsAndQueues:
             self.workload_queues.pop(workload.key, None)
         return self._changed(before != self.workload_queues.get(workload.key))
 
-    def delete_workload(self, body: RawObject) -> bool:
-        return self.remove_workload(workload_queue_from_api(body).key)
 
     def remove_workload(self, key: str) -> bool:
         """Drop a Workload's queue annotation by ``namespace/name``."""
@@ -279,94 +253,24 @@ class Mirror(GroupsAndQueues):
         """Whether the pod is this scheduler's: its name, in a namespace served."""
         return header.scheduler_name in self.scheduler_names and self.in_scope(header.namespace)
 
-    # ---- raw entry points of the watches (pods, nodes, priority classes, budgets) ----
-    def replace(self, kind: str, objects: Sequence[RawObject]) -> None:
-        """Hold exactly ``objects`` of this kind: a list read whole."""
-        seen: set[str] = set()
-        self.listed(kind, objects, seen)
-        self.list_done(kind, seen)
-
-    def listed(self, kind: str, page: Sequence[RawObject], seen: set[str]) -> None:
-        """One page of a (re-)list, each object taken as a watch would report it.
-
-        Page by page, so a list of many thousand pods is never held raw all at
-        once; a cycle between two pages sees some objects newer than others,
-        as it may while any watch runs behind.
-        """
-        for obj in page:
-            seen.add(pod_header(obj).key if kind == "pods" else object_ref(obj).key)
-            self.upsert(kind, obj)
-
-    def list_done(self, kind: str, seen: set[str]) -> None:
-        """The list is complete: what it did not return was deleted meanwhile."""
+    def relisted(self) -> None:
+        """A list completed: the view changes even when no object did (a cycle that
+        reused an answer must look again)."""
         self._changed()
-        if kind == "nodes":
-            for name in [n for n in self.nodes if n not in seen]:
-                self.remove_node(name)
-        elif kind == "priorityclasses":
-            self.keep_priority_classes(seen)
-        elif kind == "poddisruptionbudgets":
-            for key in [k for k in self.budgets if k not in seen]:
-                del self.budgets[key]
-        else:
-            for key in {*self.pods, *self.bad_pods} - seen:
-                self.remove_pod(key)
-            for key in [k for k in self.assumed if k not in self.pods]:
-                self.forget(key)  # its pod is gone, or unreadable: it holds no room
-
-    def upsert(self, kind: str, obj: RawObject) -> bool:
-        """Apply a watch event; True when it may change a scheduling decision or a status.
-
-        Most events cannot: a heartbeat of a node, a pod of another scheduler
-        landing (it only takes room), the watch confirming our own bind. Those
-        update the mirror without waking the scheduler, so a busy cluster does
-        not run a cycle per event.
-        """
-        if kind == "nodes":
-            try:
-                node = node_from_api(obj)
-            except ObjectError as error:
-                log.warning("node_invalid", error=str(error))
-                return False
-            old = self.nodes.get(node.name)
-            return self.add_node(node) if old is None else self.update_node(old, node)
-        if kind == "priorityclasses":
-            priority_class = priority_class_from_api(obj)
-            return priority_class is not None and self.set_priority_class(priority_class)
-        if kind == "poddisruptionbudgets":
-            return self.set_budget(obj)
-        header = pod_header(obj)
-        ours = self.ours(header)
-        try:
-            record = pod_record_from_api(obj, ours=ours)
-        except ObjectError as error:
-            return self.set_bad_pod(header, str(error), ours=ours)
-        old_record = self.pods.get(record.pod.key)
-        return (self.add_pod(record) if old_record is None
-                else self.update_pod(old_record, record))
-
-    def delete(self, kind: str, obj: RawObject) -> bool:
-        if kind == "nodes":
-            return self.remove_node(NodeName(object_ref(obj).name))
-        if kind == "priorityclasses":
-            return self.remove_priority_class(object_ref(obj).name)
-        if kind == "poddisruptionbudgets":
-            return self._changed(self.budgets.pop(object_ref(obj).key, None) is not None)
-        return self.remove_pod(pod_header(obj).key)
 
     # ---- PodDisruptionBudgets -------------------------------------------------------------
-    def set_budget(self, obj: RawObject) -> bool:
-        """Hold a budget; one that cannot be read allows nothing, so it protects rather than
-        lets preemption stop half-way on the Eviction API's refusal."""
-        try:
-            budget = disruption_budget_from_api(obj)
-        except ObjectError as error:
-            log.warning("disruption_budget_invalid", error=str(error))
-            ref = object_ref(obj)
-            budget = DisruptionBudget(ref.key, ref.namespace)
+    def set_budget(self, budget: DisruptionBudget) -> bool:
         changed = self.budgets.get(budget.key) != budget
         self.budgets[budget.key] = budget
         return self._changed(changed)
+
+    def remove_budget(self, key: str) -> bool:
+        return self._changed(self.budgets.pop(key, None) is not None)
+
+    def keep_budgets(self, keys: set[str]) -> None:
+        """A list returned exactly ``keys``: the others were deleted meanwhile."""
+        for key in [k for k in self.budgets if k not in keys]:
+            del self.budgets[key]
 
     # ---- nodes ---------------------------------------------------------------------------
     def add_node(self, node: Node) -> bool:
@@ -383,6 +287,11 @@ class Mirror(GroupsAndQueues):
     def remove_node(self, name: NodeName) -> bool:
         self._usage.pop(name, None)
         return self._changed(self.nodes.pop(name, None) is not None)
+
+    def keep_nodes(self, names: set[str]) -> None:
+        """A list returned exactly ``names``: the others were deleted meanwhile."""
+        for name in [n for n in self.nodes if n not in names]:
+            self.remove_node(name)
 
     # ---- pods -------------------------------------------------------------------------
     def add_pod(self, record: PodRecord) -> bool:
@@ -409,6 +318,14 @@ class Mirror(GroupsAndQueues):
         if _reported(old, record):
             self.on_status_change()
         return False
+
+    def keep_pods(self, keys: set[str]) -> None:
+        """A list returned exactly ``keys``: the others were deleted meanwhile, and an
+        assumption whose pod is gone, or unreadable, holds no room."""
+        for key in {*self.pods, *self.bad_pods} - keys:
+            self.remove_pod(PodKey(key))
+        for key in [k for k in self.assumed if k not in self.pods]:
+            self.forget(key)
 
     def set_bad_pod(self, header: PodHeader, error: str, *, ours: bool) -> bool:
         """A pod that cannot be read holds nothing; one of ours not yet bound is kept

@@ -21,6 +21,7 @@ from gangsched.clusterobjects import ClusterObjects, admitted_groups
 from gangsched.core.model import GangKey, NodeName, PodKey, Policy
 from gangsched.core.reasons import Reason, code_of, render
 from gangsched.decisions import decide
+from gangsched.feed import Feed
 
 RUN_FOR = "kwok.gangsched.io/run-for"
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h)")
@@ -128,7 +129,7 @@ def simulate(
                 pod = pods[pod_key]
                 pod.setdefault("spec", {})["nodeName"] = node
                 pod.setdefault("status", {})["phase"] = "Running"
-                mirror.upsert("pods", pod)
+                Feed(mirror).upsert("pods", pod)
                 if pod_key in clock.run_for:
                     clock.ends[pod_key] = at + clock.run_for[pod_key]
                     ends.append(clock.ends[pod_key])
@@ -143,7 +144,7 @@ def simulate(
         for pod_key in [k for k, end in clock.ends.items() if end <= at]:
             del clock.ends[pod_key]
             pods[pod_key]["status"]["phase"] = "Succeeded"
-            mirror.upsert("pods", pods[pod_key])
+            Feed(mirror).upsert("pods", pods[pod_key])
     return Simulation(
         runs=tuple(runs),
         never=tuple(sorted(reasons.items())),

@@ -24,6 +24,7 @@ from kubernetes_asyncio.client.exceptions import ApiException
 
 from gangsched.core.kubeobjects import RawObject, object_ref
 from gangsched.core.model import Flavor, QueueName
+from gangsched.feed import Feed
 from gangsched.handlers import QUEUES, WORKLOADS
 from gangsched.mirror import Mirror
 
@@ -98,16 +99,16 @@ class Sweeper:
 
     async def _prime_once(self) -> None:
         """Namespaced objects only of the namespaces served, as kopf watches them."""
-        mirror = self._mirror
+        mirror, feed = self._mirror, Feed(self._mirror)
         for flavor in Flavor:
             for item in await self._list(flavor.group, flavor.version, "podgroups") or ():
                 if mirror.in_scope(object_ref(item).namespace):
-                    mirror.upsert_group(flavor, item)
+                    feed.upsert_group(flavor, item)
         for item in await self._list(*QUEUES) or ():
-            mirror.upsert_queue(item)
+            feed.upsert_queue(item)
         for item in await self._list(*WORKLOADS) or ():
             if mirror.in_scope(object_ref(item).namespace):
-                mirror.upsert_workload(item)
+                feed.upsert_workload(item)
 
     async def sweep(self) -> bool:
         """One pass; True when something was forgotten."""

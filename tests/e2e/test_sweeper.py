@@ -10,6 +10,7 @@ from kubernetes_asyncio.client.exceptions import ApiException
 
 from gangsched.core.groups import Flavor
 from gangsched.core.model import GangKey, QueueName, QueueSpec
+from gangsched.feed import Feed
 from gangsched.mirror import Mirror
 from gangsched.sweeper import Sweeper
 from tests.e2e.workspace import Workspace
@@ -44,12 +45,12 @@ async def test_sweep_forgets_what_is_gone_and_keeps_what_is_there(
     ws.create(ws.podgroup("kept"))
     kept = ws.podgroup_obj("kept")
     mirror = Mirror(scheduler_names=frozenset({"gang"}))
-    mirror.upsert_group(Flavor.GANGSCHED, kept)
-    mirror.upsert_group(Flavor.GANGSCHED, _group(ws, "gone", uid="0000-gone"))
+    Feed(mirror).upsert_group(Flavor.GANGSCHED, kept)
+    Feed(mirror).upsert_group(Flavor.GANGSCHED, _group(ws, "gone", uid="0000-gone"))
     # Same name as a live group, but the UID of an earlier one: that object is gone.
     ws.create(ws.podgroup("recreated"))
-    mirror.upsert_group(Flavor.GANGSCHED, _group(ws, "recreated", uid="0000-old"))
-    mirror.upsert_queue({"metadata": {"name": f"gone-{ws.name}"}, "spec": {"weight": 2}})
+    Feed(mirror).upsert_group(Flavor.GANGSCHED, _group(ws, "recreated", uid="0000-old"))
+    Feed(mirror).upsert_queue({"metadata": {"name": f"gone-{ws.name}"}, "spec": {"weight": 2}})
     mirror.workload_queues[f"{ws.name}/gone"] = QueueName("research")
 
     forgotten = await sweep(Sweeper(api, mirror, on_change=lambda: None))
@@ -72,7 +73,7 @@ async def test_an_entry_the_watch_adds_during_the_sweep_stays(
 
     async def late_arrival(group: str, version: str, plural: str) -> set[tuple[str, str]] | None:
         if plural == "podgroups" and group == Flavor.GANGSCHED.group:
-            mirror.upsert_group(Flavor.GANGSCHED, _group(ws, "newborn", uid="0000-new"))
+            Feed(mirror).upsert_group(Flavor.GANGSCHED, _group(ws, "newborn", uid="0000-new"))
             mirror.queues[QueueName("newborn")] = QueueSpec(QueueName("newborn"))
         return await original(group, version, plural)
 

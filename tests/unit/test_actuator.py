@@ -37,6 +37,7 @@ from gangsched.core.resources import Resources
 from gangsched.core.state import InFlight, State
 from gangsched.core.status_bodies import QueueStatus
 from gangsched.evictor import EvictionOutcome, Evictor
+from gangsched.feed import Feed
 from gangsched.mirror import Mirror
 from gangsched.reporting import Reporter
 from tests.unit.test_scheduler_reuse import node, pod, podgroup
@@ -94,10 +95,10 @@ class Shell:
 
 def shell(status: int = 201, state: State | None = None) -> Shell:
     mirror = Mirror(scheduler_names=frozenset({"gang"}))
-    mirror.replace("nodes", [node("n1", 2)])
-    mirror.replace("pods", [pod("job-0", "job", 1), pod("job-1", "job", 1),
+    Feed(mirror).replace("nodes", [node("n1", 2)])
+    Feed(mirror).replace("pods", [pod("job-0", "job", 1), pod("job-1", "job", 1),
                             pod("old-0", "old", 1)])
-    mirror.upsert_group(Flavor.GANGSCHED, podgroup("job", 2, None))
+    Feed(mirror).upsert_group(Flavor.GANGSCHED, podgroup("job", 2, None))
     reporter, binder = RecordingReporter(), AnsweringBinder(status)
     made = Shell(mirror, reporter, binder, cast(Actuator, None), state or State())
 
@@ -253,8 +254,8 @@ class HalfEvictor:
 def test_an_eviction_stopped_half_way_ends_the_preemption_and_holds_the_victims_room() -> None:
     old, gone, kept = GangKey("ns/old"), PodKey("ns/old-0"), PodKey("ns/old-1")
     made = shell(state=State(preempting={JOB: InFlight(frozenset({old}), 400.0)}))
-    made.mirror.upsert("pods", pod("old-1", "old", 1))
-    made.mirror.upsert_group(Flavor.GANGSCHED, podgroup("old", 2, None))
+    Feed(made.mirror).upsert("pods", pod("old-1", "old", 1))
+    Feed(made.mirror).upsert_group(Flavor.GANGSCHED, podgroup("old", 2, None))
     made.actuator.evictor = cast(Evictor, HalfEvictor())
     events = RecordingReporter()
     made.reporter.events = events  # type: ignore[attr-defined]

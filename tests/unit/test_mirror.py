@@ -9,6 +9,7 @@ from gangsched.core.kubeobjects import queue_from_api
 from gangsched.core.model import Flavor, GangKey, NodeName, PodKey, QueueName
 from gangsched.core.placement import Placement
 from gangsched.core.resources import Resources
+from gangsched.feed import Feed
 from gangsched.handlers import Change, Watched, group_change
 from gangsched.mirror import Mirror
 
@@ -39,8 +40,8 @@ def pod(name: str, *, ns: str = "ns", cpu: str = "1", scheduler: str = "gang",
 
 def mirror_with(*pods: dict[str, Any]) -> Mirror:
     mirror = Mirror(scheduler_names=frozenset({"gang"}))
-    mirror.replace("nodes", [node("n1")])
-    mirror.replace("pods", list(pods))
+    Feed(mirror).replace("nodes", [node("n1")])
+    Feed(mirror).replace("pods", list(pods))
     return mirror
 
 
@@ -68,7 +69,7 @@ def test_watch_confirms_an_assumption() -> None:
     mirror = mirror_with(pod("a", cpu="3"))
     mirror.assume(Placement(GangKey("ns/pod:a"), ((PodKey("ns/a"), NodeName("n1")),)), now=0.0)
     mirror.finish_binding(PodKey("ns/a"), now=1.0)
-    mirror.upsert("pods", pod("a", cpu="3", node_name="n1"))
+    Feed(mirror).upsert("pods", pod("a", cpu="3", node_name="n1"))
     assert mirror.assumed == {}
     assert mirror.expire(now=3600.0, ttl=60.0) == []
     assert free_cpu(mirror) == 1000
@@ -101,20 +102,20 @@ def test_assumption_whose_bind_is_still_queued_never_expires() -> None:
 
 def test_deleted_pod_frees_its_room_and_its_assumption() -> None:
     mirror = mirror_with(pod("a", cpu="3", node_name="n1"))
-    mirror.delete("pods", pod("a"))
+    Feed(mirror).delete("pods", pod("a"))
     assert free_cpu(mirror) == 4000
 
 
 def test_relist_drops_pods_deleted_while_the_watch_was_down() -> None:
     mirror = mirror_with(pod("a", node_name="n1"), pod("b", node_name="n1"))
-    mirror.replace("pods", [pod("b", node_name="n1")])
+    Feed(mirror).replace("pods", [pod("b", node_name="n1")])
     assert free_cpu(mirror) == 3000
 
 
 def test_namespace_filter_limits_which_pods_are_ours() -> None:
     mirror = Mirror(scheduler_names=frozenset({"gang"}), namespaces=frozenset({"team-a"}))
-    mirror.replace("nodes", [node("n1")])
-    mirror.replace("pods", [pod("x", ns="team-a"), pod("y", ns="team-b")])
+    Feed(mirror).replace("nodes", [node("n1")])
+    Feed(mirror).replace("pods", [pod("x", ns="team-a"), pod("y", ns="team-b")])
     assert [m.pod.key for m in mirror.view().members] == ["team-a/x"]
 
 
@@ -128,7 +129,7 @@ def test_invalid_podgroup_is_recorded_with_its_error_not_raised() -> None:
     mirror = mirror_with()
     body = {"metadata": {"name": "g", "namespace": "ns"},
             "spec": {"minMember": 2, "minResources": {"cpu": "lots"}}}
-    record = mirror.upsert_group(Flavor.VOLCANO, body)
+    record = Feed(mirror).upsert_group(Flavor.VOLCANO, body)
     assert record.spec is None
     assert record.error is not None and "lots" in record.error
 
@@ -138,7 +139,7 @@ def test_unknown_placement_policy_makes_the_group_invalid_saying_why() -> None:
     body = {"metadata": {"name": "g", "namespace": "ns",
                          "annotations": {"scheduling.gangsched.io/policy": "sprad"}},
             "spec": {"minMember": 2}}
-    record = mirror.upsert_group(Flavor.GANGSCHED, body)
+    record = Feed(mirror).upsert_group(Flavor.GANGSCHED, body)
     assert record.spec is None
     assert record.error is not None and "'sprad' is not one of binpack, spread" in record.error
 
@@ -153,34 +154,34 @@ def test_only_changes_that_can_alter_a_decision_wake_the_scheduler() -> None:
     # A node heartbeat changes nothing the core reads.
     beat = node("n1")
     beat["status"]["conditions"][0]["lastHeartbeatTime"] = "2026-01-01T00:00:10Z"
-    assert mirror.upsert("nodes", beat) is False
-    assert mirror.upsert("nodes", node("n1", cpu="8")) is True
+    assert Feed(mirror).upsert("nodes", beat) is False
+    assert Feed(mirror).upsert("nodes", node("n1", cpu="8")) is True
     # Another scheduler's pod landing only takes room; finishing frees it.
-    assert mirror.upsert("pods", pod("theirs", scheduler="default-scheduler",
+    assert Feed(mirror).upsert("pods", pod("theirs", scheduler="default-scheduler",
                                      node_name="n1")) is False
     done = pod("theirs", scheduler="default-scheduler", node_name="n1")
     done["status"]["phase"] = "Succeeded"
-    assert mirror.upsert("pods", done) is True
+    assert Feed(mirror).upsert("pods", done) is True
     # The watch confirming our own bind changes nothing; the pod running changes
     # only what its group's status reports, and says so apart.
     reported: list[str] = []
     mirror.on_status_change = lambda: reported.append("status")
     mirror.assume(Placement(GangKey("ns/pod:ours"), ((PodKey("ns/ours"), NodeName("n1")),)), 0.0)
-    assert mirror.upsert("pods", pod("ours", node_name="n1")) is False
+    assert Feed(mirror).upsert("pods", pod("ours", node_name="n1")) is False
     assert reported == []
     running = pod("ours", node_name="n1")
     running["status"]["phase"] = "Running"
-    assert mirror.upsert("pods", running) is False
+    assert Feed(mirror).upsert("pods", running) is False
     assert reported == ["status"]
     # A new pending pod of ours matters; one of another scheduler does not.
-    assert mirror.upsert("pods", pod("new")) is True
-    assert mirror.upsert("pods", pod("other", scheduler="default-scheduler")) is False
-    assert mirror.delete("pods", running) is True
+    assert Feed(mirror).upsert("pods", pod("new")) is True
+    assert Feed(mirror).upsert("pods", pod("other", scheduler="default-scheduler")) is False
+    assert Feed(mirror).delete("pods", running) is True
 
 
 def test_queue_the_schema_should_have_rejected_is_read_without_crashing() -> None:
     mirror = mirror_with()
-    mirror.upsert_queue({"metadata": {"name": "q"},
+    Feed(mirror).upsert_queue({"metadata": {"name": "q"},
                          "spec": {"weight": "heavy", "capability": {"cpu": "lots"},
                                   "state": "Closed"}})
     queue = mirror.queues[QueueName("q")]
@@ -189,7 +190,7 @@ def test_queue_the_schema_should_have_rejected_is_read_without_crashing() -> Non
 
 def test_a_queue_capability_of_zero_is_kept() -> None:
     mirror = mirror_with()
-    mirror.upsert_queue({"metadata": {"name": "q"},
+    Feed(mirror).upsert_queue({"metadata": {"name": "q"},
                          "spec": {"capability": {"nvidia.com/gpu": "0", "cpu": "4"}}})
     capability = mirror.queues[QueueName("q")].capability
     assert capability is not None
@@ -240,10 +241,10 @@ def test_a_terminating_member_keeps_its_room_but_leaves_its_gang() -> None:
     mirror = mirror_with(pod("w", cpu="3", node_name="n1", group="train"))
     leaving = pod("w", cpu="3", node_name="n1", group="train")
     leaving["metadata"]["deletionTimestamp"] = "2026-01-01T00:01:00Z"
-    assert mirror.upsert("pods", leaving) is True  # its gang changed
+    assert Feed(mirror).upsert("pods", leaving) is True  # its gang changed
     assert mirror.view().members == ()
     assert free_cpu(mirror) == 1000
-    assert mirror.delete("pods", leaving) is True  # its room is free for a waiting gang
+    assert Feed(mirror).delete("pods", leaving) is True  # its room is free for a waiting gang
     assert free_cpu(mirror) == 4000
 
 
@@ -260,20 +261,20 @@ def budget_body(name: str, allowed: int, *, generation: int = 1, observed: int =
 
 def test_disruption_budgets_are_mirrored_with_what_they_allow_now() -> None:
     mirror = Mirror(scheduler_names=frozenset({"gang"}))
-    mirror.replace("poddisruptionbudgets", [budget_body("a", 1), budget_body("b", 2)])
+    Feed(mirror).replace("poddisruptionbudgets", [budget_body("a", 1), budget_body("b", 2)])
     budget = mirror.budgets["ns/a"]
     assert (budget.namespace, budget.match_labels, budget.disruptions_allowed) == (
         "ns", (("app", "train"),), 1)
     assert [r.operator for r in budget.match_expressions] == ["Exists"]
     # A budget changed since the disruption controller last counted it allows nothing,
     # as the Eviction API then refuses every pod.
-    assert mirror.upsert("poddisruptionbudgets", budget_body("a", 1, generation=2))
+    assert Feed(mirror).upsert("poddisruptionbudgets", budget_body("a", 1, generation=2))
     assert mirror.budgets["ns/a"].disruptions_allowed == 0
     # One that cannot be read protects every pod of its namespace.
-    mirror.upsert("poddisruptionbudgets", budget_body("c", 5, selector={"matchLabels": 3}))
+    Feed(mirror).upsert("poddisruptionbudgets", budget_body("c", 5, selector={"matchLabels": 3}))
     unreadable = mirror.budgets["ns/c"]
     assert (unreadable.match_labels, unreadable.selects_pods,
             unreadable.disruptions_allowed) == ((), True, 0)
-    assert mirror.delete("poddisruptionbudgets", budget_body("b", 2))
-    mirror.replace("poddisruptionbudgets", [budget_body("a", 1)])
+    assert Feed(mirror).delete("poddisruptionbudgets", budget_body("b", 2))
+    Feed(mirror).replace("poddisruptionbudgets", [budget_body("a", 1)])
     assert sorted(mirror.budgets) == ["ns/a"]

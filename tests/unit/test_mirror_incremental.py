@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from gangsched.core.gangs import Member
 from gangsched.core.model import GangKey, NodeName, PodKey
 from gangsched.core.placement import Placement, Snapshot
+from gangsched.feed import Feed
 from gangsched.mirror import Mirror
 
 NODES = ["n1", "n2", "n3"]
@@ -65,17 +66,17 @@ steps = st.one_of(
 def apply(mirror: Mirror, step: tuple[str, Any], now: float) -> None:
     what, arg = step
     if what == "pod":
-        mirror.upsert("pods", arg)
+        Feed(mirror).upsert("pods", arg)
     elif what == "delete pod":
-        mirror.delete("pods", {"metadata": {"namespace": "ns", "name": arg}})
+        Feed(mirror).delete("pods", {"metadata": {"namespace": "ns", "name": arg}})
     elif what == "node":
-        mirror.upsert("nodes", arg)
+        Feed(mirror).upsert("nodes", arg)
     elif what == "delete node":
-        mirror.delete("nodes", {"metadata": {"name": arg}})
+        Feed(mirror).delete("nodes", {"metadata": {"name": arg}})
     elif what == "relist pods":
-        mirror.replace("pods", arg)
+        Feed(mirror).replace("pods", arg)
     elif what == "relist nodes":
-        mirror.replace("nodes", arg)
+        Feed(mirror).replace("nodes", arg)
     elif what == "assume":
         name, on = arg
         mirror.assume(Placement(GangKey("ns/g"), ((PodKey(f"ns/{name}"), NodeName(on)),)), now)
@@ -110,7 +111,7 @@ def from_scratch(mirror: Mirror) -> tuple[Snapshot, tuple[Member, ...]]:
 def test_a_view_kept_as_events_arrive_equals_one_built_from_every_pod(
         history: list[tuple[str, Any]]) -> None:
     mirror = Mirror(scheduler_names=frozenset({"gang"}))
-    mirror.replace("nodes", [node(name, 8) for name in NODES])
+    Feed(mirror).replace("nodes", [node(name, 8) for name in NODES])
     for index, step in enumerate(history):
         unfinished = {k for k, a in mirror.assumed.items() if a.bound_at is None}
         apply(mirror, step, now=float(index))

@@ -24,6 +24,7 @@ from gangsched.core.model import PodKey
 from gangsched.core.placement import Placement
 from gangsched.core.reasons import BindBackoff, Starved, Starving, TooBigToHold
 from gangsched.core.thresholds import next_threshold
+from gangsched.feed import Feed
 from gangsched.mirror import Mirror
 from gangsched.reporting import Reporter
 from gangsched.scheduler import Scheduler, SchedulerConfig
@@ -122,11 +123,12 @@ def scenarios(draw: st.DrawFn) -> Scenario:
 def start(scenario: Scenario, clock: Clock, reuse: bool, *, settle_s: float = 0.0,
           binder: object = None, reporter: object = None) -> Scheduler:
     mirror = Mirror(scheduler_names=frozenset({"gang"}))
-    mirror.replace("nodes", [node(f"n{i}", gpus) for i, gpus in enumerate(scenario.nodes)])
-    mirror.replace("pods", [pod(f"{g.name}-{i}", g.name, g.gpus)
+    Feed(mirror).replace("nodes", [node(f"n{i}", gpus) for i, gpus in enumerate(scenario.nodes)])
+    Feed(mirror).replace("pods", [pod(f"{g.name}-{i}", g.name, g.gpus)
                             for g in scenario.gangs for i in range(g.size)])
     for gang in scenario.gangs:
-        mirror.upsert_group(Flavor.GANGSCHED, podgroup(gang.name, gang.min_member, gang.timeout))
+        Feed(mirror).upsert_group(Flavor.GANGSCHED,
+                                  podgroup(gang.name, gang.min_member, gang.timeout))
     config = SchedulerConfig(reuse_unchanged=reuse, settle_s=settle_s, refresh_s=1e9,
                              starvation_s=scenario.starvation_s,
                              assume_ttl_s=scenario.assume_ttl_s)
@@ -153,10 +155,11 @@ def test_a_reused_answer_is_the_answer_of_a_full_cycle(scenario: Scenario) -> No
             gang = scenario.gangs[which]
             for scheduler in (reusing, deciding):
                 if change == "add":
-                    scheduler.mirror.upsert("pods", pod(f"{gang.name}-x{added}", gang.name,
+                    Feed(scheduler.mirror).upsert("pods", pod(f"{gang.name}-x{added}", gang.name,
                                                         gang.gpus))
                 elif change == "delete":
-                    scheduler.mirror.delete("pods", pod(f"{gang.name}-0", gang.name, gang.gpus))
+                    Feed(scheduler.mirror).delete(
+                        "pods", pod(f"{gang.name}-0", gang.name, gang.gpus))
             added += change == "add"
             for _ in range(2):  # the second cycle on unchanged inputs may reuse the first
                 before = reusing._settled

@@ -1,0 +1,192 @@
+"""Raw API objects into the mirror: the one way in for the watches, the sweeper and
+kopf's listings.
+
+Each watched kind is one entry of :data:`KINDS`: how to key an object of it, and
+which of the mirror's typed verbs a watch event, a deletion and the end of a list
+become. Objects are read once, here, with :mod:`gangsched.core.kubeobjects`; the
+mirror itself only ever holds parsed objects. A new kind to watch is a new
+entry (and the verbs it calls), not a new branch in every method.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import structlog
+
+from gangsched.core.kubeobjects import (
+    GroupRecord,
+    ObjectError,
+    RawObject,
+    disruption_budget_from_api,
+    group_key_of,
+    group_record_from_api,
+    node_from_api,
+    object_ref,
+    pod_header,
+    pod_record_from_api,
+    priority_class_from_api,
+    queue_from_api,
+    workload_queue_from_api,
+)
+from gangsched.core.model import DisruptionBudget, Flavor, NodeName, QueueName
+from gangsched.mirror import Mirror
+
+__all__ = ["KINDS", "Feed", "Kind"]
+
+log = structlog.get_logger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class Kind:
+    """How the objects of one watched kind reach the mirror.
+
+    ``upsert`` and ``delete`` return whether the change may alter a scheduling
+    decision (the watch then wakes the scheduler); ``keep`` is told every key a
+    complete list returned, and drops what the list did not.
+    """
+
+    key: Callable[[RawObject], str]
+    upsert: Callable[[Mirror, RawObject], bool]
+    delete: Callable[[Mirror, RawObject], bool]
+    keep: Callable[[Mirror, set[str]], None]
+
+
+def _upsert_pod(mirror: Mirror, obj: RawObject) -> bool:
+    header = pod_header(obj)
+    ours = mirror.ours(header)
+    try:
+        record = pod_record_from_api(obj, ours=ours)
+    except ObjectError as error:
+        return mirror.set_bad_pod(header, str(error), ours=ours)
+    old = mirror.pods.get(record.pod.key)
+    return mirror.add_pod(record) if old is None else mirror.update_pod(old, record)
+
+
+def _upsert_node(mirror: Mirror, obj: RawObject) -> bool:
+    try:
+        node = node_from_api(obj)
+    except ObjectError as error:
+        log.warning("node_invalid", error=str(error))
+        return False
+    old = mirror.nodes.get(node.name)
+    return mirror.add_node(node) if old is None else mirror.update_node(old, node)
+
+
+def _upsert_priority_class(mirror: Mirror, obj: RawObject) -> bool:
+    priority_class = priority_class_from_api(obj)
+    return priority_class is not None and mirror.set_priority_class(priority_class)
+
+
+def _upsert_budget(mirror: Mirror, obj: RawObject) -> bool:
+    """A budget that cannot be read allows nothing, so it protects rather than lets
+    preemption stop half-way on the Eviction API's refusal."""
+    try:
+        budget = disruption_budget_from_api(obj)
+    except ObjectError as error:
+        log.warning("disruption_budget_invalid", error=str(error))
+        ref = object_ref(obj)
+        budget = DisruptionBudget(ref.key, ref.namespace)
+    return mirror.set_budget(budget)
+
+
+def _ref_key(obj: RawObject) -> str:
+    return object_ref(obj).key
+
+
+def _pod_key(obj: RawObject) -> str:
+    return pod_header(obj).key
+
+
+KINDS: dict[str, Kind] = {
+    "pods": Kind(
+        key=_pod_key,
+        upsert=_upsert_pod,
+        delete=lambda mirror, obj: mirror.remove_pod(pod_header(obj).key),
+        keep=lambda mirror, seen: mirror.keep_pods(seen),
+    ),
+    "nodes": Kind(
+        key=_ref_key,
+        upsert=_upsert_node,
+        delete=lambda mirror, obj: mirror.remove_node(NodeName(object_ref(obj).name)),
+        keep=lambda mirror, seen: mirror.keep_nodes(seen),
+    ),
+    "priorityclasses": Kind(
+        key=_ref_key,
+        upsert=_upsert_priority_class,
+        delete=lambda mirror, obj: mirror.remove_priority_class(object_ref(obj).name),
+        keep=lambda mirror, seen: mirror.keep_priority_classes(seen),
+    ),
+    "poddisruptionbudgets": Kind(
+        key=_ref_key,
+        upsert=_upsert_budget,
+        delete=lambda mirror, obj: mirror.remove_budget(object_ref(obj).key),
+        keep=lambda mirror, seen: mirror.keep_budgets(seen),
+    ),
+}
+"""Every kind a reflector watches, by the name the reflector gives it."""
+
+
+@dataclass(frozen=True, slots=True)
+class Feed:
+    """The mirror's entry points for raw objects: what a reflector's sink, the
+    sweeper's listing and kopf's handlers hand over."""
+
+    mirror: Mirror
+
+    def replace(self, kind: str, objects: Sequence[RawObject]) -> None:
+        """Hold exactly ``objects`` of this kind: a list read whole."""
+        seen: set[str] = set()
+        self.listed(kind, objects, seen)
+        self.list_done(kind, seen)
+
+    def listed(self, kind: str, page: Sequence[RawObject], seen: set[str]) -> None:
+        """One page of a (re-)list, each object taken as a watch would report it.
+
+        Page by page, so a list of many thousand pods is never held raw all at
+        once; a cycle between two pages sees some objects newer than others,
+        as it may while any watch runs behind.
+        """
+        entry = KINDS[kind]
+        for obj in page:
+            seen.add(entry.key(obj))
+            entry.upsert(self.mirror, obj)
+
+    def list_done(self, kind: str, seen: set[str]) -> None:
+        """The list is complete: what it did not return was deleted meanwhile."""
+        self.mirror.relisted()
+        KINDS[kind].keep(self.mirror, seen)
+
+    def upsert(self, kind: str, obj: RawObject) -> bool:
+        """Apply a watch event; True when it may change a scheduling decision.
+
+        Most events cannot: a heartbeat of a node, a pod of another scheduler
+        landing (it only takes room), the watch confirming our own bind. Those
+        update the mirror without waking the scheduler, so a busy cluster does
+        not run a cycle per event.
+        """
+        return KINDS[kind].upsert(self.mirror, obj)
+
+    def delete(self, kind: str, obj: RawObject) -> bool:
+        return KINDS[kind].delete(self.mirror, obj)
+
+    # ---- PodGroups, Queues and native Workloads (the sweeper's and kopf's listings) ----
+    def upsert_group(self, flavor: Flavor, body: RawObject) -> GroupRecord:
+        return self.mirror.set_group(group_record_from_api(body, flavor))
+
+    def delete_group(self, flavor: Flavor, body: RawObject) -> bool:
+        return self.mirror.remove_group(group_key_of(body), flavor)
+
+    def upsert_queue(self, body: RawObject) -> bool:
+        return self.mirror.set_queue(queue_from_api(body))
+
+    def delete_queue(self, body: RawObject) -> bool:
+        return self.mirror.remove_queue(QueueName(object_ref(body).name))
+
+    def upsert_workload(self, body: RawObject) -> bool:
+        """Mirror a native Workload's queue annotation; True when it changed."""
+        return self.mirror.set_workload_queue(workload_queue_from_api(body))
+
+    def delete_workload(self, body: RawObject) -> bool:
+        return self.mirror.remove_workload(workload_queue_from_api(body).key)
