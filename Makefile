@@ -16,7 +16,7 @@ PYTEST_ARGS ?=
 ACTIONLINT_VERSION ?= v1.7.12
 ACTIONLINT := $(HOME)/.cache/gangsched/actionlint-$(ACTIONLINT_VERSION)/actionlint
 
-.PHONY: test unit e2e lint lock docs actionlint image binaries cluster-up cluster-down demo kind-demo bench bench-core bench-scenarios bench-scheduler bench-latency bench-scale bench-soak bench-oracle clean
+.PHONY: test unit e2e lint lock docs actionlint image binaries cluster-up cluster-down demo kind-demo bench bench-core bench-scenarios bench-scheduler bench-latency bench-scale bench-soak bench-oracle bench-full-cycle clean
 
 LOCK := requirements.lock
 
@@ -109,6 +109,10 @@ bench-scheduler: $(VENV)/.installed binaries
 
 ## kube-scheduler as the oracle: >= 2,000 random (pod, node) pairs, gangsched's filter must
 ## agree on each; GANGSCHED_ORACLE_SEED replays a run. Not part of `bench`.
+## The full cycle of bench-scale (5,000 nodes, 2,500 gangs) in-process: the core's CPU time alone.
+bench-full-cycle: $(VENV)/.installed
+	$(BIN)/python -m bench.full_cycle
+
 bench-oracle: $(VENV)/.installed binaries
 	$(BIN)/python -m bench.fit_oracle
 

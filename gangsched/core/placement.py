@@ -63,13 +63,16 @@ class Capacity:
     :class:`FreeNodes`; this class holds the policies that choose among them.
     """
 
-    __slots__ = ("_budget", "_infeasible", "_nodes", "_requests")
+    __slots__ = ("_budget", "_figures_of", "_infeasible", "_nodes", "_requests")
 
     def __init__(self, snapshot: Snapshot, *, budget: int = SEARCH_BUDGET) -> None:
         """``budget`` bounds the exhaustive search per gang (0: greedy answers only)."""
         self._nodes = FreeNodes(snapshot.index)
         self._requests: dict[PodKey, Resources] = {}
         self._infeasible: dict[tuple[object, ...], bool] = {}
+        self._figures_of: dict[tuple[object, ...], list[ShapeFigures]] = {}
+        """The figures of a signature that did not fit, while no node's room moved:
+        a thousand identical waiting gangs are counted once."""
         self._budget = budget
 
     @classmethod
@@ -124,7 +127,11 @@ class Capacity:
             # Capacity only shrinks until the next release, so what did not
             # fit now will not fit later in the pass either.
             self._infeasible[signature] = exhausted
-            return Unplaceable(gang.key, self._reason(gang, types, need, exhausted))
+            figures = self._figures_of.get(signature)
+            if figures is None:
+                figures = self._figures_of[signature] = [self._figures(kind) for kind in types]
+            return Unplaceable(gang.key, self._reason(gang, figures, need, exhausted))
+        self._figures_of.clear()
         for pod, _ in assignments:
             self._requests[pod.key] = pod.requests
         order = {pod.key: position for position, pod in enumerate(pending)}
@@ -144,6 +151,7 @@ class Capacity:
         returned = [(node, self._requests.pop(key)) for key, node in placement.assignments]
         self._nodes.take(returned, sign=-1)
         self._infeasible.clear()
+        self._figures_of.clear()
 
     # ------------------------------------------------------------ solving
 
@@ -281,10 +289,11 @@ class Capacity:
 
     # ------------------------------------------------------------ reasons
 
-    def _reason(self, gang: Gang, types: list[PodType], need: int, exhausted: bool) -> Reason:
+    def _reason(
+        self, gang: Gang, figures: list[ShapeFigures], need: int, exhausted: bool
+    ) -> Reason:
         stopped = exhausted and len(gang.pending) <= SEARCH_MAX_PODS
         skipped = exhausted and not stopped
-        figures = [self._figures(kind) for kind in types]
         return unplaceable_reason(
             gang, figures, need, len(self._nodes.free),
             search_stopped_after=self._budget if stopped else None,

@@ -63,6 +63,7 @@ class NodeIndex:
         "kinds",
         "max_allocatable",
         "nodes",
+        "schedulable_total",
     )
 
     def __init__(self, nodes: Mapping[NodeName, NodeUsage]) -> None:
@@ -74,6 +75,7 @@ class NodeIndex:
         grouped: list[dict[Resources, list[NodeName]]] = []
         by_key: dict[_KindKey, int] = {}
         largest: dict[str, int] = {}
+        schedulable: dict[str, int] = {}
         for name in sorted(nodes):
             usage = nodes[name]
             node = usage.node
@@ -97,11 +99,16 @@ class NodeIndex:
             for resource, amount in node.allocatable.amounts.items():
                 if amount > largest.get(resource, 0):
                     largest[resource] = amount
+            if node.ready and not node.unschedulable:
+                for resource, amount in node.allocatable.amounts.items():
+                    schedulable[resource] = schedulable.get(resource, 0) + amount
         self.classes: list[dict[Resources, tuple[NodeName, ...]]] = [
             {free: tuple(members) for free, members in kind_classes.items()}
             for kind_classes in grouped
         ]
         self.max_allocatable = Resources.of(largest)
+        self.schedulable_total = Resources.of(schedulable)
+        """What the ready, uncordoned nodes can hold: the whole queue shares are parts of."""
         self._fit_cache: dict[PodPlacementRules, tuple[str | None, ...]] = {}
         self._name_fit_cache: dict[PodPlacementRules, dict[NodeName, str | None]] = {}
 

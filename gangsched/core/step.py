@@ -182,26 +182,28 @@ def hand_out(
     placed ends its preemption."""
     flights = dict(preempting)
     actions: list[Action] = []
-    pending = {gang.key: tuple(p.key for p in gang.pending) for gang in gathered.gangs}
+    if not result.preemptions and not result.placements:
+        return flights, actions  # the common full cycle: nothing to look up
+    gangs = {gang.key: gang for gang in gathered.gangs}
     for preemption in result.preemptions:
         flights[preemption.preemptor] = InFlight(frozenset(preemption.victims), now)
         victim_pods = {
             victim: tuple(p.key for p in gathered.bound_pods.get(victim, ()))
             for victim in preemption.victims
         }
-        actions.append(Evict(preemption, victim_pods, pending.get(preemption.preemptor, ())))
-    # A gang placed whole (none of it bound before) has waited since its first
-    # member was created; replacements for running gangs are not gang waits.
-    first_created = {
-        gang.key: min(pod.created for pod in gang.pending)
-        for gang in gathered.gangs if gang.bound == 0 and gang.pending
-    }
-    queues = {gang.key: gang.queue for gang in gathered.gangs}
+        preemptor = gangs.get(preemption.preemptor)
+        pending = tuple(p.key for p in preemptor.pending) if preemptor is not None else ()
+        actions.append(Evict(preemption, victim_pods, pending))
     for placement in result.placements:
         if flights.pop(placement.gang, None) is not None:
             actions.append(LogDecision.of("preemptor_placed", gang=placement.gang))
-        actions.append(Bind(placement, first_created.get(placement.gang),
-                            queues.get(placement.gang, DEFAULT_QUEUE)))
+        gang = gangs.get(placement.gang)
+        # A gang placed whole (none of it bound before) has waited since its first
+        # member was created; replacements for running gangs are not gang waits.
+        first_created = (min(pod.created for pod in gang.pending)
+                         if gang is not None and gang.bound == 0 and gang.pending else None)
+        actions.append(Bind(placement, first_created,
+                            gang.queue if gang is not None else DEFAULT_QUEUE))
     return flights, actions
 
 

@@ -96,6 +96,22 @@ def test_unplaceable_consumes_nothing() -> None:
     assert {name: capacity.free(name) for name in s.nodes} == before
 
 
+def test_identical_waiting_gangs_report_the_room_left_when_each_was_tried() -> None:
+    """Gangs of one shape that do not fit share their figures only while no node's room
+    moved: one placed in between changes what the next is told."""
+    capacity = Capacity.from_snapshot(snapshot(node("n1", cpu="2"), node("n2", cpu="2")))
+
+    def room_told(key: str) -> dict[int, int]:
+        decision = capacity.place(gang(key, workers(key, 5, cpu="1")))
+        assert isinstance(decision, Unplaceable) and isinstance(decision.reason, DoesNotFit)
+        return dict(decision.reason.shapes[0].room)
+
+    first, second = room_told("ns/a"), room_told("ns/b")
+    assert first == second == {2: 2}
+    assert isinstance(capacity.place(gang("ns/c", workers("ns/c", 1, cpu="1"))), Placement)
+    assert room_told("ns/d") == {2: 1, 1: 1}
+
+
 def test_bound_members_count_toward_min_member() -> None:
     s = snapshot(node("n1", cpu="2"))
     # minMember 4 with 2 already running: the 2 pending ones suffice

@@ -57,9 +57,11 @@ def allocate(session: Session, known: list[Gang]) -> None:
     while shares:
         name = lowest_share(shares)
         queue_gangs = per_queue[name]
+        allocated = session.allocated[name]
         _consider(session, queue_gangs.pop())
         if queue_gangs:
-            shares[name] = session.share(name)
+            if session.allocated[name] != allocated:  # a share moves only with its queue's room
+                shares[name] = session.share(name)
         else:
             del shares[name]
 

@@ -115,9 +115,7 @@ def pending_need(gang: Gang, bound: Resources) -> Resources:
 
 def schedulable_total(snapshot: Snapshot) -> Resources:
     """What the ready, uncordoned nodes can hold: the whole that queue shares are parts of."""
-    nodes = snapshot.nodes
-    return total(nodes[name].node.allocatable for name in sorted(nodes)
-                 if nodes[name].node.ready and not nodes[name].node.unschedulable)
+    return snapshot.index.schedulable_total
 
 
 class Session:
