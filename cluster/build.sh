@@ -14,6 +14,9 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 source "$here/versions.env"
 
 key="k8s-${KUBE_VERSION}_etcd-${ETCD_VERSION}_kwok-${KWOK_VERSION}_helm-${HELM_VERSION}"
+if [ "${1:-}" = provisioner ]; then
+  key="local-path-provisioner-${LOCAL_PATH_PROVISIONER_VERSION}"
+fi
 if [ "${1:-}" = operators ]; then
   key="training-operator-${TRAINING_OPERATOR_VERSION}_mpi-operator-${MPI_OPERATOR_VERSION}"
 fi
@@ -97,6 +100,14 @@ build_operators() {
 
 if [ "${1:-}" = operators ]; then
   build_operators
+  [ $((SECONDS - started)) -gt 1 ] && say "done in $((SECONDS - started)) s"
+  echo "$bin"
+  exit 0
+fi
+
+if [ "${1:-}" = provisioner ]; then
+  install_tool local-path-provisioner \
+    "github.com/rancher/local-path-provisioner@${LOCAL_PATH_PROVISIONER_VERSION}"
   [ $((SECONDS - started)) -gt 1 ] && say "done in $((SECONDS - started)) s"
   echo "$bin"
   exit 0

@@ -46,6 +46,7 @@ from typing import Any
 
 import pykube
 
+from devcluster import provisioner
 from devcluster.certs import CertFiles, make_certs
 
 REPO = Path(__file__).resolve().parent.parent
@@ -110,6 +111,9 @@ class ClusterOptions:
     """kube-scheduler gang-schedules native PodGroups; the Job controller makes them."""
     scheduler_qps: int | None = None
     """kube-scheduler's client rate limit (QPS and burst); None keeps its defaults (50/100)."""
+    with_provisioner: bool = False
+    """rancher's local-path-provisioner runs, with a ``local-path`` StorageClass
+    (WaitForFirstConsumer); see :mod:`devcluster.provisioner`."""
 
 
 @dataclass
@@ -161,6 +165,8 @@ class LocalCluster:
                 self._spawn("kube-scheduler", self._scheduler_args(), die_with_parent)
             if self.options.with_controller_manager:
                 self._spawn("kube-controller-manager", self._kcm_args(certs), die_with_parent)
+            if self.options.with_provisioner:
+                self._start_provisioner(die_with_parent)
             self._save_state()
             self.ensure_nodes(self.options.nodes, self.options.shape)
         except BaseException:
@@ -174,10 +180,12 @@ class LocalCluster:
         with contextlib.suppress(FileNotFoundError):
             (self.workdir / "state.json").unlink()
 
-    def _spawn(self, name: str, args: Sequence[str], die_with_parent: bool) -> None:
+    def _spawn(
+        self, name: str, args: Sequence[str], die_with_parent: bool, binary: Path | None = None
+    ) -> None:
         log = (self.logs / f"{name}.log").open("ab")
         proc = subprocess.Popen(
-            [str(self.bin_dir / name.split("@")[0]), *args],
+            [str(binary or self.bin_dir / name.split("@")[0]), *args],
             stdout=log,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
@@ -187,6 +195,13 @@ class LocalCluster:
         )
         self._procs[name] = proc
         self.pids[name] = proc.pid
+
+    def _start_provisioner(self, die_with_parent: bool) -> None:
+        """The dynamic provisioner, its helper pods' namespace and its StorageClass."""
+        self.kubectl("apply", "-f", "-", input=provisioner.setup_manifests())
+        self._spawn("local-path-provisioner",
+                    provisioner.provisioner_args(self.workdir, self.kubeconfig),
+                    die_with_parent, binary=provisioner.ensure_provisioner_binary())
 
     def _check_alive(self) -> None:
         for name, proc in self._procs.items():
@@ -358,7 +373,10 @@ class LocalCluster:
             "--leader-elect=false",
             "--controllers=job-controller,namespace-controller,garbage-collector-controller,"
             "serviceaccount-controller,replicaset-controller,deployment-controller,"
-            "pod-garbage-collector-controller,disruption-controller",
+            "pod-garbage-collector-controller,disruption-controller,"
+            # Claims: binding to volumes, generic ephemeral volumes, deletion protection.
+            "persistentvolume-binder-controller,ephemeral-volume-controller,"
+            "persistentvolumeclaim-protection-controller,persistentvolume-protection-controller",
             f"--root-ca-file={certs.ca_cert}",
             f"--service-account-private-key-file={certs.sa_private}",
             *([f"--feature-gates={NATIVE_CONTROLLER_GATES}"] if self.options.native_gang else []),
@@ -538,7 +556,8 @@ def _die_with_parent() -> None:
     libc.prctl(pr_set_pdeathsig, signal.SIGTERM)
 
 
-STOP_ORDER = ("kwok", "kube-scheduler", "kube-controller-manager", "kube-apiserver", "etcd")
+STOP_ORDER = ("local-path-provisioner", "kwok", "kube-scheduler", "kube-controller-manager",
+              "kube-apiserver", "etcd")
 
 
 def stop_pids(pids: dict[str, int], grace: float = STOP_GRACE_S) -> None:

@@ -50,7 +50,7 @@ def pytest_runtest_makereport(
 @pytest.fixture(scope="session")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
     options = ClusterOptions(nodes=0, with_kube_scheduler=True, with_controller_manager=True,
-                             native_gang=True)
+                             native_gang=True, with_provisioner=True)
     with running_cluster(tmp_path_factory.mktemp("cluster"), options) as local:
         local.apply_crds()
         local.kubectl("apply", "-f", str(FOREIGN_CRDS))
