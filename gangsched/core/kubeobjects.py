@@ -19,6 +19,8 @@ from typing import Any, NoReturn
 
 from gangsched.core.model import (
     DEFAULT_QUEUE,
+    Claim,
+    ClaimRef,
     DisruptionBudget,
     Flavor,
     GangKey,
@@ -34,9 +36,11 @@ from gangsched.core.model import (
     QueueSpec,
     SelectorRequirement,
     SelectorTerm,
+    StorageClassSpec,
     Taint,
     Toleration,
     UnhonouredRule,
+    Volume,
     gang_key,
     solo_gang_key,
 )
@@ -48,11 +52,11 @@ __all__ = [
     "QUEUE_ANNOTATION", "VOLCANO_ANNOTATION", "VOLCANO_QUEUE_ANNOTATION",
     "FieldProblem", "GroupRecord", "ObjectError", "ObjectRef", "PodHeader", "PodRecord",
     "PriorityClass", "QueueObject", "RawObject", "WorkloadQueue",
-    "disruption_budget_from_api", "group_from_api", "group_key_of", "group_name_of",
-    "group_record_from_api",
+    "claim_from_api", "disruption_budget_from_api", "group_from_api", "group_key_of",
+    "group_name_of", "group_record_from_api",
     "native_group_name", "node_from_api", "object_name", "object_ref", "pod_from_api", "pod_header",
-    "pod_record_from_api", "priority_class_from_api", "queue_from_api", "timestamp",
-    "workload_queue_from_api",
+    "pod_record_from_api", "priority_class_from_api", "queue_from_api", "storage_class_from_api",
+    "timestamp", "volume_from_api", "workload_queue_from_api",
 ]
 
 RawObject = Mapping[str, Any]
@@ -206,7 +210,24 @@ def pod_from_api(obj: Mapping[str, Any]) -> Pod:
         unhonoured=_unhonoured(spec, where),
         labels=labels,
         anti_affinity=_anti_affinity(spec, labels, namespace, where),
+        claims=_claims(spec, where),
     )
+
+
+def _claims(spec: Mapping[str, object], where: str) -> tuple[ClaimRef, ...]:
+    """The volumes a PersistentVolumeClaim backs: ``persistentVolumeClaim`` names its
+    claim; a generic ``ephemeral`` volume's claim is ``<pod>-<volume>``."""
+    found = []
+    for index, item in enumerate(_list(spec.get("volumes"), where, "spec.volumes")):
+        path = f"spec.volumes[{index}]"
+        volume = _mapping(item, where, path)
+        claim = volume.get("persistentVolumeClaim")
+        if claim is not None:
+            name = _mapping(claim, where, f"{path}.persistentVolumeClaim").get("claimName")
+            found.append(ClaimRef(_str(name, where, f"{path}.persistentVolumeClaim.claimName")))
+        elif volume.get("ephemeral") is not None:
+            found.append(ClaimRef(_str(volume.get("name"), where, f"{path}.name"), ephemeral=True))
+    return tuple(found)
 
 
 def _anti_affinity(
@@ -245,12 +266,6 @@ def _anti_affinity(
     return tuple(terms)
 
 
-_VOLUME_RULES = (
-    ("persistentVolumeClaim", UnhonouredRule.PERSISTENT_VOLUME_CLAIM),
-    ("ephemeral", UnhonouredRule.EPHEMERAL_VOLUME),
-)
-
-
 def _unhonoured(spec: Mapping[str, object], where: str) -> tuple[UnhonouredRule, ...]:
     """The rules kube-scheduler would honour that gangsched does not evaluate yet.
 
@@ -258,7 +273,8 @@ def _unhonoured(spec: Mapping[str, object], where: str) -> tuple[UnhonouredRule,
     spread only score nodes. A spread constraint without ``whenUnsatisfiable``
     (which the API server rejects) is read as required, so doubt makes the pod
     wait rather than bind. Volumes of other kinds (emptyDir, configMap,
-    secret, projected, downwardAPI, hostPath) need nothing of the scheduler.
+    secret, projected, downwardAPI, hostPath) need nothing of the scheduler;
+    claim-backed ones are read by :func:`_claims` and honoured by core.volumes.
     """
     found: list[UnhonouredRule] = []
     affinity = _mapping(spec.get("affinity"), where, "spec.affinity")
@@ -274,11 +290,6 @@ def _unhonoured(spec: Mapping[str, object], where: str) -> tuple[UnhonouredRule,
         if constraint.get("whenUnsatisfiable") != "ScheduleAnyway":
             found.append(UnhonouredRule.TOPOLOGY_SPREAD)
             break
-    volumes = [_mapping(item, where, f"spec.volumes[{index}]")
-               for index, item in enumerate(_list(spec.get("volumes"), where, "spec.volumes"))]
-    for field, rule in _VOLUME_RULES:
-        if any(volume.get(field) is not None for volume in volumes):
-            found.append(rule)
     if _list(spec.get("resourceClaims"), where, "spec.resourceClaims"):
         found.append(UnhonouredRule.RESOURCE_CLAIM)
     return tuple(found)
@@ -419,9 +430,15 @@ def _required_affinity(spec: Mapping[str, object], where: str) -> tuple[Selector
         # The API server rejects this; reading it as "no restriction" would
         # place the pod anywhere, the opposite of what its author meant.
         _fail(where, f"{path}.nodeSelectorTerms must not be empty")
+    return _selector_terms(items, where, f"{path}.nodeSelectorTerms")
+
+
+def _selector_terms(
+    items: list[object] | tuple[object, ...], where: str, path: str
+) -> tuple[SelectorTerm, ...]:
     terms = []
     for index, item in enumerate(items):
-        term_path = f"{path}.nodeSelectorTerms[{index}]"
+        term_path = f"{path}[{index}]"
         term = _mapping(item, where, term_path)
         terms.append(
             SelectorTerm(
@@ -938,3 +955,89 @@ class WorkloadQueue:
 def workload_queue_from_api(body: RawObject) -> WorkloadQueue:
     queue = _annotations(body.get("metadata") or {}).get(QUEUE_ANNOTATION)
     return WorkloadQueue(object_ref(body).key, QueueName(str(queue)) if queue else None)
+
+
+# ---------------------------------------------------------------- storage
+
+
+BIND_COMPLETED_ANNOTATION = "pv.kubernetes.io/bind-completed"
+SELECTED_NODE_ANNOTATION = "volume.kubernetes.io/selected-node"
+_BETA_CLASS_ANNOTATION = "volume.beta.kubernetes.io/storage-class"
+_ZONE_LABELS = frozenset({
+    "failure-domain.beta.kubernetes.io/zone", "failure-domain.beta.kubernetes.io/region",
+    "topology.kubernetes.io/zone", "topology.kubernetes.io/region",
+})
+_ZONE_DELIMITER = "__"
+
+
+def claim_from_api(obj: RawObject) -> Claim:
+    """A PersistentVolumeClaim; its class as kube-scheduler reads it (the beta annotation
+    first), bound only once the PV controller completed the bind."""
+    meta, namespace, name = _metadata(obj, "PersistentVolumeClaim")
+    where = f"PersistentVolumeClaim {namespace}/{name}"
+    spec = _mapping(obj.get("spec"), where, "spec")
+    status = _mapping(obj.get("status"), where, "status")
+    annotations = _str_map(meta.get("annotations"), where, "metadata.annotations")
+    notes = dict(annotations)
+    storage_class = notes.get(_BETA_CLASS_ANNOTATION)
+    if storage_class is None:
+        storage_class = _str(spec.get("storageClassName"), where, "spec.storageClassName", "")
+    volume_name = _str(spec.get("volumeName"), where, "spec.volumeName", "")
+    owners = _list(meta.get("ownerReferences"), where, "metadata.ownerReferences")
+    selected = notes.get(SELECTED_NODE_ANNOTATION)
+    return Claim(
+        key=f"{namespace}/{name}",
+        storage_class=storage_class,
+        volume_name=volume_name,
+        bound=bool(volume_name) and BIND_COMPLETED_ANNOTATION in notes,
+        selected_node=NodeName(selected) if selected else None,
+        access_modes=tuple(_str(m, where, "spec.accessModes[]")
+                           for m in _list(spec.get("accessModes"), where, "spec.accessModes")),
+        lost=status.get("phase") == "Lost",
+        deleting=meta.get("deletionTimestamp") is not None,
+        owners=tuple(str(_mapping(o, where, "metadata.ownerReferences[]").get("uid") or "")
+                     for o in owners
+                     if _mapping(o, where, "metadata.ownerReferences[]").get("controller")),
+    )
+
+
+def volume_from_api(obj: RawObject) -> Volume:
+    """A PersistentVolume: its required node affinity and its zone labels."""
+    meta = _mapping(obj.get("metadata"), "PersistentVolume", "metadata")
+    name = _str(meta.get("name"), "PersistentVolume", "metadata.name")
+    where = f"PersistentVolume {name}"
+    spec = _mapping(obj.get("spec"), where, "spec")
+    affinity = _mapping(spec.get("nodeAffinity"), where, "spec.nodeAffinity")
+    required = affinity.get("required")
+    terms = None
+    if required is not None:
+        items = _list(_mapping(required, where, "spec.nodeAffinity.required").get(
+            "nodeSelectorTerms"), where, "spec.nodeAffinity.required.nodeSelectorTerms")
+        terms = _selector_terms(items, where, "spec.nodeAffinity.required.nodeSelectorTerms")
+    labels = _str_map(meta.get("labels"), where, "metadata.labels")
+    zones = tuple((key, tuple(value.split(_ZONE_DELIMITER)))
+                  for key, value in labels if key in _ZONE_LABELS)
+    return Volume(name=name, node_affinity=terms, zones=zones)
+
+
+def storage_class_from_api(obj: RawObject) -> StorageClassSpec:
+    meta = _mapping(obj.get("metadata"), "StorageClass", "metadata")
+    name = _str(meta.get("name"), "StorageClass", "metadata.name")
+    where = f"StorageClass {name}"
+    topologies = []
+    for index, item in enumerate(_list(obj.get("allowedTopologies"), where, "allowedTopologies")):
+        path = f"allowedTopologies[{index}].matchLabelExpressions"
+        expressions = _list(_mapping(item, where, f"allowedTopologies[{index}]").get(
+            "matchLabelExpressions"), where, path)
+        topologies.append(SelectorTerm(match_expressions=tuple(
+            SelectorRequirement(
+                _str(_mapping(e, where, path).get("key"), where, f"{path}.key"), "In",
+                tuple(_str(v, where, f"{path}.values[]")
+                      for v in _list(_mapping(e, where, path).get("values"), where, path)))
+            for e in expressions)))
+    return StorageClassSpec(
+        name=name,
+        provisioner=_str(obj.get("provisioner"), where, "provisioner", ""),
+        wait_for_first_consumer=obj.get("volumeBindingMode") == "WaitForFirstConsumer",
+        allowed_topologies=tuple(topologies),
+    )

@@ -107,6 +107,10 @@ class PodPlacementRules:
     node_selector: tuple[tuple[str, str], ...] = ()
     required_affinity: tuple[SelectorTerm, ...] = ()  # empty: no restriction
     tolerations: tuple[Toleration, ...] = ()
+    volume_affinity: tuple[tuple[SelectorTerm, ...], ...] = ()
+    """Node restrictions of the pod's volumes (a bound volume's node affinity and zone,
+    a provisioner's allowed topologies): each entry is a set of terms ORed, and every
+    entry must hold, as VolumeBinding and VolumeZone check them beside NodeAffinity."""
 
 
 class UnhonouredRule(StrEnum):
@@ -148,6 +152,85 @@ class PodAffinityTerm:
 
 
 @dataclass(frozen=True, slots=True)
+class ClaimRef:
+    """A volume of a pod that a PersistentVolumeClaim backs, in the pod's namespace."""
+
+    name: str
+    ephemeral: bool = False
+    """A generic ephemeral volume: the claim is ``<pod>-<volume>``, made for the pod by the
+    ephemeral-volume controller, and must be owned by it."""
+
+
+class VolumeProblem(StrEnum):
+    """Why a pod's claim keeps it off every node, as VolumeBinding, VolumeZone and
+    VolumeRestrictions of kube-scheduler refuse it."""
+
+    INVALID_NAME = "is not a valid claim name, so no claim can ever have it"
+    MISSING = "does not exist"
+    EPHEMERAL_MISSING = "does not exist yet (the ephemeral-volume controller creates it)"
+    NOT_OWNED = "was not created for this pod"
+    DELETING = "is being deleted"
+    LOST = "is bound to a PersistentVolume that no longer exists"
+    VOLUME_MISSING = "is bound to a PersistentVolume that gangsched has not seen"
+    UNBOUND_IMMEDIATE = "is not bound yet and its storage class binds immediately"
+    CLASS_MISSING = "names a storage class that does not exist"
+    NO_PROVISIONER = "waits for its first consumer, but its storage class has no provisioner"
+    IN_USE = "is ReadWriteOncePod and already in use by another pod"
+    SHARED_IN_GANG = "is ReadWriteOncePod and used by another pending pod of the gang"
+
+
+@dataclass(frozen=True, slots=True)
+class VolumeBlock:
+    """The first claim of a pod that keeps it off every node, and why."""
+
+    claim: str
+    """``namespace/name``."""
+    problem: VolumeProblem
+    other: str = ""
+    """The pod that holds a ReadWriteOncePod claim, when that is the problem."""
+
+
+@dataclass(frozen=True, slots=True)
+class Claim:
+    """A PersistentVolumeClaim as placement reads it."""
+
+    key: str
+    """``namespace/name``."""
+    storage_class: str = ""
+    """Empty: no class (``""`` or unset and no default given by the API server)."""
+    volume_name: str = ""
+    bound: bool = False
+    """Bound to ``volume_name`` and the bind completed (``pv.kubernetes.io/bind-completed``)."""
+    selected_node: NodeName | None = None
+    """``volume.kubernetes.io/selected-node``: where a WaitForFirstConsumer claim is provisioned."""
+    access_modes: tuple[str, ...] = ()
+    lost: bool = False
+    deleting: bool = False
+    owners: tuple[str, ...] = ()
+    """UIDs of its controlling owners: a pod's generic ephemeral claim names the pod."""
+
+
+@dataclass(frozen=True, slots=True)
+class Volume:
+    """A PersistentVolume: where its data can be reached from."""
+
+    name: str
+    node_affinity: tuple[SelectorTerm, ...] | None = None
+    """``spec.nodeAffinity.required`` terms (ORed); None: any node."""
+    zones: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    """Its zone and region labels, each with the values it lists (``a__b``: either)."""
+
+
+@dataclass(frozen=True, slots=True)
+class StorageClassSpec:
+    name: str
+    provisioner: str = ""
+    wait_for_first_consumer: bool = False
+    allowed_topologies: tuple[SelectorTerm, ...] = ()
+    """Terms ORed; empty: the provisioner can serve any node."""
+
+
+@dataclass(frozen=True, slots=True)
 class Pod:
     key: PodKey
     requests: Resources
@@ -174,6 +257,13 @@ class Pod:
     labels: tuple[tuple[str, str], ...] = ()
     anti_affinity: tuple[PodAffinityTerm, ...] = ()
     """Its required anti-affinity terms, which keep other pods away from it."""
+    claims: tuple[ClaimRef, ...] = ()
+    """Its volumes backed by PersistentVolumeClaims, in spec order."""
+    volume_block: VolumeBlock | None = None
+    """Set each cycle from the claims: the claim that keeps the pod off every node."""
+    unbound_claims: tuple[str, ...] = ()
+    """Set each cycle from the claims: its WaitForFirstConsumer claims not bound yet
+    (``namespace/name``), which must be provisioned on its node before it is bound."""
 
 
 @dataclass(frozen=True, slots=True)

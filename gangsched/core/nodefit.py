@@ -37,6 +37,7 @@ __all__ = [
     "tolerates",
     "untolerated_taint",
     "uses_node_name",
+    "volumes_ok",
 ]
 
 UNSCHEDULABLE_TAINT = Taint("node.kubernetes.io/unschedulable", "", "NoSchedule")
@@ -182,6 +183,15 @@ def affinity_ok(rules: PodPlacementRules, node: Node) -> bool:
     return any(term_matches(term, labels, node.name) for term in rules.required_affinity)
 
 
+def volumes_ok(rules: PodPlacementRules, node: Node) -> bool:
+    """The node restrictions of the pod's volumes: every one has a term that matches."""
+    if not rules.volume_affinity:
+        return True
+    labels = dict(node.labels)
+    return all(any(term_matches(term, labels, node.name) for term in terms)
+               for terms in rules.volume_affinity)
+
+
 def selector_ok(rules: PodPlacementRules, node: Node) -> bool:
     """nodeSelector and required node affinity together, as NodeAffinity checks them."""
     return node_selector_ok(rules, node) and affinity_ok(rules, node)
@@ -201,9 +211,10 @@ def uses_node_name(rules: PodPlacementRules) -> bool:
     """
     if any(key in PER_NODE_LABELS for key, _ in rules.node_selector):
         return True
+    terms = (*rules.required_affinity, *(t for ts in rules.volume_affinity for t in ts))
     return any(
         term.match_fields or any(r.key in PER_NODE_LABELS for r in term.match_expressions)
-        for term in rules.required_affinity
+        for term in terms
     )
 
 
@@ -241,4 +252,6 @@ def node_excluded_reason(rules: PodPlacementRules, node: Node) -> str | None:
         return "node selector"
     if not affinity_ok(rules, node):
         return "node affinity"
+    if not volumes_ok(rules, node):
+        return "volume node affinity"
     return None

@@ -29,6 +29,7 @@ from gangsched.core.model import (
     PodPlacementRules,
     QueueName,
     UnhonouredRule,
+    VolumeBlock,
 )
 from gangsched.core.resources import PODS, Capability, Resources, devices_first, format_amount
 
@@ -40,6 +41,7 @@ __all__ = [
     "BindBackoff",
     "BoundAcrossDomains",
     "CapabilityExceeded",
+    "ClaimsProvisioning",
     "DoesNotFit",
     "Gated",
     "InDomain",
@@ -50,6 +52,7 @@ __all__ = [
     "PartlyBound",
     "Preempting",
     "ProtectedByBudget",
+    "ProvisioningTimedOut",
     "QueueClosed",
     "QueueMissing",
     "Reason",
@@ -61,6 +64,7 @@ __all__ = [
     "Starving",
     "TooBigToHold",
     "Unhonoured",
+    "VolumeBlocked",
     "causes",
     "code_of",
     "describe_request",
@@ -271,6 +275,39 @@ class Unhonoured:
 
 
 @dataclass(frozen=True, slots=True)
+class VolumeBlocked:
+    """A pending member's claim keeps it off every node (missing, unbound with an
+    Immediate class, lost, ReadWriteOncePod in use...); the gang waits whole."""
+
+    code: ClassVar[str] = "VolumeBlocked"
+    pod: PodKey
+    block: VolumeBlock
+    others: int
+    """Other pending pods of the gang blocked by a claim too."""
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimsProvisioning:
+    """The gang is placed, and waits for its WaitForFirstConsumer claims to be
+    provisioned on the nodes chosen for them before any member is bound."""
+
+    code: ClassVar[str] = "ClaimsProvisioning"
+    claims: tuple[str, ...]
+    """The claims not bound yet, ``namespace/name``."""
+    nodes: int
+
+
+@dataclass(frozen=True, slots=True)
+class ProvisioningTimedOut:
+    """Its claims were not provisioned in time: their chosen nodes were taken back and
+    the gang tries again after a while."""
+
+    code: ClassVar[str] = "ProvisioningTimedOut"
+    claims: tuple[str, ...]
+    seconds: float
+
+
+@dataclass(frozen=True, slots=True)
 class BindBackoff:
     code: ClassVar[str] = "BindBackoff"
     pod: PodKey
@@ -398,7 +435,7 @@ class ProtectedByBudget:
 Reason = (
     NoNodes | DoesNotFit | MembersMissing | ShortOfMembers | NoDomainLabel | BoundAcrossDomains
     | NoDomainHolds | InDomain | QueueMissing | QueueClosed | BeingPreempted | Gated | Unhonoured
-    | BindBackoff
+    | BindBackoff | VolumeBlocked | ClaimsProvisioning | ProvisioningTimedOut
     | AdmissionOverCapability | AdmissionNoRoom | ReservedByAdmitted | CapabilityExceeded
     | Starving | TooBigToHold | Preempting | AwaitingVictims | ProtectedByBudget | str
 )
@@ -470,6 +507,8 @@ def render(reason: Reason) -> str:
                     f"{_more_pods(reason.others)}")
         case BindBackoff():
             return _backoff_text(reason)
+        case VolumeBlocked() | ClaimsProvisioning() | ProvisioningTimedOut():
+            return _volume_text(reason)
         case AdmissionOverCapability() | AdmissionNoRoom():
             return _admission_text(reason)
         case ReservedByAdmitted():
@@ -533,6 +572,23 @@ def _no_domain_text(reason: NoDomainHolds) -> str:
     more = f"; {hidden} more domains too small" if hidden > 0 else ""
     return (f"no single {reason.label} domain of {reason.domains} holds the whole gang: "
             f"{shown}{more}")
+
+
+def _volume_text(reason: VolumeBlocked | ClaimsProvisioning | ProvisioningTimedOut) -> str:
+    match reason:
+        case VolumeBlocked():
+            block = reason.block
+            held = f" ({block.other})" if block.other else ""
+            return (f"pod {reason.pod}: persistentvolumeclaim {block.claim} "
+                    f"{block.problem.value}{held}{_more_pods(reason.others)}")
+        case ClaimsProvisioning():
+            return (f"waiting for {_plural(len(reason.claims), 'claim')} "
+                    f"({', '.join(reason.claims)}) to be provisioned on the "
+                    f"{_plural(reason.nodes, 'node')} chosen for the gang before binding it")
+        case ProvisioningTimedOut():
+            return (f"{_plural(len(reason.claims), 'claim')} ({', '.join(reason.claims)}) "
+                    f"were not provisioned within {reason.seconds:g}s: their nodes were "
+                    f"released and the gang tries again later")
 
 
 def _backoff_text(reason: BindBackoff) -> str:
