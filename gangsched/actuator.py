@@ -30,6 +30,7 @@ from gangsched.core.actions import (
     MarkGroupInvalid,
     MarkInvalid,
     MarkUnschedulable,
+    SelectClaimNode,
     WriteGroupStatus,
     WriteQueueStatus,
 )
@@ -167,6 +168,10 @@ class Actuator:
                     self._track(asyncio.create_task(
                         self._evict(action, view, now),
                         name=f"evict-for-{action.preemption.preemptor}"))
+                case SelectClaimNode(claim=claim, node=node):
+                    decisions.info("claim_node_selected" if node else "claim_node_released",
+                                   claim=claim, node=node)
+                    self.binder.select_claim_node(claim, node)
                 case LogDecision(event=event, fields=fields):
                     decisions.info(event, **dict(fields), cycle_ms=cycle_ms)
                 case _:

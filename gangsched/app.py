@@ -229,6 +229,12 @@ def assemble(options: RunOptions, api: client.ApiClient) -> Parts:
                   scheduler.trigger),
         Reflector("nodes", core.list_node, feed, scheduler.trigger),
         Reflector("pods", core.list_pod_for_all_namespaces, feed, scheduler.trigger),
+        # Claims, their volumes and classes: where a pod's volumes let it go.
+        Reflector("persistentvolumeclaims",
+                  core.list_persistent_volume_claim_for_all_namespaces, feed, scheduler.trigger),
+        Reflector("persistentvolumes", core.list_persistent_volume, feed, scheduler.trigger),
+        Reflector("storageclasses", client.StorageV1Api(api).list_storage_class, feed,
+                  scheduler.trigger),
     ]
     if options.preemption:
         reflectors.append(Reflector(

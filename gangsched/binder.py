@@ -24,7 +24,8 @@ from prometheus_client import Histogram
 
 from gangsched.core.model import NodeName, PodKey
 from gangsched.core.placement import Placement
-from gangsched.dispatcher import Answer, Call, Dispatcher, Rank, status_message
+from gangsched.core.volumes import SELECTED_NODE_ANNOTATION
+from gangsched.dispatcher import Answer, Call, Dispatcher, Rank, answer_of, status_message
 
 log = structlog.get_logger(__name__)
 
@@ -37,6 +38,7 @@ BIND_SECONDS = Histogram(
 )
 
 
+MERGE_PATCH = "application/merge-patch+json"
 BIND_PARAMS = {"fieldManager": FIELD_MANAGER}
 BIND_TIMEOUT = aiohttp.ClientTimeout(total=30)
 """A bind unanswered this long failed: its pod backs off and is placed again."""
@@ -103,6 +105,21 @@ class Binder:
             BindOutcome(pod, node, answer.status, answer.detail, answer.sent)
             for (pod, node), answer in zip(placement.assignments, answers, strict=True)
         ]
+
+    def select_claim_node(self, claim: str, node: NodeName | None) -> None:
+        """Give a WaitForFirstConsumer claim the node its pod was placed on (None: take
+        it back). It ranks with other writes a Binding waits for, above evictions and
+        status writes, and is retried until accepted or replaced; the pod's Binding
+        itself waits until the watch shows the claim bound (core.provisioning)."""
+        namespace, name = claim.split("/", 1)
+        body = {"metadata": {"annotations": {SELECTED_NODE_ANNOTATION: node}}}
+        self._dispatcher.submit(Call(
+            (f"claim/{claim}", ""), Rank.ALLOCATE, f"claim node {claim}",
+            lambda: answer_of(client.CoreV1Api(self._api).patch_namespaced_persistent_volume_claim(
+                name, namespace, body, field_manager=FIELD_MANAGER, _content_type=MERGE_PATCH,
+                _preload_content=False)),
+            retry=True,
+        ))
 
     async def _bind_one(self, pod: PodKey, uid: str, node: NodeName) -> Answer:
         namespace, name = pod.split("/", 1)

@@ -44,6 +44,11 @@ class Forbidden(ObjectsError):
     """The account may not list a kind: a tenant's role often covers its namespace alone."""
 
 
+STORAGE_KINDS = {"PersistentVolumeClaim": "persistentvolumeclaims",
+                 "PersistentVolume": "persistentvolumes", "StorageClass": "storageclasses"}
+"""Kinds of objects the storage part of a decision reads, to the feed's kind."""
+
+
 @dataclass
 class ClusterObjects:
     nodes: list[Document] = field(default_factory=list)
@@ -53,6 +58,8 @@ class ClusterObjects:
     workloads: list[Document] = field(default_factory=list)
     """Native Workloads: their queue annotation is their PodGroups' queue."""
     priority_classes: list[Document] = field(default_factory=list)
+    storage: dict[str, list[Document]] = field(default_factory=dict)
+    """PersistentVolumeClaims, PersistentVolumes and StorageClasses, by the feed's kind."""
     ignored: list[str] = field(default_factory=list)
     """Kinds of objects found in files that no decision reads."""
     unreadable: list[str] = field(default_factory=list)
@@ -76,6 +83,8 @@ class ClusterObjects:
             self.workloads.append(obj)
         elif kind == "PriorityClass":
             self.priority_classes.append(obj)
+        elif kind in STORAGE_KINDS:
+            self.storage.setdefault(STORAGE_KINDS[kind], []).append(obj)
         else:
             self.ignored.append(f"{kind} {object_ref(obj).name or '?'}")
 
@@ -86,6 +95,8 @@ class ClusterObjects:
         self.queues += other.queues
         self.workloads += other.workloads
         self.priority_classes += other.priority_classes
+        for kind, documents in other.storage.items():
+            self.storage.setdefault(kind, []).extend(documents)
         self.ignored += other.ignored
 
     def mirror(self, scheduler_names: frozenset[str]) -> Mirror:
@@ -94,6 +105,8 @@ class ClusterObjects:
         feed.replace("nodes", list(self.nodes))
         feed.replace("priorityclasses", list(self.priority_classes))
         feed.replace("pods", list(self.pods))
+        for kind, documents in self.storage.items():
+            feed.replace(kind, documents)
         for flavor, body in self.groups:
             feed.upsert_group(flavor, body)
         for body in self.queues:
@@ -244,7 +257,12 @@ def from_cluster(api: pykube.HTTPClient, namespace: str | None = None) -> Cluste
         objects.priority_classes = _readable(objects, api, "scheduling.k8s.io/v1",
                                              "priorityclasses")
         objects.queues = _readable(objects, api, QUEUE_API, "queues")
+        objects.storage["persistentvolumes"] = _readable(objects, api, "v1", "persistentvolumes")
+        objects.storage["storageclasses"] = _readable(objects, api, "storage.k8s.io/v1",
+                                                      "storageclasses")
     objects.pods = _list(api, "v1", "pods", optional=False, namespace=namespace)
+    objects.storage["persistentvolumeclaims"] = _readable(
+        objects, api, "v1", "persistentvolumeclaims", namespace)
     for flavor in Flavor:
         objects.groups += [(flavor, o) for o in _readable(objects, api, flavor.value,
                                                          "podgroups", namespace)]

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 import structlog
 
@@ -19,6 +20,7 @@ from gangsched.core.kubeobjects import (
     GroupRecord,
     ObjectError,
     RawObject,
+    claim_from_api,
     disruption_budget_from_api,
     group_key_of,
     group_record_from_api,
@@ -28,12 +30,16 @@ from gangsched.core.kubeobjects import (
     pod_record_from_api,
     priority_class_from_api,
     queue_from_api,
+    storage_class_from_api,
+    volume_from_api,
     workload_queue_from_api,
 )
 from gangsched.core.model import DisruptionBudget, Flavor, NodeName, QueueName
 from gangsched.mirror import Mirror
 
 __all__ = ["KINDS", "Feed", "Kind"]
+
+T = TypeVar("T")
 
 log = structlog.get_logger(__name__)
 
@@ -91,6 +97,20 @@ def _upsert_budget(mirror: Mirror, obj: RawObject) -> bool:
     return mirror.set_budget(budget)
 
 
+def _upsert_storage(
+    read: Callable[[RawObject], T], put: Callable[[Mirror, T], bool]
+) -> Callable[[Mirror, RawObject], bool]:
+    """A claim, volume or class read and held; one that cannot be read is left out (a
+    pod naming it then waits, saying the claim or class is missing)."""
+    def upsert(mirror: Mirror, obj: RawObject) -> bool:
+        try:
+            return put(mirror, read(obj))
+        except ObjectError as error:
+            log.warning("storage_object_invalid", error=str(error))
+            return False
+    return upsert
+
+
 def _ref_key(obj: RawObject) -> str:
     return object_ref(obj).key
 
@@ -123,6 +143,25 @@ KINDS: dict[str, Kind] = {
         upsert=_upsert_budget,
         delete=lambda mirror, obj: mirror.remove_budget(object_ref(obj).key),
         keep=lambda mirror, seen: mirror.keep_budgets(seen),
+    ),
+    "persistentvolumeclaims": Kind(
+        key=_ref_key,
+        upsert=_upsert_storage(claim_from_api, Mirror.set_claim),
+        delete=lambda mirror, obj: mirror.remove_stored(mirror.claims, object_ref(obj).key),
+        keep=lambda mirror, seen: mirror.keep_stored(mirror.claims, seen),
+    ),
+    "persistentvolumes": Kind(
+        key=_ref_key,
+        upsert=_upsert_storage(volume_from_api, Mirror.set_volume),
+        delete=lambda mirror, obj: mirror.remove_stored(mirror.volumes, object_ref(obj).key),
+        keep=lambda mirror, seen: mirror.keep_stored(mirror.volumes, seen),
+    ),
+    "storageclasses": Kind(
+        key=_ref_key,
+        upsert=_upsert_storage(storage_class_from_api, Mirror.set_storage_class),
+        delete=lambda mirror, obj: mirror.remove_stored(mirror.storage_classes,
+                                                        object_ref(obj).key),
+        keep=lambda mirror, seen: mirror.keep_stored(mirror.storage_classes, seen),
     ),
 }
 """Every kind a reflector watches, by the name the reflector gives it."""

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, TypeVar
 
 import structlog
 
@@ -38,6 +38,7 @@ from gangsched.core.kubeobjects import (
 )
 from gangsched.core.model import (
     DEFAULT_QUEUE,
+    Claim,
     DisruptionBudget,
     Flavor,
     GangKey,
@@ -46,12 +47,17 @@ from gangsched.core.model import (
     PodKey,
     QueueName,
     QueueSpec,
+    StorageClassSpec,
+    Volume,
 )
 from gangsched.core.placement import Placement, Snapshot
 from gangsched.core.resources import Resources
 from gangsched.core.snapshot import NodeUsage
+from gangsched.core.volumes import Storage
 
 __all__ = ["Assumption", "GroupRecord", "Mirror", "PodRecord", "View"]
+
+V = TypeVar("V")
 
 log = structlog.get_logger(__name__)
 
@@ -76,6 +82,7 @@ class View:
     groups: Mapping[GangKey, GroupRecord]
     queues: Mapping[QueueName, QueueSpec]
     pods: Mapping[PodKey, PodRecord]
+    storage: Storage = field(default_factory=Storage)
 
 
 def _matters(old: PodRecord | None, new: PodRecord, assumed_on: NodeName | None) -> bool:
@@ -231,6 +238,10 @@ class Mirror(GroupsAndQueues):
     budgets: dict[str, DisruptionBudget] = field(default_factory=dict)
     """PodDisruptionBudgets by ``namespace/name``: preemption chooses only victims they
     let go whole."""
+    claims: dict[str, Claim] = field(default_factory=dict)
+    """PersistentVolumeClaims by ``namespace/name``."""
+    volumes: dict[str, Volume] = field(default_factory=dict)
+    storage_classes: dict[str, StorageClassSpec] = field(default_factory=dict)
     assumed: dict[PodKey, Assumption] = field(default_factory=dict)
     bad_pods: dict[PodKey, str] = field(default_factory=dict)
     on_status_change: Callable[[], None] = lambda: None
@@ -271,6 +282,25 @@ class Mirror(GroupsAndQueues):
         """A list returned exactly ``keys``: the others were deleted meanwhile."""
         for key in [k for k in self.budgets if k not in keys]:
             del self.budgets[key]
+
+    # ---- claims, volumes and storage classes ---------------------------------------------
+    def set_claim(self, claim: Claim) -> bool:
+        return self._changed(_put(self.claims, claim.key, claim))
+
+    def set_volume(self, volume: Volume) -> bool:
+        return self._changed(_put(self.volumes, volume.name, volume))
+
+    def set_storage_class(self, storage_class: StorageClassSpec) -> bool:
+        return self._changed(_put(self.storage_classes, storage_class.name, storage_class))
+
+    def remove_stored(self, table: dict[str, Any], key: str) -> bool:
+        """Drop a claim, volume or class (``table`` is one of the three)."""
+        return self._changed(table.pop(key, None) is not None)
+
+    def keep_stored(self, table: dict[str, Any], keys: set[str]) -> None:
+        """A list of claims, volumes or classes returned exactly ``keys``."""
+        for key in [k for k in table if k not in keys]:
+            del table[key]
 
     # ---- nodes ---------------------------------------------------------------------------
     def add_node(self, node: Node) -> bool:
@@ -452,4 +482,12 @@ class Mirror(GroupsAndQueues):
             groups={key: self._with_workload_queue(g) for key, g in self.groups.items()},
             queues=queues,
             pods=dict(self.pods),
+            storage=Storage(dict(self.claims), dict(self.volumes), dict(self.storage_classes)),
         )
+
+
+def _put(table: dict[str, V], key: str, value: V) -> bool:
+    """Hold ``value`` under ``key``; whether that changed anything."""
+    changed = table.get(key) != value
+    table[key] = value
+    return changed

@@ -20,7 +20,7 @@ import structlog
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from gangsched.binder import FIELD_MANAGER
+from gangsched.binder import FIELD_MANAGER, MERGE_PATCH
 from gangsched.core.groups import Flavor, GroupStatus, Phase
 from gangsched.core.model import GangKey, NodeName, PodKey, QueueName
 from gangsched.core.status_bodies import (
@@ -40,7 +40,6 @@ log = structlog.get_logger(__name__)
 
 CONDITION_CHANGE_GAP_S = 2.0
 """The least time between two rewrites of one pod's condition; the latest wins."""
-MERGE_PATCH = "application/merge-patch+json"
 
 
 def _group_id(group: GroupRecord) -> ObjectId:

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 from gangsched.core.groups import GroupStatus
-from gangsched.core.model import DEFAULT_QUEUE, GangKey, PodKey, QueueName
+from gangsched.core.model import DEFAULT_QUEUE, GangKey, NodeName, PodKey, QueueName
 from gangsched.core.placement import Placement
 from gangsched.core.preemption import Preemption
 from gangsched.core.status_bodies import QueueStatus
@@ -28,6 +28,17 @@ class Bind:
     """When the first member of a gang placed whole was created (its wait), else None."""
     queue: QueueName = DEFAULT_QUEUE
     """The gang's queue: its wait is counted under it."""
+
+
+@dataclass(frozen=True, slots=True)
+class SelectClaimNode:
+    """Set (or, with None, take back) a WaitForFirstConsumer claim's selected node, so its
+    volume is provisioned where its pod was placed. It goes out before the pod's Binding,
+    which waits until the claim is bound (see core.provisioning)."""
+
+    claim: str
+    """``namespace/name``."""
+    node: NodeName | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,4 +114,5 @@ class LogDecision:
 
 
 Action = (Bind | Evict | MarkUnschedulable | MarkInvalid | WriteGroupStatus | MarkGroupInvalid
-          | WriteQueueStatus | ForgetWritten | LogDecision)
+          | WriteQueueStatus | ForgetWritten | LogDecision
+          | SelectClaimNode)

@@ -125,8 +125,6 @@ class UnhonouredRule(StrEnum):
     POD_AFFINITY = "required pod affinity"
     POD_ANTI_AFFINITY = "required pod anti-affinity"
     TOPOLOGY_SPREAD = "topology spread constraint with whenUnsatisfiable DoNotSchedule"
-    PERSISTENT_VOLUME_CLAIM = "persistentVolumeClaim volume"
-    EPHEMERAL_VOLUME = "generic ephemeral volume"
     RESOURCE_CLAIM = "resource claim (dynamic resource allocation)"
     EXISTING_ANTI_AFFINITY = "labels that a running pod's required anti-affinity selects"
 

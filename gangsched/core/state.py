@@ -21,6 +21,7 @@ from gangsched.core.backoff import BindRefusal, refused
 from gangsched.core.holds import Hold, Seat
 from gangsched.core.model import GangKey, PodKey
 from gangsched.core.reasons import Reported
+from gangsched.core.volumes import Provisioning
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,6 +68,8 @@ class State:
     reported: Mapping[GangKey, Reported] = field(default_factory=dict)
     """The reason each waiting gang was last reported with (see core.reasons)."""
     pod_reports: Mapping[PodKey, PodReport] = field(default_factory=dict)
+    provisioning: Mapping[GangKey, Provisioning] = field(default_factory=dict)
+    """Gangs placed whose WaitForFirstConsumer claims are being provisioned (core.provisioning)."""
     cycles: int = 0
     """Full cycles run: what is remembered of written objects is pruned every so many."""
 
@@ -74,7 +77,7 @@ class State:
         """What a cycle decides from: equal before and after a cycle, and with the
         cluster unchanged, the next cycle would decide the same again."""
         return (self.admitted, frozenset(self.waiting_since), self.finished_uids, self.holds,
-                self.preempting, self.unevictable, self.bind_refusals)
+                self.preempting, self.unevictable, self.bind_refusals, self.provisioning)
 
 
 def bind_refused(state: State, pod: PodKey, *, now: float, status: int, message: str) -> State:

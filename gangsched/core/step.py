@@ -23,6 +23,7 @@ from gangsched.core.cycle import CycleResult, run_cycle
 from gangsched.core.gangs import Gathered
 from gangsched.core.holds import GroupLife, Hold, Seat, seats_of, update_holds
 from gangsched.core.model import DEFAULT_QUEUE, GangKey, PodKey, Policy
+from gangsched.core.provisioning import ProvisionLimits, provision_first
 from gangsched.core.reasons import Reason, reported_reasons
 from gangsched.core.report_plan import Pacing, plan_reports
 from gangsched.core.state import InFlight, State
@@ -44,6 +45,8 @@ class StepConfig:
     """A waiting gang's reported reason keeps its figures this long when only they moved
     (see :func:`gangsched.core.reasons.reported_reasons`)."""
     pacing: Pacing = field(default_factory=Pacing)
+    provisioning: ProvisionLimits = field(default_factory=ProvisionLimits)
+    """How long a placed gang waits for its claims to be provisioned, and then backs off."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,6 +82,8 @@ def step(state: State, view: StepView, now: float, config: StepConfig) -> Steppe
         unevictable=frozenset(k for k, until in unevictable.items() if until > now),
         bind_refusals=refusals, budgets=view.budgets,
     ))
+    result, claim_writes, provisioning = provision_first(
+        result, gathered.gangs, view.cluster.storage, state.provisioning, now, config.provisioning)
     # PodGroups refused admission before they have pods wait too: their
     # status says why, and their schedule timeout runs.
     reasons = {u.gang: u.reason for u in (*result.unplaceable, *result.unadmitted)}
@@ -89,7 +94,7 @@ def step(state: State, view: StepView, now: float, config: StepConfig) -> Steppe
         state, admitted=result.admitted, waiting_since=waiting_since,
         finished_uids=gathering.finished_uids, holds=holds, seats=seats,
         unevictable=unevictable, bind_refusals=refusals, reported=reported,
-        logged_reasons=shown, cycles=state.cycles + 1,
+        logged_reasons=shown, cycles=state.cycles + 1, provisioning=provisioning,
     )
     thresholds = threshold_moments(state, view, preempting, reasons, config)
     preempting, acts = hand_out(result, gathered, preempting, now)
@@ -99,7 +104,7 @@ def step(state: State, view: StepView, now: float, config: StepConfig) -> Steppe
     waiting = waiting_logs(gathered, shown, logged)
     return Stepped(
         state=replace(state, preempting=preempting, pod_reports=plan.pod_reports),
-        actions=(*notes, *ended, *acts, *plan.actions, *waiting),
+        actions=(*notes, *ended, *claim_writes, *acts, *plan.actions, *waiting),
         result=result,
         thresholds=thresholds,
         gangs=len(gathered.gangs),
@@ -241,5 +246,9 @@ def threshold_moments(
     moments.extend(flight.since + config.preemption_timeout_s for flight in preempting.values())
     moments.extend(state.unevictable.values())
     moments.extend(refusal.until for refusal in state.bind_refusals.values())
+    for provisioning in state.provisioning.values():
+        moments.append(provisioning.since + config.provisioning.timeout_s)
+        if provisioning.backoff_until is not None:
+            moments.append(provisioning.backoff_until)
     return tuple(moments)
 

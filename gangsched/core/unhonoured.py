@@ -1,8 +1,8 @@
 """Gangs held back by placement rules gangsched does not evaluate yet.
 
 A pod is only ever bound where kube-scheduler would also put it: until a
-rule (inter-pod affinity, a required spread, a claim-backed volume, a
-resource claim) is honoured here, a gang with a pending member carrying one
+rule (inter-pod affinity, a required spread, a resource claim) is
+honoured here, a gang with a pending member carrying one
 waits whole and says which rule, instead of being bound against it.
 """
 

@@ -28,6 +28,7 @@ from gangsched.core.model import (
 )
 from gangsched.core.placement import Snapshot
 from gangsched.core.unhonoured import against_existing_anti_affinity
+from gangsched.core.volumes import Storage, claims_in_use, with_volumes
 
 
 class GroupFacts(Protocol):
@@ -72,6 +73,8 @@ class ClusterView(Protocol):
     def queues(self) -> Mapping[QueueName, QueueSpec]: ...
     @property
     def pods(self) -> Mapping[PodKey, PodFacts]: ...
+    @property
+    def storage(self) -> Storage: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,6 +121,9 @@ def gather_view(
                       never_preempting_classes)
     gathered = replace(gathered, gangs=against_existing_anti_affinity(
         gathered.gangs, (record.pod for record in view.pods.values())))
+    gathered = replace(gathered, gangs=with_volumes(
+        gathered.gangs, view.storage, {key: record.uid for key, record in view.pods.items()},
+        claims_in_use(record.pod for record in view.pods.values())))
     still_finished = frozenset(
         g.uid for k, g in view.groups.items()
         if k in gathered.finished or (g.uid in finished_uids and k not in gathered.counts)

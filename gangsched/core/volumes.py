@@ -45,6 +45,7 @@ from gangsched.core.reasons import VolumeBlocked
 
 __all__ = [
     "SELECTED_NODE_ANNOTATION",
+    "Provisioning",
     "Storage",
     "claims_in_use",
     "resolve_pod",
@@ -67,6 +68,16 @@ _GA_LABEL = {
     "failure-domain.beta.kubernetes.io/region": "topology.kubernetes.io/region",
 }
 _DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+
+
+@dataclass(frozen=True, slots=True)
+class Provisioning:
+    """A placed gang whose claims were given nodes, waiting for them to be bound
+    (see core.provisioning); kept in the step's state."""
+
+    since: float
+    backoff_until: float | None = None
+    """Set when its claims timed out: it is not placed again before then."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -224,6 +224,10 @@ def can(cluster: LocalCluster, verb: str, resource: str, *extra: str) -> bool:
         ("watch", "nodes", ()),
         ("watch", "priorityclasses.scheduling.k8s.io", ()),
         ("watch", "poddisruptionbudgets.policy", ("--all-namespaces",)),
+        ("watch", "persistentvolumeclaims", ("--all-namespaces",)),
+        ("patch", "persistentvolumeclaims", ("-n", "team-a")),
+        ("watch", "persistentvolumes", ()),
+        ("watch", "storageclasses.storage.k8s.io", ()),
         ("create", "pods", ("--subresource=binding", "-n", "team-a")),
         ("create", "pods", ("--subresource=eviction", "-n", "team-a")),
         ("patch", "pods", ("--subresource=status", "-n", "team-a")),
@@ -259,6 +263,8 @@ def test_service_account_may_do_what_scheduling_needs(
         ("patch", "workloads.scheduling.k8s.io", ("-n", "team-a")),
         ("delete", "customresourcedefinitions.apiextensions.k8s.io", ()),
         ("delete", "poddisruptionbudgets.policy", ("-n", "team-a")),
+        ("delete", "persistentvolumeclaims", ("-n", "team-a")),
+        ("create", "persistentvolumes", ()),
     ],
 )
 def test_service_account_may_do_nothing_more(

@@ -32,6 +32,7 @@ from gangsched.core.state import (
 )
 from gangsched.core.step import StepConfig, Stepped, step
 from gangsched.core.view import StepView
+from gangsched.core.volumes import Storage
 from tests.unit.test_cycle import DEFAULT, cpu, node, pod
 
 CONFIG = StepConfig(policy=Policy.BINPACK, starvation_s=30.0, replacement_grace_s=20.0)
@@ -61,6 +62,7 @@ class Cluster:
     groups: Mapping[GangKey, Group]
     queues: Mapping[QueueName, QueueSpec]
     pods: Mapping[PodKey, Record]
+    storage: Storage = field(default_factory=Storage)
 
 
 def group(name: str, min_member: int, *, uid: str = "u1", min_cpu: int = 0) -> Group:

@@ -45,16 +45,15 @@ def spread(when: str | None) -> dict[str, Any]:
     ({"topologySpreadConstraints": [spread("ScheduleAnyway"), spread("DoNotSchedule")]},
      (UnhonouredRule.TOPOLOGY_SPREAD,)),
     ({"topologySpreadConstraints": [spread(None)]}, (UnhonouredRule.TOPOLOGY_SPREAD,)),
-    ({"volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": "data"}}]},
-     (UnhonouredRule.PERSISTENT_VOLUME_CLAIM,)),
+    ({"volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": "data"}}]}, ()),
     ({"volumes": [{"name": "scratch", "ephemeral": {"volumeClaimTemplate": {"spec": {}}}}]},
-     (UnhonouredRule.EPHEMERAL_VOLUME,)),
+     ()),
     ({"resourceClaims": [{"name": "gpu", "resourceClaimName": "gpu-0"}]},
      (UnhonouredRule.RESOURCE_CLAIM,)),
     ({"affinity": {"podAntiAffinity": {
         "requiredDuringSchedulingIgnoredDuringExecution": [ONE_PER_NODE]}},
       "volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": "data"}}]},
-     (ANTI, UnhonouredRule.PERSISTENT_VOLUME_CLAIM)),
+     (ANTI,)),
 ])
 def test_required_rules_are_read_as_unhonoured(
     spec: dict[str, Any], rules: tuple[UnhonouredRule, ...]

@@ -1,0 +1,192 @@
+"""Pods with PersistentVolumeClaims, placed as kube-scheduler would and bound whole.
+
+The session's control plane runs the persistent-volume controllers and a real
+dynamic provisioner (rancher's local-path-provisioner, StorageClass
+``local-path``, WaitForFirstConsumer), which makes a PersistentVolume on the
+node a claim's ``volume.kubernetes.io/selected-node`` names.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import pykube
+import pytest
+
+from devcluster.controlplane import LocalCluster, NodeShape
+from tests.e2e.conftest import SchedulerProcess
+from tests.e2e.scenario import only_nodes
+from tests.e2e.workspace import Workspace, bound, node_of, scheduled_condition, wait_for
+
+SELECTED_NODE = "volume.kubernetes.io/selected-node"
+
+
+@pytest.fixture
+def three_nodes(cluster: LocalCluster) -> list[str]:
+    return only_nodes(cluster, 3, NodeShape(cpu="2", memory="8Gi"))
+
+
+def claim(ws: Workspace, name: str, *, storage_class: str = "local-path",
+          volume: str | None = None) -> dict[str, Any]:
+    spec: dict[str, Any] = {"accessModes": ["ReadWriteOnce"], "storageClassName": storage_class,
+                            "resources": {"requests": {"storage": "1Gi"}}}
+    if volume:
+        spec["volumeName"] = volume
+    return {"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+            "metadata": {"name": name, "namespace": ws.name}, "spec": spec}
+
+
+def with_claim(pod: dict[str, Any], claim_name: str) -> dict[str, Any]:
+    pod["spec"]["volumes"] = [{"name": "data", "persistentVolumeClaim": {"claimName": claim_name}}]
+    return pod
+
+
+def with_ephemeral(pod: dict[str, Any]) -> dict[str, Any]:
+    pod["spec"]["volumes"] = [{"name": "scratch", "ephemeral": {"volumeClaimTemplate": {"spec": {
+        "accessModes": ["ReadWriteOnce"], "storageClassName": "local-path",
+        "resources": {"requests": {"storage": "1Gi"}}}}}}]
+    return pod
+
+
+def claims(ws: Workspace) -> dict[str, dict[str, Any]]:
+    return {c.name: c.obj for c in pykube.PersistentVolumeClaim.objects(ws.api,
+                                                                      namespace=ws.name)}
+
+
+def volume_node(cluster: LocalCluster, name: str) -> str:
+    """The one node a PersistentVolume's node affinity names."""
+    volume = pykube.PersistentVolume.objects(cluster.client).get(name=name).obj
+    terms = volume["spec"]["nodeAffinity"]["required"]["nodeSelectorTerms"]
+    assert len(terms) == 1 and len(terms[0]["matchExpressions"]) == 1, terms
+    values = terms[0]["matchExpressions"][0]["values"]
+    assert len(values) == 1, values
+    return str(values[0])
+
+
+def members(ws: Workspace, prefix: str) -> list[dict[str, Any]]:
+    return [p for name, p in ws.pods().items() if name.startswith(prefix)]
+
+
+def saying(ws: Workspace, pod: str, words: str) -> dict[str, Any] | None:
+    condition = dict(scheduled_condition(ws.pods().get(pod, {})) or {})
+    if condition.get("status") == "False" and words in str(condition.get("message", "")):
+        return condition
+    return None
+
+
+@pytest.fixture
+def bound_early(ws: Workspace) -> Iterator[list[str]]:
+    """Members of gang ``job`` seen bound, every 50 ms while the test runs, while a claim
+    of the namespace was not bound yet."""
+    early: list[str] = []
+    stop = threading.Event()
+
+    def sample() -> None:
+        while not stop.wait(0.05):
+            on_nodes = [p["metadata"]["name"] for p in bound(members(ws, "job-"))]
+            phases = [c.get("status", {}).get("phase") for c in claims(ws).values()]
+            if on_nodes and any(phase != "Bound" for phase in phases):
+                early.extend(on_nodes)
+
+    thread = threading.Thread(target=sample, daemon=True)
+    thread.start()
+    yield early
+    stop.set()
+    thread.join()
+
+
+@pytest.mark.usefixtures("three_nodes")
+def test_a_gang_whose_claims_wait_for_their_first_consumer_is_provisioned_and_bound_whole(
+    ws: Workspace, gangsched: SchedulerProcess, cluster: LocalCluster,
+    bound_early: list[str],
+) -> None:
+    ws.create(ws.podgroup("job", min_member=3))
+    ws.create(claim(ws, "data-0"), claim(ws, "data-1"))
+    ws.create(with_claim(ws.pod("job-0", cpu="2", group="job"), "data-0"),
+              with_claim(ws.pod("job-1", cpu="2", group="job"), "data-1"),
+              with_ephemeral(ws.pod("job-2", cpu="2", group="job")))
+
+    wait_for(lambda: len(bound(members(ws, "job-"))) == 3, timeout=60,
+             what="the gang to be bound once its claims are provisioned")
+    pods = ws.pods()
+    found = claims(ws)
+    for pod, claim_name in (("job-0", "data-0"), ("job-1", "data-1"), ("job-2", "job-2-scratch")):
+        node = node_of(pods[pod])
+        assert found[claim_name]["metadata"]["annotations"][SELECTED_NODE] == node
+        assert found[claim_name]["status"]["phase"] == "Bound"
+        assert volume_node(cluster, found[claim_name]["spec"]["volumeName"]) == node
+    assert len({node_of(p) for p in pods.values()}) == 3  # 2 CPUs each: one per node
+    assert bound_early == [], "members were bound before every claim of the gang was"
+
+
+@pytest.mark.usefixtures("three_nodes")
+def test_a_pod_whose_claim_is_missing_waits_naming_it_and_binds_once_it_exists(
+    ws: Workspace, gangsched: SchedulerProcess
+) -> None:
+    ws.create(with_claim(ws.pod("lonely", cpu="1"), "absent"), ws.pod("plain", cpu="1"))
+    wait_for(lambda: len(bound(members(ws, "plain"))) == 1, timeout=20,
+             what="a pod without claims to bind")
+    words = f"persistentvolumeclaim {ws.name}/absent does not exist"
+    condition = wait_for(lambda: saying(ws, "lonely", words), timeout=20,
+                         what="the pod's condition to name the missing claim")
+    assert condition["reason"] == "Unschedulable", condition
+    wait_for(lambda: any(words in str(e.get("message")) for e in ws.events("lonely")),
+             timeout=20, what="an Event naming the missing claim")
+    assert bound(members(ws, "lonely")) == []
+
+    ws.create(claim(ws, "absent"))
+    wait_for(lambda: len(bound(members(ws, "lonely"))) == 1, timeout=60,
+             what="the pod to bind once its claim exists and is provisioned")
+
+
+def test_a_bound_volume_with_node_affinity_keeps_the_pod_on_its_node(
+    ws: Workspace, gangsched: SchedulerProcess, cluster: LocalCluster, three_nodes: list[str]
+) -> None:
+    target = three_nodes[2]
+    name = f"{ws.name}-local"
+    volume = pykube.PersistentVolume(cluster.client, {
+        "apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": name},
+        "spec": {
+            "capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteOnce"],
+            "persistentVolumeReclaimPolicy": "Retain", "storageClassName": "",
+            "hostPath": {"path": f"/data/{name}"},
+            "claimRef": {"namespace": ws.name, "name": "pinned"},
+            "nodeAffinity": {"required": {"nodeSelectorTerms": [{"matchExpressions": [
+                {"key": "kubernetes.io/hostname", "operator": "In", "values": [target]}]}]}},
+        },
+    })
+    volume.create()
+    try:
+        ws.create(claim(ws, "pinned", storage_class="", volume=name))
+        wait_for(lambda: claims(ws)["pinned"].get("status", {}).get("phase") == "Bound",
+                 timeout=30, what="the PV controller to bind the claim to the volume")
+        # Binpacking alone would put it on the first node.
+        ws.create(with_claim(ws.pod("pinned-user", cpu="1"), "pinned"))
+        wait_for(lambda: len(bound(members(ws, "pinned-user"))) == 1, timeout=30,
+                 what="the pod to bind")
+        assert node_of(ws.pods()["pinned-user"]) == target
+    finally:
+        ws.delete_pod("pinned-user")
+        volume.delete()
+
+
+@pytest.mark.usefixtures("three_nodes")
+def test_a_claim_name_that_is_no_dns_name_makes_the_pod_wait_and_other_gangs_bind(
+    ws: Workspace, gangsched: SchedulerProcess
+) -> None:
+    bad = with_claim(ws.pod("bad-claim", cpu="1"), "Not_A_Name")
+    try:
+        ws.create(bad)
+    except pykube.exceptions.HTTPError as error:
+        assert "claimName" in str(error), error  # the API server said so first
+    else:
+        condition = wait_for(lambda: saying(ws, "bad-claim", "is not a valid claim name"),
+                             timeout=20, what="the pod's condition to name the bad claim")
+        assert "Not_A_Name" in condition["message"], condition
+    ws.create(ws.podgroup("fine", min_member=2))
+    ws.create(ws.pod("fine-0", cpu="1", group="fine"), ws.pod("fine-1", cpu="1", group="fine"))
+    wait_for(lambda: len(bound(members(ws, "fine-"))) == 2, timeout=20,
+             what="another gang to bind")
+    assert bound(members(ws, "bad-claim")) == []

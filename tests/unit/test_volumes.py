@@ -1,0 +1,235 @@
+"""Claims as VolumeBinding, VolumeZone and VolumeRestrictions read them: what blocks a pod,
+which nodes its volumes reach, and which claims wait to be provisioned."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+import pytest
+
+from gangsched.core.kubeobjects import (
+    claim_from_api,
+    pod_from_api,
+    storage_class_from_api,
+    volume_from_api,
+)
+from gangsched.core.model import (
+    Claim,
+    ClaimRef,
+    Node,
+    NodeName,
+    Pod,
+    PodKey,
+    SelectorRequirement,
+    SelectorTerm,
+    StorageClassSpec,
+    Volume,
+    VolumeProblem,
+)
+from gangsched.core.nodefit import node_excluded_reason
+from gangsched.core.reasons import VolumeBlocked, render
+from gangsched.core.resources import Resources
+from gangsched.core.volumes import Storage, claims_in_use, resolve_pod, with_volumes
+from tests.unit.test_cycle import SIX_CPU, cycle, gang, placed, reasons
+
+WFFC = StorageClassSpec("local", "rancher.io/local-path", wait_for_first_consumer=True)
+IMMEDIATE = StorageClassSpec("fast", "example.com/disk")
+ON_N2 = Volume("pv-n2", node_affinity=(SelectorTerm(match_expressions=(
+    SelectorRequirement("kubernetes.io/hostname", "In", ("n2",)),)),))
+
+
+def storage(*claims: Claim, volumes: tuple[Volume, ...] = (ON_N2,)) -> Storage:
+    return Storage({c.key: c for c in claims}, {v.name: v for v in volumes},
+                   {c.name: c for c in (WFFC, IMMEDIATE)})
+
+
+def user(name: str = "p", *refs: ClaimRef, on: str | None = None) -> Pod:
+    return Pod(PodKey(f"ns/{name}"), Resources.of({"cpu": 1000, "pods": 1}),
+               claims=refs or (ClaimRef("data"),),
+               node_name=NodeName(on) if on else None)
+
+
+def node(name: str, **labels: str) -> Node:
+    return Node(NodeName(name), Resources.of({"cpu": 2000, "pods": 110}),
+                labels=(("kubernetes.io/hostname", name), *sorted(labels.items())))
+
+
+BOUND = Claim("ns/data", "", volume_name="pv-n2", bound=True)
+NAMED = [node("n1"), node("n2"), node("n3")]
+"""Two CPUs each, with their hostname labels."""
+
+
+@pytest.mark.parametrize(("claim", "problem"), [
+    (None, VolumeProblem.MISSING),
+    (Claim("ns/data", "fast"), VolumeProblem.UNBOUND_IMMEDIATE),
+    (Claim("ns/data", ""), VolumeProblem.UNBOUND_IMMEDIATE),
+    (Claim("ns/data", "local", volume_name="pv-n2"), VolumeProblem.UNBOUND_IMMEDIATE),
+    (Claim("ns/data", "gone"), VolumeProblem.CLASS_MISSING),
+    (Claim("ns/data", "", volume_name="pv-x", bound=True), VolumeProblem.VOLUME_MISSING),
+    (replace(BOUND, lost=True), VolumeProblem.LOST),
+    (replace(BOUND, deleting=True), VolumeProblem.DELETING),
+])
+def test_a_claim_that_cannot_bind_blocks_its_pod_naming_the_claim(
+    claim: Claim | None, problem: VolumeProblem
+) -> None:
+    resolved = resolve_pod(user(), storage(*([claim] if claim else [])), "uid", {})
+    assert resolved.volume_block is not None
+    assert (resolved.volume_block.claim, resolved.volume_block.problem) == ("ns/data", problem)
+
+
+def test_a_claim_name_that_no_claim_can_have_says_so() -> None:
+    resolved = resolve_pod(user("p", ClaimRef("Not_A_Name")), storage(), "uid", {})
+    assert resolved.volume_block is not None
+    assert resolved.volume_block.problem is VolumeProblem.INVALID_NAME
+    assert "ns/Not_A_Name is not a valid claim name" in render(
+        VolumeBlocked(resolved.key, resolved.volume_block, 0))
+
+
+def test_a_bound_volume_keeps_the_pod_to_the_nodes_its_affinity_names() -> None:
+    resolved = resolve_pod(user(), storage(BOUND), "uid", {})
+    assert resolved.volume_block is None and resolved.unbound_claims == ()
+    excluded = {n.name: node_excluded_reason(resolved.rules, n) for n in NAMED}
+    assert excluded == {"n1": "volume node affinity", "n2": None, "n3": "volume node affinity"}
+
+
+def test_a_zonal_volume_takes_nodes_of_its_zone_and_nodes_with_no_zone_at_all() -> None:
+    zonal = Volume("pv-z", zones=(("topology.kubernetes.io/zone", ("a", "b")),))
+    beta = Volume("pv-z", zones=(("failure-domain.beta.kubernetes.io/zone", ("a",)),))
+    claim = Claim("ns/data", "", volume_name="pv-z", bound=True)
+    zone = "topology.kubernetes.io/zone"
+    nodes = [node("in-a", **{zone: "a"}), node("in-b", **{zone: "b"}),
+             node("in-c", **{zone: "c"}), node("unzoned")]
+    allowed = {n.name for n in nodes if node_excluded_reason(
+        resolve_pod(user(), storage(claim, volumes=(zonal,)), "u", {}).rules, n) is None}
+    assert allowed == {"in-a", "in-b", "unzoned"}
+    # A beta label of the volume matches the node's GA label.
+    allowed = {n.name for n in nodes if node_excluded_reason(
+        resolve_pod(user(), storage(claim, volumes=(beta,)), "u", {}).rules, n) is None}
+    assert allowed == {"in-a", "unzoned"}
+
+
+def test_a_claim_waiting_for_its_first_consumer_goes_where_its_class_allows() -> None:
+    zone = "topology.kubernetes.io/zone"
+    allowed = replace(WFFC, allowed_topologies=(SelectorTerm(match_expressions=(
+        SelectorRequirement(zone, "In", ("a",)),)),))
+    data = Claim("ns/data", "local")
+    stored = replace(storage(data), classes={"local": allowed})
+    resolved = resolve_pod(user(), stored, "uid", {})
+    assert resolved.volume_block is None and resolved.unbound_claims == ("ns/data",)
+    assert node_excluded_reason(resolved.rules, node("x", **{zone: "a"})) is None
+    assert node_excluded_reason(resolved.rules, node("y", **{zone: "b"})) is not None
+    # Once given a node it is provisioned there: its pod may go nowhere else.
+    given = resolve_pod(user(), storage(replace(data, selected_node=NodeName("n3"))), "u", {})
+    assert [n.name for n in SIX_CPU if node_excluded_reason(given.rules, n) is None] == ["n3"]
+
+
+def test_a_class_without_provisioner_keeps_unbound_claims_waiting() -> None:
+    static = StorageClassSpec("static", "kubernetes.io/no-provisioner",
+                              wait_for_first_consumer=True)
+    stored = replace(storage(Claim("ns/data", "static")), classes={"static": static})
+    resolved = resolve_pod(user(), stored, "uid", {})
+    assert resolved.volume_block is not None
+    assert resolved.volume_block.problem is VolumeProblem.NO_PROVISIONER
+
+
+def test_an_ephemeral_claim_must_exist_and_belong_to_the_pod() -> None:
+    scratch = ClaimRef("scratch", ephemeral=True)
+    missing = resolve_pod(user("p", scratch), storage(), "uid-p", {})
+    assert missing.volume_block is not None
+    assert missing.volume_block.claim == "ns/p-scratch"
+    assert missing.volume_block.problem is VolumeProblem.EPHEMERAL_MISSING
+    claim = Claim("ns/p-scratch", "local", owners=("uid-other",))
+    foreign = resolve_pod(user("p", scratch), storage(claim), "uid-p", {})
+    assert foreign.volume_block is not None
+    assert foreign.volume_block.problem is VolumeProblem.NOT_OWNED
+    own = resolve_pod(user("p", scratch), storage(replace(claim, owners=("uid-p",))), "uid-p", {})
+    assert own.volume_block is None and own.unbound_claims == ("ns/p-scratch",)
+
+
+def test_a_read_write_once_pod_claim_in_use_blocks_others_but_not_its_user() -> None:
+    rwop = replace(BOUND, access_modes=("ReadWriteOncePod",))
+    holder = user("holder", on="n2")
+    in_use = claims_in_use([holder])
+    blocked = resolve_pod(user("other"), storage(rwop), "u", in_use)
+    assert blocked.volume_block is not None
+    assert blocked.volume_block.problem is VolumeProblem.IN_USE
+    assert blocked.volume_block.other == "ns/holder"
+    assert resolve_pod(holder, storage(rwop), "u", in_use).volume_block is None
+    # ReadWriteOnce may be shared by pods of one node.
+    assert resolve_pod(user("other"), storage(BOUND), "u", in_use).volume_block is None
+
+
+def test_a_gang_whose_members_share_a_read_write_once_pod_claim_waits_whole() -> None:
+    rwop = replace(BOUND, access_modes=("ReadWriteOncePod",))
+    workers = gang("ns/w", 2)
+    workers = replace(workers, pending=tuple(replace(p, claims=(ClaimRef("data"),))
+                                             for p in workers.pending))
+    resolved = with_volumes([workers], storage(rwop), {}, {})
+    result = cycle(SIX_CPU, resolved)
+    assert placed(result) == []
+    reason = reasons(result)["ns/w"]
+    assert isinstance(reason, VolumeBlocked)
+    assert reason.block.problem is VolumeProblem.SHARED_IN_GANG
+    assert reason.block.other == "ns/w-0"
+
+
+def test_a_gang_with_a_member_whose_claim_is_missing_waits_whole_and_others_place() -> None:
+    train = gang("ns/train", 2)
+    train = replace(train, pending=(replace(train.pending[0], claims=(ClaimRef("absent"),)),
+                                    train.pending[1]))
+    result = cycle(SIX_CPU, with_volumes([train, gang("ns/other", 2)], storage(), {}, {}))
+    assert placed(result) == ["ns/other"]
+    reason = reasons(result)["ns/train"]
+    assert isinstance(reason, VolumeBlocked)
+    assert render(reason) == ("pod ns/train-0: persistentvolumeclaim ns/absent does not exist")
+
+
+def test_bound_claims_restrict_placement_to_their_volume_nodes() -> None:
+    train = gang("ns/train", 1)
+    train = replace(train, pending=(replace(train.pending[0], claims=(ClaimRef("data"),)),))
+    result = cycle(NAMED, with_volumes([train], storage(BOUND), {}, {}))
+    assert [a for p in result.placements for a in p.assignments] == [("ns/train-0", "n2")]
+
+
+def api_object(**fields: Any) -> dict[str, Any]:
+    return {"metadata": {"name": "data", "namespace": "ns"}, **fields}
+
+
+def test_claims_volumes_and_classes_are_read_as_kube_scheduler_reads_them() -> None:
+    claim = claim_from_api(api_object(
+        metadata={"name": "data", "namespace": "ns", "annotations": {
+            "pv.kubernetes.io/bind-completed": "yes",
+            "volume.kubernetes.io/selected-node": "n1"}},
+        spec={"storageClassName": "local", "volumeName": "pv-1",
+              "accessModes": ["ReadWriteOncePod"]},
+        status={"phase": "Bound"}))
+    assert claim == Claim("ns/data", "local", "pv-1", bound=True, selected_node=NodeName("n1"),
+                          access_modes=("ReadWriteOncePod",))
+    # Named but not yet completed: not bound.
+    assert not claim_from_api(api_object(spec={"volumeName": "pv-1"})).bound
+    volume = volume_from_api({
+        "metadata": {"name": "pv-1", "labels": {"topology.kubernetes.io/zone": "a__b"}},
+        "spec": {"nodeAffinity": {"required": {"nodeSelectorTerms": [
+            {"matchExpressions": [{"key": "k", "operator": "In", "values": ["v"]}]}]}}}})
+    assert volume.zones == (("topology.kubernetes.io/zone", ("a", "b")),)
+    assert volume.node_affinity == (SelectorTerm(match_expressions=(
+        SelectorRequirement("k", "In", ("v",)),)),)
+    storage_class = storage_class_from_api({
+        "metadata": {"name": "local"}, "provisioner": "p",
+        "volumeBindingMode": "WaitForFirstConsumer",
+        "allowedTopologies": [{"matchLabelExpressions": [{"key": "z", "values": ["a"]}]}]})
+    assert storage_class == StorageClassSpec("local", "p", True, (SelectorTerm(
+        match_expressions=(SelectorRequirement("z", "In", ("a",)),)),))
+
+
+def test_a_pod_reads_its_claims_and_ephemeral_volumes() -> None:
+    pod = pod_from_api({
+        "metadata": {"name": "p", "namespace": "ns", "creationTimestamp": "2024-05-01T12:00:00Z"},
+        "spec": {"containers": [{"name": "main"}], "volumes": [
+            {"name": "a", "persistentVolumeClaim": {"claimName": "data"}},
+            {"name": "b", "emptyDir": {}},
+            {"name": "c", "ephemeral": {"volumeClaimTemplate": {"spec": {}}}}]},
+    })
+    assert pod.claims == (ClaimRef("data"), ClaimRef("c", ephemeral=True))
+    assert pod.unhonoured == ()
