@@ -22,6 +22,7 @@ from gangsched.core.reasons import (
     AdmissionNoRoom,
     AdmissionOverCapability,
     CapabilityExceeded,
+    PodRulesUnmet,
     QueueClosed,
     QueueMissing,
     Reason,
@@ -184,6 +185,10 @@ def _remedies(
         remedies.append(f"queue {queue} is Closed: set its spec.state to Open")
     if QueueMissing in kinds:
         remedies.append(f"create Queue {queue}, or point the PodGroup at an existing queue")
+    if PodRulesUnmet in kinds:
+        remedies.append("its pods' inter-pod rules (affinity, anti-affinity, topology spread) "
+                        "leave a member no node, as the reason says: nodes in more topology "
+                        "domains, or fewer pods the rules select there, would let it run")
     if _held_for_a_starving_gang(reason) and not remedies:
         remedies.append("a gang that waited longer holds the room first: it runs after that one")
     if not remedies and verdict is Verdict.WAITING:

@@ -37,6 +37,7 @@ from gangsched.core.model import (
     SelectorRequirement,
     SelectorTerm,
     StorageClassSpec,
+    SpreadConstraint,
     Taint,
     Toleration,
     UnhonouredRule,
@@ -192,6 +193,8 @@ def pod_from_api(obj: Mapping[str, Any]) -> Pod:
         phase = _str(phase, where, "status.phase")
 
     labels = _str_map(meta.get("labels"), where, "metadata.labels")
+    affinity = _pod_terms(spec, "podAffinity", labels, namespace, where)
+    anti_affinity = _pod_terms(spec, "podAntiAffinity", labels, namespace, where)
     return Pod(
         key=PodKey(f"{namespace}/{name}"),
         requests=_effective_requests(spec, status, where),
@@ -207,9 +210,11 @@ def pod_from_api(obj: Mapping[str, Any]) -> Pod:
         terminating=meta.get("deletionTimestamp") is not None,
         gates=_gates(spec, where),
         preempts=spec.get("preemptionPolicy") != "Never",
-        unhonoured=_unhonoured(spec, where),
+        unhonoured=_unhonoured(spec, where, affinity, anti_affinity),
         labels=labels,
-        anti_affinity=_anti_affinity(spec, labels, namespace, where),
+        anti_affinity=anti_affinity,
+        affinity=affinity,
+        spread=_spread(spec, labels, where),
         claims=_claims(spec, where),
     )
 
@@ -230,17 +235,22 @@ def _claims(spec: Mapping[str, object], where: str) -> tuple[ClaimRef, ...]:
     return tuple(found)
 
 
-def _anti_affinity(
-    spec: Mapping[str, object], labels: tuple[tuple[str, str], ...], namespace: str, where: str
+def _pod_terms(
+    spec: Mapping[str, object], kind: str, labels: tuple[tuple[str, str], ...], namespace: str,
+    where: str,
 ) -> tuple[PodAffinityTerm, ...]:
-    """The pod's required anti-affinity terms, as the pods they select."""
-    path = "spec.affinity.podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution"
+    """The pod's required ``podAffinity`` or ``podAntiAffinity`` terms, as the pods they select.
+
+    ``matchLabelKeys`` / ``mismatchLabelKeys`` become ``In`` / ``NotIn`` requirements on
+    the pod's own values, as the API server merges them into the selector.
+    """
+    path = f"spec.affinity.{kind}.requiredDuringSchedulingIgnoredDuringExecution"
     affinity = _mapping(spec.get("affinity"), where, "spec.affinity")
-    anti = _mapping(affinity.get("podAntiAffinity"), where, "spec.affinity.podAntiAffinity")
+    terms_of = _mapping(affinity.get(kind), where, f"spec.affinity.{kind}")
     own = dict(labels)
     terms = []
-    for index, item in enumerate(_list(anti.get("requiredDuringSchedulingIgnoredDuringExecution"),
-                                       where, path)):
+    required = terms_of.get("requiredDuringSchedulingIgnoredDuringExecution")
+    for index, item in enumerate(_list(required, where, path)):
         term_path = f"{path}[{index}]"
         term = _mapping(item, where, term_path)
         raw_selector = term.get("labelSelector")
@@ -250,46 +260,105 @@ def _anti_affinity(
         for field, operator in (("matchLabelKeys", "In"), ("mismatchLabelKeys", "NotIn")):
             for key_index, key in enumerate(_list(term.get(field), where, f"{term_path}.{field}")):
                 key = _str(key, where, f"{term_path}.{field}[{key_index}]")
-                if key in own:
+                if key in own and raw_selector is not None:
                     expressions.append(SelectorRequirement(key, operator, (own[key],)))
         namespaces = _list(term.get("namespaces"), where, f"{term_path}.namespaces")
         names = tuple(_str(n, where, f"{term_path}.namespaces") for n in namespaces)
+        raw_ns_selector = term.get("namespaceSelector")
+        ns_selector = _mapping(raw_ns_selector, where, f"{term_path}.namespaceSelector")
+        ns_selected = bool(ns_selector.get("matchLabels") or ns_selector.get("matchExpressions"))
         terms.append(PodAffinityTerm(
             topology_key=_str(term.get("topologyKey"), where, f"{term_path}.topologyKey", ""),
             match_labels=_str_map(selector.get("matchLabels"), where,
                                   f"{term_path}.labelSelector.matchLabels"),
             match_expressions=tuple(expressions),
             selects_pods=raw_selector is not None,
-            namespaces=names or ((namespace,) if term.get("namespaceSelector") is None else ()),
-            any_namespace=term.get("namespaceSelector") is not None,
+            namespaces=names or ((namespace,) if raw_ns_selector is None else ()),
+            any_namespace=raw_ns_selector is not None and not ns_selected,
+            namespace_selected=ns_selected,
         ))
     return tuple(terms)
 
 
-def _unhonoured(spec: Mapping[str, object], where: str) -> tuple[UnhonouredRule, ...]:
-    """The rules kube-scheduler would honour that gangsched does not evaluate yet.
+_INCLUSION_POLICIES = {None: None, "Honor": True, "Ignore": False}
 
-    Only required terms count: preferred affinity and ``ScheduleAnyway``
-    spread only score nodes. A spread constraint without ``whenUnsatisfiable``
-    (which the API server rejects) is read as required, so doubt makes the pod
-    wait rather than bind. Volumes of other kinds (emptyDir, configMap,
-    secret, projected, downwardAPI, hostPath) need nothing of the scheduler;
-    claim-backed ones are read by :func:`_claims` and honoured by core.volumes.
+
+def _spread(
+    spec: Mapping[str, object], labels: tuple[tuple[str, str], ...], where: str
+) -> tuple[SpreadConstraint, ...]:
+    """The pod's ``DoNotSchedule`` spread constraints; ``ScheduleAnyway`` ones only score.
+
+    A constraint the API server would reject (``maxSkew`` below 1, no topology key,
+    an unknown policy) fails the pod here, so it waits naming the field rather than
+    being placed under a rule read some other way.
     """
-    found: list[UnhonouredRule] = []
-    affinity = _mapping(spec.get("affinity"), where, "spec.affinity")
-    for kind, rule in (("podAffinity", UnhonouredRule.POD_AFFINITY),
-                       ("podAntiAffinity", UnhonouredRule.POD_ANTI_AFFINITY)):
-        terms = _mapping(affinity.get(kind), where, f"spec.affinity.{kind}")
-        required = "requiredDuringSchedulingIgnoredDuringExecution"
-        if _list(terms.get(required), where, f"spec.affinity.{kind}.{required}"):
-            found.append(rule)
+    own = dict(labels)
+    found = []
     spreads = _list(spec.get("topologySpreadConstraints"), where, "spec.topologySpreadConstraints")
     for index, item in enumerate(spreads):
-        constraint = _mapping(item, where, f"spec.topologySpreadConstraints[{index}]")
-        if constraint.get("whenUnsatisfiable") != "ScheduleAnyway":
-            found.append(UnhonouredRule.TOPOLOGY_SPREAD)
-            break
+        path = f"spec.topologySpreadConstraints[{index}]"
+        entry = _mapping(item, where, path)
+        if entry.get("whenUnsatisfiable") == "ScheduleAnyway":
+            continue
+        max_skew = _positive(entry.get("maxSkew"), where, f"{path}.maxSkew", None)
+        min_domains = _positive(entry.get("minDomains"), where, f"{path}.minDomains", 1)
+        key = _str(entry.get("topologyKey"), where, f"{path}.topologyKey")
+        if not key:
+            _fail(where, f"{path}.topologyKey must not be empty")
+        policies = []
+        for field in ("nodeAffinityPolicy", "nodeTaintsPolicy"):
+            raw = entry.get(field)
+            if raw not in _INCLUSION_POLICIES:
+                _fail(where, f"{path}.{field} {raw!r} is neither Honor nor Ignore")
+            policies.append(_INCLUSION_POLICIES[raw])
+        raw_selector = entry.get("labelSelector")
+        selector = _mapping(raw_selector, where, f"{path}.labelSelector")
+        expressions = list(_requirements(selector.get("matchExpressions"), where,
+                                         f"{path}.labelSelector.matchExpressions"))
+        for key_index, label in enumerate(_list(entry.get("matchLabelKeys"), where,
+                                                f"{path}.matchLabelKeys")):
+            label = _str(label, where, f"{path}.matchLabelKeys[{key_index}]")
+            if label in own and raw_selector is not None:
+                expressions.append(SelectorRequirement(label, "In", (own[label],)))
+        found.append(SpreadConstraint(
+            max_skew=max_skew,
+            topology_key=key,
+            match_labels=_str_map(selector.get("matchLabels"), where,
+                                  f"{path}.labelSelector.matchLabels"),
+            match_expressions=tuple(expressions),
+            selects_pods=raw_selector is not None,
+            min_domains=min_domains,
+            honour_node_affinity=policies[0] is not False,
+            honour_taints=policies[1] is True,
+        ))
+    return tuple(found)
+
+
+def _positive(value: object, where: str, path: str, default: int | None) -> int:
+    if value is None and default is not None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        _fail(where, f"{path} must be an integer of at least 1, not {value!r}")
+    return value
+
+
+def _unhonoured(
+    spec: Mapping[str, object], where: str, affinity: tuple[PodAffinityTerm, ...],
+    anti_affinity: tuple[PodAffinityTerm, ...],
+) -> tuple[UnhonouredRule, ...]:
+    """The rules kube-scheduler would honour that gangsched does not evaluate yet.
+
+    Inter-pod terms are honoured but for a non-empty ``namespaceSelector``,
+    whose namespaces depend on labels the core does not see. Volumes of other
+    kinds (emptyDir, configMap, secret, projected, downwardAPI, hostPath) need
+    nothing of the scheduler; claim-backed ones are read by :func:`_claims` and
+    honoured by core.volumes.
+    """
+    found: list[UnhonouredRule] = []
+    for terms, rule in ((affinity, UnhonouredRule.POD_AFFINITY),
+                        (anti_affinity, UnhonouredRule.POD_ANTI_AFFINITY)):
+        if any(term.namespace_selected for term in terms):
+            found.append(rule)
     if _list(spec.get("resourceClaims"), where, "spec.resourceClaims"):
         found.append(UnhonouredRule.RESOURCE_CLAIM)
     return tuple(found)

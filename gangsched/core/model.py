@@ -122,11 +122,11 @@ class UnhonouredRule(StrEnum):
     are not listed: ignoring them never breaks a rule.
     """
 
-    POD_AFFINITY = "required pod affinity"
-    POD_ANTI_AFFINITY = "required pod anti-affinity"
-    TOPOLOGY_SPREAD = "topology spread constraint with whenUnsatisfiable DoNotSchedule"
+    POD_AFFINITY = "required pod affinity with a namespaceSelector"
+    POD_ANTI_AFFINITY = "required pod anti-affinity with a namespaceSelector"
     RESOURCE_CLAIM = "resource claim (dynamic resource allocation)"
-    EXISTING_ANTI_AFFINITY = "labels that a running pod's required anti-affinity selects"
+    EXISTING_ANTI_AFFINITY = (
+        "labels that a running pod's required anti-affinity with a namespaceSelector selects")
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,8 +145,35 @@ class PodAffinityTerm:
     """False for a term without a ``labelSelector``: it selects no pod at all."""
     namespaces: tuple[str, ...] = ()
     any_namespace: bool = False
-    """A ``namespaceSelector`` is set: namespace labels are not known here, so it is
-    read as selecting every namespace, which can only make pods wait, never bind."""
+    """A ``namespaceSelector`` is set: the term selects pods of every namespace when the
+    selector is empty, and of the namespaces whose labels it matches otherwise."""
+    namespace_selected: bool = False
+    """The ``namespaceSelector`` is not empty: which namespaces it selects depends on their
+    labels, which the core does not see, so a pod holding such a term waits (unhonoured)."""
+
+
+@dataclass(frozen=True, slots=True)
+class SpreadConstraint:
+    """A ``topologySpreadConstraints`` entry with ``whenUnsatisfiable: DoNotSchedule``.
+
+    ``matchLabelKeys`` are folded into ``match_expressions`` when read, as
+    kube-scheduler merges them into the selector; the pods counted are those
+    of the carrying pod's namespace.
+    """
+
+    max_skew: int
+    topology_key: str
+    match_labels: tuple[tuple[str, str], ...] = ()
+    match_expressions: tuple[SelectorRequirement, ...] = ()
+    selects_pods: bool = True
+    """False without a ``labelSelector``: no pod matches, the pod itself included."""
+    min_domains: int = 1
+    honour_node_affinity: bool = True
+    """``nodeAffinityPolicy: Honor`` (the default): only nodes the pod's node selector and
+    required node affinity admit are counted as domains."""
+    honour_taints: bool = False
+    """``nodeTaintsPolicy: Honor``: nodes with taints the pod does not tolerate are not counted
+    (the default, Ignore, counts them)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -262,6 +289,19 @@ class Pod:
     unbound_claims: tuple[str, ...] = ()
     """Set each cycle from the claims: its WaitForFirstConsumer claims not bound yet
     (``namespace/name``), which must be provisioned on its node before it is bound."""
+    affinity: tuple[PodAffinityTerm, ...] = ()
+    """Its required pod affinity terms: it goes only where pods they select run."""
+    spread: tuple[SpreadConstraint, ...] = ()
+    """Its ``DoNotSchedule`` topology spread constraints."""
+
+    @property
+    def namespace(self) -> str:
+        return self.key.split("/", 1)[0]
+
+    @property
+    def has_pod_rules(self) -> bool:
+        """Whether where it may go depends on the pods already there."""
+        return bool(self.affinity or self.anti_affinity or self.spread)
 
 
 @dataclass(frozen=True, slots=True)

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from gangsched.core.model import NodeName, Pod, PodPlacementRules, Policy
 from gangsched.core.nodefit import uses_node_name
 from gangsched.core.resources import Resources
-from gangsched.core.room import UNBOUNDED, fit_count, stranded_devices
+from gangsched.core.room import fit_count, size_order, stranded_devices
 from gangsched.core.snapshot import NodeIndex
 
 __all__ = ["SEARCH_BUDGET", "SEARCH_MAX_PODS", "PodType", "Search", "StateKey", "search_view"]
@@ -71,17 +71,7 @@ class PodType:
         for pod in pods:
             grouped.setdefault((pod.requests, pod.rules), []).append(pod)
 
-        def size(entry: tuple[tuple[Resources, PodPlacementRules], list[Pod]]) -> tuple[int, ...]:
-            requests = entry[0][0]
-            shares = []
-            for name, amount in requests.amounts.items():
-                most = largest.get(name)
-                # Per-million of the largest node; a resource no node has is huge.
-                shares.append(amount * 1_000_000 // most if most > 0 else UNBOUNDED)
-            shares.sort(reverse=True)
-            return tuple(-share for share in shares)
-
-        ordered = sorted(grouped.items(), key=size)
+        ordered = sorted(grouped.items(), key=lambda entry: size_order(entry[0][0], largest))
         return [
             PodType(
                 requests=requests,

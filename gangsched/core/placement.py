@@ -11,14 +11,22 @@ case. Nothing here binds anything; the shell assumes and binds what it gets.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, replace
 
+from gangsched.core.interpod import Residents
 from gangsched.core.model import Gang, GangKey, NodeName, Pod, PodKey, Policy
 from gangsched.core.nodefit import uses_node_name
 from gangsched.core.packing import SEARCH_BUDGET, SEARCH_MAX_PODS, PodType, Search, search_view
-from gangsched.core.reasons import MembersMissing, Reason, ShapeFigures, unplaceable_reason
+from gangsched.core.reasons import (
+    MembersMissing,
+    PodRulesUnmet,
+    Reason,
+    ShapeFigures,
+    unplaceable_reason,
+)
 from gangsched.core.resources import Resources
+from gangsched.core.rulesearch import place_under_rules
 from gangsched.core.shapes import ClassKey, FreeNodes, ShapeIndex
 from gangsched.core.snapshot import NodeUsage, Snapshot
 
@@ -63,12 +71,19 @@ class Capacity:
     :class:`FreeNodes`; this class holds the policies that choose among them.
     """
 
-    __slots__ = ("_budget", "_figures_of", "_infeasible", "_nodes", "_requests")
+    __slots__ = (
+        "_budget", "_figures_of", "_infeasible", "_nodes", "_placed", "_placed_holders",
+        "_residents", "_snapshot",
+    )
 
     def __init__(self, snapshot: Snapshot, *, budget: int = SEARCH_BUDGET) -> None:
         """``budget`` bounds the exhaustive search per gang (0: greedy answers only)."""
+        self._snapshot = snapshot
         self._nodes = FreeNodes(snapshot.index)
-        self._requests: dict[PodKey, Resources] = {}
+        self._placed: dict[PodKey, tuple[Pod, NodeName]] = {}
+        self._placed_holders = 0
+        """Placed pods with required anti-affinity, which may keep any later pod away."""
+        self._residents: Residents | None = None
         self._infeasible: dict[tuple[object, ...], bool] = {}
         self._figures_of: dict[tuple[object, ...], list[ShapeFigures]] = {}
         """The figures of a signature that did not fit, while no node's room moved:
@@ -116,6 +131,8 @@ class Capacity:
             return Unplaceable(gang.key, missing)
         if not pending:
             return Placement(gang.key, ())
+        if self._under_rules(pending):
+            return self._place_under_rules(gang, need, policy)
         types = PodType.group(pending, self._nodes.index.max_allocatable)
         signature = (tuple((kind.requests, kind.rules, len(kind.pods)) for kind in types), need)
         known = self._infeasible.get(signature)
@@ -132,11 +149,63 @@ class Capacity:
                 figures = self._figures_of[signature] = [self._figures(kind) for kind in types]
             return Unplaceable(gang.key, self._reason(gang, figures, need, exhausted))
         self._figures_of.clear()
-        for pod, _ in assignments:
-            self._requests[pod.key] = pod.requests
-        order = {pod.key: position for position, pod in enumerate(pending)}
-        ordered = sorted(assignments, key=lambda item: order[item[0].key])
-        return Placement(gang.key, tuple((pod.key, node) for pod, node in ordered))
+        residents = self._residents
+        for pod, node in assignments:
+            self._keep(pod, node)
+            if residents is not None:
+                residents.add(pod, node)
+        return _ordered(gang, assignments)
+
+    def _keep(self, pod: Pod, node: NodeName) -> None:
+        self._placed[pod.key] = (pod, node)
+        if pod.anti_affinity:
+            self._placed_holders += 1
+
+    # ------------------------------------------------------------ inter-pod rules
+
+    def _residents_now(self) -> Residents:
+        """The pods on nodes as inter-pod rules read them, placed ones included; built the
+        first time a gang needs them, then kept current."""
+        residents = self._residents
+        if residents is None:
+            nodes = {name: usage.node for name, usage in self._snapshot.nodes.items()}
+            residents = Residents(nodes, self._snapshot.pods)
+            for pod, node in self._placed.values():
+                residents.add(pod, node)
+            self._residents = residents
+        return residents
+
+    def _under_rules(self, pending: Sequence[Pod]) -> bool:
+        """Whether where these pods may go depends on the pods already placed: they carry
+        inter-pod rules, or some placed pod's anti-affinity selects one of them.
+
+        Gangs without either keep the plain search, whose cost does not grow with
+        the pods on nodes."""
+        if any(pod.has_pod_rules for pod in pending):
+            return True
+        if not self._placed_holders and not self._snapshot.holds_anti_affinity:
+            return False
+        residents = self._residents_now()
+        return any(residents.held_off(pod) for pod in pending)
+
+    def _place_under_rules(self, gang: Gang, need: int, policy: Policy) -> Decision:
+        outcome = place_under_rules(self._nodes, self._residents_now(), gang.pending, need,
+                                    policy, self._budget)
+        if outcome.assignments is None:
+            blocked = outcome.blocked
+            if blocked is None:
+                types = PodType.group(gang.pending, self._nodes.index.max_allocatable)
+                figures = [self._figures(kind) for kind in types]
+                return Unplaceable(gang.key, self._reason(gang, figures, need, outcome.exhausted))
+            return Unplaceable(gang.key, PodRulesUnmet(
+                gang.key, need, blocked.placed, blocked.pod.key, blocked.refused, blocked.short,
+                blocked.excluded, blocked.shown,
+                self._budget if outcome.exhausted else None,
+            ))
+        self._figures_of.clear()
+        for pod, node in outcome.assignments:
+            self._keep(pod, node)
+        return _ordered(gang, outcome.assignments)
 
     def release(self, placement: Placement) -> None:
         """Give back exactly what :meth:`place` took for this placement.
@@ -145,10 +214,17 @@ class Capacity:
         out of in the same pass. Releasing a placement this capacity did not
         make is a bug and raises ValueError.
         """
-        missing = [key for key, _ in placement.assignments if key not in self._requests]
+        missing = [key for key, _ in placement.assignments if key not in self._placed]
         if missing:
             raise ValueError(f"release of pods this capacity did not place: {missing}")
-        returned = [(node, self._requests.pop(key)) for key, node in placement.assignments]
+        returned = []
+        for key, node in placement.assignments:
+            pod, _ = self._placed.pop(key)
+            returned.append((node, pod.requests))
+            if pod.anti_affinity:
+                self._placed_holders -= 1
+            if self._residents is not None:
+                self._residents.remove(key)
         self._nodes.take(returned, sign=-1)
         self._infeasible.clear()
         self._figures_of.clear()
@@ -316,6 +392,13 @@ class Capacity:
         return ShapeFigures(kind.requests, kind.rules, len(kind.pods), room, short, excluded)
 
 
+def _ordered(gang: Gang, assignments: Iterable[tuple[Pod, NodeName]]) -> Placement:
+    """The placement with the gang's pods in their pending order."""
+    order = {pod.key: position for position, pod in enumerate(gang.pending)}
+    ordered = sorted(assignments, key=lambda item: order[item[0].key])
+    return Placement(gang.key, tuple((pod.key, node) for pod, node in ordered))
+
+
 def place_gang(snapshot: Snapshot, gang: Gang, policy: Policy = Policy.BINPACK) -> Decision:
     """Place one gang against a snapshot; see :meth:`Capacity.place`."""
     return Capacity.from_snapshot(snapshot).place(gang, policy)
@@ -333,7 +416,13 @@ def _shifted(snapshot: Snapshot, placement: Placement, pods: Iterable[Pod], sign
         requests = by_key[key].requests
         requested = usage.requested + requests if sign > 0 else usage.requested - requests
         nodes[name] = NodeUsage(usage.node, requested)
-    return Snapshot(nodes)
+    placed = {key: name for key, name in placement.assignments}
+    if sign > 0:
+        pods_after = [*snapshot.pods,
+                      *(replace(by_key[key], node_name=name) for key, name in placed.items())]
+    else:
+        pods_after = [pod for pod in snapshot.pods if pod.key not in placed]
+    return Snapshot(nodes).with_pods(pods_after)
 
 
 def apply(snapshot: Snapshot, placement: Placement, pods: Iterable[Pod]) -> Snapshot:

@@ -106,6 +106,7 @@ def shifted(snapshot: Snapshot, add: Iterable[Pod] = (), remove: Iterable[Pod] =
     nothing, as in :meth:`Snapshot.build`.
     """
     delta: dict[NodeName, Resources] = {}
+    add, remove = tuple(add), tuple(remove)
     for sign, pods in ((1, add), (-1, remove)):
         for pod in pods:
             name = pod.node_name
@@ -119,7 +120,8 @@ def shifted(snapshot: Snapshot, add: Iterable[Pod] = (), remove: Iterable[Pod] =
     for name, change in delta.items():
         usage = nodes[name]
         nodes[name] = NodeUsage(usage.node, usage.requested + change)
-    return Snapshot(nodes)
+    gone = {pod.key for pod in remove}
+    return Snapshot(nodes).with_pods([*(p for p in snapshot.pods if p.key not in gone), *add])
 
 
 def budget_selects(budget: DisruptionBudget, pod: Pod) -> bool:

@@ -25,6 +25,7 @@ from typing import ClassVar
 from gangsched.core.model import (
     Gang,
     GangKey,
+    NodeName,
     PodKey,
     PodPlacementRules,
     QueueName,
@@ -50,6 +51,7 @@ __all__ = [
     "NoDomainLabel",
     "NoNodes",
     "PartlyBound",
+    "PodRulesUnmet",
     "Preempting",
     "ProtectedByBudget",
     "ProvisioningTimedOut",
@@ -58,6 +60,7 @@ __all__ = [
     "Reason",
     "Reported",
     "ReservedByAdmitted",
+    "RuleBlock",
     "ShapeFigures",
     "ShortOfMembers",
     "Starved",
@@ -432,12 +435,48 @@ class ProtectedByBudget:
     cause: Reason
 
 
+@dataclass(frozen=True, slots=True)
+class RuleBlock:
+    """One node kept from a pod by an inter-pod rule, with what the rule read there."""
+
+    node: NodeName
+    rule: str
+    """The rule, as ``interpod.PodRule`` names it."""
+    topology_key: str
+    domain: str
+    """The node's value of ``topology_key``; empty when the node lacks that label."""
+    other: PodKey | None = None
+    """The pod whose presence (or whose anti-affinity) keeps this one off."""
+    same_gang: bool = False
+    max_skew: int = 0
+    skew: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class PodRulesUnmet:
+    """The gang's inter-pod rules (affinity, anti-affinity, spread) leave a member no node:
+    how many were placed together first, and why each node refused the next."""
+
+    code: ClassVar[str] = "PodRulesUnmet"
+    gang: GangKey
+    need: int
+    placed: int
+    pod: PodKey
+    refused: tuple[tuple[str, int], ...]
+    """Rule to the number of nodes it kept the pod off."""
+    short: tuple[tuple[str, int], ...] = ()
+    excluded: tuple[tuple[str, int], ...] = ()
+    shown: tuple[RuleBlock, ...] = ()
+    search_stopped_after: int | None = None
+
+
 Reason = (
     NoNodes | DoesNotFit | MembersMissing | ShortOfMembers | NoDomainLabel | BoundAcrossDomains
     | NoDomainHolds | InDomain | QueueMissing | QueueClosed | BeingPreempted | Gated | Unhonoured
     | BindBackoff | VolumeBlocked | ClaimsProvisioning | ProvisioningTimedOut
     | AdmissionOverCapability | AdmissionNoRoom | ReservedByAdmitted | CapabilityExceeded
-    | Starving | TooBigToHold | Preempting | AwaitingVictims | ProtectedByBudget | str
+    | Starving | TooBigToHold | Preempting | AwaitingVictims | ProtectedByBudget | PodRulesUnmet
+    | str
 )
 """A reason as data; a plain ``str`` is a reason from a writer not yet turned to data."""
 
@@ -509,6 +548,8 @@ def render(reason: Reason) -> str:
             return _backoff_text(reason)
         case VolumeBlocked() | ClaimsProvisioning() | ProvisioningTimedOut():
             return _volume_text(reason)
+        case PodRulesUnmet():
+            return _rules_text(reason)
         case AdmissionOverCapability() | AdmissionNoRoom():
             return _admission_text(reason)
         case ReservedByAdmitted():
@@ -564,6 +605,50 @@ def _does_not_fit_text(reason: DoesNotFit) -> str:
     if reason.search_skipped_over is not None:
         parts.append(f"exhaustive search skipped for more than {reason.search_skipped_over} pods")
     return "; ".join(parts)
+
+
+def _rules_text(reason: PodRulesUnmet) -> str:
+    head = f"gang {reason.gang} needs {_plural(reason.need, 'pod')} under their inter-pod rules"
+    if reason.placed:
+        head += f"; {reason.placed} placed together, then pod {reason.pod} finds no node"
+    else:
+        head += f"; pod {reason.pod} finds no node"
+    parts = [head]
+    counted = [f"{_plural(nodes, 'node')} by {rule}" for rule, nodes in reason.refused]
+    counted += [f"{_plural(nodes, 'node')} short of {name}" for name, nodes in reason.short]
+    if counted:
+        parts.append(", ".join(counted))
+    if reason.excluded:
+        parts.append(_excluded_text(dict(reason.excluded)))
+    parts.extend(_block_text(block) for block in reason.shown)
+    if reason.search_stopped_after is not None:
+        parts.append(f"search stopped after examining {reason.search_stopped_after} nodes")
+    return "; ".join(parts)
+
+
+def _block_text(block: RuleBlock) -> str:
+    """``node-3: anti-affinity with pod w-0 of this gang``, ``zone b would break maxSkew 1``."""
+    where = f"{block.topology_key}={block.domain}"
+    other = block.other or ""
+    if block.same_gang and other:
+        other = f"{other.split('/', 1)[1]} of this gang"
+    match block.rule:
+        case "pod anti-affinity":
+            with_whom = f" with pod {other}" if other else ""
+            return f"{block.node}: anti-affinity{with_whom} in {where}"
+        case "anti-affinity of a pod already there":
+            whose = f"pod {other}'s" if other else "a pod's"
+            return f"{block.node}: {whose} anti-affinity in {where}"
+        case "pod affinity":
+            if not block.domain:
+                return f"{block.node}: no {block.topology_key} label for its affinity"
+            return f"{block.node}: no pod matching its affinity in {where}"
+        case "topology spread":
+            name = block.topology_key.rsplit("/", 1)[-1]
+            return (f"{name} {block.domain} would break maxSkew {block.max_skew} "
+                    f"(skew {block.skew})")
+        case _:
+            return f"{block.node}: no {block.topology_key} label for its topology spread"
 
 
 def _no_domain_text(reason: NoDomainHolds) -> str:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from gangsched.core.resources import Resources, devices_first, is_extended
 
-__all__ = ["UNBOUNDED", "blamed_resource", "fit_count", "stranded_devices"]
+__all__ = ["UNBOUNDED", "blamed_resource", "fit_count", "size_order", "stranded_devices"]
 
 UNBOUNDED = 1 << 62
 """The room for a pod that asks for nothing at all."""
@@ -55,3 +55,18 @@ def blamed_resource(free: Resources, requests: Resources) -> str:
     if missing.is_zero:
         return ""
     return min(missing.amounts, key=devices_first)
+
+
+def size_order(requests: Resources, largest: Resources) -> tuple[int, ...]:
+    """A sort key putting big pods first: they have the fewest places to go.
+
+    The size is the dominant share of the largest node, per million, so a GPU
+    is "bigger" than a few CPUs on a cluster where GPUs are scarce; a resource
+    no node has is huge.
+    """
+    shares = []
+    for name, amount in requests.amounts.items():
+        most = largest.get(name)
+        shares.append(amount * 1_000_000 // most if most > 0 else UNBOUNDED)
+    shares.sort(reverse=True)
+    return tuple(-share for share in shares)

@@ -151,7 +151,11 @@ class Snapshot:
     """Nodes and what is requested on them, frozen for one cycle."""
 
     nodes: Mapping[NodeName, NodeUsage]
+    pods: tuple[Pod, ...] = field(default=(), compare=False)
+    """The live pods on these nodes, whoever placed them: inter-pod rules (affinity,
+    anti-affinity, spread) read their labels and terms. Requests are in ``nodes``."""
     _index: NodeIndex | None = field(default=None, init=False, repr=False, compare=False)
+    _holders: bool | None = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         # A private copy: a caller mutating its dict later must not change us.
@@ -166,6 +170,7 @@ class Snapshot:
         be placed there in this cycle.
         """
         by_name = {node.name: node for node in nodes}
+        pods = tuple(pods)
         sums: dict[NodeName, dict[str, int]] = {}
         for pod in pods:
             if pod.terminal or pod.node_name is None or pod.node_name not in by_name:
@@ -179,7 +184,24 @@ class Snapshot:
                 name: NodeUsage(node, Resources.of(sums[name]) if name in sums else zero)
                 for name, node in by_name.items()
             }
-        )
+        ).with_pods(pods)
+
+    def with_pods(self, pods: Iterable[Pod]) -> Snapshot:
+        """This snapshot, with the live pods on its nodes as inter-pod rules read them."""
+        nodes = self.nodes
+        kept = tuple(pod for pod in pods
+                     if pod.node_name is not None and not pod.terminal and pod.node_name in nodes)
+        return Snapshot(nodes, kept)
+
+    @property
+    def holds_anti_affinity(self) -> bool:
+        """Whether any pod on a node has a required anti-affinity term, which may keep
+        any pod of any gang off its domain; found once per snapshot."""
+        found = self._holders
+        if found is None:
+            found = any(pod.anti_affinity for pod in self.pods)
+            object.__setattr__(self, "_holders", found)
+        return found
 
     @property
     def index(self) -> NodeIndex:

@@ -151,7 +151,7 @@ def cycle_input(
     CLI's answers say what placement does without it."""
     keys = {gang.key for gang in gathered.gangs}
     return CycleInput(
-        snapshot=view.snapshot,
+        snapshot=view.snapshot.with_pods(_seated_pods(view)),
         gangs=gathered.gangs,
         bound_requests=gathered.bound_requests,
         queues=view.queues,
@@ -168,3 +168,11 @@ def cycle_input(
         bind_refusals=bind_refusals or {},
         budgets=budgets,
     )
+
+
+def _seated_pods(view: ClusterView) -> list[Pod]:
+    """Every pod as inter-pod rules read it: ours where they are assumed (the watch may
+    not have reported their node yet), the others where the API puts them."""
+    assumed = {member.pod.key: member.pod for member in view.members
+               if member.pod.node_name is not None}
+    return [assumed.get(key, record.pod) for key, record in view.pods.items()]

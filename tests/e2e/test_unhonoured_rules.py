@@ -1,9 +1,9 @@
 """A pod whose placement rules gangsched does not evaluate yet is never bound silently.
 
-kube-scheduler would keep the one-per-node workers of a training job apart;
-until gangsched honours inter-pod anti-affinity, such a gang waits whole,
-and its pods, its PodGroup, an Event and the log say which rule, while the
-gangs without such rules bind as before.
+An inter-pod term that picks namespaces by their labels (a non-empty
+``namespaceSelector``) depends on labels gangsched does not read yet: a gang
+carrying one waits whole, and its pods, its PodGroup, an Event and the log
+say which rule, while the gangs without such rules bind as before.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from tests.e2e.scenario import only_nodes
 from tests.e2e.workspace import Workspace, bound, scheduled_condition, wait_for
 
 RULE = "required pod anti-affinity"
-EXISTING_RULE = "required anti-affinity selects"
+EXISTING_RULE = "anti-affinity with a namespaceSelector selects"
 
 
 @pytest.fixture
@@ -33,6 +33,7 @@ def one_per_node(ws: Workspace, name: str, group: str) -> dict[str, Any]:
         "requiredDuringSchedulingIgnoredDuringExecution": [{
             "labelSelector": {"matchLabels": {"job": group}},
             "topologyKey": "kubernetes.io/hostname",
+            "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": ws.name}},
         }],
     }}
     return manifest
@@ -87,6 +88,7 @@ def test_a_pod_that_a_running_pods_anti_affinity_selects_waits_naming_it(
         "requiredDuringSchedulingIgnoredDuringExecution": [{
             "labelSelector": {"matchLabels": {"role": "noisy"}},
             "topologyKey": "kubernetes.io/hostname",
+            "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": ws.name}},
         }],
     }}
     ws.create(keeper)

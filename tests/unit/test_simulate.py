@@ -152,3 +152,25 @@ def test_native_podgroups_are_simulated_like_every_other_flavour(tmp_path: Path)
         ("default/train-0", 0.0, 2), ("default/train-1", 3.0, 2),
     ]
 
+
+
+def test_simulate_says_which_member_one_per_node_anti_affinity_runs_into(
+    tmp_path: Path,
+) -> None:
+    node_docs = nodes(3, "4")
+    for doc in node_docs:
+        doc["metadata"]["labels"] = {"kubernetes.io/hostname": doc["metadata"]["name"]}
+    jobs: list[dict[str, Any]] = [podgroup("train", 4)]
+    for i in range(4):
+        worker = pod(f"w-{i}", "train")
+        worker["metadata"]["labels"]["job"] = "train"
+        worker["spec"]["affinity"] = {"podAntiAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": [{
+                "labelSelector": {"matchLabels": {"job": "train"}},
+                "topologyKey": "kubernetes.io/hostname"}]}}
+        jobs.append(worker)
+    out = simulate(tmp_path, node_docs, jobs)
+    assert out["runs"] == []
+    [never] = out["never"]
+    assert never["code"] == "PodRulesUnmet"
+    assert "node-0: anti-affinity with pod w-0 of this gang" in never["reason"], never

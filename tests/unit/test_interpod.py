@@ -1,0 +1,205 @@
+"""Inter-pod affinity, anti-affinity and topology spread, honoured for whole gangs.
+
+Pods are read from API objects, as the scheduler reads them, so the tests
+cover the parsing of the terms as well as the placement under them.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import replace
+from typing import Any
+
+from gangsched.core.interpod import PodRule, pod_rules_refusal
+from gangsched.core.kubeobjects import pod_from_api
+from gangsched.core.model import Gang, GangKey, Node, NodeName, Pod, Policy
+from gangsched.core.placement import Capacity, Placement, Snapshot, Unplaceable
+from gangsched.core.reasons import PodRulesUnmet, render
+from gangsched.core.resources import Resources
+
+HOST = "kubernetes.io/hostname"
+ZONE = "topology.kubernetes.io/zone"
+
+
+def node(name: str, zone: str = "a", cores: int = 4, **labels: str) -> Node:
+    return Node(NodeName(name), Resources.of({"cpu": cores * 1000, "pods": 110}),
+                labels=tuple(sorted({HOST: name, ZONE: zone, **labels}.items())))
+
+
+def api_pod(name: str, *, labels: dict[str, str] | None = None, on: str | None = None,
+            namespace: str = "ns", cpu: str = "1", **spec: Any) -> Pod:
+    obj = {
+        "metadata": {"name": name, "namespace": namespace, "labels": labels or {},
+                     "creationTimestamp": "2024-05-01T12:00:00Z"},
+        "spec": {"containers": [{"name": "main", "resources": {"requests": {"cpu": cpu}}}],
+                 **({"nodeName": on} if on else {}), **spec},
+        "status": {"phase": "Running" if on else "Pending"},
+    }
+    return pod_from_api(obj)
+
+
+def term(topology_key: str = HOST, **match: str) -> dict[str, Any]:
+    return {"labelSelector": {"matchLabels": match}, "topologyKey": topology_key}
+
+
+def anti(*terms: dict[str, Any]) -> dict[str, Any]:
+    return {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": list(terms)}}
+
+
+def affine(*terms: dict[str, Any]) -> dict[str, Any]:
+    return {"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": list(terms)}}
+
+
+def spread(max_skew: int = 1, key: str = ZONE, **match: str) -> dict[str, Any]:
+    return {"maxSkew": max_skew, "topologyKey": key, "whenUnsatisfiable": "DoNotSchedule",
+            "labelSelector": {"matchLabels": match}}
+
+
+def workers(job: str, count: int, **spec: Any) -> Gang:
+    pods = tuple(api_pod(f"{job}-{i}", labels={"job": job}, **spec) for i in range(count))
+    key = GangKey(f"ns/{job}")
+    return Gang(key, min_member=count, pending=tuple(replace(p, gang=key) for p in pods))
+
+
+def place(nodes: list[Node], gang: Gang, residents: tuple[Pod, ...] = (),
+          policy: Policy = Policy.BINPACK) -> Placement | Unplaceable:
+    snapshot = Snapshot.build(nodes, residents)
+    return Capacity(snapshot).place(gang, policy)
+
+
+def nodes_of(decision: Placement | Unplaceable) -> list[str]:
+    assert isinstance(decision, Placement), decision
+    return [node for _, node in decision.assignments]
+
+
+ONE_PER_NODE = {"affinity": anti(term(job="train"))}
+
+
+def test_one_per_node_workers_take_four_nodes_and_wait_whole_on_three() -> None:
+    gang = workers("train", 4, **ONE_PER_NODE)
+    four = [node(f"n{i}") for i in range(4)]
+    assert sorted(nodes_of(place(four, gang))) == ["n0", "n1", "n2", "n3"]
+
+    decision = place(four[:3], gang)
+    assert isinstance(decision, Unplaceable)
+    reason = decision.reason
+    assert isinstance(reason, PodRulesUnmet)
+    assert reason.placed == 3 and reason.need == 4
+    assert dict(reason.refused) == {PodRule.ANTI_AFFINITY.value: 3}
+    text = render(reason)
+    assert "anti-affinity with pod train-" in text and "of this gang" in text, text
+
+
+def test_without_rules_the_same_gang_packs_onto_one_node() -> None:
+    # The contrast that makes the test above mean something: binpack alone packs them.
+    gang = workers("train", 4)
+    assert set(nodes_of(place([node(f"n{i}") for i in range(3)], gang))) == {"n0"}
+
+
+def test_a_running_pods_anti_affinity_keeps_the_gang_off_its_node() -> None:
+    guard = api_pod("db", labels={"app": "db"}, on="n0", affinity=anti(term(job="train")))
+    gang = workers("train", 2)
+    decision = place([node("n0", cores=8), node("n1", cores=2)], gang, (guard,))
+    assert set(nodes_of(decision)) == {"n1"}
+
+
+def test_anti_affinity_against_running_pods_by_zone() -> None:
+    db = api_pod("db-0", labels={"app": "db"}, on="a0")
+    gang = workers("train", 2, affinity=anti(term(ZONE, app="db")))
+    decision = place([node("a0", "a", 8), node("b0", "b", 1), node("b1", "b", 1)], gang, (db,))
+    assert sorted(nodes_of(decision)) == ["b0", "b1"]
+
+
+def test_affinity_follows_the_pods_it_selects_into_their_zone() -> None:
+    cache = api_pod("cache", labels={"app": "cache"}, on="b0")
+    gang = workers("train", 3, affinity=affine(term(ZONE, app="cache")))
+    nodes = [node("a0", "a", 8), node("b0", "b", 2), node("b1", "b", 2)]
+    decision = place(nodes, gang, (cache,))
+    assert set(nodes_of(decision)) <= {"b0", "b1"}
+
+
+def test_the_first_of_pods_affine_to_each_other_may_go_anywhere_and_the_rest_follow() -> None:
+    gang = workers("train", 3, affinity=affine(term(ZONE, job="train")))
+    nodes = [node("a0", "a", 1), node("b0", "b", 2), node("b1", "b", 2)]
+    zones = {name[0] for name in nodes_of(place(nodes, gang))}
+    assert len(zones) == 1
+
+
+def test_affinity_to_pods_that_run_nowhere_waits_naming_it() -> None:
+    gang = workers("train", 2, affinity=affine(term(ZONE, app="cache")))
+    decision = place([node("a0")], gang)
+    assert isinstance(decision, Unplaceable)
+    assert isinstance(decision.reason, PodRulesUnmet)
+    assert dict(decision.reason.refused) == {PodRule.AFFINITY.value: 1}
+
+
+def test_workers_spread_evenly_over_three_zones() -> None:
+    gang = workers("train", 6, topologySpreadConstraints=[spread(job="train")])
+    nodes = [node(f"{zone}{i}", zone, 8) for zone in "abc" for i in range(2)]
+    zones = Counter(name[0] for name in nodes_of(place(nodes, gang)))
+    assert zones == {"a": 2, "b": 2, "c": 2}
+
+
+def test_a_spread_that_cannot_be_met_waits_whole_naming_the_zone_and_skew() -> None:
+    gang = workers("train", 4, topologySpreadConstraints=[spread(job="train")])
+    # Zone c exists but has no room: the skew against it caps a and b at one each.
+    nodes = [node("a0", "a", 8), node("b0", "b", 8), node("c0", "c", 0)]
+    decision = place(nodes, gang)
+    assert isinstance(decision, Unplaceable)
+    reason = decision.reason
+    assert isinstance(reason, PodRulesUnmet) and reason.placed == 2
+    assert "would break maxSkew 1" in render(reason), render(reason)
+
+
+def test_spread_counts_running_pods_of_the_same_namespace_only() -> None:
+    running = (api_pod("old-0", labels={"job": "train"}, on="a0"),
+               api_pod("x-0", labels={"job": "train"}, on="b0", namespace="other"))
+    gang = workers("train", 1, topologySpreadConstraints=[spread(job="train")])
+    nodes = [node("a0", "a", 8), node("b0", "b", 8)]
+    assert nodes_of(place(nodes, gang, running)) == ["b0"]
+    gang3 = workers("train", 3, topologySpreadConstraints=[spread(job="train")])
+    zones = Counter(name[0] for name in nodes_of(place(nodes, gang3, running)))
+    assert zones == {"a": 1, "b": 2}
+
+
+def test_min_domains_above_the_domains_there_are_caps_every_domain_at_max_skew() -> None:
+    constraint = {**spread(job="train"), "minDomains": 3}
+    gang = workers("train", 3, topologySpreadConstraints=[constraint])
+    decision = place([node("a0", "a", 8), node("b0", "b", 8)], gang)
+    assert isinstance(decision, Unplaceable)
+    two = workers("train", 2, topologySpreadConstraints=[constraint])
+    assert sorted(nodes_of(place([node("a0", "a", 8), node("b0", "b", 8)], two))) == ["a0", "b0"]
+
+
+def test_a_node_without_the_spread_key_is_refused() -> None:
+    bare = Node(NodeName("bare"), Resources.of({"cpu": 8000, "pods": 110}))
+    gang = workers("train", 1, topologySpreadConstraints=[spread(job="train")])
+    decision = place([bare], gang)
+    assert isinstance(decision, Unplaceable)
+    assert isinstance(decision.reason, PodRulesUnmet)
+    assert dict(decision.reason.refused) == {PodRule.SPREAD_LABEL.value: 1}
+
+
+def test_one_pod_verdict_matches_kube_scheduler_rules() -> None:
+    nodes = {n.name: n for n in (node("a0", "a"), node("b0", "b"))}
+    db = api_pod("db", labels={"app": "db"}, on="a0", affinity=anti(term(ZONE, role="web")))
+    web = api_pod("web", labels={"role": "web"})
+    refusal = pod_rules_refusal(web, NodeName("a0"), nodes, [db])
+    assert refusal is not None and refusal.rule is PodRule.EXISTING_ANTI_AFFINITY
+    assert pod_rules_refusal(web, NodeName("b0"), nodes, [db]) is None
+
+
+def test_pods_placed_earlier_in_the_pass_count_for_later_gangs() -> None:
+    capacity = Capacity(Snapshot.build([node(f"n{i}") for i in range(3)], ()))
+    guard = Gang(GangKey("ns/guard"), 1, (
+        api_pod("guard", labels={"app": "db"}, affinity=anti(term(tier="x"))),))
+    guarded = nodes_of(capacity.place(guard))[0]
+    # Binpack would put these beside the guard; its anti-affinity keeps them away.
+    plain = Gang(GangKey("ns/plain"), 3, tuple(
+        api_pod(f"p-{i}", labels={"tier": "x"}) for i in range(3)))
+    placement = capacity.place(plain)
+    assert guarded not in nodes_of(placement)
+    assert isinstance(placement, Placement)
+    capacity.release(placement)
+    capacity.release(Placement(guard.key, ((guard.pending[0].key, NodeName(guarded)),)))
+    assert len(set(nodes_of(capacity.place(plain)))) == 1  # the guard gone, binpack again
