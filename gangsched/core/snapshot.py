@@ -12,7 +12,7 @@ the number of nodes.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
@@ -151,9 +151,11 @@ class Snapshot:
     """Nodes and what is requested on them, frozen for one cycle."""
 
     nodes: Mapping[NodeName, NodeUsage]
-    pods: tuple[Pod, ...] = field(default=(), compare=False)
-    """The live pods on these nodes, whoever placed them: inter-pod rules (affinity,
-    anti-affinity, spread) read their labels and terms. Requests are in ``nodes``."""
+    seated: Callable[[], Iterable[Pod]] | None = field(default=None, compare=False, repr=False)
+    """Where the pods on these nodes come from, whoever placed them: inter-pod rules
+    (affinity, anti-affinity, spread) read their labels and terms. Read only when a
+    gang or a pod carries such a rule, so a cluster without them never pays for it."""
+    _pods: tuple[Pod, ...] | None = field(default=None, init=False, repr=False, compare=False)
     _index: NodeIndex | None = field(default=None, init=False, repr=False, compare=False)
     _holders: bool | None = field(default=None, init=False, repr=False, compare=False)
 
@@ -187,19 +189,36 @@ class Snapshot:
         ).with_pods(pods)
 
     def with_pods(self, pods: Iterable[Pod]) -> Snapshot:
-        """This snapshot, with the live pods on its nodes as inter-pod rules read them."""
-        nodes = self.nodes
-        kept = tuple(pod for pod in pods
-                     if pod.node_name is not None and not pod.terminal and pod.node_name in nodes)
-        return Snapshot(nodes, kept)
+        """This snapshot, with these pods seated on its nodes (see ``seated``)."""
+        kept = tuple(pods)
+        return Snapshot(self.nodes, lambda: kept)
+
+    @property
+    def pods(self) -> tuple[Pod, ...]:
+        """The live pods on these nodes, read from ``seated`` once."""
+        pods = self._pods
+        if pods is None:
+            nodes = self.nodes
+            pods = tuple(
+                pod for pod in (self.seated() if self.seated is not None else ())
+                if pod.node_name is not None and not pod.terminal and pod.node_name in nodes
+            )
+            object.__setattr__(self, "_pods", pods)
+        return pods
 
     @property
     def holds_anti_affinity(self) -> bool:
         """Whether any pod on a node has a required anti-affinity term, which may keep
-        any pod of any gang off its domain; found once per snapshot."""
+        any pod of any gang off its domain; found once per snapshot, without keeping
+        the pods when none has one."""
         found = self._holders
         if found is None:
-            found = any(pod.anti_affinity for pod in self.pods)
+            if self._pods is not None:
+                found = any(pod.anti_affinity for pod in self._pods)
+            else:
+                found = self.seated is not None and any(
+                    pod.anti_affinity and pod.node_name is not None and not pod.terminal
+                    for pod in self.seated())
             object.__setattr__(self, "_holders", found)
         return found
 

@@ -8,7 +8,7 @@ values.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Protocol
 
@@ -151,7 +151,7 @@ def cycle_input(
     CLI's answers say what placement does without it."""
     keys = {gang.key for gang in gathered.gangs}
     return CycleInput(
-        snapshot=view.snapshot.with_pods(_seated_pods(view)),
+        snapshot=replace(view.snapshot, seated=lambda: _seated_pods(view)),
         gangs=gathered.gangs,
         bound_requests=gathered.bound_requests,
         queues=view.queues,
@@ -170,9 +170,13 @@ def cycle_input(
     )
 
 
-def _seated_pods(view: ClusterView) -> list[Pod]:
+def _seated_pods(view: ClusterView) -> Iterator[Pod]:
     """Every pod as inter-pod rules read it: ours where they are assumed (the watch may
     not have reported their node yet), the others where the API puts them."""
-    assumed = {member.pod.key: member.pod for member in view.members
-               if member.pod.node_name is not None}
-    return [assumed.get(key, record.pod) for key, record in view.pods.items()]
+    for member in view.members:
+        if member.pod.node_name is not None:
+            yield member.pod
+    members = {member.pod.key for member in view.members if member.pod.node_name is not None}
+    for key, record in view.pods.items():
+        if key not in members:
+            yield record.pod
