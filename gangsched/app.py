@@ -59,6 +59,7 @@ class RunOptions:
     metrics_port: int
     starvation_seconds: float
     replacement_grace_seconds: float = 60.0
+    provisioning_timeout_seconds: float = 120.0
     preemption: bool = True
     leader_elect: bool = False
     lease_namespace: str = "default"
@@ -204,6 +205,7 @@ def assemble(options: RunOptions, api: client.ApiClient) -> Parts:
     core = client.CoreV1Api(api)
     config_ = SchedulerConfig(policy=options.policy, starvation_s=options.starvation_seconds,
                               replacement_grace_s=options.replacement_grace_seconds,
+                              provisioning_timeout_s=options.provisioning_timeout_seconds,
                               preemption=options.preemption,
                               scheduled_events=options.scheduled_events)
     health = Health(stale_after_s=2 * config_.resync_s, leader_election=options.leader_elect)

@@ -86,6 +86,10 @@ def _env(flag: str) -> str:
               type=click.FloatRange(0), default=60.0, show_default=True,
               help="When a running gang drops below its minMember, the room of each "
               "departed member is held this long for its replacement.")
+@click.option("--provisioning-timeout-seconds", envvar=_env("provisioning-timeout-seconds"),
+              type=click.FloatRange(0, min_open=True), default=120.0, show_default=True,
+              help="A placed gang waits this long for its WaitForFirstConsumer claims to be "
+              "provisioned on their nodes; then the nodes are taken back and it tries again.")
 @click.option("--preemption/--no-preemption", envvar=_env("preemption"), default=True,
               show_default=True,
               help="A gang that cannot fit may evict whole gangs of lower priority "
@@ -114,6 +118,7 @@ def run(
     metrics_port: int,
     starvation_seconds: float,
     replacement_grace_seconds: float,
+    provisioning_timeout_seconds: float,
     preemption: bool,
     leader_elect: bool,
     lease_namespace: str,
@@ -149,6 +154,7 @@ def run(
             metrics_port=metrics_port,
             starvation_seconds=starvation_seconds,
             replacement_grace_seconds=replacement_grace_seconds,
+            provisioning_timeout_seconds=provisioning_timeout_seconds,
             preemption=preemption,
             leader_elect=leader_elect,
             lease_namespace=lease_namespace,

@@ -34,6 +34,7 @@ from gangsched.actuator import ScheduledEvents as ScheduledEvents
 from gangsched.binder import Binder
 from gangsched.core.cycle import CycleResult
 from gangsched.core.model import Policy
+from gangsched.core.provisioning import ProvisionLimits
 from gangsched.core.report_plan import Pacing
 from gangsched.core.state import State
 from gangsched.core.step import StepConfig, step
@@ -81,6 +82,8 @@ class SchedulerConfig:
     assume_ttl_s: float = 60.0
     starvation_s: float = 60.0
     replacement_grace_s: float = 60.0
+    provisioning_timeout_s: float = 120.0
+    """How long a placed gang waits for its claims to be provisioned (core.provisioning)."""
     preemption: bool = True
     preemption_timeout_s: float = 60.0
     """A preemptor not placed this long after its victims were evicted stops holding room."""
@@ -118,6 +121,7 @@ class SchedulerConfig:
             preemption=self.preemption and evicts,
             preemption_timeout_s=self.preemption_timeout_s, reason_hold_s=self.reason_hold_s,
             pacing=Pacing(settle_s=self.settle_s, pod_report_s=self.pod_report_s),
+            provisioning=ProvisionLimits(timeout_s=self.provisioning_timeout_s),
         )
 
 

@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pykube
 import pytest
 
 from devcluster.controlplane import LocalCluster, NodeShape
-from tests.e2e.conftest import SchedulerProcess
+from tests.e2e.conftest import SchedulerProcess, start_gangsched, stop_gangsched
 from tests.e2e.scenario import only_nodes
 from tests.e2e.workspace import Workspace, bound, node_of, scheduled_condition, wait_for
 
@@ -190,3 +191,48 @@ def test_a_claim_name_that_is_no_dns_name_makes_the_pod_wait_and_other_gangs_bin
     wait_for(lambda: len(bound(members(ws, "fine-"))) == 2, timeout=20,
              what="another gang to bind")
     assert bound(members(ws, "bad-claim")) == []
+
+
+def group_message(ws: Workspace, group: str, words: str) -> str | None:
+    conditions = ws.podgroup_obj(group).get("status", {}).get("conditions") or []
+    return next((str(c["message"]) for c in conditions if words in str(c.get("message"))), None)
+
+
+def test_claims_nobody_provisions_are_taken_back_in_time_and_the_gang_says_so(
+    ws: Workspace, cluster: LocalCluster, tmp_path: Path, three_nodes: list[str]
+) -> None:
+    # A scheduler name and namespace of its own, with a short provisioning timeout.
+    name = "gang-volumes"
+    storage_class = pykube.object_factory(cluster.client, "storage.k8s.io/v1", "StorageClass")
+    nobody = storage_class(cluster.client, {
+        "apiVersion": "storage.k8s.io/v1", "kind": "StorageClass",
+        "metadata": {"name": f"{ws.name}-nobody"}, "provisioner": "example.com/nobody",
+        "volumeBindingMode": "WaitForFirstConsumer"})
+    nobody.create()
+    own = start_gangsched(cluster, tmp_path / "gangsched.log", f"--scheduler-name={name}",
+                          f"--namespace={ws.name}", "--provisioning-timeout-seconds=3")
+    try:
+        ws.create(ws.podgroup("job", min_member=2))
+        ws.create(*(claim(ws, f"data-{i}", storage_class=nobody.name) for i in range(2)))
+        ws.create(*(with_claim(ws.pod(f"job-{i}", cpu="1", group="job", scheduler=name),
+                               f"data-{i}") for i in range(2)))
+        wait_for(lambda: all(SELECTED_NODE in (c["metadata"].get("annotations") or {})
+                             for c in claims(ws).values()), timeout=20,
+                 what="the claims to be given their nodes")
+        wait_for(lambda: group_message(ws, "job", "to be provisioned"), timeout=20,
+                 what="the PodGroup to say it waits for its claims")
+        words = "were not provisioned within 3s"
+        message = wait_for(lambda: group_message(ws, "job", words), timeout=30,
+                           what="the PodGroup to say its claims timed out")
+        assert f"{ws.name}/data-0" in message, message
+        wait_for(lambda: saying(ws, "job-0", words), timeout=20,
+                 what="the pods to say so too")
+        wait_for(lambda: not any(SELECTED_NODE in (c["metadata"].get("annotations") or {})
+                                 for c in claims(ws).values()), timeout=20,
+                 what="the nodes given to the claims to be taken back")
+        assert bound(members(ws, "job-")) == []
+    finally:
+        for i in range(2):
+            ws.delete_pod(f"job-{i}")
+        stop_gangsched(own)
+        nobody.delete()
