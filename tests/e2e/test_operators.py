@@ -330,3 +330,29 @@ def test_an_mpijob_with_a_launcher_and_two_workers_runs_whole(
     assert times[-1] - times[0] <= 2.0, f"bound apart: {times}"
     wait_for(lambda: (groups.groups().get("pi") or {}).get("status", {}).get("phase")
              == "Running", timeout=30, what="the MPIJob's PodGroup to be Running")
+
+
+@pytest.mark.usefixtures("mpi", "eight_gpus")
+def test_an_mpijob_whose_workers_have_volumes_runs_whole_once_they_are_provisioned(
+    ws: Workspace, groups: GroupWatch, cluster: LocalCluster
+) -> None:
+    job = mpijob(ws, "disk")
+    worker = job["spec"]["mpiReplicaSpecs"]["Worker"]["template"]["spec"]
+    worker["volumes"] = [{"name": "scratch", "ephemeral": {"volumeClaimTemplate": {"spec": {
+        "accessModes": ["ReadWriteOnce"], "storageClassName": "local-path",
+        "resources": {"requests": {"storage": "1Gi"}}}}}}]
+    ws.create(job)
+    wait_for(lambda: len(bound(job_pods(ws, "disk"))) == 3, timeout=90,
+             what="the launcher and both workers to bind once the workers' claims are bound")
+    claims = {c.name: c.obj for c in pykube.PersistentVolumeClaim.objects(ws.api,
+                                                                        namespace=ws.name)}
+    for pod in job_pods(ws, "disk"):
+        name = pod["metadata"]["name"]
+        if "worker" not in name:
+            continue
+        claim = claims[f"{name}-scratch"]
+        assert claim["status"]["phase"] == "Bound", claim
+        assert claim["metadata"]["annotations"]["volume.kubernetes.io/selected-node"] == \
+            pod["spec"]["nodeName"]
+    times = sorted(bound_at(p) for p in job_pods(ws, "disk"))
+    assert times[-1] - times[0] <= 2.0, f"bound apart: {times}"
