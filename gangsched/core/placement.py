@@ -11,7 +11,7 @@ case. Nothing here binds anything; the shell assumes and binds what it gets.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 
 from gangsched.core.interpod import Residents
@@ -98,6 +98,13 @@ class Capacity:
 
     def free(self, name: NodeName) -> Resources:
         return self._nodes.free[name]
+
+    def groups(self) -> Iterator[tuple[int, Resources, Collection[NodeName]]]:
+        """The nodes in groups of one kind (labels, taints, flags) and equal free room."""
+        for kind, by_free in enumerate(self._nodes.classes):
+            for free, names in by_free.items():
+                if names:
+                    yield kind, free, names
 
     def free_total(self) -> Resources:
         """Free resources over nodes that can take pods; see :meth:`FreeNodes.total`."""
@@ -206,6 +213,19 @@ class Capacity:
         for pod, node in outcome.assignments:
             self._keep(pod, node)
         return _ordered(gang, outcome.assignments)
+
+    def take(self, gang: GangKey, pod: PodKey, node: NodeName, requests: Resources) -> Placement:
+        """Take room on a node chosen already (a starving gang's): no search, no rules.
+
+        The caller took ``requests`` from what :meth:`free` says the node has;
+        :meth:`release` gives it back like any placement.
+        """
+        if not requests.fits(self.free(node)):
+            raise ValueError(f"{requests} is not free on {node}")
+        self._nodes.take([(node, requests)])
+        self._placed[pod] = (Pod(pod, requests, node_name=node), node)
+        self._figures_of.clear()
+        return Placement(gang, ((pod, node),))
 
     def release(self, placement: Placement) -> None:
         """Give back exactly what :meth:`place` took for this placement.

@@ -45,6 +45,7 @@ __all__ = [
     "ClaimsProvisioning",
     "DoesNotFit",
     "Gated",
+    "HeldForStarving",
     "InDomain",
     "MembersMissing",
     "NoDomainHolds",
@@ -355,6 +356,16 @@ class ReservedByAdmitted:
 
 
 @dataclass(frozen=True, slots=True)
+class HeldForStarving:
+    """The gang would fit but for the room a starving gang keeps on the nodes it chose."""
+
+    code: ClassVar[str] = "HeldForStarving"
+    starving: GangKey
+    held: Resources
+    nodes: tuple[NodeName, ...]
+
+
+@dataclass(frozen=True, slots=True)
 class CapabilityExceeded:
     code: ClassVar[str] = "CapabilityExceeded"
     queue: QueueName
@@ -391,6 +402,8 @@ class Starving:
     urgency: Urgency
     hold: Resources
     cause: Reason
+    nodes: tuple[NodeName, ...] = ()
+    """The nodes whose free room is kept for it: where it would land first as they free."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -474,7 +487,8 @@ Reason = (
     NoNodes | DoesNotFit | MembersMissing | ShortOfMembers | NoDomainLabel | BoundAcrossDomains
     | NoDomainHolds | InDomain | QueueMissing | QueueClosed | BeingPreempted | Gated | Unhonoured
     | BindBackoff | VolumeBlocked | ClaimsProvisioning | ProvisioningTimedOut
-    | AdmissionOverCapability | AdmissionNoRoom | ReservedByAdmitted | CapabilityExceeded
+    | AdmissionOverCapability | AdmissionNoRoom | ReservedByAdmitted | HeldForStarving
+    | CapabilityExceeded
     | Starving | TooBigToHold | Preempting | AwaitingVictims | ProtectedByBudget | PodRulesUnmet
     | str
 )
@@ -554,6 +568,9 @@ def render(reason: Reason) -> str:
             return _admission_text(reason)
         case ReservedByAdmitted():
             return _reserved_text(reason)
+        case HeldForStarving():
+            return (f"it would fit but for {reason.held} held on {_some(reason.nodes)} "
+                    f"for starving gang {reason.starving}")
         case CapabilityExceeded():
             return (f"queue {reason.queue!r} capability {reason.capability} would be exceeded: "
                     f"allocated {reason.allocated}, reserved by admitted gangs "
@@ -709,11 +726,18 @@ def _urgency_text(urgency: Urgency) -> str:
     return f"starving (unplaced over {urgency.threshold_s:g}s)"
 
 
+def _some(names: Sequence[str], shown: int = 3) -> str:
+    """A few names, and how many more: a reason stays one readable line."""
+    more = len(names) - shown
+    return ", ".join(names[:shown]) + (f" and {more} more" if more > 0 else "")
+
+
 def _holding_text(reason: Starving | TooBigToHold | Preempting | AwaitingVictims) -> str:
     """The clause a wrapping reason puts before its cause."""
     match reason:
         case Starving():
-            return f"{_urgency_text(reason.urgency)}: holding {reason.hold} for it"
+            where = f" on {_some(reason.nodes)}" if reason.nodes else ""
+            return f"{_urgency_text(reason.urgency)}: holding {reason.hold} for it{where}"
         case TooBigToHold():
             return (f"{_urgency_text(reason.urgency)} but needs {reason.need}, more than the "
                     f"schedulable nodes have ({reason.cluster_total})")
@@ -815,6 +839,8 @@ def _steady(reason: Reason) -> object | None:
             return (reason.pod, reason.status, reason.message, reason.others)
         case ReservedByAdmitted():
             return (reason.reserved, reason.starving, reason.starving_held)
+        case HeldForStarving():
+            return (reason.starving, reason.held)
         case Starving():
             return (reason.urgency, reason.hold, code_of(reason.cause), _steady(reason.cause))
         case TooBigToHold():

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import replace
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -26,6 +27,7 @@ from gangsched.core.reasons import (
     AdmissionOverCapability,
     CapabilityExceeded,
     DoesNotFit,
+    HeldForStarving,
     PartlyBound,
     QueueClosed,
     QueueMissing,
@@ -489,7 +491,9 @@ def test_partly_bound_gang_holds_room_for_its_missing_members_at_once() -> None:
     assert result.placements == ()
     held = reasons(result)["ns/job"]
     assert isinstance(held, Starving) and held.urgency == PartlyBound(1, 3)
-    assert isinstance(reasons(result)["ns/new"], ReservedByAdmitted)
+    assert held.nodes == ("n1",)
+    told = reasons(result)["ns/new"]
+    assert isinstance(told, HeldForStarving) and (told.starving, told.nodes) == ("ns/job", ("n1",))
 
 
 # -- starvation ---------------------------------------------------------------
@@ -513,7 +517,25 @@ def test_starving_gang_holds_its_room_against_later_small_gangs() -> None:
     assert (reason.urgency, reason.hold) == (Starved(60.0), pod_request(1).scale(4))
     assert _starvation(80.0, big).unplaceable == result.unplaceable  # same as time passes
     small = reasons(result)["ns/small"]
-    assert isinstance(small, ReservedByAdmitted) and small.starving == "ns/big"
+    assert isinstance(small, HeldForStarving) and small.starving == "ns/big"
+    assert small.nodes == ("n1",) and reason.nodes == ("n1",)
+
+
+def test_a_starving_gang_keeps_room_on_the_nodes_it_needs_so_small_gangs_cannot_fragment_it(
+) -> None:
+    # Two 8-core pods need two nodes with 8 cores free, not 16 cores free across four
+    # nodes: small gangs spread over every node would leave each 2 short for ever.
+    nodes = [node(f"n{i}", 8) for i in range(1, 5)]
+    blockers = [pod(f"other/blocker-{i}", 2, on=f"n{i}") for i in range(1, 5)]
+    big = gang("ns/big", 2, 8, created=0)
+    smalls = [replace(gang(f"ns/small-{i}", 1, 2, created=100 + i), policy=Policy.SPREAD)
+              for i in range(4)]
+    result = cycle(nodes, [big, *smalls], bound_pods=blockers,
+                   waiting_since={"ns/big": 0.0}, now=75.0)
+    held = reasons(result)["ns/big"]
+    assert isinstance(held, Starving) and held.nodes == ("n1", "n2")
+    used = {node for p in result.placements for _, node in p.assignments}
+    assert used and used <= {"n3", "n4"}, "nothing lands on the nodes the big gang waits for"
 
 
 def test_before_the_threshold_small_gangs_pass() -> None:
@@ -529,7 +551,7 @@ def test_only_the_first_starving_gang_holds_room() -> None:
     assert isinstance(reasons(result)["ns/big-a"], Starving)
     assert isinstance(reasons(result)["ns/big-b"], DoesNotFit)
     small = reasons(result)["ns/small"]
-    assert isinstance(small, ReservedByAdmitted) and small.starving == "ns/big-a"
+    assert isinstance(small, HeldForStarving) and small.starving == "ns/big-a"
 
 
 def test_a_gang_short_of_members_never_starves_and_holds_nothing() -> None:

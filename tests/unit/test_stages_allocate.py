@@ -17,6 +17,7 @@ from gangsched.core.model import Gang, GangKey, Node, Pod, Policy, QueueName, Qu
 from gangsched.core.placement import Snapshot
 from gangsched.core.reasons import (
     DoesNotFit,
+    HeldForStarving,
     PartlyBound,
     Reason,
     ReservedByAdmitted,
@@ -175,7 +176,7 @@ def test_a_gang_whose_lost_member_finds_no_room_holds_room_for_it_and_not_for_it
     assert reason.hold.get("cpu") == 2000, "one member's room, not the extra's"
     assert isinstance(reason.cause, DoesNotFit) and reason.cause.need == 1
     blocked = waiting(s)["ns/tiny"]
-    assert isinstance(blocked, ReservedByAdmitted) and blocked.starving == "ns/run"
+    assert isinstance(blocked, HeldForStarving) and blocked.starving == "ns/run"
 
 
 def test_a_podgroup_with_no_pods_yet_is_admitted_in_its_queue_s_fair_turn() -> None:

@@ -13,7 +13,7 @@ from dataclasses import replace
 
 from gangsched.core.model import Gang
 from gangsched.core.placement import Placement, Unplaceable
-from gangsched.core.reasons import CapabilityExceeded, ReservedByAdmitted
+from gangsched.core.reasons import CapabilityExceeded, HeldForStarving, ReservedByAdmitted
 from gangsched.core.resources import Resources
 from gangsched.core.stages.preempt import preempt
 from gangsched.core.stages.session import Session, outstanding, total
@@ -34,9 +34,14 @@ def place(session: Session, gang: Gang) -> None:
 def _place_gang(session: Session, gang: Gang) -> None:
     decision = _decide(session, gang)
     if isinstance(decision, Unplaceable):
-        if not preempt(session, gang, decision.reason):
-            wait(session, gang, decision.reason)
+        reason = decision.reason
+        starving = session.starving
+        if starving is not None and session.pins and _fits_unpinned(session, gang):
+            reason = HeldForStarving(starving, session.pinned[starving], session.pinned_nodes())
+        if not preempt(session, gang, reason):
+            wait(session, gang, reason)
         return
+    session.fits_unpinned.clear()  # room moved
     requests = {pod.key: pod.requests for pod in gang.pending}
     placed = total(requests[pod] for pod, _ in decision.assignments)
     bound_after = session.bound[gang.key] + placed
@@ -84,6 +89,21 @@ def _decide(session: Session, gang: Gang) -> Placement | Unplaceable:
     if not gang.topology_keys:
         return session.capacity.place(gang, policy)
     return place_in_one_domain(session.capacity, gang, policy, session.domains_of(gang))
+
+
+def _fits_unpinned(session: Session, gang: Gang) -> bool:
+    """Whether the gang would fit with the starving gang's pins given back: then they,
+    not the cluster, are why it waits. Asked once per shape while no room moves."""
+    key = (tuple((pod.requests, pod.rules) for pod in gang.pending),
+           gang.min_member - gang.bound, gang.topology_keys, gang.policy)
+    known = session.fits_unpinned.get(key)
+    if known is None:
+        with session.unpinned():
+            decision = _decide(session, gang)
+            if isinstance(decision, Placement):
+                session.capacity.release(decision)
+        known = session.fits_unpinned[key] = isinstance(decision, Placement)
+    return known
 
 
 def _reserved_reason(

@@ -8,7 +8,8 @@ at the end (:meth:`Session.result`).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from fractions import Fraction
 
@@ -159,6 +160,8 @@ class Session:
                 self.admit(gang)
 
         self.holding: dict[GangKey, Resources] = {}
+        self.pinned: dict[GangKey, Resources] = {}
+        """The part of a gang's hold taken from the capacity on nodes it chose."""
         self.reserved = Resources.zero()
         self.queue_reserved: dict[QueueName, Resources] = {
             name: Resources.zero() for name in self.queues
@@ -168,6 +171,12 @@ class Session:
                 self.hold(gang, outstanding(gang.min_resources, self.bound[gang.key]))
 
         self.starving: GangKey | None = None
+        self.pins: list[Placement] = []
+        """The starving gang's room taken on the nodes it chose."""
+        self.pinned_room: list[Resources] = []
+        """What each pin took, in the same order."""
+        self.fits_unpinned: dict[tuple[object, ...], bool] = {}
+        """Whether gangs of a shape fit with the pins given back, while no room moved."""
         self.victims_of = {
             victim: preemptor
             for preemptor, victims in inp.preempting.items()
@@ -212,14 +221,24 @@ class Session:
         self.admitted.add(gang.key)
         self.newly_admitted.append(gang.key)
 
-    def hold(self, gang: Gang, amount: Resources) -> None:
-        """Set what the gang holds, keeping the cluster and queue totals in step."""
+    def hold(self, gang: Gang, amount: Resources, pinned: Resources | None = None) -> None:
+        """Set what the gang holds, keeping the cluster and queue totals in step.
+
+        ``pinned`` is the part of it already taken from the capacity on chosen
+        nodes (see :meth:`pin`): the gangs after it cannot have that room
+        anyway, so it is not counted against them twice.
+        """
         before = self.holding.get(gang.key, Resources.zero())
+        before_pinned = self.pinned.pop(gang.key, Resources.zero())
         if amount.is_zero:
             self.holding.pop(gang.key, None)
         else:
             self.holding[gang.key] = amount
-        self.reserved = self.reserved - before + amount
+        if pinned is not None and not pinned.is_zero:
+            self.pinned[gang.key] = pinned
+        else:
+            pinned = Resources.zero()
+        self.reserved = self.reserved - (before - before_pinned) + (amount - pinned)
         if gang.queue in self.queue_reserved:
             self.queue_reserved[gang.queue] = self.queue_reserved[gang.queue] - before + amount
 
@@ -245,6 +264,30 @@ class Session:
                 self.held.setdefault(hold.gang, []).append((hold, decision))
                 self.free = self.free - stand_in.requests
                 return
+
+    def pin(self, gang: GangKey, pod: PodKey, node: NodeName, room: Resources) -> None:
+        """Take ``room``, free on ``node``, from the capacity for the rest of the cycle:
+        a starving gang's room on a node it chose for its pod ``pod``."""
+        self.pins.append(self.capacity.take(gang, PodKey(f"{pod}#pinned"), node, room))
+        self.pinned_room.append(room)
+        self.free = self.free - room
+
+    def pinned_nodes(self) -> tuple[NodeName, ...]:
+        return tuple(sorted({node for placement in self.pins
+                             for _, node in placement.assignments}))
+
+    @contextmanager
+    def unpinned(self) -> Iterator[None]:
+        """The capacity with the pinned room given back, pinned again on leaving."""
+        pins, rooms = list(self.pins), list(self.pinned_room)
+        for placement in pins:
+            self.capacity.release(placement)
+        try:
+            yield
+        finally:
+            for placement, room in zip(pins, rooms, strict=True):
+                (pod, node), = placement.assignments
+                self.capacity.take(placement.gang, pod, node, room)
 
     def release_holds(self, gang: GangKey) -> list[Hold]:
         released = []

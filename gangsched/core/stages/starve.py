@@ -4,14 +4,18 @@ A stream of small gangs could otherwise keep a large one waiting forever:
 each small gang fits in the room the large one would need the moment it
 frees. So the first gang in order that starves (unplaced past
 ``starvation_seconds``, or partly bound and stranded) holds its room against
-the gangs after it.
+the gangs after it: in total, and on the nodes where it would land first,
+so that small gangs cannot fragment the room it waits for (two 8-GPU pods
+need two nodes with 8 GPUs free, not 16 GPUs free across the cluster).
 """
 
 from __future__ import annotations
 
-from gangsched.core.model import Gang
+from gangsched.core.model import Gang, NodeName, Pod
+from gangsched.core.nodefit import uses_node_name
 from gangsched.core.placement import Unplaceable
 from gangsched.core.reasons import PartlyBound, Reason, Starved, Starving, TooBigToHold, Urgency
+from gangsched.core.resources import Resources
 from gangsched.core.stages.session import Session, pending_need
 
 
@@ -41,11 +45,80 @@ def wait(session: Session, gang: Gang, reason: Reason) -> None:
         hold = pending_need(gang, session.bound[gang.key])
         if hold.fits(session.cluster_total):
             session.starving = gang.key
-            session.hold(gang, hold)
-            reason = Starving(_urgency(session, gang), hold, reason)
+            taken, nodes = pin_room(session, gang)
+            session.hold(gang, hold, taken)
+            reason = Starving(_urgency(session, gang), hold, reason, nodes)
         else:
             reason = TooBigToHold(_urgency(session, gang), hold, session.cluster_total, reason)
     session.unplaceable.append(Unplaceable(gang.key, reason))
+
+
+def pin_room(session: Session, gang: Gang) -> tuple[Resources, tuple[NodeName, ...]]:
+    """Keep, on the nodes the gang would land on first, the room free there now.
+
+    For each pod the gang lacks, biggest first, the node that could take it
+    once freed (its rules allow it, its allocatable holds it beside the
+    gang's other pods planned there) and has most of it free now; the room
+    free there, up to the pod's requests, is taken from the capacity for the
+    rest of the cycle. The choice is the same next cycle unless other nodes
+    freed more, as the kept room only grows. Returns what was taken and where.
+    """
+    need = max(0, gang.min_member - gang.bound)
+    pods = sorted(gang.pending[:need], key=lambda pod: _size(pod.requests), reverse=True)
+    planned: dict[NodeName, Resources] = {}
+    taken, nodes = Resources.zero(), []
+    for pod in pods:
+        node = _closest_to_fitting(session, pod, planned)
+        if node is None:
+            continue
+        planned[node] = planned.get(node, Resources.zero()) + pod.requests
+        free = session.capacity.free(node)
+        share = Resources.of({name: min(amount, max(0, free.get(name)))
+                              for name, amount in pod.requests.items()})
+        if share.is_zero:
+            continue
+        session.pin(gang.key, pod.key, node, share)
+        taken = taken + share
+        if node not in nodes:
+            nodes.append(node)
+    return taken, tuple(sorted(nodes))
+
+
+def _closest_to_fitting(
+    session: Session, pod: Pod, planned: dict[NodeName, Resources]
+) -> NodeName | None:
+    """The node allowed to the pod, able to hold it when free, with most of it free now.
+
+    Nodes are looked at in groups of one kind and equal free room, best
+    group first, so a cluster of thousands of alike nodes costs a few groups.
+    """
+    index = session.inp.snapshot.index
+    kinds = index.kind_reasons(pod.rules)
+    by_name = index.name_reasons(pod.rules) if uses_node_name(pod.rules) else None
+    ranked = sorted(
+        ((_closeness(free, pod.requests), kind, names)
+         for kind, free, names in session.capacity.groups() if kinds[kind] is None),
+        key=lambda entry: entry[0], reverse=True,
+    )
+    for _, _, names in ranked:
+        for name in sorted(names):
+            if by_name is not None and by_name[name] is not None:
+                continue
+            wanted = planned.get(name, Resources.zero()) + pod.requests
+            if wanted.fits(index.nodes[name].node.allocatable):
+                return name
+    return None
+
+
+def _closeness(free: Resources, requests: Resources) -> tuple[float, float]:
+    """How much of the pod the free room holds: its scarcest resource, then all of them."""
+    fractions = [min(1.0, max(0, free.get(name)) / amount)
+                 for name, amount in requests.items() if amount > 0]
+    return min(fractions, default=1.0), sum(fractions)
+
+
+def _size(requests: Resources) -> tuple[int, ...]:
+    return tuple(amount for _, amount in requests.items())
 
 
 def _urgency(session: Session, gang: Gang) -> Urgency:
