@@ -21,6 +21,12 @@ Job's ``spec.scheduling``), so native objects keep every field in every test.
 Whether kube-scheduler gang-schedules them and the Job controller creates
 them is a choice of :class:`ClusterOptions` (``native_gang``).
 
+Dynamic Resource Allocation (``resource.k8s.io/v1``) is served as the release
+has it, with ``DRAWorkloadResourceClaims`` on everywhere (a native PodGroup's
+``spec.resourceClaims``); kube-controller-manager runs the resource-claim
+controller, which makes pods' claims from their templates and frees a claim's
+devices once no pod holds it. Devices come from :mod:`devcluster.fakedriver`.
+
 Every process is started in its own session and recorded in ``state.json``;
 ``stop()`` (also from another process, through :func:`stop_from_state`)
 terminates them all and waits until none is left.
@@ -55,12 +61,18 @@ KWOK_LABEL = ("type", "kwok")
 READY_TIMEOUT_S = 60.0
 STOP_GRACE_S = 5.0
 """How long a component may take to exit on SIGTERM before it is killed."""
-NATIVE_API_GATES = "GenericWorkload=true,TopologyAwareWorkloadScheduling=true,WorkloadWithJob=true"
-"""Feature gates the API server always runs with: the 1.37 native gang API, whole."""
-NATIVE_SCHEDULER_GATES = "GenericWorkload=true,TopologyAwareWorkloadScheduling=true"
-"""kube-scheduler's native gang scheduling: the GangScheduling and topology plugins."""
-NATIVE_CONTROLLER_GATES = "GenericWorkload=true,WorkloadWithJob=true"
-"""The Job controller creates a Workload and a PodGroup for every Job."""
+NATIVE_API_GATES = ("GenericWorkload=true,TopologyAwareWorkloadScheduling=true,WorkloadWithJob=true,"
+                    "DRAWorkloadResourceClaims=true")
+"""Feature gates the API server always runs with: the 1.37 native gang API, whole, and
+PodGroups' ``spec.resourceClaims`` (beta, off by default). ``resource.k8s.io/v1`` is GA and
+served without asking."""
+NATIVE_SCHEDULER_GATES = ("GenericWorkload=true,TopologyAwareWorkloadScheduling=true,"
+                          "DRAWorkloadResourceClaims=true")
+"""kube-scheduler's native gang scheduling: the GangScheduling and topology plugins, and
+claims a PodGroup owns (DynamicResources itself is on by default)."""
+NATIVE_CONTROLLER_GATES = "GenericWorkload=true,WorkloadWithJob=true,DRAWorkloadResourceClaims=true"
+"""The Job controller creates a Workload and a PodGroup for every Job; the resource-claim
+controller makes a PodGroup's claims from its templates."""
 
 
 class ClusterError(RuntimeError):
@@ -376,7 +388,9 @@ class LocalCluster:
             "pod-garbage-collector-controller,disruption-controller,"
             # Claims: binding to volumes, generic ephemeral volumes, deletion protection.
             "persistentvolume-binder-controller,ephemeral-volume-controller,"
-            "persistentvolumeclaim-protection-controller,persistentvolume-protection-controller",
+            "persistentvolumeclaim-protection-controller,persistentvolume-protection-controller,"
+            # Devices: claims made from templates, freed when their pods are gone.
+            "resourceclaim-controller",
             f"--root-ca-file={certs.ca_cert}",
             f"--service-account-private-key-file={certs.sa_private}",
             *([f"--feature-gates={NATIVE_CONTROLLER_GATES}"] if self.options.native_gang else []),
