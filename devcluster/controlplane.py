@@ -61,8 +61,8 @@ KWOK_LABEL = ("type", "kwok")
 READY_TIMEOUT_S = 60.0
 STOP_GRACE_S = 5.0
 """How long a component may take to exit on SIGTERM before it is killed."""
-NATIVE_API_GATES = ("GenericWorkload=true,TopologyAwareWorkloadScheduling=true,WorkloadWithJob=true,"
-                    "DRAWorkloadResourceClaims=true")
+NATIVE_API_GATES = ("GenericWorkload=true,TopologyAwareWorkloadScheduling=true,"
+                    "WorkloadWithJob=true,DRAWorkloadResourceClaims=true")
 """Feature gates the API server always runs with: the 1.37 native gang API, whole, and
 PodGroups' ``spec.resourceClaims`` (beta, off by default). ``resource.k8s.io/v1`` is GA and
 served without asking."""
