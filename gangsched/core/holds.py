@@ -136,12 +136,17 @@ def pinned(pod: Pod) -> Pod:
     ))
     rules = PodPlacementRules(node_selector=pod.rules.node_selector, required_affinity=(term,),
                               tolerations=pod.rules.tolerations)
-    return replace(pod, key=PodKey(f"{pod.key}#held"), rules=rules, node_name=None)
+    return replace(pod, key=PodKey(f"{pod.key}#held"), rules=rules, node_name=None,
+                   resource_claims=())
 
 
 def anywhere(pod: Pod) -> Pod:
-    """The departed member as a stand-in that may go wherever its own rules let it."""
-    return replace(pod, key=PodKey(f"{pod.key}#held"), node_name=None)
+    """The departed member as a stand-in that may go wherever its own rules let it.
+
+    Without its claims: a stand-in holds room, it is never bound, and its
+    replacement comes with claims of its own.
+    """
+    return replace(pod, key=PodKey(f"{pod.key}#held"), node_name=None, resource_claims=())
 
 
 def describe(held: Iterable[tuple[Hold, NodeName]]) -> str:

@@ -21,6 +21,7 @@ from gangsched.core.model import (
     DEFAULT_QUEUE,
     Claim,
     ClaimRef,
+    ClaimKey,
     DisruptionBudget,
     Flavor,
     GangKey,
@@ -29,6 +30,7 @@ from gangsched.core.model import (
     NodeName,
     Pod,
     PodAffinityTerm,
+    PodClaim,
     PodKey,
     PodPlacementRules,
     Policy,
@@ -216,6 +218,8 @@ def pod_from_api(obj: Mapping[str, Any]) -> Pod:
         affinity=affinity,
         spread=_spread(spec, labels, where),
         claims=_claims(spec, where),
+        resource_claims=_pod_claims(spec, status, namespace, where),
+        uid=str(meta.get("uid") or ""),
     )
 
 
@@ -232,6 +236,36 @@ def _claims(spec: Mapping[str, object], where: str) -> tuple[ClaimRef, ...]:
             found.append(ClaimRef(_str(name, where, f"{path}.persistentVolumeClaim.claimName")))
         elif volume.get("ephemeral") is not None:
             found.append(ClaimRef(_str(volume.get("name"), where, f"{path}.name"), ephemeral=True))
+    return tuple(found)
+
+
+def _pod_claims(
+    spec: Mapping[str, object], status: Mapping[str, object], namespace: str, where: str
+) -> tuple[PodClaim, ...]:
+    """``spec.resourceClaims``, each with the claim it names; a claim from a template is
+    named in ``status.resourceClaimStatuses`` once the resource-claim controller made it."""
+    made: dict[str, str] = {}
+    path = "status.resourceClaimStatuses"
+    for index, item in enumerate(_list(status.get("resourceClaimStatuses"), where, path)):
+        entry = _mapping(item, where, f"{path}[{index}]")
+        claim = entry.get("resourceClaimName")
+        if isinstance(claim, str) and claim:
+            made[_str(entry.get("name"), where, f"{path}[{index}].name")] = claim
+    found = []
+    for index, item in enumerate(_list(spec.get("resourceClaims"), where, "spec.resourceClaims")):
+        path = f"spec.resourceClaims[{index}]"
+        entry = _mapping(item, where, path)
+        name = _str(entry.get("name"), where, f"{path}.name")
+        direct = entry.get("resourceClaimName")
+        template = entry.get("resourceClaimTemplateName")
+        if isinstance(direct, str) and direct:
+            found.append(PodClaim(name, ClaimKey(f"{namespace}/{direct}")))
+        elif isinstance(template, str) and template:
+            claim = made.get(name)
+            found.append(PodClaim(name, ClaimKey(f"{namespace}/{claim}") if claim else None,
+                                  template))
+        else:
+            _fail(where, f"{path} names neither a claim nor a template")
     return tuple(found)
 
 
@@ -359,8 +393,6 @@ def _unhonoured(
                         (anti_affinity, UnhonouredRule.POD_ANTI_AFFINITY)):
         if any(term.namespace_selected for term in terms):
             found.append(rule)
-    if _list(spec.get("resourceClaims"), where, "spec.resourceClaims"):
-        found.append(UnhonouredRule.RESOURCE_CLAIM)
     return tuple(found)
 
 

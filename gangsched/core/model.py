@@ -124,7 +124,6 @@ class UnhonouredRule(StrEnum):
 
     POD_AFFINITY = "required pod affinity with a namespaceSelector"
     POD_ANTI_AFFINITY = "required pod anti-affinity with a namespaceSelector"
-    RESOURCE_CLAIM = "resource claim (dynamic resource allocation)"
     EXISTING_ANTI_AFFINITY = (
         "labels that a running pod's required anti-affinity with a namespaceSelector selects")
 
@@ -174,6 +173,20 @@ class SpreadConstraint:
     honour_taints: bool = False
     """``nodeTaintsPolicy: Honor``: nodes with taints the pod does not tolerate are not counted
     (the default, Ignore, counts them)."""
+
+
+ClaimKey = NewType("ClaimKey", str)
+"""``namespace/name`` of a ResourceClaim."""
+
+
+@dataclass(frozen=True, slots=True)
+class PodClaim:
+    """One entry of a pod's ``spec.resourceClaims``: the claim it names, or the template
+    the resource-claim controller makes its claim from (None until that claim exists)."""
+
+    name: str
+    claim: ClaimKey | None
+    template: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -293,6 +306,10 @@ class Pod:
     """Its required pod affinity terms: it goes only where pods they select run."""
     spread: tuple[SpreadConstraint, ...] = ()
     """Its ``DoNotSchedule`` topology spread constraints."""
+    resource_claims: tuple[PodClaim, ...] = ()
+    """Its ResourceClaims (dynamic resource allocation): placed with their devices."""
+    uid: str = ""
+    """The pod's UID, which a claim's ``reservedFor`` names."""
 
     @property
     def namespace(self) -> str:

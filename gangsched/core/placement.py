@@ -14,6 +14,8 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 
+from gangsched.core.dra.devices import Allocation, ClaimKey, DeviceRef
+from gangsched.core.dra.placing import ClaimWrite, DevicePlacement, NodeRoom, place_with_devices
 from gangsched.core.interpod import Residents
 from gangsched.core.model import Gang, GangKey, NodeName, Pod, PodKey, Policy
 from gangsched.core.nodefit import uses_node_name
@@ -49,6 +51,8 @@ class Placement:
 
     gang: GangKey
     assignments: tuple[tuple[PodKey, NodeName], ...]
+    claims: tuple[ClaimWrite, ...] = ()
+    """Claim allocations and reservations to write before any of the pods is bound."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,8 +76,8 @@ class Capacity:
     """
 
     __slots__ = (
-        "_budget", "_figures_of", "_infeasible", "_nodes", "_placed", "_placed_holders",
-        "_residents", "_snapshot",
+        "_allocated", "_budget", "_devices", "_figures_of", "_infeasible", "_nodes", "_placed",
+        "_placed_holders", "_residents", "_snapshot", "_taken",
     )
 
     def __init__(self, snapshot: Snapshot, *, budget: int = SEARCH_BUDGET) -> None:
@@ -89,6 +93,13 @@ class Capacity:
         """The figures of a signature that did not fit, while no node's room moved:
         a thousand identical waiting gangs are counted once."""
         self._budget = budget
+        self._devices = snapshot.devices
+        # Claims allocated, and devices taken, before this pass and by its placements.
+        self._allocated: dict[ClaimKey, Allocation] = {
+            key: claim.allocation for key, claim in self._devices.claims.items()
+            if claim.allocation is not None
+        }
+        self._taken: set[DeviceRef] = set(self._devices.in_use)
 
     @classmethod
     def from_snapshot(cls, snapshot: Snapshot, *, budget: int = SEARCH_BUDGET) -> Capacity:
@@ -138,6 +149,8 @@ class Capacity:
             return Unplaceable(gang.key, missing)
         if not pending:
             return Placement(gang.key, ())
+        if any(pod.resource_claims for pod in pending):
+            return self._place_with_devices(gang, need, policy)
         if self._under_rules(pending):
             return self._place_under_rules(gang, need, policy)
         types = PodType.group(pending, self._nodes.index.max_allocatable)
@@ -248,6 +261,54 @@ class Capacity:
         self._nodes.take(returned, sign=-1)
         self._infeasible.clear()
         self._figures_of.clear()
+        for write in placement.claims:
+            if write.allocation is not None:
+                del self._allocated[write.claim]
+                self._taken.difference_update(d.device for d in write.allocation.devices)
+
+    # ------------------------------------------------------------ devices
+
+    def _place_with_devices(self, gang: Gang, need: int, policy: Policy) -> Decision:
+        """A gang whose pods claim devices: nodes and devices together (see
+        :mod:`gangsched.core.dra.placing`), pod by pod; consumed only when whole.
+
+        Inter-pod rules are not weighed on this path yet: a gang that has both
+        waits, saying so, rather than be placed against its rules.
+        """
+        if self._under_rules(gang.pending):
+            return Unplaceable(gang.key, f"gang {gang.key} has pods with resource claims and "
+                               f"inter-pod rules (affinity, anti-affinity, spread), which "
+                               f"gangsched does not place together yet")
+        nodes = self._nodes
+        room = NodeRoom(self._allowed, nodes.free.__getitem__,
+                        lambda name: dict(nodes.index.nodes[name].node.labels))
+        answer = place_with_devices(gang, need, self._devices, room, policy,
+                                    allocated=self._allocated, taken=self._taken)
+        if not isinstance(answer, DevicePlacement):
+            return Unplaceable(gang.key, answer)
+        nodes.take((node, pod.requests) for pod, node in answer.assignments)
+        self._figures_of.clear()
+        residents = self._residents
+        for pod, node in answer.assignments:
+            self._keep(pod, node)
+            if residents is not None:
+                residents.add(pod, node)
+        for write in answer.writes:
+            if write.allocation is not None:
+                self._allocated[write.claim] = write.allocation
+                self._taken.update(d.device for d in write.allocation.devices
+                                   if not d.admin_access)
+        return Placement(gang.key, tuple((pod.key, node) for pod, node in answer.assignments),
+                         answer.writes)
+
+    def _allowed(self, pod: Pod) -> list[NodeName]:
+        """The nodes the pod's rules let it onto, however full they are."""
+        index = self._nodes.index
+        if uses_node_name(pod.rules):
+            return [name for name, reason in index.name_reasons(pod.rules).items()
+                    if reason is None]
+        reasons = index.kind_reasons(pod.rules)
+        return [name for name in self._nodes.free if reasons[index.kind_of[name]] is None]
 
     # ------------------------------------------------------------ solving
 
@@ -442,7 +503,7 @@ def _shifted(snapshot: Snapshot, placement: Placement, pods: Iterable[Pod], sign
                       *(replace(by_key[key], node_name=name) for key, name in placed.items())]
     else:
         pods_after = [pod for pod in snapshot.pods if pod.key not in placed]
-    return Snapshot(nodes).with_pods(pods_after)
+    return Snapshot(nodes, devices=snapshot.devices).with_pods(pods_after)
 
 
 def apply(snapshot: Snapshot, placement: Placement, pods: Iterable[Pod]) -> Snapshot:

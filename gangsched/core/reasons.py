@@ -312,6 +312,59 @@ class ProvisioningTimedOut:
 
 
 @dataclass(frozen=True, slots=True)
+class ClaimInvalid:
+    """A claim of a pending member can be allocated on no node whatever the devices (a
+    selector that fails, a DeviceClass that does not exist, a request of an unknown kind);
+    the gang waits whole and nothing is allocated."""
+
+    code: ClassVar[str] = "ClaimInvalid"
+    pod: PodKey
+    claim: str
+    request: str
+    problem: str
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimNotReady:
+    """A pending member's claim is not there to allocate: not yet made from its template,
+    gone, or being deleted."""
+
+    code: ClassVar[str] = "ClaimNotReady"
+    pod: PodKey
+    claim: str
+    state: str
+    """"not created yet from template X", "does not exist", "is being deleted"."""
+
+
+@dataclass(frozen=True, slots=True)
+class DevicesShort:
+    """Too few devices for a member's claim on every node its other rules and room allow,
+    with the best offer seen: a figure per node of the kind "2 of 8 free in clique b"."""
+
+    code: ClassVar[str] = "DevicesShort"
+    gang: GangKey
+    pod: PodKey
+    claim: str
+    request: str
+    device_class: str
+    need: int
+    """Devices the request asks (all matching ones, for allocationMode All)."""
+    nodes: int
+    """Nodes the pod's other rules and free room allow."""
+    placed: int = 0
+    """Members that found their devices before this one, and the gang's minimum."""
+    minimum: int = 0
+    attribute: str | None = None
+    """The attribute a matchAttribute constraint makes the devices share, if any."""
+    best_node: str | None = None
+    best_free: int = 0
+    """Free matching devices on the best node (in its best group, with ``attribute``)."""
+    best_total: int = 0
+    """Matching devices the best node has, free or not."""
+    best_group: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class BindBackoff:
     code: ClassVar[str] = "BindBackoff"
     pod: PodKey
@@ -487,6 +540,7 @@ Reason = (
     NoNodes | DoesNotFit | MembersMissing | ShortOfMembers | NoDomainLabel | BoundAcrossDomains
     | NoDomainHolds | InDomain | QueueMissing | QueueClosed | BeingPreempted | Gated | Unhonoured
     | BindBackoff | VolumeBlocked | ClaimsProvisioning | ProvisioningTimedOut
+    | ClaimInvalid | ClaimNotReady | DevicesShort
     | AdmissionOverCapability | AdmissionNoRoom | ReservedByAdmitted | HeldForStarving
     | CapabilityExceeded
     | Starving | TooBigToHold | Preempting | AwaitingVictims | ProtectedByBudget | PodRulesUnmet
@@ -564,6 +618,14 @@ def render(reason: Reason) -> str:
             return _volume_text(reason)
         case PodRulesUnmet():
             return _rules_text(reason)
+        case ClaimInvalid():
+            request = f" request {reason.request}" if reason.request else ""
+            return (f"pod {reason.pod}: ResourceClaim {reason.claim}{request} cannot be "
+                    f"allocated: {reason.problem}")
+        case ClaimNotReady():
+            return f"pod {reason.pod}: ResourceClaim {reason.claim} {reason.state}"
+        case DevicesShort():
+            return _devices_short_text(reason)
         case AdmissionOverCapability() | AdmissionNoRoom():
             return _admission_text(reason)
         case ReservedByAdmitted():
@@ -582,6 +644,22 @@ def render(reason: Reason) -> str:
                     f"({', '.join(reason.gangs)}) are protected by PodDisruptionBudgets "
                     f"({', '.join(reason.budgets)}) that evicting them whole would exceed; "
                     f"{render(reason.cause)}")
+
+
+def _devices_short_text(reason: DevicesShort) -> str:
+    where = f" in one {reason.attribute}" if reason.attribute else ""
+    head = (f"pod {reason.pod}: ResourceClaim {reason.claim} request {reason.request} needs "
+            f"{_plural(reason.need, 'device')} of class {reason.device_class}{where}")
+    if reason.minimum:
+        head = (f"gang {reason.gang} found devices for {reason.placed} of the "
+                f"{reason.minimum} members it needs at once; {head}")
+    if not reason.nodes:
+        return f"{head}, and no node has room for the pod otherwise"
+    if reason.best_node is None:
+        return f"{head}: none of the {_plural(reason.nodes, 'node')} with room for the pod has one"
+    group = f" in {reason.best_group}" if reason.best_group else ""
+    return (f"{head}: of {_plural(reason.nodes, 'node')} with room for the pod, the best, "
+            f"{reason.best_node}, has {reason.best_free} of {reason.best_total} free{group}")
 
 
 def _more_pods(others: int) -> str:

@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
+from gangsched.core.dra.devices import Inventory
 from gangsched.core.model import Node, NodeName, Pod, PodPlacementRules, Taint
 from gangsched.core.nodefit import PER_NODE_LABELS, node_excluded_reason, uses_node_name
 from gangsched.core.resources import Resources
@@ -148,7 +149,8 @@ class NodeIndex:
 
 @dataclass(frozen=True, slots=True)
 class Snapshot:
-    """Nodes and what is requested on them, frozen for one cycle."""
+    """Nodes and what is requested on them, frozen for one cycle; with the devices
+    drivers publish on them and the claims that hold them."""
 
     nodes: Mapping[NodeName, NodeUsage]
     seated: Callable[[], Iterable[Pod]] | None = field(default=None, compare=False, repr=False)
@@ -158,6 +160,7 @@ class Snapshot:
     _pods: tuple[Pod, ...] | None = field(default=None, init=False, repr=False, compare=False)
     _index: NodeIndex | None = field(default=None, init=False, repr=False, compare=False)
     _holders: bool | None = field(default=None, init=False, repr=False, compare=False)
+    devices: Inventory = field(default_factory=Inventory)
 
     def __post_init__(self) -> None:
         # A private copy: a caller mutating its dict later must not change us.
@@ -191,7 +194,7 @@ class Snapshot:
     def with_pods(self, pods: Iterable[Pod]) -> Snapshot:
         """This snapshot, with these pods seated on its nodes (see ``seated``)."""
         kept = tuple(pods)
-        return Snapshot(self.nodes, lambda: kept)
+        return Snapshot(self.nodes, lambda: kept, devices=self.devices)
 
     @property
     def pods(self) -> tuple[Pod, ...]:

@@ -1,8 +1,8 @@
 """Gangs held back by placement rules gangsched does not evaluate yet.
 
 A pod is only ever bound where kube-scheduler would also put it: until a
-rule (an inter-pod term selecting namespaces by their labels, a resource
-claim) is honoured here, a gang with a pending member carrying one
+rule (an inter-pod term selecting namespaces by their labels) is honoured
+here, a gang with a pending member carrying one
 waits whole and says which rule, instead of being bound against it.
 """
 

@@ -305,5 +305,6 @@ def _merged(placements: Iterable[Placement]) -> tuple[Placement, ...]:
     for placement in placements:
         before = merged.get(placement.gang)
         merged[placement.gang] = placement if before is None else Placement(
-            placement.gang, before.assignments + placement.assignments)
+            placement.gang, before.assignments + placement.assignments,
+            before.claims + placement.claims)
     return tuple(merged.values())

@@ -1,0 +1,215 @@
+"""The devices drivers publish, the classes and claims that ask for them: plain frozen data.
+
+Built once at the edge (:mod:`.parse`) from ResourceSlices, DeviceClasses and
+ResourceClaims, and held by the cycle's snapshot (:class:`Inventory`), so a
+cycle allocates against one picture of which devices are free.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from fractions import Fraction
+from types import MappingProxyType
+from typing import TypeVar
+
+from gangsched.core.model import ClaimKey, NodeName, PodClaim, SelectorTerm, Taint, Toleration
+
+__all__ = [
+    "AllocatedDevice", "Allocation", "AttributeValue", "Claim", "ClaimKey", "ClaimRequest",
+    "Device", "DeviceClassSpec", "DeviceRef", "Inventory", "MatchAttribute", "PodClaim",
+    "Request", "SemVer",
+]
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class DeviceRef:
+    """A device as an allocation names it: driver, pool and device name."""
+
+    driver: str
+    pool: str
+    name: str
+
+    def __str__(self) -> str:
+        return f"{self.driver}/{self.pool}/{self.name}"
+
+
+@dataclass(frozen=True, slots=True)
+class SemVer:
+    """A ``version`` attribute: kept as text, compared as semantic versions in CEL."""
+
+    text: str
+
+
+AttributeValue = bool | int | str | SemVer
+
+
+@dataclass(frozen=True, slots=True)
+class Device:
+    """One device of a ResourceSlice, with its attributes and capacities fully qualified
+    (``domain/name``: a name without a domain belongs to the driver)."""
+
+    ref: DeviceRef
+    node: NodeName | None
+    """The node whose slice lists it; None for a slice of every node (``allNodes``)."""
+    attributes: tuple[tuple[str, AttributeValue], ...] = ()
+    capacity: tuple[tuple[str, Fraction], ...] = ()
+    taints: tuple[Taint, ...] = ()
+
+    def attribute(self, name: str) -> AttributeValue | None:
+        for key, value in self.attributes:
+            if key == name:
+                return value
+        return None
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceClassSpec:
+    """A DeviceClass: the CEL selectors every device of the class must pass."""
+
+    name: str
+    selectors: tuple[str, ...] = ()
+    extended_resource: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    """One ``exactly`` request, or one ``firstAvailable`` alternative (``name`` is then
+    ``request/alternative``, as the allocation result names it)."""
+
+    name: str
+    device_class: str
+    selectors: tuple[str, ...] = ()
+    all_devices: bool = False
+    """``allocationMode: All``: every matching device of the node, none may be taken."""
+    count: int = 1
+    admin_access: bool = False
+    """Monitoring access: the device may be in use by others, and stays free for them."""
+    tolerations: tuple[Toleration, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimRequest:
+    """A request of a claim: exactly one way, or the first of its alternatives that fits."""
+
+    name: str
+    alternatives: tuple[Request, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class MatchAttribute:
+    """Devices of the named requests (all when empty) share one value of the attribute."""
+
+    attribute: str
+    requests: tuple[str, ...] = ()
+
+    def covers(self, request: str) -> bool:
+        """Whether a device allocated for ``request`` (``name`` or ``name/alternative``)
+        is bound by the constraint."""
+        return not self.requests or request in self.requests or (
+            request.split("/", 1)[0] in self.requests)
+
+
+@dataclass(frozen=True, slots=True)
+class AllocatedDevice:
+    request: str
+    device: DeviceRef
+    admin_access: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Allocation:
+    """A claim's ``status.allocation``: its devices and where pods using it may run."""
+
+    devices: tuple[AllocatedDevice, ...]
+    node: NodeName | None = None
+    """The one node its devices are on (a node selector on ``metadata.name``)."""
+    node_terms: tuple[SelectorTerm, ...] = ()
+    """Any other node selector, whose terms a pod's node must match; empty: none."""
+
+
+@dataclass(frozen=True, slots=True)
+class Claim:
+    """A ResourceClaim: what it asks for, what it got, and which pods hold it."""
+
+    key: ClaimKey
+    uid: str = ""
+    resource_version: str = ""
+    requests: tuple[ClaimRequest, ...] = ()
+    constraints: tuple[MatchAttribute, ...] = ()
+    allocation: Allocation | None = None
+    reserved_for: tuple[str, ...] = ()
+    """UIDs of the consumers holding it (pods, or a PodGroup)."""
+    error: str | None = None
+    """Why the claim cannot be allocated whatever the devices (a constraint or a request of
+    a kind this version does not know)."""
+    deleting: bool = False
+
+
+K = TypeVar("K")
+V = TypeVar("V")
+
+
+def _frozen(mapping: Mapping[K, V]) -> Mapping[K, V]:
+    """A private read-only copy: a caller changing its dict later must not change us."""
+    return MappingProxyType(dict(mapping))
+
+
+@dataclass(frozen=True, slots=True)
+class Inventory:
+    """Every device, class and claim the cluster has, frozen for one cycle.
+
+    ``in_use`` are the devices allocated to any claim without admin access,
+    by us or by kube-scheduler: they are taken for everyone else. The caches
+    at the end are filled as selectors are evaluated (the answer for a
+    device and an expression never changes within one inventory).
+    """
+
+    devices: Mapping[NodeName, tuple[Device, ...]] = field(default_factory=dict)
+    shared_devices: tuple[Device, ...] = ()
+    """Devices of slices for every node (``allNodes``): any node may use them."""
+    classes: Mapping[str, DeviceClassSpec] = field(default_factory=dict)
+    claims: Mapping[ClaimKey, Claim] = field(default_factory=dict)
+    bad_slices: Mapping[NodeName, str] = field(default_factory=dict)
+    """Nodes whose slices could not be read, and why: their devices are not offered."""
+    in_use: frozenset[DeviceRef] = frozenset()
+    packing_attributes: tuple[str, ...] = ()
+    """Attributes claims' constraints group devices by (an NVLink clique): devices are
+    taken from the groups already partly used first, so whole groups stay whole."""
+    matches: dict[tuple[str, DeviceRef], bool | str] = field(
+        default_factory=dict, compare=False, repr=False)
+    """Cache: whether a device passes an expression, or the CEL error it raised."""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "devices", _frozen(self.devices))
+        object.__setattr__(self, "classes", _frozen(self.classes))
+        object.__setattr__(self, "claims", _frozen(self.claims))
+        object.__setattr__(self, "bad_slices", _frozen(self.bad_slices))
+
+    @staticmethod
+    def build(
+        devices: Mapping[NodeName, tuple[Device, ...]],
+        classes: Mapping[str, DeviceClassSpec],
+        claims: Mapping[ClaimKey, Claim],
+        *,
+        shared_devices: tuple[Device, ...] = (),
+        bad_slices: Mapping[NodeName, str] | None = None,
+    ) -> Inventory:
+        """The inventory, with the devices in use and the packing attributes derived."""
+        in_use = frozenset(
+            allocated.device
+            for claim in claims.values() if claim.allocation is not None
+            for allocated in claim.allocation.devices if not allocated.admin_access
+        )
+        packing = sorted({constraint.attribute for claim in claims.values()
+                          for constraint in claim.constraints})
+        return Inventory(devices, shared_devices, classes, claims, bad_slices or {}, in_use,
+                         tuple(packing))
+
+    def on_node(self, node: NodeName) -> tuple[Device, ...]:
+        local = self.devices.get(node, ())
+        return local + self.shared_devices if self.shared_devices else local
+
+    @property
+    def empty(self) -> bool:
+        return not self.devices and not self.shared_devices and not self.claims

@@ -1,0 +1,253 @@
+"""Placing a gang whose pods claim devices: nodes and devices chosen together, whole.
+
+Pod after pod, each goes to the first node (in the policy's order) where its
+resources fit, its rules allow it, the claims already allocated let it, and
+every claim it has still to allocate gets its devices there, with the
+devices the gang took so far counted as taken. A claim two members share is
+allocated once, with the first, and binds the second to the same node. The
+answer is every member's node and every claim's new allocation and
+reservations, or why not; nothing is consumed here (the caller does it, all
+at once, only for a whole answer).
+
+The node order keeps the cluster placeable for the gangs behind: binpack
+tries the gang's own nodes first, then the nodes with the fewest free
+devices that still do (the fullest NVLink cliques first, see
+:mod:`.allocator`), so one-GPU jobs fill partly used nodes and cliques and
+leave the whole ones to the jobs that need them whole.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Set as AbstractSet
+from dataclasses import dataclass
+
+from gangsched.core.dra.allocator import (
+    ClaimBroken,
+    NodeAllocation,
+    allocate_on_node,
+    candidates,
+    check_claim,
+)
+from gangsched.core.dra.devices import Allocation, Claim, ClaimKey, DeviceRef, Inventory
+from gangsched.core.dra.selectors import SelectorError
+from gangsched.core.model import Gang, NodeName, Pod, PodKey, Policy
+from gangsched.core.nodefit import term_matches
+from gangsched.core.reasons import ClaimInvalid, ClaimNotReady, DevicesShort
+from gangsched.core.resources import Resources
+
+__all__ = ["ClaimWrite", "DevicePlacement", "NodeRoom", "place_with_devices"]
+
+Refusal = ClaimInvalid | ClaimNotReady | DevicesShort
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimWrite:
+    """What to write to one claim before its pods' Bindings: the allocation chosen (None
+    when it had one already) and the pods to add to its ``reservedFor``."""
+
+    claim: ClaimKey
+    uid: str
+    resource_version: str
+    allocation: Allocation | None
+    pods: tuple[tuple[PodKey, str], ...]
+    """(pod, UID) of each member to reserve the claim for."""
+
+
+@dataclass(frozen=True, slots=True)
+class DevicePlacement:
+    assignments: tuple[tuple[Pod, NodeName], ...]
+    writes: tuple[ClaimWrite, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class NodeRoom:
+    """What placement offers of nodes: where a pod's rules let it, and what is free."""
+
+    allowed: Callable[[Pod], Sequence[NodeName]]
+    free: Callable[[NodeName], Resources]
+    labels: Callable[[NodeName], Mapping[str, str]]
+
+
+class _Gang:
+    """The running answer for one gang: devices, claims and room taken so far."""
+
+    def __init__(self, inventory: Inventory, allocated: Mapping[ClaimKey, Allocation],
+                 taken: AbstractSet[DeviceRef]) -> None:
+        self.inventory = inventory
+        self.allocated = dict(allocated)
+        self.new: dict[ClaimKey, Allocation] = {}
+        self.taken = set(taken)
+        self.used: dict[NodeName, Resources] = {}
+        self.mine: dict[NodeName, int] = {}
+        self.reserve: dict[ClaimKey, list[tuple[PodKey, str]]] = {}
+        self.assignments: list[tuple[Pod, NodeName]] = []
+
+    def claims_of(self, pod: Pod) -> list[Claim] | ClaimInvalid | ClaimNotReady:
+        found = []
+        for pod_claim in pod.resource_claims:
+            if pod_claim.claim is None:
+                return ClaimNotReady(pod.key, f"{pod_claim.name} (from template "
+                                     f"{pod_claim.template})", "is not created yet")
+            claim = self.inventory.claims.get(pod_claim.claim)
+            if claim is None:
+                return ClaimNotReady(pod.key, pod_claim.claim, "does not exist")
+            if claim.deleting:
+                return ClaimNotReady(pod.key, pod_claim.claim, "is being deleted")
+            broken = check_claim(self.inventory, claim) if claim.key not in self.allocated else None
+            if broken is not None:
+                return ClaimInvalid(pod.key, claim.key, broken.request, broken.problem)
+            found.append(claim)
+        return found
+
+    def node_allows(self, claims: list[Claim], node: NodeName, room: NodeRoom) -> bool:
+        """Whether the claims already allocated let a pod run on the node."""
+        for claim in claims:
+            allocation = self.allocated.get(claim.key)
+            if allocation is None:
+                continue
+            if allocation.node is not None and allocation.node != node:
+                return False
+            if allocation.node_terms and not any(
+                term_matches(term, room.labels(node), node) for term in allocation.node_terms
+            ):
+                return False
+        return True
+
+    def take(self, pod: Pod, node: NodeName, claims: list[Claim],
+             found: NodeAllocation | None) -> None:
+        if found is not None:
+            for key, allocation in found.allocations:
+                self.allocated[key] = self.new[key] = allocation
+                self.taken.update(d.device for d in allocation.devices if not d.admin_access)
+        for claim in claims:
+            if pod.uid not in claim.reserved_for:
+                self.reserve.setdefault(claim.key, []).append((pod.key, pod.uid))
+        self.used[node] = self.used.get(node, Resources.zero()) + pod.requests
+        self.mine[node] = self.mine.get(node, 0) + 1
+        self.assignments.append((pod, node))
+
+    def writes(self) -> tuple[ClaimWrite, ...]:
+        keys = sorted(set(self.new) | set(self.reserve))
+        claims = self.inventory.claims
+        return tuple(ClaimWrite(key, claims[key].uid, claims[key].resource_version,
+                                self.new.get(key), tuple(self.reserve.get(key, ())))
+                     for key in keys)
+
+
+def _free_devices(inventory: Inventory, node: NodeName, taken: AbstractSet[DeviceRef]) -> int:
+    return sum(1 for device in inventory.on_node(node) if device.ref not in taken)
+
+
+def _order(state: _Gang, nodes: Sequence[NodeName], policy: Policy) -> list[NodeName]:
+    """Binpack: the gang's nodes, then the fewest free devices; spread: new nodes first."""
+    inventory, taken = state.inventory, state.taken
+    spread = policy is Policy.SPREAD
+
+    def rank(node: NodeName) -> tuple[bool, int, str]:
+        used = node in state.mine
+        return (used if spread else not used, _free_devices(inventory, node, taken), node)
+
+    return sorted(nodes, key=rank)
+
+
+def _place_pod(state: _Gang, pod: Pod, room: NodeRoom, policy: Policy
+               ) -> NodeName | ClaimInvalid | ClaimNotReady | None:
+    """The node the pod takes (its claims allocated there), a refusal, or None: no node."""
+    claims = state.claims_of(pod)
+    if not isinstance(claims, list):
+        return claims
+    to_allocate = [claim for claim in claims if claim.key not in state.allocated]
+    fitting = [node for node in room.allowed(pod)
+               if pod.requests.fits(room.free(node) - state.used.get(node, Resources.zero()))
+               and state.node_allows(claims, node, room)]
+    for node in _order(state, fitting, policy):
+        found = None
+        if to_allocate:
+            answer = allocate_on_node(state.inventory, to_allocate, node, state.taken)
+            if isinstance(answer, ClaimBroken):
+                return ClaimInvalid(pod.key, answer.claim, answer.request, answer.problem)
+            if answer is None:
+                continue
+            found = answer
+        state.take(pod, node, claims, found)
+        return node
+    return None
+
+
+def place_with_devices(
+    gang: Gang, need: int, inventory: Inventory, room: NodeRoom, policy: Policy, *,
+    allocated: Mapping[ClaimKey, Allocation], taken: AbstractSet[DeviceRef],
+) -> DevicePlacement | Refusal:
+    """At least ``need`` pending members placed with their devices, or why not.
+
+    ``allocated``: claims allocated so far this cycle as well as before it;
+    ``taken``: devices no new allocation may use. Members beyond ``need``
+    are placed where they fit; one that does not fit stays pending.
+    """
+    state = _Gang(inventory, allocated, taken)
+    refused: Refusal | None = None
+    for pod in gang.pending:
+        placed = _place_pod(state, pod, room, policy)
+        if isinstance(placed, ClaimInvalid | ClaimNotReady):
+            return placed
+        if placed is None and refused is None:
+            refused = _claims_reason(gang, pod, state, room, len(state.assignments), need)
+    if len(state.assignments) < need:
+        assert refused is not None
+        return refused
+    return DevicePlacement(tuple(state.assignments), state.writes())
+
+
+def _claims_reason(gang: Gang, pod: Pod, state: _Gang, room: NodeRoom, placed: int,
+                  need: int) -> Refusal:
+    """Why the pod found no node: its first claim no node can hold, with the best offer."""
+    claims = state.claims_of(pod)
+    if not isinstance(claims, list):
+        return claims
+    nodes = [node for node in room.allowed(pod)
+             if pod.requests.fits(room.free(node) - state.used.get(node, Resources.zero()))
+             and state.node_allows(claims, node, room)]
+    pending = [claim for claim in claims if claim.key not in state.allocated]
+    if not pending:
+        pending = claims
+    blamed = next((claim for claim in pending
+                   if not any(isinstance(allocate_on_node(state.inventory, [claim], node,
+                                                          state.taken), NodeAllocation)
+                              for node in nodes)), pending[0] if pending else None)
+    minimum = need if need > 1 else 0
+    if blamed is None or not blamed.requests:
+        return DevicesShort(gang.key, pod.key, "", "", "", 0, len(nodes), placed, minimum)
+    return _offer(gang, pod, blamed, state, nodes, placed, minimum)
+
+
+def _offer(gang: Gang, pod: Pod, claim: Claim, state: _Gang, nodes: list[NodeName],
+           placed: int, minimum: int) -> Refusal:
+    """The figures of the claim's first request on the node that offers most."""
+    request = claim.requests[0].alternatives[0]
+    inventory = state.inventory
+    constraint = next((c for c in claim.constraints if c.covers(request.name)), None)
+    attribute = constraint.attribute if constraint else None
+    best: tuple[int, int, str, str | None] | None = None
+    try:
+        for node in nodes:
+            free = candidates(inventory, request, node, state.taken)
+            total = len(candidates(inventory, request, node, frozenset()))
+            count, group = len(free), None
+            if attribute is not None and free:
+                groups: dict[str, int] = {}
+                for device in free:
+                    value = str(device.attribute(attribute))
+                    groups[value] = groups.get(value, 0) + 1
+                group, count = max(groups.items(), key=lambda item: (item[1], item[0]))
+            if total and (best is None or count > best[0]):
+                best = (count, total, node, group)
+    except SelectorError as error:
+        return ClaimInvalid(pod.key, claim.key, request.name, str(error))
+    need = request.count if not request.all_devices else (best[1] if best else 0)
+    if best is None:
+        return DevicesShort(gang.key, pod.key, claim.key, request.name, request.device_class,
+                            need, len(nodes), placed, minimum, attribute)
+    return DevicesShort(gang.key, pod.key, claim.key, request.name, request.device_class, need,
+                        len(nodes), placed, minimum, attribute, best[2], best[0], best[1],
+                        best[3])

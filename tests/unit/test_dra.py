@@ -1,0 +1,312 @@
+"""Devices placed with their gangs: the allocator and the gang placement over fake GPUs
+published as the fake driver publishes them (8 per node, cliques of 4)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import replace
+from typing import Any
+
+import pytest
+
+from devcluster import fakedriver
+from gangsched.core.dra.devices import (
+    AllocatedDevice,
+    Allocation,
+    Claim,
+    ClaimKey,
+    DeviceRef,
+    Inventory,
+)
+from gangsched.core.dra.parse import (
+    allocation_to_api,
+    claim_from_api,
+    device_class_from_api,
+    slice_from_api,
+)
+from gangsched.core.kubeobjects import pod_from_api
+from gangsched.core.model import NodeName, Pod, PodClaim, PodKey, Taint
+from gangsched.core.placement import Capacity, Placement, Snapshot, Unplaceable
+from gangsched.core.reasons import ClaimInvalid, ClaimNotReady, DevicesShort, render
+from tests.unit.clusters import gang, node
+from tests.unit.clusters import pod as plain_pod
+
+DRIVER = fakedriver.DRIVER
+CLIQUE = f"{DRIVER}/clique"
+
+
+def request(name: str = "gpus", count: int = 1, *, selector: str | None = None,
+            device_class: str = fakedriver.DEVICE_CLASS, **extra: Any) -> dict[str, Any]:
+    exactly: dict[str, Any] = {"deviceClassName": device_class, "count": count, **extra}
+    if selector:
+        exactly["selectors"] = [{"cel": {"expression": selector}}]
+    return {"name": name, "exactly": exactly}
+
+
+def claim_obj(name: str, *requests: dict[str, Any], one_clique: bool = False,
+              status: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    devices: dict[str, Any] = {"requests": list(requests) or [request()]}
+    if one_clique:
+        devices["constraints"] = [{"matchAttribute": CLIQUE}]
+    return {"metadata": {"name": name, "namespace": "ns", "uid": f"uid-{name}",
+                         "resourceVersion": "7"},
+            "spec": {"devices": devices}, "status": dict(status or {})}
+
+
+def inventory(nodes: Iterable[str], claims: Iterable[dict[str, Any]] = (),
+              *, clique_nodes: int = 0) -> Inventory:
+    devices = {}
+    for index, name in enumerate(nodes):
+        node_name, found = slice_from_api(fakedriver.slice_manifest(
+            name, index, clique_nodes=clique_nodes))
+        assert node_name is not None
+        devices[node_name] = found
+    device_class = device_class_from_api(fakedriver.device_class_manifest())
+    parsed = [claim_from_api(obj) for obj in claims]
+    return Inventory.build(devices, {device_class.name: device_class},
+                           {claim.key: claim for claim in parsed})
+
+
+def snapshot(names: Iterable[str], claims: Iterable[dict[str, Any]] = (), **kw: Any) -> Snapshot:
+    names = list(names)
+    base = Snapshot.build([node(n, cpu="16", memory="64Gi") for n in names], [])
+    return replace(base, devices=inventory(names, claims, **kw))
+
+
+def claiming(key: str, *claims: str, uid: str | None = None) -> Pod:
+    return replace(plain_pod(key), uid=uid or f"uid-{key}",
+                   resource_claims=tuple(PodClaim(c, ClaimKey(f"ns/{c}")) for c in claims))
+
+
+def devices_of(placement: Placement) -> dict[str, list[DeviceRef]]:
+    return {write.claim: [d.device for d in write.allocation.devices]
+            for write in placement.claims if write.allocation is not None}
+
+
+def cliques(refs: Iterable[DeviceRef]) -> set[str]:
+    # Fake driver: gpu-0..3 are clique a, gpu-4..7 clique b of their node.
+    return {f"{ref.pool}-{'a' if int(ref.name.split('-')[1]) < 4 else 'b'}" for ref in refs}
+
+
+def test_a_fake_slice_reads_as_eight_gpus_with_qualified_attributes() -> None:
+    node_name, devices = slice_from_api(fakedriver.slice_manifest("n-0", 0))
+    assert node_name == "n-0" and len(devices) == 8
+    first = devices[0]
+    assert first.ref == DeviceRef(DRIVER, "n-0", "gpu-0")
+    assert first.attribute(CLIQUE) == "n-0-a"
+    assert dict(first.capacity)[f"{DRIVER}/memory"] == 80 * 2**30
+
+
+def test_a_gang_of_four_each_claiming_two_gpus_gets_eight_distinct_devices() -> None:
+    claims = [claim_obj(f"c-{i}", request(count=2)) for i in range(4)]
+    pods = [claiming(f"ns/w-{i}", f"c-{i}") for i in range(4)]
+    decision = Capacity(snapshot(["n-0", "n-1"], claims)).place(gang("ns/g", pods))
+    assert isinstance(decision, Placement)
+    allocated = devices_of(decision)
+    assert sorted(allocated) == [f"ns/c-{i}" for i in range(4)]
+    every = [ref for refs in allocated.values() for ref in refs]
+    assert len(set(every)) == 8
+    nodes = dict(decision.assignments)
+    for i in range(4):
+        assert {ref.pool for ref in allocated[f"ns/c-{i}"]} == {nodes[PodKey(f"ns/w-{i}")]}
+    write = next(w for w in decision.claims if w.claim == "ns/c-0")
+    assert write.pods == ((PodKey("ns/w-0"), "uid-ns/w-0"),) and write.resource_version == "7"
+
+
+def test_a_gang_whose_claims_cannot_all_be_met_takes_nothing() -> None:
+    claims = [claim_obj(f"c-{i}", request(count=4)) for i in range(5)]
+    capacity = Capacity(snapshot(["n-0", "n-1"], claims))
+    decision = capacity.place(gang("ns/big", [claiming(f"ns/w-{i}", f"c-{i}") for i in range(5)]))
+    assert isinstance(decision, Unplaceable)
+    reason = decision.reason
+    assert isinstance(reason, DevicesShort)
+    assert (reason.placed, reason.minimum, reason.need) == (4, 5, 4)
+    assert "found devices for 4 of the 5 members" in render(reason)
+    # Nothing was kept: a gang of four such pods still finds all 16 GPUs free.
+    decision = capacity.place(gang("ns/fits", [claiming(f"ns/v-{i}", f"c-{i}")
+                                               for i in range(4)]))
+    assert isinstance(decision, Placement)
+
+
+def test_devices_allocated_to_other_claims_are_never_reused() -> None:
+    """A claim kube-scheduler allocated holds its devices, whoever placed its pod."""
+    held = {"allocation": allocation_to_api(Allocation(tuple(
+        AllocatedDevice("gpus", DeviceRef(DRIVER, "n-0", f"gpu-{i}")) for i in range(6)),
+        NodeName("n-0")))}
+    claims = [claim_obj("theirs", request(count=6), status=held),
+              claim_obj("mine", request(count=2))]
+    decision = Capacity(snapshot(["n-0"], claims)).place(gang("ns/g", [claiming("ns/p", "mine")]))
+    assert isinstance(decision, Placement)
+    assert devices_of(decision)["ns/mine"] == [DeviceRef(DRIVER, "n-0", "gpu-6"),
+                                                DeviceRef(DRIVER, "n-0", "gpu-7")]
+    more = Capacity(snapshot(["n-0"], [*claims, claim_obj("more", request(count=3))]))
+    refused = more.place(gang("ns/h", [claiming("ns/q", "more")]))
+    assert isinstance(refused, Unplaceable) and isinstance(refused.reason, DevicesShort)
+    assert (refused.reason.best_free, refused.reason.best_total) == (2, 8)
+
+
+def test_a_claim_constrained_to_one_clique_gets_one_and_the_reason_names_the_clique() -> None:
+    # Two GPUs of each clique of n-0 taken: four free, but never four in one clique.
+    taken = {"allocation": allocation_to_api(Allocation(tuple(
+        AllocatedDevice("gpus", DeviceRef(DRIVER, "n-0", f"gpu-{i}")) for i in (0, 1, 4, 5)),
+        NodeName("n-0")))}
+    claims = [claim_obj("other", request(count=4), status=taken),
+              claim_obj("four", request(count=4), one_clique=True)]
+    decision = Capacity(snapshot(["n-0"], claims)).place(gang("ns/g", [claiming("ns/p", "four")]))
+    assert isinstance(decision, Unplaceable)
+    reason = decision.reason
+    assert isinstance(reason, DevicesShort) and reason.attribute == CLIQUE
+    assert (reason.best_free, reason.best_total, reason.need) == (2, 8, 4)
+    assert "has 2 of 8 free in n-0-" in render(reason)
+    decision = Capacity(snapshot(["n-0", "n-1"], claims)).place(
+        gang("ns/g", [claiming("ns/p", "four")]))
+    assert isinstance(decision, Placement)
+    assert len(cliques(devices_of(decision)["ns/four"])) == 1
+
+
+def test_single_gpu_claims_fill_one_clique_before_breaking_another() -> None:
+    """Fragmentation avoided: four one-GPU jobs leave a whole clique for a four-GPU job."""
+    claims = [claim_obj(f"one-{i}", request()) for i in range(4)]
+    claims.append(claim_obj("four", request(count=4), one_clique=True))
+    capacity = Capacity(snapshot(["n-0"], claims))
+    used: list[DeviceRef] = []
+    for i in range(4):
+        decision = capacity.place(gang(f"ns/j-{i}", [claiming(f"ns/p-{i}", f"one-{i}")]))
+        assert isinstance(decision, Placement)
+        used += devices_of(decision)[f"ns/one-{i}"]
+    assert len(cliques(used)) == 1
+    decision = capacity.place(gang("ns/big", [claiming("ns/big-0", "four")]))
+    assert isinstance(decision, Placement)
+
+
+def test_a_shared_claim_is_allocated_once_and_reserved_for_every_member() -> None:
+    claims = [claim_obj("shared", request(count=2))]
+    pods = [claiming(f"ns/w-{i}", "shared") for i in range(3)]
+    decision = Capacity(snapshot(["n-0", "n-1"], claims)).place(gang("ns/g", pods))
+    assert isinstance(decision, Placement)
+    assert len({node for _, node in decision.assignments}) == 1
+    [write] = decision.claims
+    assert write.allocation is not None and len(write.allocation.devices) == 2
+    assert [pod for pod, _ in write.pods] == [f"ns/w-{i}" for i in range(3)]
+
+
+def test_a_claim_already_allocated_binds_its_pod_to_its_node() -> None:
+    held = {"allocation": allocation_to_api(Allocation(
+        (AllocatedDevice("gpus", DeviceRef(DRIVER, "n-1", "gpu-3")),), NodeName("n-1")))}
+    claims = [claim_obj("ready", status=held)]
+    decision = Capacity(snapshot(["n-0", "n-1"], claims)).place(
+        gang("ns/g", [claiming("ns/p", "ready")]))
+    assert isinstance(decision, Placement)
+    assert decision.assignments == ((PodKey("ns/p"), NodeName("n-1")),)
+    [write] = decision.claims
+    assert write.allocation is None and write.pods == ((PodKey("ns/p"), "uid-ns/p"),)
+
+
+@pytest.mark.parametrize(("requested", "problem"), [
+    (request(selector="device.attributes[\"gpu.example.com\"].model =="), "does not compile"),
+    (request(selector="device.attributes[\"gpu.example.com\"].nope == 1"), "no such member"),
+    (request(device_class="missing.example.com"), "DeviceClass 'missing.example.com'"),
+])
+def test_a_claim_that_can_never_be_allocated_names_itself_and_others_still_bind(
+    requested: dict[str, Any], problem: str
+) -> None:
+    claims = [claim_obj("bad", requested), claim_obj("good")]
+    capacity = Capacity(snapshot(["n-0"], claims))
+    decision = capacity.place(gang("ns/bad", [claiming("ns/p", "bad")]))
+    assert isinstance(decision, Unplaceable) and isinstance(decision.reason, ClaimInvalid)
+    assert decision.reason.claim == "ns/bad" and problem in decision.reason.problem
+    assert "ResourceClaim ns/bad request gpus cannot be allocated" in render(decision.reason)
+    assert isinstance(capacity.place(gang("ns/good", [claiming("ns/q", "good")])), Placement)
+
+
+def test_a_selector_over_attributes_and_capacity_picks_matching_devices() -> None:
+    expression = ('device.attributes["gpu.example.com"].index >= 6 && '
+                  'device.capacity["gpu.example.com"].memory.compareTo(quantity("40Gi")) > 0')
+    claims = [claim_obj("c", request(count=2, selector=expression))]
+    decision = Capacity(snapshot(["n-0"], claims)).place(gang("ns/g", [claiming("ns/p", "c")]))
+    assert isinstance(decision, Placement)
+    assert [ref.name for ref in devices_of(decision)["ns/c"]] == ["gpu-6", "gpu-7"]
+
+
+def test_first_available_takes_the_first_alternative_that_fits() -> None:
+    first = {"name": "eight", "deviceClassName": fakedriver.DEVICE_CLASS, "count": 8}
+    second = {"name": "four", "deviceClassName": fakedriver.DEVICE_CLASS, "count": 4}
+    claims = [claim_obj("pick", {"name": "gpus", "firstAvailable": [first, second]}),
+              claim_obj("one")]
+    capacity = Capacity(snapshot(["n-0"], claims))
+    assert isinstance(capacity.place(gang("ns/a", [claiming("ns/a", "one")])), Placement)
+    decision = capacity.place(gang("ns/g", [claiming("ns/p", "pick")]))
+    assert isinstance(decision, Placement)
+    [write] = decision.claims
+    assert write.allocation is not None
+    assert {d.request for d in write.allocation.devices} == {"gpus/four"}
+
+
+def test_all_devices_mode_needs_every_matching_device_free() -> None:
+    every = request(allocationMode="All")
+    del every["exactly"]["count"]
+    claims = [claim_obj("all", every), claim_obj("one")]
+    capacity = Capacity(snapshot(["n-0", "n-1"], claims))
+    assert isinstance(capacity.place(gang("ns/a", [claiming("ns/a", "one")])), Placement)
+    decision = capacity.place(gang("ns/g", [claiming("ns/p", "all")]))
+    assert isinstance(decision, Placement)
+    assert decision.assignments[0][1] == "n-1"
+    assert len(devices_of(decision)["ns/all"]) == 8
+
+
+def test_a_tainted_device_is_taken_only_by_a_request_that_tolerates_it() -> None:
+    snap = snapshot(["n-0"], [claim_obj("c", request(count=8)), claim_obj(
+        "tolerant", request(count=8, tolerations=[{"key": "broken", "operator": "Exists"}]))])
+    devices = {NodeName("n-0"): tuple(
+        replace(d, taints=(Taint("broken", "", "NoSchedule"),)) if d.ref.name == "gpu-0" else d
+        for d in snap.devices.devices[NodeName("n-0")])}
+    tainted = Inventory.build(devices, snap.devices.classes, snap.devices.claims)
+    snap = replace(snap, devices=tainted)
+    refused = Capacity(snap).place(gang("ns/g", [claiming("ns/p", "c")]))
+    assert isinstance(refused, Unplaceable)
+    assert isinstance(Capacity(snap).place(gang("ns/t", [claiming("ns/t", "tolerant")])),
+                      Placement)
+
+
+def test_admin_access_may_use_devices_in_use_and_leaves_them_taken_by_their_owner() -> None:
+    held = {"allocation": allocation_to_api(Allocation(tuple(
+        AllocatedDevice("gpus", DeviceRef(DRIVER, "n-0", f"gpu-{i}")) for i in range(8)),
+        NodeName("n-0")))}
+    claims = [claim_obj("theirs", request(count=8), status=held),
+              claim_obj("watch", request(count=8, adminAccess=True))]
+    decision = Capacity(snapshot(["n-0"], claims)).place(gang("ns/g", [claiming("ns/p", "watch")]))
+    assert isinstance(decision, Placement)
+    [write] = decision.claims
+    assert write.allocation is not None and all(d.admin_access for d in write.allocation.devices)
+
+
+def test_releasing_a_placement_gives_its_devices_back() -> None:
+    claims = [claim_obj("a", request(count=8)), claim_obj("b", request(count=8))]
+    capacity = Capacity(snapshot(["n-0"], claims))
+    first = capacity.place(gang("ns/a", [claiming("ns/a", "a")]))
+    assert isinstance(first, Placement)
+    assert isinstance(capacity.place(gang("ns/b", [claiming("ns/b", "b")])), Unplaceable)
+    capacity.release(first)
+    assert isinstance(capacity.place(gang("ns/b", [claiming("ns/b", "b")])), Placement)
+
+
+def test_a_pod_whose_claim_is_not_made_from_its_template_yet_waits_saying_so() -> None:
+    obj = {"metadata": {"name": "p", "namespace": "ns", "uid": "u"},
+           "spec": {"containers": [], "resourceClaims": [
+               {"name": "gpus", "resourceClaimTemplateName": "two"}]}}
+    waiting = pod_from_api(obj)
+    assert waiting.resource_claims == (PodClaim("gpus", None, "two"),)
+    assert waiting.unhonoured == ()
+    decision = Capacity(snapshot(["n-0"])).place(gang("ns/g", [waiting]))
+    assert isinstance(decision, Unplaceable) and isinstance(decision.reason, ClaimNotReady)
+    obj["status"] = {"resourceClaimStatuses": [{"name": "gpus", "resourceClaimName": "p-gpus"}]}
+    made = PodClaim("gpus", ClaimKey("ns/p-gpus"), "two")
+    assert pod_from_api(obj).resource_claims == (made,)
+
+
+def test_an_allocation_written_reads_back_the_same() -> None:
+    allocation = Allocation((AllocatedDevice("gpus", DeviceRef(DRIVER, "n-0", "gpu-1")),),
+                            NodeName("n-0"))
+    claim = claim_from_api(claim_obj("c", status={"allocation": allocation_to_api(allocation)}))
+    assert claim == replace(claim, allocation=allocation)
+    assert isinstance(claim, Claim)
