@@ -20,6 +20,7 @@ from functools import partial
 import structlog
 from prometheus_client import Counter, Gauge, Histogram
 
+from gangsched.allocations import ClaimWriter
 from gangsched.binder import Binder, BindOutcome
 from gangsched.core.actions import (
     Action,
@@ -46,6 +47,7 @@ from gangsched.core.state import (
     eviction_refused,
     eviction_stopped,
 )
+from gangsched.dispatcher import Answer
 from gangsched.evictor import Evictor
 from gangsched.mirror import Mirror, View
 from gangsched.reporting import Reporter
@@ -147,6 +149,8 @@ class Actuator:
     """Wakes the loop: an outcome changed what the next cycle decides or reports."""
     clock: Callable[[], float]
     evictor: Evictor | None = None
+    claims: ClaimWriter | None = None
+    """Writes claim allocations before a gang's binds (see :mod:`gangsched.allocations`)."""
     scheduled_events: ScheduledEvents = ScheduledEvents.GANG
     unevictable_s: float = 15.0
     """A gang the Eviction API refused (a PodDisruptionBudget) is no victim for this long."""
@@ -305,6 +309,8 @@ class Actuator:
     # ---- binds --------------------------------------------------------------------
     async def _bind(self, placement: Placement, first_created: float | None,
                     queue: QueueName, uids: Mapping[PodKey, str]) -> None:
+        if placement.claims and not await self._allocate(placement):
+            return
         outcomes = await self.binder.bind_gang(placement, uids=uids)
         failed = [o for o in outcomes if not o.bound]
         if not failed and first_created is not None:
@@ -331,6 +337,31 @@ class Actuator:
         if failed:
             _log_failures(placement, failed, len(outcomes), state.bind_refusals)
             self.trigger()  # its gang now says why it waits
+
+    async def _allocate(self, placement: Placement) -> bool:
+        """Write every claim of the gang; if any write is refused, undo the others, forget
+        the gang's assumptions and back its pods off, so no pod is bound without its devices
+        and no device stays allocated to a gang that was not bound."""
+        answers = (await self.claims.write(placement.claims) if self.claims is not None
+                   else [Answer(0, "no claim writer", sent=False)] * len(placement.claims))
+        refused = [(write, answer) for write, answer in zip(placement.claims, answers, strict=True)
+                   if not answer.accepted]
+        if not refused:
+            return True
+        accepted = [w for w, a in zip(placement.claims, answers, strict=True) if a.accepted]
+        write, answer = refused[0]
+        log.warning("claims_not_written", gang=placement.gang, claim=write.claim,
+                    status=answer.status, detail=answer.detail[:200], refused=len(refused),
+                    undone=len(accepted))
+        if accepted and self.claims is not None:
+            await self.claims.undo(accepted)
+        self.mirror.forget_claims(tuple(w.claim for w in placement.claims))
+        for pod, node in placement.assignments:
+            self.mirror.forget(pod)
+            self._refused(BindOutcome(pod, node, answer.status, f"ResourceClaim {write.claim} "
+                                      f"could not be written: {answer.detail}", answer.sent))
+        self.trigger()
+        return False
 
     def _refused(self, outcome: BindOutcome) -> None:
         """Back the pod off, and wake the scheduler when its backoff ends."""

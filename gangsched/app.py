@@ -26,6 +26,7 @@ from kubernetes_asyncio.leaderelection.electionconfig import Config as ElectionC
 from kubernetes_asyncio.leaderelection.leaderelection import LeaderElection
 
 from gangsched import __version__, handlers
+from gangsched.allocations import ClaimWriter
 from gangsched.binder import FIELD_MANAGER, Binder
 from gangsched.core.model import Policy
 from gangsched.dispatcher import Dispatcher
@@ -203,6 +204,7 @@ class Parts:
 def assemble(options: RunOptions, api: client.ApiClient) -> Parts:
     """Wire the mirror, the dispatcher and its writers, the loop and the watches together."""
     core = client.CoreV1Api(api)
+    resource = client.ResourceV1Api(api)
     config_ = SchedulerConfig(policy=options.policy, starvation_s=options.starvation_seconds,
                               replacement_grace_s=options.replacement_grace_seconds,
                               provisioning_timeout_s=options.provisioning_timeout_seconds,
@@ -223,6 +225,7 @@ def assemble(options: RunOptions, api: client.ApiClient) -> Parts:
         config=config_,
         on_cycle=health.cycle_ran,
         evictor=Evictor(core, dispatcher),
+        claims=ClaimWriter(api, dispatcher),
     )
     mirror.on_status_change = scheduler.status_changed
     feed = Feed(mirror)
@@ -236,6 +239,11 @@ def assemble(options: RunOptions, api: client.ApiClient) -> Parts:
                   core.list_persistent_volume_claim_for_all_namespaces, feed, scheduler.trigger),
         Reflector("persistentvolumes", core.list_persistent_volume, feed, scheduler.trigger),
         Reflector("storageclasses", client.StorageV1Api(api).list_storage_class, feed,
+                  scheduler.trigger),
+        # Dynamic resource allocation: the devices drivers publish, and the claims on them.
+        Reflector("resourceslices", resource.list_resource_slice, feed, scheduler.trigger),
+        Reflector("deviceclasses", resource.list_device_class, feed, scheduler.trigger),
+        Reflector("resourceclaims", resource.list_resource_claim_for_all_namespaces, feed,
                   scheduler.trigger),
     ]
     if options.preemption:

@@ -16,6 +16,12 @@ from typing import TypeVar
 
 import structlog
 
+from gangsched.core.dra.devices import Claim as ResourceClaim
+from gangsched.core.dra.parse import (
+    device_class_from_api,
+    resource_claim_from_api,
+    slice_from_api,
+)
 from gangsched.core.kubeobjects import (
     GroupRecord,
     ObjectError,
@@ -34,7 +40,7 @@ from gangsched.core.kubeobjects import (
     volume_from_api,
     workload_queue_from_api,
 )
-from gangsched.core.model import DisruptionBudget, Flavor, NodeName, QueueName
+from gangsched.core.model import ClaimKey, DisruptionBudget, Flavor, NodeName, QueueName
 from gangsched.mirror import Mirror
 
 __all__ = ["KINDS", "Feed", "Kind"]
@@ -111,6 +117,39 @@ def _upsert_storage(
     return upsert
 
 
+def _upsert_slice(mirror: Mirror, obj: RawObject) -> bool:
+    """A slice that cannot be read offers no device; its node, if it names one, says why."""
+    name = object_ref(obj).name
+    try:
+        node, devices = slice_from_api(obj)
+    except ObjectError as error:
+        log.warning("resource_slice_invalid", error=str(error))
+        spec = obj.get("spec")
+        node_name = spec.get("nodeName") if isinstance(spec, dict) else None
+        node = NodeName(node_name) if isinstance(node_name, str) and node_name else None
+        return mirror.devices_changed(mirror.devices.set_bad_slice(name, node, str(error)))
+    return mirror.devices_changed(mirror.devices.set_slice(name, node, devices))
+
+
+def _upsert_device_class(mirror: Mirror, obj: RawObject) -> bool:
+    try:
+        spec = device_class_from_api(obj)
+    except ObjectError as error:
+        log.warning("device_class_invalid", error=str(error))
+        return mirror.devices_changed(mirror.devices.remove_class(object_ref(obj).name))
+    return mirror.devices_changed(mirror.devices.set_class(spec))
+
+
+def _upsert_claim(mirror: Mirror, obj: RawObject) -> bool:
+    """A claim that cannot be read is kept with its error: its pods wait naming it."""
+    try:
+        claim = resource_claim_from_api(obj)
+    except ObjectError as error:
+        ref = object_ref(obj)
+        claim = ResourceClaim(ClaimKey(ref.key), ref.uid, error=str(error))
+    return mirror.devices_changed(mirror.devices.set_claim(claim))
+
+
 def _ref_key(obj: RawObject) -> str:
     return object_ref(obj).key
 
@@ -137,6 +176,27 @@ KINDS: dict[str, Kind] = {
         upsert=_upsert_priority_class,
         delete=lambda mirror, obj: mirror.remove_priority_class(object_ref(obj).name),
         keep=lambda mirror, seen: mirror.keep_priority_classes(seen),
+    ),
+    "resourceslices": Kind(
+        key=_ref_key,
+        upsert=_upsert_slice,
+        delete=lambda mirror, obj: mirror.devices_changed(
+            mirror.devices.remove_slice(object_ref(obj).name)),
+        keep=lambda mirror, seen: mirror.devices.keep_slices(seen),
+    ),
+    "deviceclasses": Kind(
+        key=_ref_key,
+        upsert=_upsert_device_class,
+        delete=lambda mirror, obj: mirror.devices_changed(
+            mirror.devices.remove_class(object_ref(obj).name)),
+        keep=lambda mirror, seen: mirror.devices.keep_classes(seen),
+    ),
+    "resourceclaims": Kind(
+        key=_ref_key,
+        upsert=_upsert_claim,
+        delete=lambda mirror, obj: mirror.devices_changed(
+            mirror.devices.remove_claim(ClaimKey(object_ref(obj).key))),
+        keep=lambda mirror, seen: mirror.devices.keep_claims(seen),
     ),
     "poddisruptionbudgets": Kind(
         key=_ref_key,

@@ -39,6 +39,7 @@ from gangsched.core.kubeobjects import (
 from gangsched.core.model import (
     DEFAULT_QUEUE,
     Claim,
+    ClaimKey,
     DisruptionBudget,
     Flavor,
     GangKey,
@@ -54,6 +55,7 @@ from gangsched.core.placement import Placement, Snapshot
 from gangsched.core.resources import Resources
 from gangsched.core.snapshot import NodeUsage
 from gangsched.core.volumes import Storage
+from gangsched.devicecache import DeviceCache
 
 __all__ = ["Assumption", "GroupRecord", "Mirror", "PodRecord", "View"]
 
@@ -255,6 +257,8 @@ class Mirror(GroupsAndQueues):
     """What the seated pods request, by node name (known to us or not)."""
     _usage: dict[NodeName, NodeUsage] = field(default_factory=dict)
     """Each known node with the sum of what its seated pods request."""
+    devices: DeviceCache = field(default_factory=DeviceCache)
+    """ResourceSlices, DeviceClasses and ResourceClaims, with the claims we assumed."""
 
     def in_scope(self, namespace: str) -> bool:
         """Whether objects of ``namespace`` are this scheduler's to act on."""
@@ -301,6 +305,16 @@ class Mirror(GroupsAndQueues):
         """A list of claims, volumes or classes returned exactly ``keys``."""
         for key in [k for k in table if k not in keys]:
             del table[key]
+
+    # ---- devices (dynamic resource allocation) --------------------------------------------
+    def devices_changed(self, changed: bool) -> bool:
+        """A slice, class or claim in ``devices`` changed: so does the view."""
+        return self._changed(changed)
+
+    def forget_claims(self, claims: tuple[ClaimKey, ...]) -> None:
+        """Claim writes that failed or were undone: the claims are what the watch says."""
+        self.devices.forget(claims)
+        self._changed(bool(claims))
 
     # ---- nodes ---------------------------------------------------------------------------
     def add_node(self, node: Node) -> bool:
@@ -388,6 +402,7 @@ class Mirror(GroupsAndQueues):
         for pod_key, node in placement.assignments:
             self.assumed[pod_key] = Assumption(node, now)
             self._derive(pod_key)
+        self.devices.assume(placement.claims)
         self._changed(bool(placement.assignments))
 
     def finish_binding(self, pod_key: PodKey, now: float) -> None:
@@ -477,7 +492,7 @@ class Mirror(GroupsAndQueues):
         queues = dict(self.queues)
         queues.setdefault(DEFAULT_QUEUE, QueueSpec(name=DEFAULT_QUEUE))
         return View(
-            snapshot=Snapshot(self._usage),
+            snapshot=Snapshot(self._usage, devices=self.devices.inventory()),
             members=tuple(self._members.values()),
             groups={key: self._with_workload_queue(g) for key, g in self.groups.items()},
             queues=queues,

@@ -31,6 +31,7 @@ from prometheus_client import Counter, Gauge, Histogram, Info
 from gangsched import __version__
 from gangsched.actuator import Actuator
 from gangsched.actuator import ScheduledEvents as ScheduledEvents
+from gangsched.allocations import ClaimWriter
 from gangsched.binder import Binder
 from gangsched.core.cycle import CycleResult
 from gangsched.core.model import Policy
@@ -158,6 +159,9 @@ class Scheduler:
     """False while a leader cannot be sure it still holds its lease: no cycle runs."""
     evictor: Evictor | None = None
     """Preemption is off without one."""
+    claims: ClaimWriter | None = None
+    """Writes the devices of gangs whose pods claim them; without one, such gangs are
+    never bound (their claims could not be allocated)."""
     on_cycle: Callable[[], None] = lambda: None
     """Called after every cycle: the liveness probe counts them."""
     state: State = field(default_factory=State)
@@ -172,7 +176,7 @@ class Scheduler:
         WRITE_QUEUE_DEPTH.set_function(self.reporter.queued)
         self.actuator = Actuator(
             mirror=self.mirror, binder=self.binder, reporter=self.reporter, fold=self.fold,
-            trigger=self.trigger, clock=self.clock, evictor=self.evictor,
+            trigger=self.trigger, clock=self.clock, evictor=self.evictor, claims=self.claims,
             scheduled_events=self.config.scheduled_events,
             unevictable_s=self.config.unevictable_s, on_idle=self._binds_ended,
         )

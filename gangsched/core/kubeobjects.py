@@ -20,8 +20,8 @@ from typing import Any, NoReturn
 from gangsched.core.model import (
     DEFAULT_QUEUE,
     Claim,
-    ClaimRef,
     ClaimKey,
+    ClaimRef,
     DisruptionBudget,
     Flavor,
     GangKey,

@@ -20,8 +20,8 @@ from gangsched.core.dra.devices import (
 )
 from gangsched.core.dra.parse import (
     allocation_to_api,
-    claim_from_api,
     device_class_from_api,
+    resource_claim_from_api,
     slice_from_api,
 )
 from gangsched.core.kubeobjects import pod_from_api
@@ -62,7 +62,7 @@ def inventory(nodes: Iterable[str], claims: Iterable[dict[str, Any]] = (),
         assert node_name is not None
         devices[node_name] = found
     device_class = device_class_from_api(fakedriver.device_class_manifest())
-    parsed = [claim_from_api(obj) for obj in claims]
+    parsed = [resource_claim_from_api(obj) for obj in claims]
     return Inventory.build(devices, {device_class.name: device_class},
                            {claim.key: claim for claim in parsed})
 
@@ -307,6 +307,7 @@ def test_a_pod_whose_claim_is_not_made_from_its_template_yet_waits_saying_so() -
 def test_an_allocation_written_reads_back_the_same() -> None:
     allocation = Allocation((AllocatedDevice("gpus", DeviceRef(DRIVER, "n-0", "gpu-1")),),
                             NodeName("n-0"))
-    claim = claim_from_api(claim_obj("c", status={"allocation": allocation_to_api(allocation)}))
+    status = {"allocation": allocation_to_api(allocation)}
+    claim = resource_claim_from_api(claim_obj("c", status=status))
     assert claim == replace(claim, allocation=allocation)
     assert isinstance(claim, Claim)

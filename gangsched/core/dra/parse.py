@@ -30,7 +30,10 @@ from gangsched.core.model import NodeName, SelectorRequirement, SelectorTerm, Ta
 from gangsched.core.quantity import QuantityError, parse_quantity
 
 __all__ = [
-    "SliceDevices", "allocation_to_api", "claim_from_api", "device_class_from_api",
+    "SliceDevices",
+    "allocation_to_api",
+    "device_class_from_api",
+    "resource_claim_from_api",
     "slice_from_api",
 ]
 
@@ -249,7 +252,7 @@ def _node_selector(raw: object, where: str) -> tuple[NodeName | None, tuple[Sele
     return None, tuple(terms)
 
 
-def claim_from_api(obj: Mapping[str, object]) -> Claim:
+def resource_claim_from_api(obj: Mapping[str, object]) -> Claim:
     """A ResourceClaim; a request or constraint of an unknown kind is kept as the claim's
     error (the pod waits naming it), a malformed object raises ObjectError."""
     meta, name = _name(obj, "ResourceClaim")

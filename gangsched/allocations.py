@@ -1,0 +1,131 @@
+"""Writing the devices a gang was given: claim allocations and reservations, before binds.
+
+kube-scheduler's DynamicResources plugin does this in PreBind, and so do we,
+for the whole gang before the first Binding: a pod bound before its claim
+says it holds the devices would start with none. For a claim allocated now,
+the ``resource.kubernetes.io/delete-protection`` finalizer goes on first (as
+kube-scheduler adds it: the claim cannot vanish while its devices are
+handed out), then ``status.allocation`` and the pods in ``status.reservedFor``
+in one status patch. Both carry the resourceVersion the decision read: a
+claim someone else allocated meanwhile refuses the write (409) instead of
+being allocated twice. A claim that had its allocation only gets the pods
+added to ``reservedFor`` (merged by UID, so other holders stay).
+
+If any claim of a gang cannot be written, the gang is not bound, and what
+was written for it is taken back (:meth:`ClaimWriter.undo`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+from collections.abc import Sequence
+from typing import Any
+
+import aiohttp
+import orjson
+import structlog
+from kubernetes_asyncio import client
+from kubernetes_asyncio.client.exceptions import ApiException
+
+from gangsched.binder import FIELD_MANAGER
+from gangsched.core.dra.parse import allocation_to_api
+from gangsched.core.dra.placing import ClaimWrite
+from gangsched.dispatcher import Answer, Call, Dispatcher, Rank, answer_of, status_message
+
+__all__ = ["DELETE_PROTECTION", "ClaimWriter"]
+
+log = structlog.get_logger(__name__)
+
+DELETE_PROTECTION = "resource.kubernetes.io/delete-protection"
+
+
+def _reserved(write: ClaimWrite) -> list[dict[str, str]]:
+    return [{"resource": "pods", "name": pod.split("/", 1)[1], "uid": uid}
+            for pod, uid in write.pods]
+
+
+class ClaimWriter:
+    """Sends claim writes through the dispatcher (ranked above evictions, below binds)."""
+
+    def __init__(self, api: client.ApiClient, dispatcher: Dispatcher) -> None:
+        self._resource = client.ResourceV1Api(api)
+        self._dispatcher = dispatcher
+
+    async def write(self, writes: Sequence[ClaimWrite]) -> list[Answer]:
+        """Write every claim of a gang, concurrently; one answer per write, in order."""
+        loop = asyncio.get_running_loop()
+        futures: list[asyncio.Future[Answer]] = []
+        for write in writes:
+            done: asyncio.Future[Answer] = loop.create_future()
+            self._dispatcher.submit(Call(
+                (write.uid or f"claim/{write.claim}", ""), Rank.ALLOCATE,
+                f"allocate {write.claim}", functools.partial(self._write_one, write),
+                done=done))
+            futures.append(done)
+        return list(await asyncio.gather(*futures))
+
+    async def undo(self, writes: Sequence[ClaimWrite]) -> None:
+        """Take back writes that were accepted: our pods out of ``reservedFor``, and the
+        allocation cleared where we made it. A failure is logged; the resource-claim
+        controller frees a claim whose pods are gone anyway."""
+        loop = asyncio.get_running_loop()
+        futures: list[asyncio.Future[Answer]] = []
+        for write in writes:
+            done: asyncio.Future[Answer] = loop.create_future()
+            self._dispatcher.submit(Call(
+                (write.uid or f"claim/{write.claim}", ""), Rank.ALLOCATE,
+                f"undo allocation {write.claim}", functools.partial(self._undo_one, write),
+                done=done))
+            futures.append(done)
+        for write, answer in zip(writes, await asyncio.gather(*futures), strict=True):
+            if not answer.accepted:
+                log.warning("claim_undo_failed", claim=write.claim, status=answer.status,
+                            detail=answer.detail[:200])
+
+    async def _write_one(self, write: ClaimWrite) -> Answer:
+        namespace, name = write.claim.split("/", 1)
+        version = write.resource_version
+        status: dict[str, Any] = {"reservedFor": _reserved(write)}
+        if write.allocation is not None:
+            answer, version = await self._protect(namespace, name, version)
+            if not answer.accepted:
+                return answer
+            status["allocation"] = allocation_to_api(write.allocation)
+        body: dict[str, Any] = {"status": status}
+        if write.allocation is not None and version:
+            body["metadata"] = {"resourceVersion": version}
+        return await answer_of(self._resource.patch_namespaced_resource_claim_status(
+            name, namespace, body, field_manager=FIELD_MANAGER, _preload_content=False))
+
+    async def _protect(self, namespace: str, name: str, version: str) -> tuple[Answer, str]:
+        """Add the delete-protection finalizer; the answer and the claim's new version."""
+        body: dict[str, Any] = {"metadata": {"finalizers": [DELETE_PROTECTION]}}
+        if version:
+            body["metadata"]["resourceVersion"] = version
+        try:
+            response = await self._resource.patch_namespaced_resource_claim(
+                name, namespace, body, field_manager=FIELD_MANAGER, _preload_content=False)
+        except ApiException as error:
+            detail = error.body if isinstance(error.body, str) else str(error.reason)
+            return Answer(error.status or 0, status_message(detail)[:300]), version
+        except (TimeoutError, aiohttp.ClientError) as error:
+            return Answer(0, str(error) or type(error).__name__), version
+        try:
+            text = await response.read()
+        finally:
+            response.release()
+        if not 200 <= response.status <= 299:
+            return Answer(response.status, status_message(text.decode())[:300]), version
+        metadata = orjson.loads(text).get("metadata") or {}
+        return Answer(response.status), str(metadata.get("resourceVersion") or version)
+
+    async def _undo_one(self, write: ClaimWrite) -> Answer:
+        namespace, name = write.claim.split("/", 1)
+        status: dict[str, Any] = {
+            "reservedFor": [{"uid": uid, "$patch": "delete"} for _, uid in write.pods]}
+        if write.allocation is not None:
+            status["allocation"] = None
+        return await answer_of(self._resource.patch_namespaced_resource_claim_status(
+            name, namespace, {"status": status}, field_manager=FIELD_MANAGER,
+            _preload_content=False))

@@ -1,0 +1,150 @@
+"""The devices, classes and claims the watches report, and the allocations we assumed.
+
+Part of the mirror: ResourceSlices, DeviceClasses and ResourceClaims come in
+parsed (through :mod:`gangsched.feed`), and each cycle's snapshot gets one
+frozen :class:`~gangsched.core.dra.devices.Inventory` of them. As pods are
+assumed bound before the API confirms, claims are assumed allocated and
+reserved from the moment we decide to write them until the watch shows the
+write (or it failed and is forgotten), so the next cycle never hands the same
+devices out twice.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+from gangsched.core.dra.devices import (
+    Allocation,
+    Claim,
+    ClaimKey,
+    Device,
+    DeviceClassSpec,
+    Inventory,
+)
+from gangsched.core.dra.placing import ClaimWrite
+from gangsched.core.model import NodeName
+
+__all__ = ["DeviceCache"]
+
+
+@dataclass(frozen=True, slots=True)
+class _Assumed:
+    allocation: Allocation | None
+    reserved: tuple[str, ...]
+
+
+@dataclass
+class DeviceCache:
+    slices: dict[str, tuple[NodeName | None, tuple[Device, ...]]] = field(default_factory=dict)
+    bad_slices: dict[str, tuple[NodeName | None, str]] = field(default_factory=dict)
+    """Slices that could not be read: their node (if known) and why."""
+    classes: dict[str, DeviceClassSpec] = field(default_factory=dict)
+    claims: dict[ClaimKey, Claim] = field(default_factory=dict)
+    assumed: dict[ClaimKey, _Assumed] = field(default_factory=dict)
+    _inventory: Inventory | None = None
+
+    def _changed(self, changed: bool = True) -> bool:
+        if changed:
+            self._inventory = None
+        return changed
+
+    # ---- slices -------------------------------------------------------------------
+    def set_slice(self, name: str, node: NodeName | None, devices: tuple[Device, ...]) -> bool:
+        self.bad_slices.pop(name, None)
+        changed = self.slices.get(name) != (node, devices)
+        self.slices[name] = (node, devices)
+        return self._changed(changed)
+
+    def set_bad_slice(self, name: str, node: NodeName | None, error: str) -> bool:
+        self.slices.pop(name, None)
+        self.bad_slices[name] = (node, error)
+        return self._changed()
+
+    def remove_slice(self, name: str) -> bool:
+        gone = self.slices.pop(name, None) is not None
+        return self._changed(self.bad_slices.pop(name, None) is not None or gone)
+
+    def keep_slices(self, names: set[str]) -> None:
+        for name in [n for n in (*self.slices, *self.bad_slices) if n not in names]:
+            self.remove_slice(name)
+
+    # ---- classes ------------------------------------------------------------------
+    def set_class(self, spec: DeviceClassSpec) -> bool:
+        changed = self.classes.get(spec.name) != spec
+        self.classes[spec.name] = spec
+        return self._changed(changed)
+
+    def remove_class(self, name: str) -> bool:
+        return self._changed(self.classes.pop(name, None) is not None)
+
+    def keep_classes(self, names: set[str]) -> None:
+        for name in [n for n in self.classes if n not in names]:
+            self.remove_class(name)
+
+    # ---- claims -------------------------------------------------------------------
+    def set_claim(self, claim: Claim) -> bool:
+        """A claim as the watch reports it; an assumption it now shows is done."""
+        changed = self.claims.get(claim.key) != claim
+        self.claims[claim.key] = claim
+        assumed = self.assumed.get(claim.key)
+        if assumed is not None and _shows(claim, assumed):
+            del self.assumed[claim.key]
+        return self._changed(changed)
+
+    def remove_claim(self, key: ClaimKey) -> bool:
+        self.assumed.pop(key, None)
+        return self._changed(self.claims.pop(key, None) is not None)
+
+    def keep_claims(self, keys: set[str]) -> None:
+        for key in [k for k in self.claims if k not in keys]:
+            self.remove_claim(key)
+
+    def assume(self, writes: tuple[ClaimWrite, ...]) -> None:
+        """Count the claims allocated and reserved as decided, before the writes go out."""
+        for write in writes:
+            before = self.assumed.get(write.claim)
+            allocation = write.allocation or (before.allocation if before else None)
+            reserved = (*(before.reserved if before else ()), *(uid for _, uid in write.pods))
+            self.assumed[write.claim] = _Assumed(allocation, reserved)
+        self._changed(bool(writes))
+
+    def forget(self, claims: tuple[ClaimKey, ...]) -> None:
+        """The writes failed or were undone: the claims are what the watch says again."""
+        for key in claims:
+            self.assumed.pop(key, None)
+        self._changed(bool(claims))
+
+    # ---- the per-cycle inventory --------------------------------------------------
+    def inventory(self) -> Inventory:
+        """Built again only after a change; shared by the cycles in between."""
+        if self._inventory is None:
+            self._inventory = self._build()
+        return self._inventory
+
+    def _build(self) -> Inventory:
+        devices: dict[NodeName, tuple[Device, ...]] = {}
+        shared: list[Device] = []
+        for name in sorted(self.slices):
+            node, found = self.slices[name]
+            if node is None:
+                shared.extend(found)
+            else:
+                devices[node] = devices.get(node, ()) + found
+        bad = {node: f"ResourceSlice {name}: {error}"
+               for name, (node, error) in sorted(self.bad_slices.items()) if node is not None}
+        claims = dict(self.claims)
+        for key, assumed in self.assumed.items():
+            claim = claims.get(key)
+            if claim is not None:
+                reserved = (*claim.reserved_for,
+                            *(uid for uid in assumed.reserved if uid not in claim.reserved_for))
+                claims[key] = replace(claim, allocation=claim.allocation or assumed.allocation,
+                                      reserved_for=reserved)
+        return Inventory.build(devices, dict(self.classes), claims,
+                               shared_devices=tuple(shared), bad_slices=bad)
+
+
+def _shows(claim: Claim, assumed: _Assumed) -> bool:
+    """Whether the claim as reported holds what we assumed of it (or moved past it)."""
+    allocated = assumed.allocation is None or claim.allocation is not None
+    return allocated and all(uid in claim.reserved_for for uid in assumed.reserved)
