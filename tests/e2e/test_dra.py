@@ -68,3 +68,119 @@ def test_kube_scheduler_allocates_fake_gpus(ws: Workspace) -> None:
     devices = devices_of(claim)
     assert len(devices) == 2
     assert {pool for pool, _ in devices} == {node_of(ws.pods()["solo"])}
+
+
+def gang_of(ws: Workspace, name: str, size: int, template: str) -> None:
+    """A PodGroup of ``size`` and its pods, each with a claim from the template."""
+    ws.create(ws.podgroup(name, min_member=size))
+    ws.create(*(claiming(ws.pod(f"{name}-{i}", group=name), template) for i in range(size)))
+
+
+def members(ws: Workspace, gang: str) -> list[dict[str, Any]]:
+    return [pod for name, pod in ws.pods().items() if name.startswith(f"{gang}-")]
+
+
+def claims_of(ws: Workspace, gang: str) -> list[dict[str, Any]]:
+    return [claim for claim in claims(ws) if claim["metadata"]["name"].startswith(f"{gang}-")]
+
+
+def clique(device: tuple[str, str]) -> str:
+    """The fake driver's clique of a device: gpu-0..3 are ``<node>-a``, gpu-4..7 ``-b``."""
+    pool, name = device
+    return f"{pool}-{'a' if int(name.split('-')[1]) < 4 else 'b'}"
+
+
+def condition_message(pod: Mapping[str, Any]) -> str:
+    for condition in (pod.get("status") or {}).get("conditions") or []:
+        if condition.get("type") == "PodScheduled":
+            return str(condition.get("message", ""))
+    return ""
+
+
+@pytest.mark.usefixtures("gpu_nodes", "gangsched")
+def test_a_gang_of_four_each_claiming_two_gpus_is_allocated_and_bound_whole(
+    ws: Workspace,
+) -> None:
+    ws.create(claim_template(ws, "two", 2))
+    gang_of(ws, "train", 4, "two")
+    wait_for(lambda: len(bound(members(ws, "train"))) == 4, timeout=30, what="the gang bound")
+    pods = {p["metadata"]["uid"]: p for p in members(ws, "train")}
+    made = claims_of(ws, "train")
+    assert len(made) == 4
+    every = [device for claim in made for device in devices_of(claim)]
+    assert len(every) == 8 and len(set(every)) == 8, "no device is given twice"
+    for claim in made:
+        [holder] = [ref["uid"] for ref in claim["status"]["reservedFor"]]
+        assert {pool for pool, _ in devices_of(claim)} == {node_of(pods[holder])}
+        assert fakedriver_finalizer(claim)
+
+
+def fakedriver_finalizer(claim: Mapping[str, Any]) -> bool:
+    return "resource.kubernetes.io/delete-protection" in claim["metadata"].get("finalizers", [])
+
+
+@pytest.mark.usefixtures("gpu_nodes", "gangsched")
+def test_a_gang_whose_claims_cannot_all_be_met_waits_whole_and_allocates_nothing(
+    ws: Workspace,
+) -> None:
+    """Five pods of four GPUs on two nodes of eight: four would fit, the gang needs five."""
+    ws.create(claim_template(ws, "four", 4))
+    gang_of(ws, "big", 5, "four")
+    wait_for(lambda: all("found devices for 4 of the 5 members" in condition_message(p)
+                         for p in members(ws, "big")),
+             timeout=30, what="every member to say the gang's devices fall short")
+    assert bound(members(ws, "big")) == []
+    assert len(claims_of(ws, "big")) == 5
+    assert all(devices_of(claim) == [] for claim in claims_of(ws, "big"))
+
+
+@pytest.mark.usefixtures("gpu_nodes", "gangsched")
+def test_claims_constrained_to_one_clique_fill_whole_cliques_around_kube_schedulers_pod(
+    ws: Workspace,
+) -> None:
+    """kube-scheduler's pod breaks one clique; three claims of four in one clique still fit
+    in the three cliques left whole, each in one."""
+    ws.create(claim_template(ws, "two", 2), claim_template(ws, "clique", 4, one_clique=True))
+    ws.create(claiming(ws.pod("theirs", scheduler="kube"), "two"))
+    wait_for(lambda: bound([ws.pods()["theirs"]]), timeout=30, what="kube-scheduler's pod")
+    theirs = set(devices_of(next(c for c in claims(ws) if c["metadata"]["name"].startswith(
+        "theirs-"))))
+    gang_of(ws, "nv", 3, "clique")
+    wait_for(lambda: len(bound(members(ws, "nv"))) == 3, timeout=30, what="the gang bound")
+    used = [devices_of(claim) for claim in claims_of(ws, "nv")]
+    assert all(len({clique(d) for d in devices}) == 1 for devices in used)
+    assert not theirs & {d for devices in used for d in devices}
+
+
+@pytest.mark.usefixtures("gpu_nodes", "gangsched")
+def test_a_claim_kube_scheduler_allocated_is_never_reused(ws: Workspace) -> None:
+    ws.create(claim_template(ws, "six", 6), claim_template(ws, "four", 4),
+              claim_template(ws, "three", 3))
+    ws.create(claiming(ws.pod("theirs", scheduler="kube"), "six"))
+    wait_for(lambda: bound([ws.pods()["theirs"]]), timeout=30, what="kube-scheduler's pod")
+    theirs = set(devices_of(next(c for c in claims(ws) if c["metadata"]["name"].startswith(
+        "theirs-"))))
+    gang_of(ws, "pair", 2, "four")
+    wait_for(lambda: len(bound(members(ws, "pair"))) == 2, timeout=30, what="the pair bound")
+    ours = {d for claim in claims_of(ws, "pair") for d in devices_of(claim)}
+    assert len(ours) == 8 and not ours & theirs
+    gang_of(ws, "late", 1, "three")  # two GPUs are left, on kube-scheduler's node
+    wait_for(lambda: "ResourceClaim" in condition_message(members(ws, "late")[0]), timeout=30,
+             what="the late pod to say why it waits")
+    assert bound(members(ws, "late")) == []
+
+
+@pytest.mark.usefixtures("gpu_nodes", "gangsched")
+def test_deleting_a_gang_frees_its_devices_for_the_next(ws: Workspace) -> None:
+    ws.create(claim_template(ws, "eight", 8))
+    gang_of(ws, "first", 2, "eight")
+    wait_for(lambda: len(bound(members(ws, "first"))) == 2, timeout=30, what="the first gang")
+    gang_of(ws, "next", 1, "eight")
+    wait_for(lambda: "ResourceClaim" in condition_message(members(ws, "next")[0]), timeout=30,
+             what="the next gang to wait")
+    for pod in members(ws, "first"):
+        ws.delete_pod(pod["metadata"]["name"])
+    wait_for(lambda: len(bound(members(ws, "next"))) == 1, timeout=60,
+             what="the next gang to get the freed devices")
+    [claim] = claims_of(ws, "next")
+    assert len(devices_of(claim)) == 8
