@@ -28,6 +28,10 @@ from gangsched.mirror import Mirror
 
 QUEUE_API = "scheduling.gangsched.io/v1alpha1"
 WORKLOAD_API = "scheduling.k8s.io/v1beta1"
+RESOURCE_API = "resource.k8s.io/v1"
+DEVICE_KINDS = {"ResourceSlice": "resourceslices", "DeviceClass": "deviceclasses",
+                "ResourceClaim": "resourceclaims"}
+"""Dynamic resource allocation: the kinds whose devices and claims a decision reads."""
 Document = dict[str, Any]
 """An object as a file or a list holds it; ``simulate`` changes its copies as pods bind
 and finish, so these stay plain dicts (the mirror reads them as
@@ -60,6 +64,8 @@ class ClusterObjects:
     priority_classes: list[Document] = field(default_factory=list)
     storage: dict[str, list[Document]] = field(default_factory=dict)
     """PersistentVolumeClaims, PersistentVolumes and StorageClasses, by the feed's kind."""
+    devices: dict[str, list[Document]] = field(default_factory=dict)
+    """ResourceSlices, DeviceClasses and ResourceClaims, by the plural the feed names."""
     ignored: list[str] = field(default_factory=list)
     """Kinds of objects found in files that no decision reads."""
     unreadable: list[str] = field(default_factory=list)
@@ -85,6 +91,8 @@ class ClusterObjects:
             self.priority_classes.append(obj)
         elif kind in STORAGE_KINDS:
             self.storage.setdefault(STORAGE_KINDS[kind], []).append(obj)
+        elif kind in DEVICE_KINDS and api_version == RESOURCE_API:
+            self.devices.setdefault(DEVICE_KINDS[kind], []).append(obj)
         else:
             self.ignored.append(f"{kind} {object_ref(obj).name or '?'}")
 
@@ -97,6 +105,8 @@ class ClusterObjects:
         self.priority_classes += other.priority_classes
         for kind, documents in other.storage.items():
             self.storage.setdefault(kind, []).extend(documents)
+        for plural, found in other.devices.items():
+            self.devices.setdefault(plural, []).extend(found)
         self.ignored += other.ignored
 
     def mirror(self, scheduler_names: frozenset[str]) -> Mirror:
@@ -107,6 +117,8 @@ class ClusterObjects:
         feed.replace("pods", list(self.pods))
         for kind, documents in self.storage.items():
             feed.replace(kind, documents)
+        for plural in DEVICE_KINDS.values():
+            feed.replace(plural, list(self.devices.get(plural, ())))
         for flavor, body in self.groups:
             feed.upsert_group(flavor, body)
         for body in self.queues:
@@ -260,6 +272,10 @@ def from_cluster(api: pykube.HTTPClient, namespace: str | None = None) -> Cluste
         objects.storage["persistentvolumes"] = _readable(objects, api, "v1", "persistentvolumes")
         objects.storage["storageclasses"] = _readable(objects, api, "storage.k8s.io/v1",
                                                       "storageclasses")
+        for plural in ("resourceslices", "deviceclasses"):
+            objects.devices[plural] = _readable(objects, api, RESOURCE_API, plural)
+    objects.devices["resourceclaims"] = _readable(objects, api, RESOURCE_API, "resourceclaims",
+                                                  namespace)
     objects.pods = _list(api, "v1", "pods", optional=False, namespace=namespace)
     objects.storage["persistentvolumeclaims"] = _readable(
         objects, api, "v1", "persistentvolumeclaims", namespace)

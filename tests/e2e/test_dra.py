@@ -11,6 +11,7 @@ import pytest
 
 from devcluster import fakedriver
 from devcluster.controlplane import LocalCluster, NodeShape
+from tests.e2e.test_explain_status import gangsched_cli
 from tests.e2e.workspace import Workspace, bound, node_of, wait_for
 
 DRA_NODES = NodeShape(cpu="16", memory="64Gi")
@@ -121,7 +122,7 @@ def fakedriver_finalizer(claim: Mapping[str, Any]) -> bool:
 
 @pytest.mark.usefixtures("gpu_nodes", "gangsched")
 def test_a_gang_whose_claims_cannot_all_be_met_waits_whole_and_allocates_nothing(
-    ws: Workspace,
+    ws: Workspace, cluster: LocalCluster,
 ) -> None:
     """Five pods of four GPUs on two nodes of eight: four would fit, the gang needs five."""
     ws.create(claim_template(ws, "four", 4))
@@ -132,6 +133,9 @@ def test_a_gang_whose_claims_cannot_all_be_met_waits_whole_and_allocates_nothing
     assert bound(members(ws, "big")) == []
     assert len(claims_of(ws, "big")) == 5
     assert all(devices_of(claim) == [] for claim in claims_of(ws, "big"))
+    # explain reads the same slices and claims and says the same.
+    said = gangsched_cli(cluster, "explain", "podgroup/big", "-n", ws.name, expect=3)
+    assert "needs 4 devices of class gpu.example.com" in said, said
 
 
 @pytest.mark.usefixtures("gpu_nodes", "gangsched")
