@@ -115,9 +115,9 @@ def test_a_waiting_gang_holds_no_room_however_long_it_waited() -> None:
 
 
 def test_the_reason_names_the_pod_and_the_rule() -> None:
-    text = render(Unhonoured(PodKey("ns/w-0"), (ANTI, UnhonouredRule.TOPOLOGY_SPREAD), 2))
+    text = render(Unhonoured(PodKey("ns/w-0"), (ANTI, UnhonouredRule.POD_AFFINITY), 2))
     assert "pod ns/w-0" in text
-    assert "required pod anti-affinity" in text and "topology spread" in text
+    assert "required pod anti-affinity" in text and "required pod affinity" in text
     assert "2 more pods" in text
 
 
