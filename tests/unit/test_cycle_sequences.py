@@ -20,7 +20,12 @@ from gangsched.core.cycle import CycleInput, CycleResult, run_cycle
 from gangsched.core.holds import GroupLife, Hold, Seat, seats_of, update_holds
 from gangsched.core.model import DEFAULT_QUEUE, Gang, GangKey, Pod, PodKey, Policy, QueueSpec
 from gangsched.core.placement import Snapshot
-from gangsched.core.reasons import ReservedByAdmitted, ShortOfMembers, Starving
+from gangsched.core.reasons import (
+    HeldForStarving,
+    ReservedByAdmitted,
+    ShortOfMembers,
+    Starving,
+)
 from gangsched.core.resources import Resources
 from tests.unit.test_cycle import node, pod
 
@@ -167,7 +172,7 @@ def _check(world: World, result: CycleResult) -> None:
         reason = waiting.reason
         if isinstance(reason, Starving):
             assert could_run(waiting.gang), f"{waiting.gang} holds room it can never use"
-        if isinstance(reason, ReservedByAdmitted) and reason.starving is not None:
+        if isinstance(reason, ReservedByAdmitted | HeldForStarving) and reason.starving is not None:
             assert could_run(reason.starving), "a gang waits behind one that cannot run"
         if isinstance(reason, ShortOfMembers):
             assert not could_run(waiting.gang)
