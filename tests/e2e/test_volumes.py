@@ -8,6 +8,7 @@ node a claim's ``volume.kubernetes.io/selected-node`` names.
 
 from __future__ import annotations
 
+import random
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,6 +18,7 @@ import pykube
 import pytest
 
 from devcluster.controlplane import LocalCluster, NodeShape
+from tests.e2e import oracle, volume_oracle
 from tests.e2e.conftest import SchedulerProcess, start_gangsched, stop_gangsched
 from tests.e2e.scenario import only_nodes
 from tests.e2e.test_explain_status import run_cli
@@ -235,3 +237,18 @@ def test_claims_nobody_provisions_are_taken_back_in_time_and_the_gang_says_so(
             ws.delete_pod(f"job-{i}")
         stop_gangsched(own)
         nobody.delete()
+
+
+def test_our_volume_filter_agrees_with_kube_scheduler_on_every_pair(
+    cluster: LocalCluster, ws: Workspace
+) -> None:
+    seed = oracle.seed()
+    print(f"{oracle.SEED_VARIABLE}={seed}")
+    verdicts = volume_oracle.run(cluster, ws.name, random.Random(seed), nodes=6, pods=20)
+    disagreements = [v for v in verdicts if v.kube != v.ours]
+    print(f"{len(verdicts)} pairs, {sum(v.kube for v in verdicts)} accepted by kube-scheduler")
+    assert len(verdicts) == 6 * 20
+    assert {v.kube for v in verdicts} == {True, False}, "every pair had the same verdict"
+    assert not disagreements, (
+        f"{len(disagreements)} of {len(verdicts)} pairs disagree "
+        f"({oracle.SEED_VARIABLE}={seed}):\n{oracle.table(disagreements)}")
