@@ -1,0 +1,109 @@
+"""Claims written before binds: the actuator binds a gang only once every claim of it was
+accepted, and takes back what it wrote when one was not; the mirror counts claims as
+allocated from the decision until the watch shows them."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import cast
+
+from gangsched.allocations import ClaimWriter
+from gangsched.core.actions import Bind
+from gangsched.core.dra.devices import AllocatedDevice, Allocation, ClaimKey, DeviceRef
+from gangsched.core.dra.placing import ClaimWrite
+from gangsched.core.model import NodeName, PodKey
+from gangsched.core.placement import Placement
+from gangsched.dispatcher import Answer
+from gangsched.feed import Feed
+from tests.unit.test_actuator import JOB, Shell, shell
+
+GPU = DeviceRef("gpu.example.com", "n1", "gpu-0")
+WRITES = (
+    ClaimWrite(ClaimKey("ns/a"), "uid-a", "3", Allocation((AllocatedDevice("gpus", GPU),),
+                                                          NodeName("n1")),
+               ((PodKey("ns/job-0"), "uid-job-0"),)),
+    ClaimWrite(ClaimKey("ns/b"), "uid-b", "4", None, ((PodKey("ns/job-1"), "uid-job-1"),)),
+)
+PLACEMENT = Placement(JOB, ((PodKey("ns/job-0"), NodeName("n1")),
+                            (PodKey("ns/job-1"), NodeName("n1"))), WRITES)
+
+
+@dataclass
+class AnsweringClaims:
+    """Accepts the claims not named in ``refuse``; notes what was written and undone."""
+
+    refuse: frozenset[str] = frozenset()
+    written: list[str] = field(default_factory=list)
+    undone: list[str] = field(default_factory=list)
+
+    async def write(self, writes: Sequence[ClaimWrite]) -> list[Answer]:
+        self.written += [w.claim for w in writes]
+        return [Answer(409, "the object has been modified") if w.claim in self.refuse
+                else Answer(200) for w in writes]
+
+    async def undo(self, writes: Sequence[ClaimWrite]) -> None:
+        self.undone += [w.claim for w in writes]
+
+
+def claim_obj(name: str, *, allocated: bool = False) -> dict[str, object]:
+    status: dict[str, object] = {}
+    if allocated:
+        status = {"allocation": {"devices": {"results": [
+            {"request": "gpus", "driver": GPU.driver, "pool": GPU.pool, "device": GPU.name}]}},
+            "reservedFor": [{"resource": "pods", "name": "job-0", "uid": "uid-job-0"}]}
+    return {"metadata": {"name": name, "namespace": "ns", "uid": f"uid-{name}"},
+            "spec": {"devices": {"requests": [{"name": "gpus", "exactly": {
+                "deviceClassName": "gpu.example.com"}}]}},
+            "status": status}
+
+
+def with_claims(claims: AnsweringClaims) -> Shell:
+    made = shell(201)
+    made.actuator.claims = cast(ClaimWriter, claims)
+    Feed(made.mirror).replace("resourceclaims", [claim_obj("a"), claim_obj("b")])
+    return made
+
+
+def carry(made: Shell) -> None:
+    async def run() -> None:
+        made.actuator.carry_out([Bind(PLACEMENT, first_created=None)], made.mirror.view(),
+                                500.0, cycle=1, cycle_ms=1.0)
+        await made.actuator.drain()
+    asyncio.run(run())
+
+
+def test_every_claim_is_written_before_the_gang_is_bound() -> None:
+    claims = AnsweringClaims()
+    made = with_claims(claims)
+    carry(made)
+    assert claims.written == ["ns/a", "ns/b"] and claims.undone == []
+    assert made.binder.asked == [PLACEMENT]
+
+
+def test_a_claim_refused_binds_nothing_and_takes_back_what_was_written() -> None:
+    claims = AnsweringClaims(refuse=frozenset({"ns/b"}))
+    made = with_claims(claims)
+    carry(made)
+    assert made.binder.asked == [], "no pod is bound without its devices"
+    assert claims.undone == ["ns/a"], "only the write that went through is taken back"
+    assert not made.mirror.is_placed(PodKey("ns/job-0"))
+    refusal = made.state.bind_refusals[PodKey("ns/job-1")]
+    assert refusal.status == 409 and "ResourceClaim ns/b" in refusal.message
+    inventory = made.mirror.view().snapshot.devices
+    assert inventory.claims[ClaimKey("ns/a")].allocation is None, "the assumption is gone"
+    assert made.woken == 1
+
+
+def test_claims_count_as_allocated_from_the_decision_until_the_watch_shows_them() -> None:
+    made = with_claims(AnsweringClaims())
+    made.mirror.assume(PLACEMENT, 500.0)
+    inventory = made.mirror.view().snapshot.devices
+    assert inventory.in_use == frozenset({GPU})
+    assert inventory.claims[ClaimKey("ns/b")].reserved_for == ("uid-job-1",)
+    Feed(made.mirror).upsert("resourceclaims", claim_obj("a", allocated=True))
+    assert ClaimKey("ns/a") not in made.mirror.devices.assumed, "the watch confirmed it"
+    assert ClaimKey("ns/b") in made.mirror.devices.assumed
+    Feed(made.mirror).delete("resourceclaims", claim_obj("b"))
+    assert made.mirror.devices.assumed == {}
