@@ -5,7 +5,8 @@ for the whole gang before the first Binding: a pod bound before its claim
 says it holds the devices would start with none. For a claim allocated now,
 the ``resource.kubernetes.io/delete-protection`` finalizer goes on first (as
 kube-scheduler adds it: the claim cannot vanish while its devices are
-handed out), then ``status.allocation`` and the pods in ``status.reservedFor``
+handed out), then ``status.allocation`` and the consumers in ``status.reservedFor``
+(the pods, or a native PodGroup for the claims of its ``spec.resourceClaims``)
 in one status patch. Both carry the resourceVersion the decision read: a
 claim someone else allocated meanwhile refuses the write (409) instead of
 being allocated twice. A claim that had its allocation only gets the pods
@@ -41,8 +42,13 @@ DELETE_PROTECTION = "resource.kubernetes.io/delete-protection"
 
 
 def _reserved(write: ClaimWrite) -> list[dict[str, str]]:
-    return [{"resource": "pods", "name": pod.split("/", 1)[1], "uid": uid}
-            for pod, uid in write.pods]
+    entries = []
+    for consumer in write.consumers:
+        entry = {"resource": consumer.resource, "name": consumer.name, "uid": consumer.uid}
+        if consumer.api_group:
+            entry["apiGroup"] = consumer.api_group
+        entries.append(entry)
+    return entries
 
 
 class ClaimWriter:
@@ -123,7 +129,8 @@ class ClaimWriter:
     async def _undo_one(self, write: ClaimWrite) -> Answer:
         namespace, name = write.claim.split("/", 1)
         status: dict[str, Any] = {
-            "reservedFor": [{"uid": uid, "$patch": "delete"} for _, uid in write.pods]}
+            "reservedFor": [{"uid": consumer.uid, "$patch": "delete"}
+                            for consumer in write.consumers]}
         if write.allocation is not None:
             status["allocation"] = None
         return await answer_of(self._resource.patch_namespaced_resource_claim_status(

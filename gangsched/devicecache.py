@@ -104,7 +104,8 @@ class DeviceCache:
         for write in writes:
             before = self.assumed.get(write.claim)
             allocation = write.allocation or (before.allocation if before else None)
-            reserved = (*(before.reserved if before else ()), *(uid for _, uid in write.pods))
+            reserved = (*(before.reserved if before else ()),
+                        *(consumer.uid for consumer in write.consumers))
             self.assumed[write.claim] = _Assumed(allocation, reserved)
         self._changed(bool(writes))
 

@@ -247,6 +247,8 @@ class _Tally:
             preempts=key not in self.never and (spec is None or (
                 spec.preempts and spec.priority_class not in never_preempting_classes)),
             preemptible=spec is None or spec.preemptible,
+            group_claims=spec.resource_claims if spec and not solo else (),
+            group_uid=spec.uid if spec else "",
         )
 
 

@@ -25,6 +25,7 @@ from gangsched.core.model import (
     DisruptionBudget,
     Flavor,
     GangKey,
+    GroupClaim,
     GroupSpec,
     Node,
     NodeName,
@@ -902,7 +903,23 @@ def _native_group(
         workload=workload,
         preempts=spec.get("preemptionPolicy") != "Never",
         preemptible=_preemptible(meta),
+        resource_claims=_group_claims(spec, where),
+        uid=str(meta.get("uid") or ""),
     )
+
+
+def _group_claims(spec: Mapping[str, Any], where: str) -> tuple[GroupClaim, ...]:
+    """Native ``spec.resourceClaims`` (DRAWorkloadResourceClaims)."""
+    found = []
+    for index, item in enumerate(_list(spec.get("resourceClaims"), where,
+                                       "spec.resourceClaims")):
+        entry = _mapping(item, where, f"spec.resourceClaims[{index}]")
+        claim, template = entry.get("resourceClaimName"), entry.get("resourceClaimTemplateName")
+        found.append(GroupClaim(
+            _str(entry.get("name"), where, f"spec.resourceClaims[{index}].name"),
+            claim if isinstance(claim, str) and claim else None,
+            template if isinstance(template, str) and template else None))
+    return tuple(found)
 
 
 @dataclass(frozen=True, slots=True)

@@ -269,6 +269,25 @@ class StorageClassSpec:
 
 
 @dataclass(frozen=True, slots=True)
+class GroupClaim:
+    """One entry of a native PodGroup's ``spec.resourceClaims``. A member's own claim of
+    the same name naming the same claim or template is the group's claim, shared by
+    every member and reserved for the PodGroup rather than for each pod."""
+
+    name: str
+    claim: str | None = None
+    template: str | None = None
+
+    def matches(self, claim: PodClaim) -> bool:
+        if claim.name != self.name:
+            return False
+        if self.template is not None:
+            return claim.template == self.template
+        return claim.template is None and claim.claim is not None and (
+            claim.claim.split("/", 1)[1] == self.claim)
+
+
+@dataclass(frozen=True, slots=True)
 class Pod:
     key: PodKey
     requests: Resources
@@ -367,6 +386,11 @@ class Gang:
     """May evict gangs of lower priority to make room (no ``preemptionPolicy: Never``)."""
     preemptible: bool = True
     """May be evicted, whole, for a gang of higher priority (no opt-out annotation)."""
+    group_claims: tuple[GroupClaim, ...] = ()
+    """Its native PodGroup's ``spec.resourceClaims``: the members' claims that match one
+    are the group's, allocated once and reserved for the PodGroup."""
+    group_uid: str = ""
+    """The PodGroup's UID, which those claims' ``reservedFor`` names."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -413,6 +437,9 @@ class GroupSpec:
     preemptible: bool = True
     """False when an annotation of ``PREEMPTIBLE_ANNOTATIONS`` (core.kubeobjects) says
     ``"false"``."""
+    resource_claims: tuple[GroupClaim, ...] = ()
+    """Native ``spec.resourceClaims``: claims the group's pods share."""
+    uid: str = ""
 
 
 @dataclass(frozen=True, slots=True)

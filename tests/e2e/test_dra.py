@@ -188,3 +188,23 @@ def test_deleting_a_gang_frees_its_devices_for_the_next(ws: Workspace) -> None:
              what="the next gang to get the freed devices")
     [claim] = claims_of(ws, "next")
     assert len(devices_of(claim)) == 8
+
+
+@pytest.mark.usefixtures("gpu_nodes", "gangsched")
+def test_a_gang_sharing_one_podgroup_claim_gets_it_allocated_once_for_the_podgroup(
+    ws: Workspace,
+) -> None:
+    """A native PodGroup's ``spec.resourceClaims`` (DRAWorkloadResourceClaims): one claim
+    made for the group, shared by both members, reserved for the PodGroup."""
+    ws.create(claim_template(ws, "pair", 2))
+    group = ws.native_podgroup("duo", min_count=2)
+    group["spec"]["resourceClaims"] = [{"name": "gpus", "resourceClaimTemplateName": "pair"}]
+    ws.create(group)
+    ws.create(*(claiming(ws.pod(f"duo-{i}", group="duo", marker="native"), "pair")
+                for i in range(2)))
+    wait_for(lambda: len(bound(members(ws, "duo"))) == 2, timeout=30, what="the gang bound")
+    [claim] = claims(ws)
+    assert len(devices_of(claim)) == 2
+    [holder] = claim["status"]["reservedFor"]
+    assert (holder["resource"], holder["name"]) == ("podgroups", "duo")
+    assert {node_of(p) for p in members(ws, "duo")} == {pool for pool, _ in devices_of(claim)}

@@ -12,7 +12,7 @@ from typing import cast
 from gangsched.allocations import ClaimWriter
 from gangsched.core.actions import Bind
 from gangsched.core.dra.devices import AllocatedDevice, Allocation, ClaimKey, DeviceRef
-from gangsched.core.dra.placing import ClaimWrite
+from gangsched.core.dra.placing import ClaimWrite, Consumer
 from gangsched.core.model import NodeName, PodKey
 from gangsched.core.placement import Placement
 from gangsched.dispatcher import Answer
@@ -23,8 +23,8 @@ GPU = DeviceRef("gpu.example.com", "n1", "gpu-0")
 WRITES = (
     ClaimWrite(ClaimKey("ns/a"), "uid-a", "3", Allocation((AllocatedDevice("gpus", GPU),),
                                                           NodeName("n1")),
-               ((PodKey("ns/job-0"), "uid-job-0"),)),
-    ClaimWrite(ClaimKey("ns/b"), "uid-b", "4", None, ((PodKey("ns/job-1"), "uid-job-1"),)),
+               (Consumer("job-0", "uid-job-0"),)),
+    ClaimWrite(ClaimKey("ns/b"), "uid-b", "4", None, (Consumer("job-1", "uid-job-1"),)),
 )
 PLACEMENT = Placement(JOB, ((PodKey("ns/job-0"), NodeName("n1")),
                             (PodKey("ns/job-1"), NodeName("n1"))), WRITES)

@@ -24,8 +24,9 @@ from gangsched.core.dra.parse import (
     resource_claim_from_api,
     slice_from_api,
 )
+from gangsched.core.dra.placing import Consumer
 from gangsched.core.kubeobjects import pod_from_api
-from gangsched.core.model import NodeName, Pod, PodClaim, PodKey, Taint
+from gangsched.core.model import GroupClaim, NodeName, Pod, PodClaim, PodKey, Taint
 from gangsched.core.placement import Capacity, Placement, Snapshot, Unplaceable
 from gangsched.core.reasons import ClaimInvalid, ClaimNotReady, DevicesShort, render
 from tests.unit.clusters import gang, node
@@ -110,7 +111,8 @@ def test_a_gang_of_four_each_claiming_two_gpus_gets_eight_distinct_devices() -> 
     for i in range(4):
         assert {ref.pool for ref in allocated[f"ns/c-{i}"]} == {nodes[PodKey(f"ns/w-{i}")]}
     write = next(w for w in decision.claims if w.claim == "ns/c-0")
-    assert write.pods == ((PodKey("ns/w-0"), "uid-ns/w-0"),) and write.resource_version == "7"
+    assert write.consumers == (Consumer("w-0", "uid-ns/w-0"),)
+    assert write.resource_version == "7"
 
 
 def test_a_gang_whose_claims_cannot_all_be_met_takes_nothing() -> None:
@@ -187,7 +189,7 @@ def test_a_shared_claim_is_allocated_once_and_reserved_for_every_member() -> Non
     assert len({node for _, node in decision.assignments}) == 1
     [write] = decision.claims
     assert write.allocation is not None and len(write.allocation.devices) == 2
-    assert [pod for pod, _ in write.pods] == [f"ns/w-{i}" for i in range(3)]
+    assert [consumer.name for consumer in write.consumers] == [f"w-{i}" for i in range(3)]
 
 
 def test_a_claim_already_allocated_binds_its_pod_to_its_node() -> None:
@@ -199,7 +201,7 @@ def test_a_claim_already_allocated_binds_its_pod_to_its_node() -> None:
     assert isinstance(decision, Placement)
     assert decision.assignments == ((PodKey("ns/p"), NodeName("n-1")),)
     [write] = decision.claims
-    assert write.allocation is None and write.pods == ((PodKey("ns/p"), "uid-ns/p"),)
+    assert write.allocation is None and write.consumers == (Consumer("p", "uid-ns/p"),)
 
 
 @pytest.mark.parametrize(("requested", "problem"), [
@@ -311,3 +313,19 @@ def test_an_allocation_written_reads_back_the_same() -> None:
     claim = resource_claim_from_api(claim_obj("c", status=status))
     assert claim == replace(claim, allocation=allocation)
     assert isinstance(claim, Claim)
+
+
+def test_a_native_podgroup_claim_is_allocated_once_and_reserved_for_the_podgroup() -> None:
+    claims = [claim_obj("shared", request(count=2)), claim_obj("own-0"), claim_obj("own-1")]
+    pods = [replace(claiming(f"ns/w-{i}", f"own-{i}"), resource_claims=(
+        PodClaim("nvlink", ClaimKey("ns/shared")), PodClaim(f"own-{i}", ClaimKey(f"ns/own-{i}"))))
+        for i in range(2)]
+    group = replace(gang("ns/train", pods), group_uid="uid-train",
+                    group_claims=(GroupClaim("nvlink", claim="shared"),))
+    decision = Capacity(snapshot(["n-0", "n-1"], claims)).place(group)
+    assert isinstance(decision, Placement)
+    writes = {write.claim: write for write in decision.claims}
+    assert writes["ns/shared"].consumers == (
+        Consumer("train", "uid-train", "podgroups", "scheduling.k8s.io"),)
+    assert writes["ns/own-1"].consumers == (Consumer("w-1", "uid-ns/w-1"),)
+    assert len({node for _, node in decision.assignments}) == 1, "one claim, node-local GPUs"

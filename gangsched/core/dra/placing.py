@@ -31,27 +31,36 @@ from gangsched.core.dra.allocator import (
 )
 from gangsched.core.dra.devices import Allocation, Claim, ClaimKey, DeviceRef, Inventory
 from gangsched.core.dra.selectors import SelectorError
-from gangsched.core.model import Gang, NodeName, Pod, PodKey, Policy
+from gangsched.core.model import Gang, NodeName, Pod, PodClaim, Policy
 from gangsched.core.nodefit import term_matches
 from gangsched.core.reasons import ClaimInvalid, ClaimNotReady, DevicesShort
 from gangsched.core.resources import Resources
 
-__all__ = ["ClaimWrite", "DevicePlacement", "NodeRoom", "place_with_devices"]
+__all__ = ["ClaimWrite", "Consumer", "DevicePlacement", "NodeRoom", "place_with_devices"]
 
 Refusal = ClaimInvalid | ClaimNotReady | DevicesShort
 
 
 @dataclass(frozen=True, slots=True)
+class Consumer:
+    """An entry of a claim's ``reservedFor``: a pod, or a native PodGroup for its claims."""
+
+    name: str
+    uid: str
+    resource: str = "pods"
+    api_group: str = ""
+
+
+@dataclass(frozen=True, slots=True)
 class ClaimWrite:
     """What to write to one claim before its pods' Bindings: the allocation chosen (None
-    when it had one already) and the pods to add to its ``reservedFor``."""
+    when it had one already) and the consumers to add to its ``reservedFor``."""
 
     claim: ClaimKey
     uid: str
     resource_version: str
     allocation: Allocation | None
-    pods: tuple[tuple[PodKey, str], ...]
-    """(pod, UID) of each member to reserve the claim for."""
+    consumers: tuple[Consumer, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,15 +81,16 @@ class NodeRoom:
 class _Gang:
     """The running answer for one gang: devices, claims and room taken so far."""
 
-    def __init__(self, inventory: Inventory, allocated: Mapping[ClaimKey, Allocation],
-                 taken: AbstractSet[DeviceRef]) -> None:
+    def __init__(self, gang: Gang, inventory: Inventory,
+                 allocated: Mapping[ClaimKey, Allocation], taken: AbstractSet[DeviceRef]) -> None:
+        self.gang = gang
         self.inventory = inventory
         self.allocated = dict(allocated)
         self.new: dict[ClaimKey, Allocation] = {}
         self.taken = set(taken)
         self.used: dict[NodeName, Resources] = {}
         self.mine: dict[NodeName, int] = {}
-        self.reserve: dict[ClaimKey, list[tuple[PodKey, str]]] = {}
+        self.reserve: dict[ClaimKey, list[Consumer]] = {}
         self.assignments: list[tuple[Pod, NodeName]] = []
 
     def claims_of(self, pod: Pod) -> list[Claim] | ClaimInvalid | ClaimNotReady:
@@ -114,18 +124,30 @@ class _Gang:
                 return False
         return True
 
-    def take(self, pod: Pod, node: NodeName, claims: list[Claim],
-             found: NodeAllocation | None) -> None:
+    def take(self, pod: Pod, node: NodeName, found: NodeAllocation | None) -> None:
         if found is not None:
             for key, allocation in found.allocations:
                 self.allocated[key] = self.new[key] = allocation
                 self.taken.update(d.device for d in allocation.devices if not d.admin_access)
-        for claim in claims:
-            if pod.uid not in claim.reserved_for:
-                self.reserve.setdefault(claim.key, []).append((pod.key, pod.uid))
+        for pod_claim in pod.resource_claims:
+            claim = self.inventory.claims[pod_claim.claim] if pod_claim.claim else None
+            if claim is None:
+                continue
+            consumer = self._consumer(pod, pod_claim)
+            held = self.reserve.get(claim.key, [])
+            if consumer.uid not in claim.reserved_for and consumer not in held:
+                self.reserve[claim.key] = [*held, consumer]
         self.used[node] = self.used.get(node, Resources.zero()) + pod.requests
         self.mine[node] = self.mine.get(node, 0) + 1
         self.assignments.append((pod, node))
+
+    def _consumer(self, pod: Pod, claim: PodClaim) -> Consumer:
+        """The PodGroup for a claim of its ``spec.resourceClaims``, else the pod itself."""
+        gang = self.gang
+        if any(group_claim.matches(claim) for group_claim in gang.group_claims):
+            return Consumer(gang.key.split("/", 1)[1], gang.group_uid, "podgroups",
+                            "scheduling.k8s.io")
+        return Consumer(pod.key.split("/", 1)[1], pod.uid)
 
     def writes(self) -> tuple[ClaimWrite, ...]:
         keys = sorted(set(self.new) | set(self.reserve))
@@ -170,7 +192,7 @@ def _place_pod(state: _Gang, pod: Pod, room: NodeRoom, policy: Policy
             if answer is None:
                 continue
             found = answer
-        state.take(pod, node, claims, found)
+        state.take(pod, node, found)
         return node
     return None
 
@@ -185,7 +207,7 @@ def place_with_devices(
     ``taken``: devices no new allocation may use. Members beyond ``need``
     are placed where they fit; one that does not fit stays pending.
     """
-    state = _Gang(inventory, allocated, taken)
+    state = _Gang(gang, inventory, allocated, taken)
     refused: Refusal | None = None
     for pod in gang.pending:
         placed = _place_pod(state, pod, room, policy)
