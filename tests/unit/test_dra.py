@@ -324,7 +324,7 @@ def test_a_native_podgroup_claim_is_allocated_once_and_reserved_for_the_podgroup
                     group_claims=(GroupClaim("nvlink", claim="shared"),))
     decision = Capacity(snapshot(["n-0", "n-1"], claims)).place(group)
     assert isinstance(decision, Placement)
-    writes = {write.claim: write for write in decision.claims}
+    writes = {str(write.claim): write for write in decision.claims}
     assert writes["ns/shared"].consumers == (
         Consumer("train", "uid-train", "podgroups", "scheduling.k8s.io"),)
     assert writes["ns/own-1"].consumers == (Consumer("w-1", "uid-ns/w-1"),)
