@@ -1,12 +1,19 @@
 """kube-scheduler as the oracle of "may this pod go on this node".
 
 A seeded generator makes random nodes (labels, zones, taints, allocatable,
-cordons) with pods already bound to them by ``nodeName``, and random pods
-(requests and limits, init and sidecar containers, node selectors, required
-node affinity with every operator, tolerations). For every (pod, node) pair
-kube-scheduler is asked by a probe pinned to the node with a ``matchFields``
-term, and gangsched's own filter answers from the same objects parsed by
+cordons) with pods already bound to them by ``nodeName`` (with labels, some
+with their own required anti-affinity), and random pods (requests and
+limits, init and sidecar containers, node selectors, required node affinity
+with every operator, tolerations, required pod affinity and anti-affinity,
+DoNotSchedule spread constraints). For every (pod, node) pair kube-scheduler
+is asked by a probe pinned to the node with a ``matchFields`` term, and
+gangsched's own filter answers from the same objects parsed by
 ``gangsched.core.kubeobjects``. Any pair where they differ is a bug on one side.
+
+The probes of one pod go to every node at once; so that a probe bound on one
+node is not counted by the inter-pod rules of the others, every selector of a
+probe excludes the other probes by their ``oracle-probe`` label (and still
+matches the probe itself, which the rules' self-match cases need).
 """
 
 from __future__ import annotations
@@ -21,7 +28,9 @@ from typing import Any
 import pykube
 
 from devcluster.controlplane import KWOK_LABEL, LocalCluster
+from gangsched.core.interpod import pod_rules_refusal
 from gangsched.core.kubeobjects import node_from_api, pod_from_api
+from gangsched.core.model import Node, NodeName, Pod
 from gangsched.core.nodefit import node_excluded_reason
 from gangsched.core.resources import Resources
 
@@ -32,6 +41,12 @@ ZONES = ("a", "b", "c")
 TAINT_KEYS = ("dedicated", "gpu")
 EXTENDED = "example.com/dev"
 OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt")
+POD_LABELS = {"app": ("web", "db", "cache"), "role": ("a", "b")}
+TOPOLOGY_KEYS = ("kubernetes.io/hostname", "kubernetes.io/hostname",
+                 "topology.kubernetes.io/zone", "topology.kubernetes.io/zone",
+                 "topology.kubernetes.io/zone", "example.com/rack")
+"""Keys inter-pod terms use; no node carries the rack label."""
+PROBE_LABEL = "oracle-probe"
 
 
 def seed() -> int:
@@ -116,8 +131,86 @@ def _toleration(rng: random.Random) -> dict[str, Any]:
     return toleration
 
 
+def pod_labels(rng: random.Random) -> dict[str, str]:
+    return {key: rng.choice(values) for key, values in POD_LABELS.items() if rng.random() < 0.7}
+
+
+def _label_selector(rng: random.Random) -> dict[str, Any]:
+    """A selector over pod labels: matchLabels, matchExpressions or both; rarely empty."""
+    selector: dict[str, Any] = {}
+    if rng.random() < 0.6:
+        key = rng.choice(tuple(POD_LABELS))
+        selector["matchLabels"] = {key: rng.choice(POD_LABELS[key])}
+    if rng.random() < 0.4 or (not selector and rng.random() < 0.8):
+        key = rng.choice(tuple(POD_LABELS))
+        operator = rng.choice(("In", "NotIn", "Exists", "DoesNotExist"))
+        requirement: dict[str, Any] = {"key": key, "operator": operator}
+        if operator in ("In", "NotIn"):
+            requirement["values"] = rng.sample(POD_LABELS[key], rng.choice((1, 2)))
+        selector["matchExpressions"] = [requirement]
+    return selector
+
+
+def _label_key_outside(rng: random.Random, selector: Mapping[str, Any]) -> list[str]:
+    """A ``matchLabelKeys`` entry: a key the selector does not name (the API's rule)."""
+    named = {*selector.get("matchLabels", {}),
+             *(r["key"] for r in selector.get("matchExpressions", []))}
+    free = [key for key in POD_LABELS if key not in named]
+    return [rng.choice(free)] if free else []
+
+
+def _pod_term(rng: random.Random) -> dict[str, Any]:
+    term: dict[str, Any] = {"labelSelector": _label_selector(rng),
+                            "topologyKey": rng.choice(TOPOLOGY_KEYS)}
+    if rng.random() < 0.15:
+        term["namespaceSelector"] = {}
+    if rng.random() < 0.15:
+        term["matchLabelKeys"] = _label_key_outside(rng, term["labelSelector"])
+    return term
+
+
+def _spread(rng: random.Random, key: str) -> dict[str, Any]:
+    constraint: dict[str, Any] = {
+        "maxSkew": rng.choice((1, 1, 2)), "topologyKey": key,
+        "whenUnsatisfiable": "DoNotSchedule", "labelSelector": _label_selector(rng),
+        # A probe is pinned by node affinity, so Honor counts the pinned node's domain
+        # alone: Ignore, more often, counts them all.
+        "nodeAffinityPolicy": rng.choice(("Honor", "Ignore", "Ignore")),
+    }
+    if rng.random() < 0.3:
+        constraint["nodeTaintsPolicy"] = rng.choice(("Honor", "Ignore"))
+    if rng.random() < 0.2:
+        constraint["minDomains"] = rng.choice((2, 3, 4))
+    if rng.random() < 0.15:
+        constraint["matchLabelKeys"] = _label_key_outside(rng, constraint["labelSelector"])
+    return constraint
+
+
+def pod_rules(rng: random.Random) -> dict[str, Any]:
+    """Required inter-pod terms and spread constraints, each present now and then."""
+    spec: dict[str, Any] = {}
+    affinity: dict[str, Any] = {}
+    for kind in ("podAffinity", "podAntiAffinity"):
+        if rng.random() < 0.4:
+            affinity[kind] = {"requiredDuringSchedulingIgnoredDuringExecution": [
+                _pod_term(rng) for _ in range(rng.choice((1, 1, 2)))]}
+    if affinity:
+        spec["affinity"] = affinity
+    if rng.random() < 0.5:
+        keys = rng.sample(sorted(set(TOPOLOGY_KEYS)), rng.choice((1, 1, 2)))
+        spec["topologySpreadConstraints"] = [_spread(rng, key) for key in keys]
+    return spec
+
+
 def pod_spec(rng: random.Random) -> dict[str, Any]:
-    """A random pod spec without a node: what the probes of one pod share."""
+    """A random pod spec without a node: what the probes of one pod share.
+
+    Half the pods exercise node rules and room; the other half are small pods
+    that tolerate every taint and carry inter-pod rules, so that those rules,
+    not the others, decide most of their pairs.
+    """
+    if rng.random() < 0.5:
+        return _inter_pod_spec(rng)
     spec: dict[str, Any] = {"containers": [_container(rng, f"c{i}")
                                            for i in range(rng.choice((1, 1, 2)))]}
     inits = []
@@ -138,6 +231,19 @@ def pod_spec(rng: random.Random) -> dict[str, Any]:
     return spec
 
 
+def _inter_pod_spec(rng: random.Random) -> dict[str, Any]:
+    spec: dict[str, Any] = {
+        "containers": [{"name": "main", "image": "busybox",
+                        "resources": {"requests": {"cpu": "10m"}}}],
+        "tolerations": [{"operator": "Exists"}],
+    }
+    if rng.random() < 0.3:
+        spec["nodeSelector"] = {"tier": rng.choice(("gold", "silver"))}
+    while len(spec) == 2:
+        spec.update(pod_rules(rng))
+    return spec
+
+
 def pinned(spec: Mapping[str, Any], node: str) -> dict[str, Any]:
     """The spec, allowed on ``node`` only: a ``matchFields`` requirement in every term."""
     pin = {"key": "metadata.name", "operator": "In", "values": [node]}
@@ -146,8 +252,38 @@ def pinned(spec: Mapping[str, Any], node: str) -> dict[str, Any]:
                 .get("requiredDuringSchedulingIgnoredDuringExecution"))
     terms = [{**term, "matchFields": [pin]} for term in required["nodeSelectorTerms"]] \
         if required else [{"matchFields": [pin]}]
-    out["affinity"] = {"nodeAffinity": {
+    out["affinity"] = {**spec.get("affinity", {}), "nodeAffinity": {
         "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": terms}}}
+    return out
+
+
+def isolated(spec: Mapping[str, Any], node: str, nodes: Sequence[str]) -> dict[str, Any]:
+    """The spec with every pod selector of its rules blind to the other probes.
+
+    ``oracle-probe NotIn [the others]`` matches the probe itself and every pod
+    that is not a probe, so each probe is judged against the existing pods
+    alone, as if it were the only one.
+    """
+    others = [f"{PROBE_LABEL}-{n}" for n in nodes if n != node]
+    blind = {"key": PROBE_LABEL, "operator": "NotIn", "values": others or ["none"]}
+
+    def narrowed(selector: Mapping[str, Any]) -> dict[str, Any]:
+        return {**selector,
+                "matchExpressions": [*selector.get("matchExpressions", []), blind]}
+
+    out = dict(spec)
+    affinity = dict(out.get("affinity", {}))
+    for kind in ("podAffinity", "podAntiAffinity"):
+        if kind in affinity:
+            required = affinity[kind]["requiredDuringSchedulingIgnoredDuringExecution"]
+            affinity[kind] = {"requiredDuringSchedulingIgnoredDuringExecution": [
+                {**term, "labelSelector": narrowed(term["labelSelector"])} for term in required]}
+    if affinity:
+        out["affinity"] = affinity
+    if "topologySpreadConstraints" in out:
+        out["topologySpreadConstraints"] = [
+            {**c, "labelSelector": narrowed(c["labelSelector"])}
+            for c in out["topologySpreadConstraints"]]
     return out
 
 
@@ -160,20 +296,41 @@ class Verdict:
     why: str
 
 
-def our_verdict(probe: Mapping[str, Any], node_obj: Mapping[str, Any], used: Resources) -> bool:
-    """gangsched's own filter on the objects kube-scheduler saw: rules, then room."""
+@dataclass(frozen=True, slots=True)
+class Cluster:
+    """What our side reads, parsed once per pod: the nodes and the pods on them."""
+
+    nodes: Mapping[NodeName, Node]
+    pods: tuple[Pod, ...]
+
+    @staticmethod
+    def read(cluster: LocalCluster) -> Cluster:
+        """Every node and every pod but the probes: kube-scheduler counts them all."""
+        nodes = {node.name: node for node in (
+            node_from_api(n.obj) for n in pykube.Node.objects(cluster.client))}
+        pods = tuple(pod_from_api(p.obj)
+                     for p in pykube.Pod.objects(cluster.client, namespace=pykube.all)
+                     if "probe" not in p.labels)
+        return Cluster(nodes, pods)
+
+    def used_on(self, node: str) -> Resources:
+        return Resources.sum(pod.requests for pod in self.pods
+                             if pod.node_name == node and not pod.terminal)
+
+
+def our_verdict(probe: Mapping[str, Any], node: Node, seen: Cluster) -> str | None:
+    """gangsched's own filter on the objects kube-scheduler saw: None when it accepts
+    the pair, else why not (node rules, room, then inter-pod rules)."""
     pod = pod_from_api(probe)
-    node = node_from_api(node_obj)
-    return (node_excluded_reason(pod.rules, node) is None
-            and pod.requests.fits(node.allocatable - used))
-
-
-def used_on(cluster: LocalCluster, namespace: str, node: str) -> Resources:
-    total = Resources.zero()
-    for pod in pykube.Pod.objects(cluster.client, namespace=namespace):
-        if pod.obj["spec"].get("nodeName") == node and "probe" not in pod.labels:
-            total += pod_from_api(pod.obj).requests
-    return total
+    excluded = node_excluded_reason(pod.rules, node)
+    if excluded is not None:
+        return excluded
+    if not pod.requests.fits(node.allocatable - seen.used_on(node.name)):
+        return "room"
+    refusal = pod_rules_refusal(pod, node.name, seen.nodes, seen.pods)
+    if refusal is not None:
+        return f"{refusal.rule.value} {refusal.topology_key}={refusal.domain}"
+    return None
 
 
 def kube_verdict(pod: Mapping[str, Any]) -> bool | None:
@@ -219,9 +376,15 @@ def make_nodes(cluster: LocalCluster, rng: random.Random, count: int) -> list[st
 
 
 def remove_nodes(cluster: LocalCluster) -> None:
+    """Every node goes: a node left by another test would be a domain of the probes'
+    spread constraints on kube-scheduler's side."""
     for node in pykube.Node.objects(cluster.client):
-        if node.name.startswith(PREFIX + "-"):
-            node.delete()
+        node.delete()
+    deadline = time.monotonic() + 30
+    while pykube.Node.objects(cluster.client):
+        if time.monotonic() > deadline:
+            raise AssertionError("nodes did not go")
+        time.sleep(0.1)
 
 
 def _pod(namespace: str, name: str, spec: Mapping[str, Any], **labels: str) -> dict[str, Any]:
@@ -233,12 +396,17 @@ def _pod(namespace: str, name: str, spec: Mapping[str, Any], **labels: str) -> d
 
 def place_existing(cluster: LocalCluster, namespace: str, rng: random.Random,
                    nodes: Sequence[str]) -> None:
-    """Pods bound by ``nodeName``, as a DaemonSet or another scheduler leaves them."""
+    """Pods bound by ``nodeName``, as a DaemonSet or another scheduler leaves them:
+    labelled, and some with their own required anti-affinity."""
     for node in nodes:
         for i in range(rng.choice((0, 1, 2))):
-            spec = {"containers": [_container(rng, "main")], "nodeName": node,
-                    "tolerations": [{"operator": "Exists"}]}
-            pykube.Pod(cluster.client, _pod(namespace, f"existing-{node}-{i}", spec)).create()
+            spec: dict[str, Any] = {"containers": [_container(rng, "main")], "nodeName": node,
+                                    "tolerations": [{"operator": "Exists"}]}
+            if rng.random() < 0.3:
+                spec["affinity"] = {"podAntiAffinity": {
+                    "requiredDuringSchedulingIgnoredDuringExecution": [_pod_term(rng)]}}
+            manifest = _pod(namespace, f"existing-{node}-{i}", spec, **pod_labels(rng))
+            pykube.Pod(cluster.client, manifest).create()
 
 
 def _clear_probes(cluster: LocalCluster, namespace: str) -> None:
@@ -253,9 +421,12 @@ def _clear_probes(cluster: LocalCluster, namespace: str) -> None:
 
 
 def probe_pod(cluster: LocalCluster, namespace: str, index: int, spec: Mapping[str, Any],
-              nodes: Sequence[str]) -> list[Verdict]:
+              labels: Mapping[str, str], nodes: Sequence[str]) -> list[Verdict]:
     """One pod on every node at once (one probe per node), answered by both sides."""
-    probes = {node: _pod(namespace, f"p{index}-{node}", pinned(spec, node), probe="yes")
+    seen = Cluster.read(cluster)
+    probes = {node: _pod(namespace, f"p{index}-{node}",
+                         isolated(pinned(spec, node), node, nodes), probe="yes",
+                         **labels, **{PROBE_LABEL: f"{PROBE_LABEL}-{node}"})
               for node in nodes}
     for manifest in probes.values():
         pykube.Pod(cluster.client, manifest).create()
@@ -263,10 +434,8 @@ def probe_pod(cluster: LocalCluster, namespace: str, index: int, spec: Mapping[s
     verdicts = []
     for node, manifest in probes.items():
         kube = kube_verdict(resolved[manifest["metadata"]["name"]])
-        node_obj = pykube.Node.objects(cluster.client).get(name=node).obj
-        ours = our_verdict(manifest, node_obj, used_on(cluster, namespace, node))
-        reason = node_excluded_reason(pod_from_api(manifest).rules, node_from_api(node_obj))
-        verdicts.append(Verdict(index, node, bool(kube), ours, reason or "room"))
+        why = our_verdict(manifest, seen.nodes[NodeName(node)], seen)
+        verdicts.append(Verdict(index, node, bool(kube), why is None, why or "accepted"))
     _clear_probes(cluster, namespace)
     return verdicts
 
@@ -279,7 +448,8 @@ def run(cluster: LocalCluster, namespace: str, rng: random.Random, *, nodes: int
         place_existing(cluster, namespace, rng, names)
         verdicts = []
         for index in range(pods):
-            verdicts.extend(probe_pod(cluster, namespace, index, pod_spec(rng), names))
+            verdicts.extend(probe_pod(cluster, namespace, index, pod_spec(rng), pod_labels(rng),
+                                      names))
         return verdicts
     finally:
         remove_nodes(cluster)

@@ -1,4 +1,5 @@
-"""gangsched's "may this pod go on this node" agrees with kube-scheduler's, pair by pair.
+"""gangsched's "may this pod go on this node" agrees with kube-scheduler's, pair by pair,
+for node rules, room, inter-pod affinity and anti-affinity, and topology spread.
 
 The generator is seeded; the seed is printed and ``GANGSCHED_ORACLE_SEED``
 replays a run (see ``tests/e2e/oracle.py``).
@@ -26,6 +27,8 @@ def test_our_filter_agrees_with_kube_scheduler_on_every_pair(
     print(f"{len(verdicts)} pairs, {sum(v.kube for v in verdicts)} accepted by kube-scheduler")
     assert len(verdicts) == NODES * PODS
     assert {v.kube for v in verdicts} == {True, False}, "every pair had the same verdict"
+    inter_pod = [v for v in verdicts if v.why.startswith(("pod ", "anti-affinity", "topology"))]
+    assert inter_pod, "no pair was refused by an inter-pod rule: the generator lost them"
     assert not disagreements, (
         f"{len(disagreements)} of {len(verdicts)} pairs disagree "
         f"({oracle.SEED_VARIABLE}={seed}):\n{oracle.table(disagreements)}")
