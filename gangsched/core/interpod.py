@@ -80,6 +80,24 @@ def selector_matches(
     return all(requirement_matches(r, labels) for r in match_expressions)
 
 
+def required_pairs(
+    match_labels: Sequence[tuple[str, str]], match_expressions: Sequence[SelectorRequirement],
+) -> list[tuple[str, str]]:
+    """Label pairs every pod a selector matches must carry: its ``matchLabels`` and its
+    ``In`` requirements of one value (what ``matchLabelKeys`` become)."""
+    pairs = list(match_labels)
+    pairs.extend((r.key, r.values[0]) for r in match_expressions
+                 if r.operator == "In" and len(r.values) == 1)
+    return pairs
+
+
+def _term_pair(term: PodAffinityTerm) -> tuple[str, str] | None:
+    """The pair a term is indexed by: its last required pair, the most particular one
+    (``matchLabelKeys`` come last), or None when it requires none."""
+    pairs = required_pairs(term.match_labels, term.match_expressions)
+    return pairs[-1] if pairs else None
+
+
 def term_selects(term: PodAffinityTerm, pod: Pod) -> bool:
     """Whether an affinity term selects the pod: its namespace, then its labels.
 
@@ -129,7 +147,8 @@ class Residents:
     """
 
     __slots__ = (
-        "_by_label", "_by_value", "_holder_terms", "_terms_by_label", "labels", "nodes", "on",
+        "_by_label", "_by_value", "_carrying", "_holder_terms", "_terms_by_label", "_values",
+        "labels", "nodes", "on",
     )
 
     def __init__(self, nodes: Mapping[NodeName, Node], pods: Iterable[Pod]) -> None:
@@ -142,6 +161,8 @@ class Residents:
         self._holder_terms: dict[PodAffinityTerm, dict[PodKey, None]] = {}
         self._terms_by_label: dict[tuple[str, str] | None, dict[PodAffinityTerm, None]] = {}
         self._by_value: dict[str, dict[str | None, list[NodeName]]] = {}
+        self._carrying: dict[tuple[str, ...], tuple[NodeName, ...]] = {}
+        self._values: dict[tuple[tuple[str, ...], str], tuple[str, ...]] = {}
         for pod in pods:
             if pod.node_name is not None and not pod.terminal and pod.node_name in nodes:
                 self.add(pod, pod.node_name)
@@ -154,8 +175,7 @@ class Residents:
             holders = self._holder_terms.get(term)
             if holders is None:
                 holders = self._holder_terms[term] = {}
-                first = term.match_labels[0] if term.match_labels else None
-                self._terms_by_label.setdefault(first, {})[term] = None
+                self._terms_by_label.setdefault(_term_pair(term), {})[term] = None
             holders[pod.key] = None
 
     def remove(self, key: PodKey) -> None:
@@ -170,16 +190,21 @@ class Residents:
             holders.pop(key, None)
             if not holders:
                 del self._holder_terms[term]
-                first = term.match_labels[0] if term.match_labels else None
-                del self._terms_by_label[first][term]
+                del self._terms_by_label[_term_pair(term)][term]
 
-    def having(self, match_labels: Sequence[tuple[str, str]]) -> Iterator[tuple[Pod, NodeName]]:
-        """Pods that may match a selector with these ``matchLabels``: those carrying its
-        first pair, or every pod when it has none."""
-        if not match_labels:
+    def having(
+        self, match_labels: Sequence[tuple[str, str]],
+        match_expressions: Sequence[SelectorRequirement] = (),
+    ) -> Iterator[tuple[Pod, NodeName]]:
+        """Pods that may match a selector: those carrying the rarest of the pairs it
+        requires, or every pod when it requires none."""
+        pairs = required_pairs(match_labels, match_expressions)
+        if not pairs:
             yield from list(self.on.values())
             return
-        for key in list(self._by_label.get(match_labels[0], ())):
+        by_label = self._by_label
+        rarest = min(pairs, key=lambda pair: len(by_label.get(pair, ())))
+        for key in list(by_label.get(rarest, ())):
             yield self.on[key]
 
     def terms_selecting(self, pod: Pod) -> Iterator[PodAffinityTerm]:
@@ -202,6 +227,23 @@ class Residents:
                 by_value.setdefault(self.labels[name].get(key), []).append(name)
         return by_value.get(value, [])
 
+    def carrying(self, keys: tuple[str, ...]) -> tuple[NodeName, ...]:
+        """The nodes that carry every one of the keys (spread domains are theirs)."""
+        found = self._carrying.get(keys)
+        if found is None:
+            found = self._carrying[keys] = tuple(
+                name for name in sorted(self.labels)
+                if all(key in self.labels[name] for key in keys))
+        return found
+
+    def values(self, keys: tuple[str, ...], key: str) -> tuple[str, ...]:
+        """The values of ``key`` among the nodes carrying every one of ``keys``."""
+        found = self._values.get((keys, key))
+        if found is None:
+            found = self._values[keys, key] = tuple(dict.fromkeys(
+                self.labels[name][key] for name in self.carrying(keys)))
+        return found
+
     def held_off(self, pod: Pod) -> bool:
         """Whether some pod's required anti-affinity selects this one."""
         return next(self.terms_selecting(pod), None) is not None
@@ -218,7 +260,8 @@ class _SpreadCount:
         self.self_match = self_match
         self.counts: dict[str, int] = {}
         self.levels: dict[int, int] = {}
-        self.eligible: dict[NodeName, bool] = {}
+        self.eligible: dict[NodeName, bool] | None = None
+        """Nodes whose domain the constraint counts; None: every node carrying the keys."""
         self.nonzero: dict[str, None] = {}
 
     def open(self, domain: str) -> None:
@@ -295,12 +338,13 @@ class RuleCounts:
         labels = residents.labels
         pod = kind.pod
         if pod.affinity:
-            for other, node in residents.having(pod.affinity[0].match_labels):
+            first = pod.affinity[0]
+            for other, node in residents.having(first.match_labels, first.match_expressions):
                 if _selects_all(pod.affinity, other):
                     for term in pod.affinity:
                         _bump(kind.affinity, labels[node], term.topology_key, 1)
         for term in pod.anti_affinity:
-            for other, node in residents.having(term.match_labels):
+            for other, node in residents.having(term.match_labels, term.match_expressions):
                 if term_selects(term, other):
                     _bump(kind.anti, labels[node], term.topology_key, 1)
         for term in residents.terms_selecting(pod):
@@ -309,33 +353,44 @@ class RuleCounts:
         if kind.spread:
             self._open_domains(kind)
             for spread in kind.spread:
-                for other, node in residents.having(spread.constraint.match_labels):
+                constraint = spread.constraint
+                for other, node in residents.having(constraint.match_labels,
+                                                    constraint.match_expressions):
                     self._count_spread(kind, spread, other, node, 1)
 
     def _open_domains(self, kind: _KindCounts) -> None:
         """Every node the constraints count (by their node policies, carrying every
         constraint's key) opens its domain, with no pods yet."""
         pod = kind.pod
-        keys = [spread.constraint.topology_key for spread in kind.spread]
-        for name, node in self.residents.nodes.items():
-            labels = self.residents.labels[name]
-            if not all(key in labels for key in keys):
-                for spread in kind.spread:
-                    spread.eligible[name] = False
+        residents = self.residents
+        keys = tuple(sorted({spread.constraint.topology_key for spread in kind.spread}))
+        carrying = residents.carrying(keys)
+        for spread in kind.spread:
+            constraint = spread.constraint
+            key = constraint.topology_key
+            filtered = constraint.honour_taints or (constraint.honour_node_affinity and (
+                pod.rules.node_selector or pod.rules.required_affinity))
+            if not filtered:
+                for value in residents.values(keys, key):
+                    spread.open(value)
+                spread.eligible = dict.fromkeys(carrying, True) if len(keys) > 1 else None
                 continue
-            for spread in kind.spread:
-                ok = _counted(spread.constraint, pod, node)
-                spread.eligible[name] = ok
+            eligible = spread.eligible = {}
+            for name in carrying:
+                ok = eligible[name] = _counted(constraint, pod, residents.nodes[name])
                 if ok:
-                    spread.open(labels[spread.constraint.topology_key])
+                    spread.open(residents.labels[name][key])
 
     def _count_spread(
         self, kind: _KindCounts, spread: _SpreadCount, other: Pod, node: NodeName, delta: int
     ) -> None:
-        if spread.eligible.get(node) and spread_selects(spread.constraint, kind.pod.namespace,
-                                                        other):
-            # An eligible node carries the key, and its domain is open.
-            spread.shift(self.residents.labels[node][spread.constraint.topology_key], delta)
+        key = spread.constraint.topology_key
+        labels = self.residents.labels[node]
+        eligible = spread.eligible
+        counted = key in labels if eligible is None else eligible.get(node, False)
+        if counted and spread_selects(spread.constraint, kind.pod.namespace, other):
+            # A counted node carries the key, and its domain is open.
+            spread.shift(labels[key], delta)
 
     def add(self, pod: Pod, node: NodeName) -> None:
         """Count a pod placed on a node (a member the search just placed)."""

@@ -271,7 +271,7 @@ def _blamed(residents: Residents, pod: Pod, refusal: Refusal) -> Pod | None:
         for term in pod.anti_affinity:
             if term.topology_key != key:
                 continue
-            for other, node in residents.having(term.match_labels):
+            for other, node in residents.having(term.match_labels, term.match_expressions):
                 if there(node) and term_selects(term, other):
                     return other
     if refusal.rule is PodRule.EXISTING_ANTI_AFFINITY:

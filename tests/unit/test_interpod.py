@@ -6,11 +6,15 @@ cover the parsing of the terms as well as the placement under them.
 
 from __future__ import annotations
 
+import itertools
 from collections import Counter
 from dataclasses import replace
 from typing import Any
 
-from gangsched.core.interpod import PodRule, pod_rules_refusal
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from gangsched.core.interpod import PodRule, pod_rules_refusal, term_selects
 from gangsched.core.kubeobjects import pod_from_api
 from gangsched.core.model import Gang, GangKey, Node, NodeName, Pod, Policy
 from gangsched.core.placement import Capacity, Placement, Snapshot, Unplaceable
@@ -203,3 +207,80 @@ def test_pods_placed_earlier_in_the_pass_count_for_later_gangs() -> None:
     capacity.release(placement)
     capacity.release(Placement(guard.key, ((guard.pending[0].key, NodeName(guarded)),)))
     assert len(set(nodes_of(capacity.place(plain)))) == 1  # the guard gone, binpack again
+
+
+# ---- the search against brute force: anti-affinity, whose verdict does not depend on order
+
+
+def _anti_ok(placed: list[tuple[Pod, str]]) -> bool:
+    """No pod's anti-affinity selects another pod in its domain, either way, but between
+    two running pods (bound by ``nodeName``, they may break each other's)."""
+    zones = ZONES_OF
+    for holder, where in placed:
+        for term in holder.anti_affinity:
+            mine = zones[where].get(term.topology_key)
+            if mine is None:
+                continue
+            for other, there in placed:
+                both_running = holder.node_name is not None and other.node_name is not None
+                if (other.key != holder.key and not both_running
+                        and zones[there].get(term.topology_key) == mine
+                        and term_selects(term, other)):
+                    return False
+    return True
+
+
+ZONES_OF: dict[str, dict[str, str]] = {}
+
+
+@given(st.data())
+@settings(max_examples=120, deadline=None)
+def test_anti_affinity_gangs_are_placed_exactly_when_some_assignment_exists(
+    data: st.DataObject,
+) -> None:
+    zone_names = data.draw(st.lists(st.sampled_from("ab"), min_size=2, max_size=4))
+    cores = data.draw(st.lists(st.integers(1, 3), min_size=len(zone_names),
+                               max_size=len(zone_names)))
+    shapes = zip(zone_names, cores, strict=True)
+    nodes = [node(f"n{i}", zone, c) for i, (zone, c) in enumerate(shapes)]
+    ZONES_OF.clear()
+    ZONES_OF.update({n.name: dict(n.labels) for n in nodes})
+    keys = st.sampled_from((HOST, ZONE))
+    existing = []
+    for i in range(data.draw(st.integers(0, 2))):
+        spec: dict[str, Any] = {}
+        if data.draw(st.booleans()):
+            spec["affinity"] = anti(term(data.draw(keys), app="w"))
+        existing.append(api_pod(f"e{i}", labels={"app": data.draw(st.sampled_from(("w", "x")))},
+                                on=data.draw(st.sampled_from([n.name for n in nodes])), **spec))
+    size = data.draw(st.integers(1, 4))
+    pods = []
+    for i in range(size):
+        spec = {}
+        if data.draw(st.booleans()):
+            spec["affinity"] = anti(term(data.draw(keys), app="w"))
+        pods.append(api_pod(f"g{i}", labels={"app": data.draw(st.sampled_from(("w", "x")))},
+                            **spec))
+    gang = Gang(GangKey("ns/g"), size, tuple(pods))
+    decision = place(nodes, gang, tuple(existing))
+
+    used = Counter(str(pod.node_name) for pod in existing)
+    room = {str(n.name): n.allocatable.get("cpu") // 1000 - used[n.name] for n in nodes}
+    seated = [(pod, str(pod.node_name)) for pod in existing]
+
+    def feasible() -> bool:
+        for choice in itertools.product(list(room), repeat=size):
+            taken = Counter(choice)
+            if any(taken[name] > room[name] for name in taken):
+                continue
+            if _anti_ok(seated + list(zip(pods, choice, strict=True))):
+                return True
+        return False
+
+    if isinstance(decision, Placement):
+        where = dict(decision.assignments)
+        chosen = [str(where[pod.key]) for pod in pods]
+        assert all(Counter(chosen)[n] <= room[n] for n in chosen)
+        assert _anti_ok(seated + list(zip(pods, chosen, strict=True)))
+    else:
+        assert not feasible(), decision.reason
