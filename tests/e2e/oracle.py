@@ -202,15 +202,18 @@ def pod_rules(rng: random.Random) -> dict[str, Any]:
     return spec
 
 
-def pod_spec(rng: random.Random) -> dict[str, Any]:
+def probe_spec(rng: random.Random) -> dict[str, Any]:
     """A random pod spec without a node: what the probes of one pod share.
 
-    Half the pods exercise node rules and room; the other half are small pods
-    that tolerate every taint and carry inter-pod rules, so that those rules,
-    not the others, decide most of their pairs.
+    Half the pods exercise node rules and room (:func:`pod_spec`); the other
+    half are small pods that tolerate every taint and carry inter-pod rules,
+    so that those rules, not the others, decide most of their pairs.
     """
-    if rng.random() < 0.5:
-        return _inter_pod_spec(rng)
+    return _inter_pod_spec(rng) if rng.random() < 0.5 else pod_spec(rng)
+
+
+def pod_spec(rng: random.Random) -> dict[str, Any]:
+    """A random pod spec with node rules and requests, and no inter-pod rule."""
     spec: dict[str, Any] = {"containers": [_container(rng, f"c{i}")
                                            for i in range(rng.choice((1, 1, 2)))]}
     inits = []
@@ -318,6 +321,15 @@ class Cluster:
                              if pod.node_name == node and not pod.terminal)
 
 
+def used_on(cluster: LocalCluster, namespace: str, node: str) -> Resources:
+    """What the pods of the namespace other than probes request on the node."""
+    total = Resources.zero()
+    for pod in pykube.Pod.objects(cluster.client, namespace=namespace):
+        if pod.obj["spec"].get("nodeName") == node and "probe" not in pod.labels:
+            total += pod_from_api(pod.obj).requests
+    return total
+
+
 def our_verdict(probe: Mapping[str, Any], node: Node, seen: Cluster) -> str | None:
     """gangsched's own filter on the objects kube-scheduler saw: None when it accepts
     the pair, else why not (node rules, room, then inter-pod rules)."""
@@ -395,14 +407,14 @@ def _pod(namespace: str, name: str, spec: Mapping[str, Any], **labels: str) -> d
 
 
 def place_existing(cluster: LocalCluster, namespace: str, rng: random.Random,
-                   nodes: Sequence[str]) -> None:
+                   nodes: Sequence[str], *, inter_pod: bool = False) -> None:
     """Pods bound by ``nodeName``, as a DaemonSet or another scheduler leaves them:
-    labelled, and some with their own required anti-affinity."""
+    labelled, and with ``inter_pod`` some with their own required anti-affinity."""
     for node in nodes:
         for i in range(rng.choice((0, 1, 2))):
             spec: dict[str, Any] = {"containers": [_container(rng, "main")], "nodeName": node,
                                     "tolerations": [{"operator": "Exists"}]}
-            if rng.random() < 0.3:
+            if inter_pod and rng.random() < 0.3:
                 spec["affinity"] = {"podAntiAffinity": {
                     "requiredDuringSchedulingIgnoredDuringExecution": [_pod_term(rng)]}}
             manifest = _pod(namespace, f"existing-{node}-{i}", spec, **pod_labels(rng))
@@ -445,11 +457,11 @@ def run(cluster: LocalCluster, namespace: str, rng: random.Random, *, nodes: int
     """Every (pod, node) pair of a generated cluster, with both verdicts."""
     names = make_nodes(cluster, rng, nodes)
     try:
-        place_existing(cluster, namespace, rng, names)
+        place_existing(cluster, namespace, rng, names, inter_pod=True)
         verdicts = []
         for index in range(pods):
-            verdicts.extend(probe_pod(cluster, namespace, index, pod_spec(rng), pod_labels(rng),
-                                      names))
+            verdicts.extend(probe_pod(cluster, namespace, index, probe_spec(rng),
+                                      pod_labels(rng), names))
         return verdicts
     finally:
         remove_nodes(cluster)
