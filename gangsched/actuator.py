@@ -175,6 +175,7 @@ class Actuator:
                 case SelectClaimNode(claim=claim, node=node):
                     decisions.info("claim_node_selected" if node else "claim_node_released",
                                    claim=claim, node=node)
+                    self.mirror.assume_claim_node(claim, node)
                     self.binder.select_claim_node(claim, node)
                 case LogDecision(event=event, fields=fields):
                     decisions.info(event, **dict(fields), cycle_ms=cycle_ms)

@@ -297,6 +297,16 @@ class Mirror(GroupsAndQueues):
     def set_storage_class(self, storage_class: StorageClassSpec) -> bool:
         return self._changed(_put(self.storage_classes, storage_class.name, storage_class))
 
+    def assume_claim_node(self, key: str, node: NodeName | None) -> None:
+        """A claim's selected node was asked for: the next view shows it at once, as an
+        assumed bind shows its pod placed, so the next cycle pins the gang to the same
+        nodes rather than choose again before the watch brings the claim back. The watch
+        then replaces the claim with what the API server holds."""
+        claim = self.claims.get(key)
+        if claim is not None and claim.selected_node != node:
+            self.claims[key] = replace(claim, selected_node=node)
+            self._changed()
+
     def remove_stored(self, table: dict[str, Any], key: str) -> bool:
         """Drop a claim, volume or class (``table`` is one of the three)."""
         return self._changed(table.pop(key, None) is not None)

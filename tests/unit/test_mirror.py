@@ -278,3 +278,44 @@ def test_disruption_budgets_are_mirrored_with_what_they_allow_now() -> None:
     assert Feed(mirror).delete("poddisruptionbudgets", budget_body("b", 2))
     Feed(mirror).replace("poddisruptionbudgets", [budget_body("a", 1)])
     assert sorted(mirror.budgets) == ["ns/a"]
+
+
+def claim(name: str, **annotations: str) -> dict[str, Any]:
+    return {"kind": "PersistentVolumeClaim",
+            "metadata": {"name": name, "namespace": "ns", "annotations": annotations},
+            "spec": {"storageClassName": "local", "accessModes": ["ReadWriteOnce"]}}
+
+
+def test_claims_volumes_and_classes_are_mirrored_and_reach_the_view() -> None:
+    mirror = Mirror(scheduler_names=frozenset({"gang"}))
+    feed = Feed(mirror)
+    assert feed.upsert("persistentvolumeclaims", claim("data"))
+    assert not feed.upsert("persistentvolumeclaims", claim("data"))  # nothing changed
+    feed.upsert("persistentvolumes", {"metadata": {"name": "pv-1"}, "spec": {}})
+    feed.upsert("storageclasses", {"metadata": {"name": "local"}, "provisioner": "p",
+                                   "volumeBindingMode": "WaitForFirstConsumer"})
+    storage = mirror.view().storage
+    assert set(storage.claims) == {"ns/data"} and set(storage.volumes) == {"pv-1"}
+    assert storage.classes["local"].wait_for_first_consumer
+    assert feed.delete("persistentvolumeclaims", claim("data"))
+    feed.replace("storageclasses", [])
+    assert not mirror.view().storage.claims and not mirror.view().storage.classes
+
+
+def test_an_unreadable_claim_is_left_out_and_its_pods_wait_for_it() -> None:
+    mirror = Mirror(scheduler_names=frozenset({"gang"}))
+    bad = claim("data")
+    bad["spec"]["accessModes"] = "ReadWriteOnce"
+    assert not Feed(mirror).upsert("persistentvolumeclaims", bad)
+    assert mirror.view().storage.claims == {}
+
+
+def test_a_claim_node_asked_for_is_assumed_until_the_watch_says_otherwise() -> None:
+    mirror = Mirror(scheduler_names=frozenset({"gang"}))
+    feed = Feed(mirror)
+    feed.upsert("persistentvolumeclaims", claim("data"))
+    mirror.assume_claim_node("ns/data", NodeName("n1"))
+    assert mirror.view().storage.claims["ns/data"].selected_node == "n1"
+    feed.upsert("persistentvolumeclaims",
+                claim("data", **{"volume.kubernetes.io/selected-node": "n2"}))
+    assert mirror.view().storage.claims["ns/data"].selected_node == "n2"
