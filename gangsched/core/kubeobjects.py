@@ -48,6 +48,7 @@ from gangsched.core.model import (
     gang_key,
     solo_gang_key,
 )
+from gangsched.core.ports import ANY_ADDRESS, HostPort, port_labels, port_terms
 from gangsched.core.quantity import QuantityError, canonical_amount
 from gangsched.core.resources import CPU, MEMORY, PODS, Capability, Resources
 
@@ -198,6 +199,7 @@ def pod_from_api(obj: Mapping[str, Any]) -> Pod:
     labels = _str_map(meta.get("labels"), where, "metadata.labels")
     affinity = _pod_terms(spec, "podAffinity", labels, namespace, where)
     anti_affinity = _pod_terms(spec, "podAntiAffinity", labels, namespace, where)
+    ports = _host_ports(spec, where)
     return Pod(
         key=PodKey(f"{namespace}/{name}"),
         requests=_effective_requests(spec, status, where),
@@ -214,8 +216,8 @@ def pod_from_api(obj: Mapping[str, Any]) -> Pod:
         gates=_gates(spec, where),
         preempts=spec.get("preemptionPolicy") != "Never",
         unhonoured=_unhonoured(spec, where, affinity, anti_affinity),
-        labels=labels,
-        anti_affinity=anti_affinity,
+        labels=labels + port_labels(ports),
+        anti_affinity=anti_affinity + port_terms(ports),
         affinity=affinity,
         spread=_spread(spec, labels, where),
         claims=_claims(spec, where),
@@ -453,6 +455,30 @@ def _effective_requests(
         total = Resources.of(amounts)
 
     return total + _resources(spec.get("overhead"), where, "spec.overhead") + _ONE_POD
+
+
+def _host_ports(spec: Mapping[str, object], where: str) -> tuple[HostPort, ...]:
+    """The host ports of the containers and of the init containers that run as long as
+    the pod (``restartPolicy: Always``), as kube-scheduler's NodePorts counts them."""
+    found = []
+    for field in ("initContainers", "containers"):
+        for cname, container in _containers(spec, field, where):
+            if field == "initContainers" and container.get("restartPolicy") != "Always":
+                continue
+            path = f"container '{cname}' ports"
+            for index, item in enumerate(_list(container.get("ports"), where, path)):
+                entry = _mapping(item, where, f"{path}[{index}]")
+                port = entry.get("hostPort")
+                if port is None or port == 0:
+                    continue
+                if isinstance(port, bool) or not isinstance(port, int) or not 0 < port < 65536:
+                    _fail(where, f"{path}[{index}].hostPort must be a port number, not {port!r}")
+                found.append(HostPort(
+                    port,
+                    _str(entry.get("protocol"), where, f"{path}[{index}].protocol", "") or "TCP",
+                    _str(entry.get("hostIP"), where, f"{path}[{index}].hostIP", "") or ANY_ADDRESS,
+                ))
+    return tuple(found)
 
 
 def _containers(

@@ -728,6 +728,9 @@ def _block_text(block: RuleBlock) -> str:
     if block.same_gang and other:
         other = f"{other.split('/', 1)[1]} of this gang"
     match block.rule:
+        case "host port":
+            whose = f" by pod {other}" if other else ""
+            return f"{block.node}: host port {block.topology_key} taken{whose}"
         case "pod anti-affinity":
             with_whom = f" with pod {other}" if other else ""
             return f"{block.node}: anti-affinity{with_whom} in {where}"

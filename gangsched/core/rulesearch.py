@@ -19,8 +19,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from gangsched.core.interpod import PodRule, Refusal, Residents, RuleCounts, term_selects
-from gangsched.core.model import NodeName, Pod, Policy
+from gangsched.core.model import NodeName, Pod, PodAffinityTerm, Policy
 from gangsched.core.nodefit import PER_NODE_LABELS, uses_node_name
+from gangsched.core.ports import HOST_PORT_RULE, port_of_term
 from gangsched.core.reasons import RuleBlock
 from gangsched.core.room import blamed_resource, fit_count, size_order, stranded_devices
 from gangsched.core.shapes import FreeNodes
@@ -243,9 +244,11 @@ class _Search:
                        tuple(sorted(excluded.items())), tuple(shown))
 
     def _block(self, pod: Pod, node: NodeName, refusal: Refusal) -> RuleBlock:
-        other = _blamed(self.counts.residents, pod, refusal)
+        other, term = _blamed(self.counts.residents, pod, refusal)
+        port = port_of_term(term) if term is not None else None
         return RuleBlock(
-            node=node, rule=refusal.rule.value, topology_key=refusal.topology_key,
+            node=node, rule=HOST_PORT_RULE if port else refusal.rule.value,
+            topology_key=port or refusal.topology_key,
             domain=refusal.domain, other=other.key if other else None,
             same_gang=other is not None and other.gang is not None and other.gang == pod.gang,
             max_skew=refusal.max_skew, skew=refusal.skew,
@@ -259,8 +262,11 @@ def _same(one: RuleBlock, other: RuleBlock) -> bool:
     return False
 
 
-def _blamed(residents: Residents, pod: Pod, refusal: Refusal) -> Pod | None:
-    """A pod in the refused domain that the refusing rule reads, to name in the reason."""
+def _blamed(
+    residents: Residents, pod: Pod, refusal: Refusal
+) -> tuple[Pod | None, PodAffinityTerm | None]:
+    """A pod in the refused domain that the refusing rule reads, to name in the reason,
+    and the term that reads it (a host port's, when a port is what they share)."""
     key, value = refusal.topology_key, refusal.domain
     labels = residents.labels
 
@@ -273,15 +279,15 @@ def _blamed(residents: Residents, pod: Pod, refusal: Refusal) -> Pod | None:
                 continue
             for other, node in residents.having(term.match_labels, term.match_expressions):
                 if there(node) and term_selects(term, other):
-                    return other
+                    return other, term
     if refusal.rule is PodRule.EXISTING_ANTI_AFFINITY:
         for term in residents.terms_selecting(pod):
             if term.topology_key != key:
                 continue
             for other, node in residents.holders_of(term):
                 if there(node):
-                    return other
-    return None
+                    return other, term
+    return None, None
 
 
 def place_under_rules(
