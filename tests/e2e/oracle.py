@@ -21,7 +21,7 @@ from __future__ import annotations
 import os
 import random
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -363,16 +363,17 @@ def table(disagreements: Sequence[Verdict]) -> str:
 
 
 def wait_resolved(
-    cluster: LocalCluster, namespace: str, names: Sequence[str], timeout: float = 60
+    cluster: LocalCluster, namespace: str, names: Sequence[str], timeout: float = 60,
+    verdict: Callable[[Mapping[str, Any]], bool | None] = kube_verdict,
 ) -> dict[str, dict[str, Any]]:
-    """The probes once kube-scheduler has given each its verdict."""
+    """The probes once kube-scheduler has given each its verdict (as ``verdict`` reads it)."""
     deadline = time.monotonic() + timeout
     while True:
         pods = {p.name: p.obj for p in pykube.Pod.objects(cluster.client, namespace=namespace)}
-        if all(name in pods and kube_verdict(pods[name]) is not None for name in names):
+        if all(name in pods and verdict(pods[name]) is not None for name in names):
             return pods
         if time.monotonic() > deadline:
-            pending = [n for n in names if n not in pods or kube_verdict(pods[n]) is None]
+            pending = [n for n in names if n not in pods or verdict(pods[n]) is None]
             raise AssertionError(f"kube-scheduler gave no verdict on {pending}")
         time.sleep(0.2)
 

@@ -3,6 +3,7 @@ published as ResourceSlices the way a real driver publishes them."""
 
 from __future__ import annotations
 
+import random
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -11,6 +12,7 @@ import pytest
 
 from devcluster import fakedriver
 from devcluster.controlplane import LocalCluster, NodeShape
+from tests.e2e import dra_oracle, oracle
 from tests.e2e.test_explain_status import gangsched_cli
 from tests.e2e.workspace import Workspace, bound, node_of, wait_for
 
@@ -25,6 +27,7 @@ def gpu_nodes(cluster: LocalCluster) -> Iterator[list[str]]:
     fakedriver.publish(cluster.client, nodes)
     yield nodes
     fakedriver.remove(cluster.client)
+    cluster.ensure_nodes(0, prefix="dra", wait=False)
 
 
 def claim_template(ws: Workspace, name: str, count: int, *,
@@ -208,3 +211,24 @@ def test_a_gang_sharing_one_podgroup_claim_gets_it_allocated_once_for_the_podgro
     [holder] = claim["status"]["reservedFor"]
     assert (holder["resource"], holder["name"]) == ("podgroups", "duo")
     assert {node_of(p) for p in members(ws, "duo")} == {pool for pool, _ in devices_of(claim)}
+
+
+ORACLE_CLAIMS = 12
+"""Claims asked of every node in the suite (three nodes: 36 pairs)."""
+
+
+def test_claims_fit_where_kube_scheduler_says_they_fit(
+    ws: Workspace, cluster: LocalCluster,
+) -> None:
+    """The differential test: random claims over random fake GPUs, each (claim, node) pair
+    decided by kube-scheduler and by gangsched's allocator; the seed replays a run
+    (``GANGSCHED_ORACLE_SEED``)."""
+    seed = oracle.seed()
+    print(f"{oracle.SEED_VARIABLE}={seed}")
+    verdicts = dra_oracle.run(cluster, ws.name, random.Random(seed), nodes=3,
+                              claims=ORACLE_CLAIMS)
+    assert len(verdicts) == 3 * ORACLE_CLAIMS
+    disagreements = [v for v in verdicts if v.kube != v.ours]
+    assert not disagreements, (
+        f"{len(disagreements)} of {len(verdicts)} pairs disagree "
+        f"({oracle.SEED_VARIABLE}={seed}):\n{oracle.table(disagreements)}")

@@ -228,8 +228,10 @@ def _slots(
             found = candidates(inventory, request, node, taken)
             count = request.count
             if request.all_devices:
+                # Every matching device, none taken, and at least one (as the
+                # structured allocator: "all" of nothing is no allocation).
                 every = candidates(inventory, request, node, frozenset())
-                if len(every) != len(found):
+                if not every or len(every) != len(found):
                     return None
                 count = len(found)
             if count > len(found):

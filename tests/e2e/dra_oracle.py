@@ -1,0 +1,209 @@
+"""The fit oracle (``tests/e2e/oracle.py``) with device claims: kube-scheduler's
+DynamicResources plugin against gangsched's allocator, on the same slices and claims.
+
+A seeded generator publishes fake GPUs on a few nodes (4 or 8 per node, H100
+of 80Gi or A100 of 40Gi, two cliques per node), lets kube-scheduler allocate
+some of them to pods already there, then makes random claims: counts,
+``allocationMode: All``, CEL selectors over the model, the index and the
+memory capacity, a one-clique ``matchAttribute`` constraint, ``firstAvailable``
+alternatives. Each claim is asked of every node at once by probes pinned to
+it, one claim per probe; gangsched answers from
+:func:`gangsched.core.dra.allocator.allocate_on_node` over the objects read
+from the API server before the probes. Any pair where they differ is a bug on
+one side.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import pykube
+
+from devcluster import fakedriver
+from devcluster.controlplane import LocalCluster, NodeShape
+from gangsched.core.dra.allocator import NodeAllocation, allocate_on_node
+from gangsched.core.dra.devices import Inventory
+from gangsched.core.dra.parse import (
+    device_class_from_api,
+    resource_claim_from_api,
+    slice_from_api,
+)
+from gangsched.core.model import NodeName
+from tests.e2e import oracle
+
+PREFIX = "dra-oracle"
+RESOURCE_API = "resource.k8s.io/v1"
+GPU = fakedriver.DRIVER
+PLAIN = {"containers": [{"name": "main", "image": "busybox",
+                         "resources": {"requests": {"cpu": "100m"}, "claims": [{"name": "dev"}]}}],
+         "tolerations": [{"operator": "Exists"}]}
+MODELS = (fakedriver.GpuModel("H100", "80Gi"), fakedriver.GpuModel("A100", "40Gi"))
+
+
+def _kind(cluster: LocalCluster, kind: str) -> type[pykube.objects.APIObject]:
+    return pykube.object_factory(cluster.client, RESOURCE_API, kind)  # type: ignore[no-any-return]
+
+
+def _selector(rng: random.Random) -> list[dict[str, Any]]:
+    choices = [
+        f'device.attributes["{GPU}"].model == "{rng.choice(MODELS).name}"',
+        f'device.attributes["{GPU}"].index {rng.choice(("<", ">="))} {rng.randrange(1, 8)}',
+        f'device.capacity["{GPU}"].memory.compareTo(quantity("{rng.choice(("40Gi", "64Gi"))}"))'
+        " >= 0",
+    ]
+    return [{"cel": {"expression": expression}}
+            for expression in rng.sample(choices, rng.choice((0, 0, 1, 2)))]
+
+
+def _exactly(rng: random.Random) -> dict[str, Any]:
+    request: dict[str, Any] = {"deviceClassName": fakedriver.DEVICE_CLASS}
+    if rng.random() < 0.15:
+        request["allocationMode"] = "All"
+    else:
+        request["count"] = rng.choice((1, 1, 2, 2, 3, 4, 5, 8))
+    selectors = _selector(rng)
+    if selectors:
+        request["selectors"] = selectors
+    return request
+
+
+def claim_spec(rng: random.Random) -> dict[str, Any]:
+    """A random claim: one or two requests, maybe alternatives, maybe one clique."""
+    requests: list[dict[str, Any]] = []
+    for number in range(rng.choice((1, 1, 1, 2))):
+        if rng.random() < 0.2:
+            alternatives = [{"name": f"alt{i}", **_exactly(rng)} for i in range(2)]
+            requests.append({"name": f"r{number}", "firstAvailable": alternatives})
+        else:
+            requests.append({"name": f"r{number}", "exactly": _exactly(rng)})
+    devices: dict[str, Any] = {"requests": requests}
+    if rng.random() < 0.35:
+        devices["constraints"] = [{"matchAttribute": f"{GPU}/clique"}]
+    return {"devices": devices}
+
+
+def _claim(namespace: str, name: str, spec: dict[str, Any]) -> dict[str, Any]:
+    return {"apiVersion": RESOURCE_API, "kind": "ResourceClaim",
+            "metadata": {"name": name, "namespace": namespace, "labels": {"probe": "yes"}},
+            "spec": spec}
+
+
+def _pod(namespace: str, name: str, claim: str, node: str, probe: bool) -> dict[str, Any]:
+    spec = oracle.pinned({**PLAIN, "resourceClaims": [{"name": "dev",
+                                                       "resourceClaimName": claim}]}, node)
+    labels = {"probe": "yes"} if probe else {}
+    return {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": namespace, "labels": labels},
+            "spec": {"schedulerName": "default-scheduler", "terminationGracePeriodSeconds": 0,
+                     **spec}}
+
+
+def make_nodes(cluster: LocalCluster, rng: random.Random, count: int) -> list[str]:
+    names = cluster.ensure_nodes(count, NodeShape(cpu="16", memory="64Gi"), prefix=PREFIX)
+    fakedriver.publish(cluster.client, [])  # the class; no slice of other tests' nodes
+    for index, node in enumerate(names):
+        manifest = fakedriver.slice_manifest(node, index, per_node=rng.choice((4, 8)),
+                                             model=rng.choice(MODELS))
+        _kind(cluster, "ResourceSlice")(cluster.client, manifest).create()
+    return names
+
+
+def place_existing(cluster: LocalCluster, namespace: str, rng: random.Random,
+                   nodes: Sequence[str]) -> None:
+    """Pods kube-scheduler gives devices first: what both sides must count as taken."""
+    names = []
+    for node in nodes:
+        if rng.random() < 0.6:
+            name = f"existing-{node}"
+            spec = {"devices": {"requests": [{"name": "r", "exactly": {
+                "deviceClassName": fakedriver.DEVICE_CLASS, "count": rng.choice((1, 2, 3))}}]}}
+            _kind(cluster, "ResourceClaim")(cluster.client, {
+                **_claim(namespace, name, spec), "metadata": {"name": name,
+                                                              "namespace": namespace}}).create()
+            pykube.Pod(cluster.client, _pod(namespace, name, name, node, probe=False)).create()
+            names.append(name)
+    oracle.wait_resolved(cluster, namespace, names)
+
+
+def inventory(cluster: LocalCluster, namespace: str) -> Inventory:
+    devices = {}
+    for item in _kind(cluster, "ResourceSlice").objects(cluster.client):
+        node, found = slice_from_api(item.obj)
+        if node is not None and node.startswith(PREFIX):
+            devices[node] = found
+    classes = {c.name: c for c in (device_class_from_api(item.obj) for item in
+                                   _kind(cluster, "DeviceClass").objects(cluster.client))}
+    claims = {c.key: c for c in (resource_claim_from_api(item.obj) for item in
+                                 _kind(cluster, "ResourceClaim").objects(
+                                     cluster.client, namespace=namespace))}
+    return Inventory.build(devices, classes, claims)
+
+
+def kube_verdict(pod: Mapping[str, Any]) -> bool | None:
+    """As the oracle's, and a ``SchedulerError`` is a no: kube-scheduler's allocator
+    raises one when a request for all devices cannot meet the claim's constraint."""
+    for condition in pod.get("status", {}).get("conditions") or []:
+        if condition.get("type") == "PodScheduled" and condition.get("reason") == (
+                "SchedulerError"):
+            return False
+    return oracle.kube_verdict(pod)
+
+
+def _clear_probes(cluster: LocalCluster, namespace: str) -> None:
+    cluster.kubectl("delete", "pods", "-n", namespace, "-l", "probe=yes", "--grace-period=0",
+                    "--force", "--wait=false")
+    cluster.kubectl("delete", "resourceclaims", "-n", namespace, "-l", "probe=yes",
+                    "--wait=false")
+    claims = _kind(cluster, "ResourceClaim")
+    deadline = time.monotonic() + 60
+    while (pykube.Pod.objects(cluster.client, namespace=namespace).filter(
+            selector={"probe": "yes"})
+           or claims.objects(cluster.client, namespace=namespace).filter(
+            selector={"probe": "yes"})):
+        if time.monotonic() > deadline:
+            raise AssertionError("probes or their claims did not go")
+        time.sleep(0.2)
+
+
+def probe_claim(cluster: LocalCluster, namespace: str, index: int, spec: dict[str, Any],
+                nodes: Sequence[str]) -> list[oracle.Verdict]:
+    """One claim asked of every node at once (a claim and a probe per node)."""
+    before = inventory(cluster, namespace)
+    claims = _kind(cluster, "ResourceClaim")
+    for node in nodes:
+        claims(cluster.client, _claim(namespace, f"c{index}-{node}", spec)).create()
+    probes = {node: _pod(namespace, f"p{index}-{node}", f"c{index}-{node}", node, probe=True)
+              for node in nodes}
+    for manifest in probes.values():
+        pykube.Pod(cluster.client, manifest).create()
+    resolved = oracle.wait_resolved(cluster, namespace,
+                                    [m["metadata"]["name"] for m in probes.values()],
+                                    verdict=kube_verdict)
+    claim = resource_claim_from_api(_claim(namespace, f"c{index}", spec))
+    verdicts = []
+    for node, manifest in probes.items():
+        kube = kube_verdict(resolved[manifest["metadata"]["name"]])
+        answer = allocate_on_node(before, [claim], NodeName(node), before.in_use)
+        ours = isinstance(answer, NodeAllocation)
+        verdicts.append(oracle.Verdict(index, node, bool(kube), ours,
+                                       f"{spec['devices']} -> {answer}"[:300]))
+    _clear_probes(cluster, namespace)
+    return verdicts
+
+
+def run(cluster: LocalCluster, namespace: str, rng: random.Random, *, nodes: int,
+        claims: int) -> list[oracle.Verdict]:
+    """Every (claim, node) pair of a generated cluster, with both verdicts."""
+    names = make_nodes(cluster, rng, nodes)
+    try:
+        place_existing(cluster, namespace, rng, names)
+        verdicts = []
+        for index in range(claims):
+            verdicts.extend(probe_claim(cluster, namespace, index, claim_spec(rng), names))
+        return verdicts
+    finally:
+        fakedriver.remove(cluster.client)
+        cluster.ensure_nodes(0, prefix=PREFIX, wait=False)
