@@ -16,7 +16,7 @@ PYTEST_ARGS ?=
 ACTIONLINT_VERSION ?= v1.7.12
 ACTIONLINT := $(HOME)/.cache/gangsched/actionlint-$(ACTIONLINT_VERSION)/actionlint
 
-.PHONY: test unit e2e lint lock docs actionlint image binaries cluster-up cluster-down demo kind-demo bench bench-core bench-scenarios bench-scheduler bench-latency bench-scale bench-soak bench-oracle bench-full-cycle clean
+.PHONY: test unit e2e lint lock docs actionlint image binaries cluster-up cluster-down demo kind-demo bench bench-core bench-scenarios bench-scheduler bench-latency bench-scale bench-soak bench-oracle bench-full-cycle bench-dra clean
 
 LOCK := requirements.lock
 
@@ -115,6 +115,10 @@ bench-full-cycle: $(VENV)/.installed
 
 bench-oracle: $(VENV)/.installed binaries
 	$(BIN)/python -m bench.fit_oracle
+
+## Devices: 500 nodes of 8 fake GPUs, 250 gangs of 8 pods with 1-2 claims each, in the core.
+bench-dra: $(VENV)/.installed
+	$(BIN)/python -m bench.dra
 
 ## Gang latency (last pod created to all bound) at 5, 10 and 20 gangs/s on 1,000 KWOK nodes.
 bench-latency: $(VENV)/.installed binaries

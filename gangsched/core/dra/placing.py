@@ -91,6 +91,8 @@ class _Gang:
         self.used: dict[NodeName, Resources] = {}
         self.mine: dict[NodeName, int] = {}
         self.reserve: dict[ClaimKey, list[Consumer]] = {}
+        self.free: dict[NodeName, int] = {}
+        """Free devices per node, counted when first asked and kept as the gang takes."""
         self.assignments: list[tuple[Pod, NodeName]] = []
 
     def claims_of(self, pod: Pod) -> list[Claim] | ClaimInvalid | ClaimNotReady:
@@ -124,11 +126,26 @@ class _Gang:
                 return False
         return True
 
+    def free_devices(self, node: NodeName) -> int:
+        count = self.free.get(node)
+        if count is None:
+            taken = self.taken
+            count = self.free[node] = sum(
+                1 for device in self.inventory.on_node(node) if device.ref not in taken)
+        return count
+
     def take(self, pod: Pod, node: NodeName, found: NodeAllocation | None) -> None:
         if found is not None:
             for key, allocation in found.allocations:
                 self.allocated[key] = self.new[key] = allocation
-                self.taken.update(d.device for d in allocation.devices if not d.admin_access)
+                fresh = {d.device for d in allocation.devices
+                         if not d.admin_access and d.device not in self.taken}
+                self.taken.update(fresh)
+                local = fresh & {d.ref for d in self.inventory.devices.get(node, ())}
+                if local != fresh:
+                    self.free.clear()  # devices every node shares: count again
+                elif node in self.free:
+                    self.free[node] -= len(local)
         for pod_claim in pod.resource_claims:
             claim = self.inventory.claims[pod_claim.claim] if pod_claim.claim else None
             if claim is None:
@@ -157,20 +174,29 @@ class _Gang:
                      for key in keys)
 
 
-def _free_devices(inventory: Inventory, node: NodeName, taken: AbstractSet[DeviceRef]) -> int:
-    return sum(1 for device in inventory.on_node(node) if device.ref not in taken)
-
-
 def _order(state: _Gang, nodes: Sequence[NodeName], policy: Policy) -> list[NodeName]:
     """Binpack: the gang's nodes, then the fewest free devices; spread: new nodes first."""
-    inventory, taken = state.inventory, state.taken
     spread = policy is Policy.SPREAD
 
     def rank(node: NodeName) -> tuple[bool, int, str]:
         used = node in state.mine
-        return (used if spread else not used, _free_devices(inventory, node, taken), node)
+        return (used if spread else not used, state.free_devices(node), node)
 
     return sorted(nodes, key=rank)
+
+
+def _least_devices(claims: Sequence[Claim]) -> int:
+    """Free devices a node needs at the least to hold the claims (0: no bound known, as
+    with admin access, which may use devices in use); cheaper than trying the node."""
+    least = 0
+    for claim in claims:
+        for claim_request in claim.requests:
+            alternatives = claim_request.alternatives
+            if any(request.admin_access for request in alternatives):
+                return 0
+            least += min(1 if request.all_devices else request.count
+                         for request in alternatives)
+    return least
 
 
 def _place_pod(state: _Gang, pod: Pod, room: NodeRoom, policy: Policy
@@ -180,10 +206,16 @@ def _place_pod(state: _Gang, pod: Pod, room: NodeRoom, policy: Policy
     if not isinstance(claims, list):
         return claims
     to_allocate = [claim for claim in claims if claim.key not in state.allocated]
-    fitting = [node for node in room.allowed(pod)
-               if pod.requests.fits(room.free(node) - state.used.get(node, Resources.zero()))
-               and state.node_allows(claims, node, room)]
-    for node in _order(state, fitting, policy):
+    least = _least_devices(to_allocate)
+    offering = [node for node in room.allowed(pod)
+                if not least or state.free_devices(node) >= least]
+    for node in _order(state, offering, policy):
+        # Room and claims already allocated are checked in order, not for every node:
+        # binpack usually takes the first node it looks at.
+        if not pod.requests.fits(room.free(node) - state.used.get(node, Resources.zero())):
+            continue
+        if not state.node_allows(claims, node, room):
+            continue
         found = None
         if to_allocate:
             answer = allocate_on_node(state.inventory, to_allocate, node, state.taken)

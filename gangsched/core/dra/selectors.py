@@ -173,7 +173,10 @@ def _activation(device: Device) -> Context:
     })}
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def _evaluate(expression: str, device: Device) -> bool | str:
+    """What the expression says of the device; kept, as both are immutable values, so a
+    cycle after a claim changed does not evaluate every selector on every device again."""
     program = _compiled(expression)
     if isinstance(program, str):
         return program
