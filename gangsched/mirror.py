@@ -227,16 +227,10 @@ class GroupsAndQueues:
 
 
 @dataclass(kw_only=True)
-class Mirror(GroupsAndQueues):
-    """Pods and nodes, with the assumptions of binds under way, beside the groups and
-    queues they are scheduled by."""
+class BudgetsAndStorage(GroupsAndQueues):
+    """What placement and preemption read besides nodes and pods: PodDisruptionBudgets,
+    claims, volumes and storage classes, and devices."""
 
-    scheduler_names: frozenset[str]
-    """Every ``spec.schedulerName`` whose pods are ours."""
-    namespaces: frozenset[str] = frozenset()
-    """Namespaces whose pods are ours; empty means every namespace."""
-    nodes: dict[NodeName, Node] = field(default_factory=dict)
-    pods: dict[PodKey, PodRecord] = field(default_factory=dict)
     budgets: dict[str, DisruptionBudget] = field(default_factory=dict)
     """PodDisruptionBudgets by ``namespace/name``: preemption chooses only victims they
     let go whole."""
@@ -244,34 +238,8 @@ class Mirror(GroupsAndQueues):
     """PersistentVolumeClaims by ``namespace/name``."""
     volumes: dict[str, Volume] = field(default_factory=dict)
     storage_classes: dict[str, StorageClassSpec] = field(default_factory=dict)
-    assumed: dict[PodKey, Assumption] = field(default_factory=dict)
-    bad_pods: dict[PodKey, str] = field(default_factory=dict)
-    on_status_change: Callable[[], None] = lambda: None
-    """Called for a change that alters no decision but what a status reports."""
-    # Kept as pods and assumptions change, so a view costs no pass over every pod:
-    _members: dict[PodKey, Member] = field(default_factory=dict)
-    """Our pods as the cycle gathers them, placed where they are assumed."""
-    _seated: dict[PodKey, tuple[NodeName, Resources]] = field(default_factory=dict)
-    """Each live pod on a node (bound or assumed): where, and what it requests."""
-    _requested: dict[NodeName, Resources] = field(default_factory=dict)
-    """What the seated pods request, by node name (known to us or not)."""
-    _usage: dict[NodeName, NodeUsage] = field(default_factory=dict)
-    """Each known node with the sum of what its seated pods request."""
     devices: DeviceCache = field(default_factory=DeviceCache)
     """ResourceSlices, DeviceClasses and ResourceClaims, with the claims we assumed."""
-
-    def in_scope(self, namespace: str) -> bool:
-        """Whether objects of ``namespace`` are this scheduler's to act on."""
-        return not self.namespaces or namespace in self.namespaces
-
-    def ours(self, header: PodHeader) -> bool:
-        """Whether the pod is this scheduler's: its name, in a namespace served."""
-        return header.scheduler_name in self.scheduler_names and self.in_scope(header.namespace)
-
-    def relisted(self) -> None:
-        """A list completed: the view changes even when no object did (a cycle that
-        reused an answer must look again)."""
-        self._changed()
 
     # ---- PodDisruptionBudgets -------------------------------------------------------------
     def set_budget(self, budget: DisruptionBudget) -> bool:
@@ -325,6 +293,45 @@ class Mirror(GroupsAndQueues):
         """Claim writes that failed or were undone: the claims are what the watch says."""
         self.devices.forget(claims)
         self._changed(bool(claims))
+
+
+@dataclass(kw_only=True)
+class Mirror(BudgetsAndStorage):
+    """Pods and nodes, with the assumptions of binds under way, beside the groups and
+    queues they are scheduled by."""
+
+    scheduler_names: frozenset[str]
+    """Every ``spec.schedulerName`` whose pods are ours."""
+    namespaces: frozenset[str] = frozenset()
+    """Namespaces whose pods are ours; empty means every namespace."""
+    nodes: dict[NodeName, Node] = field(default_factory=dict)
+    pods: dict[PodKey, PodRecord] = field(default_factory=dict)
+    assumed: dict[PodKey, Assumption] = field(default_factory=dict)
+    bad_pods: dict[PodKey, str] = field(default_factory=dict)
+    on_status_change: Callable[[], None] = lambda: None
+    """Called for a change that alters no decision but what a status reports."""
+    # Kept as pods and assumptions change, so a view costs no pass over every pod:
+    _members: dict[PodKey, Member] = field(default_factory=dict)
+    """Our pods as the cycle gathers them, placed where they are assumed."""
+    _seated: dict[PodKey, tuple[NodeName, Resources]] = field(default_factory=dict)
+    """Each live pod on a node (bound or assumed): where, and what it requests."""
+    _requested: dict[NodeName, Resources] = field(default_factory=dict)
+    """What the seated pods request, by node name (known to us or not)."""
+    _usage: dict[NodeName, NodeUsage] = field(default_factory=dict)
+    """Each known node with the sum of what its seated pods request."""
+
+    def in_scope(self, namespace: str) -> bool:
+        """Whether objects of ``namespace`` are this scheduler's to act on."""
+        return not self.namespaces or namespace in self.namespaces
+
+    def ours(self, header: PodHeader) -> bool:
+        """Whether the pod is this scheduler's: its name, in a namespace served."""
+        return header.scheduler_name in self.scheduler_names and self.in_scope(header.namespace)
+
+    def relisted(self) -> None:
+        """A list completed: the view changes even when no object did (a cycle that
+        reused an answer must look again)."""
+        self._changed()
 
     # ---- nodes ---------------------------------------------------------------------------
     def add_node(self, node: Node) -> bool:

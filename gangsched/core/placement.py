@@ -13,13 +13,14 @@ from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
+from functools import partial
 
-from gangsched.core.dra.devices import Allocation, ClaimKey, DeviceRef
-from gangsched.core.dra.placing import ClaimWrite, DevicePlacement, NodeRoom, place_with_devices
+from gangsched.core.dra.ledger import DeviceLedger
+from gangsched.core.dra.placing import ClaimWrite, DevicePlacement, NodeRoom
 from gangsched.core.interpod import Residents
 from gangsched.core.model import Gang, GangKey, NodeName, Pod, PodKey, Policy
-from gangsched.core.nodefit import uses_node_name
 from gangsched.core.packing import SEARCH_BUDGET, SEARCH_MAX_PODS, PodType, Search, search_view
+from gangsched.core.policies import allowed_nodes, greedy, shape_figures
 from gangsched.core.reasons import (
     MembersMissing,
     PodRulesUnmet,
@@ -29,7 +30,7 @@ from gangsched.core.reasons import (
 )
 from gangsched.core.resources import Resources
 from gangsched.core.rulesearch import place_under_rules
-from gangsched.core.shapes import ClassKey, FreeNodes, ShapeIndex
+from gangsched.core.shapes import FreeNodes
 from gangsched.core.snapshot import NodeUsage, Snapshot
 
 __all__ = [
@@ -76,8 +77,8 @@ class Capacity:
     """
 
     __slots__ = (
-        "_allocated", "_budget", "_devices", "_figures_of", "_infeasible", "_nodes", "_placed",
-        "_placed_holders", "_residents", "_snapshot", "_taken",
+        "_budget", "_devices", "_figures_of", "_infeasible", "_nodes", "_placed",
+        "_placed_holders", "_residents", "_snapshot",
     )
 
     def __init__(self, snapshot: Snapshot, *, budget: int = SEARCH_BUDGET) -> None:
@@ -93,13 +94,7 @@ class Capacity:
         """The figures of a signature that did not fit, while no node's room moved:
         a thousand identical waiting gangs are counted once."""
         self._budget = budget
-        self._devices = snapshot.devices
-        # Claims allocated, and devices taken, before this pass and by its placements.
-        self._allocated: dict[ClaimKey, Allocation] = {
-            key: claim.allocation for key, claim in self._devices.claims.items()
-            if claim.allocation is not None
-        }
-        self._taken: set[DeviceRef] = set(self._devices.in_use)
+        self._devices = DeviceLedger(snapshot.devices)
 
     @classmethod
     def from_snapshot(cls, snapshot: Snapshot, *, budget: int = SEARCH_BUDGET) -> Capacity:
@@ -166,7 +161,8 @@ class Capacity:
             self._infeasible[signature] = exhausted
             figures = self._figures_of.get(signature)
             if figures is None:
-                figures = self._figures_of[signature] = [self._figures(kind) for kind in types]
+                figures = [shape_figures(self._nodes, kind) for kind in types]
+                self._figures_of[signature] = figures
             return Unplaceable(gang.key, self._reason(gang, figures, need, exhausted))
         self._figures_of.clear()
         residents = self._residents
@@ -215,7 +211,7 @@ class Capacity:
             blocked = outcome.blocked
             if blocked is None:
                 types = PodType.group(gang.pending, self._nodes.index.max_allocatable)
-                figures = [self._figures(kind) for kind in types]
+                figures = [shape_figures(self._nodes, kind) for kind in types]
                 return Unplaceable(gang.key, self._reason(gang, figures, need, outcome.exhausted))
             return Unplaceable(gang.key, PodRulesUnmet(
                 gang.key, need, blocked.placed, blocked.pod.key, blocked.refused, blocked.short,
@@ -261,10 +257,7 @@ class Capacity:
         self._nodes.take(returned, sign=-1)
         self._infeasible.clear()
         self._figures_of.clear()
-        for write in placement.claims:
-            if write.allocation is not None:
-                del self._allocated[write.claim]
-                self._taken.difference_update(d.device for d in write.allocation.devices)
+        self._devices.forget(placement.claims)
 
     # ------------------------------------------------------------ devices
 
@@ -280,10 +273,9 @@ class Capacity:
                                f"inter-pod rules (affinity, anti-affinity, spread), which "
                                f"gangsched does not place together yet")
         nodes = self._nodes
-        room = NodeRoom(self._allowed, nodes.free.__getitem__,
+        room = NodeRoom(partial(allowed_nodes, nodes), nodes.free.__getitem__,
                         lambda name: dict(nodes.index.nodes[name].node.labels))
-        answer = place_with_devices(gang, need, self._devices, room, policy,
-                                    allocated=self._allocated, taken=self._taken)
+        answer = self._devices.place(gang, need, room, policy)
         if not isinstance(answer, DevicePlacement):
             return Unplaceable(gang.key, answer)
         nodes.take((node, pod.requests) for pod, node in answer.assignments)
@@ -293,22 +285,9 @@ class Capacity:
             self._keep(pod, node)
             if residents is not None:
                 residents.add(pod, node)
-        for write in answer.writes:
-            if write.allocation is not None:
-                self._allocated[write.claim] = write.allocation
-                self._taken.update(d.device for d in write.allocation.devices
-                                   if not d.admin_access)
+        self._devices.record(answer.writes)
         return Placement(gang.key, tuple((pod.key, node) for pod, node in answer.assignments),
                          answer.writes)
-
-    def _allowed(self, pod: Pod) -> list[NodeName]:
-        """The nodes the pod's rules let it onto, however full they are."""
-        index = self._nodes.index
-        if uses_node_name(pod.rules):
-            return [name for name, reason in index.name_reasons(pod.rules).items()
-                    if reason is None]
-        reasons = index.kind_reasons(pod.rules)
-        return [name for name in self._nodes.free if reasons[index.kind_of[name]] is None]
 
     # ------------------------------------------------------------ solving
 
@@ -318,7 +297,7 @@ class Capacity:
         """(assignments, search cut short); assignments are already consumed."""
         nodes = self._nodes
         nodes.begin()
-        placed = self._greedy([(kind, kind.pods) for kind in types], policy, {})
+        placed = greedy(self._nodes, [(kind, kind.pods) for kind in types], policy, {})
         if placed and len(placed) >= need:
             nodes.commit()
             return placed, False
@@ -338,111 +317,7 @@ class Capacity:
         for _, node in found:
             mine[node] = mine.get(node, 0) + 1
         rest = [(kind, [pod for pod in kind.pods if pod.key not in chosen]) for kind in types]
-        return found + self._greedy(rest, policy, mine), False
-
-    def _greedy(
-        self, runs: list[tuple[PodType, list[Pod]]], policy: Policy, mine: dict[NodeName, int]
-    ) -> list[tuple[Pod, NodeName]]:
-        """Place every pod that fits, run by run, consuming as it goes.
-
-        ``mine`` counts the gang's pods per node so far; the policy reads it
-        (binpack joins them, spread avoids them) and each run adds to it.
-        """
-        placed: list[tuple[Pod, NodeName]] = []
-        for kind, pods in runs:
-            if not pods:
-                continue
-            shape = self._nodes.shape(kind.requests, kind.rules)
-            if policy is Policy.SPREAD:
-                self._spread_run(shape, pods, placed, mine)
-            else:
-                self._binpack_run(shape, pods, placed, mine)
-        return placed
-
-    def _binpack_run(
-        self,
-        shape: ShapeIndex,
-        pods: list[Pod],
-        placed: list[tuple[Pod, NodeName]],
-        mine: dict[NodeName, int],
-    ) -> None:
-        """Binpack: fewest nodes, tightest fit, no devices stranded.
-
-        Each step fills one node with as many of the run as it takes, from
-        the group :meth:`ShapeIndex.best_for_binpack` names, joining a node
-        the gang already uses where that group has one. So a run lands
-        whole on the partly used node it fills exactly, and whole nodes
-        (and GPU nodes, for pods that use no GPU) stay whole for the larger
-        gangs behind it: binpacking is what keeps big gangs placeable.
-        """
-        nodes = self._nodes
-        position = 0
-        while position < len(pods):
-            group = shape.best_for_binpack(len(pods) - position)
-            if group is None:
-                return
-            take = min(shape.room(group[1]), len(pods) - position)
-            node = self._member(shape, group, mine)
-            nodes.move(node, nodes.free[node] - shape.requests.scale(take))
-            mine[node] = mine.get(node, 0) + take
-            for pod in pods[position : position + take]:
-                placed.append((pod, node))
-            position += take
-
-    def _spread_run(
-        self,
-        shape: ShapeIndex,
-        pods: list[Pod],
-        placed: list[tuple[Pod, NodeName]],
-        mine: dict[NodeName, int],
-    ) -> None:
-        """Spread: as many nodes as possible, one pod per node the gang has not used yet.
-
-        Nodes come in :meth:`ShapeIndex.for_spread` order (no devices
-        stranded, then the roomiest); only when no unused node has room
-        does a node take another member, the one with fewest, then most
-        room. A gang that asked for spread wants to lose as few members as
-        possible to one node's failure. For a gang of one kind of pod it
-        places as many members as binpack does: each node takes what fits
-        either way.
-        """
-        nodes = self._nodes
-        free, kind_of = nodes.free, nodes.index.kind_of
-        for pod in pods:
-            node = self._fresh_member(shape, mine)
-            if node is None:
-                candidates = [
-                    name for name in mine
-                    if shape.room(free[name]) and shape.admits(kind_of[name], name)
-                ]
-                if not candidates:
-                    return
-                node = min(candidates, key=lambda name: (mine[name], -shape.room(free[name])))
-            nodes.move(node, free[node] - shape.requests)
-            mine[node] = mine.get(node, 0) + 1
-            placed.append((pod, node))
-
-    def _fresh_member(self, shape: ShapeIndex, mine: dict[NodeName, int]) -> NodeName | None:
-        classes = self._nodes.classes
-        for kind, free in shape.for_spread():
-            for name in classes[kind][free]:
-                if name not in mine and shape.admits(kind, name):
-                    return name
-        return None
-
-    def _member(self, shape: ShapeIndex, group: ClassKey, mine: dict[NodeName, int]) -> NodeName:
-        """A node of the group the shape may use, one this gang already uses if there is
-        one (fewer nodes)."""
-        kind, free = group
-        nodes = self._nodes
-        for name in mine:
-            if (
-                nodes.free[name] == free
-                and nodes.index.kind_of[name] == kind
-                and shape.admits(kind, name)
-            ):
-                return name
-        return next(name for name in nodes.classes[kind][free] if shape.admits(kind, name))
+        return found + greedy(self._nodes, rest, policy, mine), False
 
     # ------------------------------------------------------------ reasons
 
@@ -456,22 +331,6 @@ class Capacity:
             search_stopped_after=self._budget if stopped else None,
             search_skipped_over=SEARCH_MAX_PODS if skipped else None,
         )
-
-    def _figures(self, kind: PodType) -> ShapeFigures:
-        """Nodes by room for the kind, those short of room by resource, the rest by rule."""
-        index = self._nodes.index
-        excluded: dict[str, int] = {}
-        if uses_node_name(kind.rules):
-            for reason in index.name_reasons(kind.rules).values():
-                if reason is not None:
-                    excluded[reason] = excluded.get(reason, 0) + 1
-        else:
-            for kind_id, reason in enumerate(index.kind_reasons(kind.rules)):
-                if reason is not None:
-                    excluded[reason] = excluded.get(reason, 0) + index.kind_size[kind_id]
-        room, short = self._nodes.shape(kind.requests, kind.rules).counts()
-        return ShapeFigures(kind.requests, kind.rules, len(kind.pods), room, short, excluded)
-
 
 def _ordered(gang: Gang, assignments: Iterable[tuple[Pod, NodeName]]) -> Placement:
     """The placement with the gang's pods in their pending order."""

@@ -1,0 +1,52 @@
+"""The devices of one placement pass: which claims are allocated, which devices taken.
+
+A :class:`~gangsched.core.placement.Capacity` keeps one ledger for its pass:
+it starts from the claims allocated before the pass (by gangsched or by
+kube-scheduler) and grows with every gang placed with devices, so the next
+gang of the pass never gets a device a previous one was given.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from gangsched.core.dra.devices import Allocation, ClaimKey, DeviceRef, Inventory
+from gangsched.core.dra.placing import ClaimWrite, DevicePlacement, NodeRoom, Refusal
+from gangsched.core.dra.placing import place_with_devices as _place
+from gangsched.core.model import Gang, Policy
+
+__all__ = ["DeviceLedger"]
+
+class DeviceLedger:
+    """Claims allocated and devices taken, before this pass and by its placements."""
+
+    __slots__ = ("allocated", "inventory", "taken")
+
+    def __init__(self, inventory: Inventory) -> None:
+        self.inventory = inventory
+        self.allocated: dict[ClaimKey, Allocation] = {
+            key: claim.allocation for key, claim in inventory.claims.items()
+            if claim.allocation is not None
+        }
+        self.taken: set[DeviceRef] = set(inventory.in_use)
+
+    def place(self, gang: Gang, need: int, room: NodeRoom, policy: Policy
+              ) -> DevicePlacement | Refusal:
+        """Where the gang's members go with their devices; nothing is recorded yet."""
+        return _place(gang, need, self.inventory, room, policy,
+                      allocated=self.allocated, taken=self.taken)
+
+    def record(self, writes: Iterable[ClaimWrite]) -> None:
+        """The placement was kept: its allocations are the pass's from now on."""
+        for write in writes:
+            if write.allocation is not None:
+                self.allocated[write.claim] = write.allocation
+                self.taken.update(d.device for d in write.allocation.devices
+                                  if not d.admin_access)
+
+    def forget(self, writes: Iterable[ClaimWrite]) -> None:
+        """The placement was released: its allocations are free again."""
+        for write in writes:
+            if write.allocation is not None:
+                del self.allocated[write.claim]
+                self.taken.difference_update(d.device for d in write.allocation.devices)
