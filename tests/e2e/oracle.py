@@ -4,7 +4,7 @@ A seeded generator makes random nodes (labels, zones, taints, allocatable,
 cordons) with pods already bound to them by ``nodeName`` (with labels, some
 with their own required anti-affinity), and random pods (requests and
 limits, init and sidecar containers, node selectors, required node affinity
-with every operator, tolerations, required pod affinity and anti-affinity,
+with every operator, tolerations, host ports, required pod affinity and anti-affinity,
 DoNotSchedule spread constraints). For every (pod, node) pair kube-scheduler
 is asked by a probe pinned to the node with a ``matchFields`` term, and
 gangsched's own filter answers from the same objects parsed by
@@ -40,6 +40,8 @@ PREFIX = "oracle"
 ZONES = ("a", "b", "c")
 TAINT_KEYS = ("dedicated", "gpu")
 EXTENDED = "example.com/dev"
+HOST_PORTS = (8080, 9100)
+"""Few, so that probes and the pods already on a node ask for the same ones."""
 OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt")
 POD_LABELS = {"app": ("web", "db", "cache"), "role": ("a", "b")}
 TOPOLOGY_KEYS = ("kubernetes.io/hostname", "kubernetes.io/hostname",
@@ -104,6 +106,23 @@ def _requests(rng: random.Random) -> dict[str, Any]:
 
 def _container(rng: random.Random, name: str, **extra: Any) -> dict[str, Any]:
     return {"name": name, "image": "busybox", "resources": _requests(rng), **extra}
+
+
+def _with_host_ports(rng: random.Random, containers: Sequence[dict[str, Any]]) -> None:
+    """Now and then, host ports from a few, so that pods meet on them: TCP or UDP, on
+    every address or on one of two (the KWOK nodes' own among them), each on a random
+    container of the pod and none twice, as the API requires."""
+    if rng.random() >= 0.3:
+        return
+    choices = [(number, protocol, ip) for number in HOST_PORTS for protocol in ("TCP", "UDP")
+               for ip in ("", "10.1.0.1", "10.1.0.2")]
+    for number, protocol, ip in rng.sample(choices, rng.choice((1, 1, 2))):
+        port: dict[str, Any] = {"containerPort": number, "hostPort": number}
+        if protocol != "TCP" or rng.random() < 0.3:
+            port["protocol"] = protocol
+        if ip:
+            port["hostIP"] = ip
+        rng.choice(containers).setdefault("ports", []).append(port)
 
 
 def _requirement(rng: random.Random) -> dict[str, Any]:
@@ -220,6 +239,7 @@ def pod_spec(rng: random.Random) -> dict[str, Any]:
     for i in range(rng.choice((0, 0, 1, 2))):
         extra = {"restartPolicy": "Always"} if rng.random() < 0.5 else {}
         inits.append(_container(rng, f"init{i}", **extra))
+    _with_host_ports(rng, [*spec["containers"], *inits])
     if inits:
         spec["initContainers"] = inits
     if rng.random() < 0.3:
@@ -415,6 +435,8 @@ def place_existing(cluster: LocalCluster, namespace: str, rng: random.Random,
         for i in range(rng.choice((0, 1, 2))):
             spec: dict[str, Any] = {"containers": [_container(rng, "main")], "nodeName": node,
                                     "tolerations": [{"operator": "Exists"}]}
+            if inter_pod:
+                _with_host_ports(rng, spec["containers"])
             if inter_pod and rng.random() < 0.3:
                 spec["affinity"] = {"podAntiAffinity": {
                     "requiredDuringSchedulingIgnoredDuringExecution": [_pod_term(rng)]}}
