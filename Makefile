@@ -16,7 +16,7 @@ PYTEST_ARGS ?=
 ACTIONLINT_VERSION ?= v1.7.12
 ACTIONLINT := $(HOME)/.cache/gangsched/actionlint-$(ACTIONLINT_VERSION)/actionlint
 
-.PHONY: test unit e2e lint lock docs actionlint image binaries cluster-up cluster-down demo kind-demo bench bench-core bench-scenarios bench-scheduler bench-latency bench-scale bench-soak bench-oracle bench-full-cycle bench-dra clean
+.PHONY: test unit e2e lint lock docs actionlint image binaries cluster-up cluster-down demo kind-demo bench bench-core bench-scenarios bench-scheduler bench-latency bench-scale bench-soak bench-oracle bench-full-cycle bench-dra bench-dra-oracle clean
 
 LOCK := requirements.lock
 
@@ -119,6 +119,11 @@ bench-oracle: $(VENV)/.installed binaries
 ## Devices: 500 nodes of 8 fake GPUs, 250 gangs of 8 pods with 1-2 claims each, in the core.
 bench-dra: $(VENV)/.installed
 	$(BIN)/python -m bench.dra
+
+## kube-scheduler as the oracle of device claims: >= 500 random (claim, node) pairs, gangsched's
+## allocator must agree on each; GANGSCHED_ORACLE_SEED replays a run. Not part of `bench`.
+bench-dra-oracle: $(VENV)/.installed binaries
+	$(BIN)/python -m bench.dra_oracle
 
 ## Gang latency (last pod created to all bound) at 5, 10 and 20 gangs/s on 1,000 KWOK nodes.
 bench-latency: $(VENV)/.installed binaries

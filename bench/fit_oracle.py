@@ -10,8 +10,6 @@ disagrees. Exits 1 when any pair disagrees.
 from __future__ import annotations
 
 import argparse
-import dataclasses
-import json
 import random
 import sys
 import time
@@ -19,7 +17,7 @@ from pathlib import Path
 
 import pykube
 
-from bench.harness import say, work_directory
+from bench.harness import report_verdicts, say, work_directory
 from devcluster.controlplane import ClusterOptions, running_cluster
 from tests.e2e import oracle
 
@@ -44,23 +42,8 @@ def main() -> int:
                                           "metadata": {"name": NAMESPACE}}).create()
         verdicts = oracle.run(cluster, NAMESPACE, random.Random(seed),
                               nodes=args.nodes, pods=args.pods)
-    disagreements = [v for v in verdicts if v.kube != v.ours]
-    report = {
-        "seed": seed,
-        "replay": f"{oracle.SEED_VARIABLE}={seed} make bench-oracle",
-        "nodes": args.nodes,
-        "pods": args.pods,
-        "pairs": len(verdicts),
-        "accepted_by_kube_scheduler": sum(v.kube for v in verdicts),
-        "disagreements": [dataclasses.asdict(v) for v in disagreements],
-        "seconds": round(time.monotonic() - started, 1),
-    }
-    RESULTS.parent.mkdir(exist_ok=True)
-    RESULTS.write_text(json.dumps(report, indent=2) + "\n")
-    say(f"{len(verdicts)} pairs, {len(disagreements)} disagreements: {RESULTS}")
-    if disagreements:
-        print(oracle.table(disagreements), file=sys.stderr)
-    return 1 if disagreements else 0
+    return report_verdicts(RESULTS, seed, "make bench-oracle",
+                           {"nodes": args.nodes, "pods": args.pods}, verdicts, started)
 
 
 if __name__ == "__main__":

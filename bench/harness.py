@@ -8,6 +8,7 @@ it as users do; nothing is mocked.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import math
 import os
@@ -31,6 +32,7 @@ import pykube
 import requests
 
 from devcluster.controlplane import LocalCluster, NodeShape, free_port
+from tests.e2e import oracle
 
 GROUP_LABEL = "scheduling.gangsched.io/pod-group"
 PODGROUP_VERSION = "scheduling.gangsched.io/v1alpha1"
@@ -515,3 +517,24 @@ def node_shape(gpus: int) -> NodeShape:
 def shape_figures(shape: NodeShape) -> dict[str, Any]:
     return {"cpu": shape.cpu, "memory": shape.memory, "nvidia.com/gpu": shape.gpus,
             "pods": shape.pods}
+
+
+def report_verdicts(path: Path, seed: int, replay: str, sizes: Mapping[str, int],
+                    verdicts: Sequence[oracle.Verdict], started: float) -> int:
+    """Write an oracle run's figures and every disagreement to ``path``; 1 if any."""
+    disagreements = [v for v in verdicts if v.kube != v.ours]
+    report = {
+        "seed": seed,
+        "replay": f"{oracle.SEED_VARIABLE}={seed} {replay}",
+        **sizes,
+        "pairs": len(verdicts),
+        "accepted_by_kube_scheduler": sum(v.kube for v in verdicts),
+        "disagreements": [dataclasses.asdict(v) for v in disagreements],
+        "seconds": round(time.monotonic() - started, 1),
+    }
+    path.parent.mkdir(exist_ok=True)
+    path.write_text(json.dumps(report, indent=2) + "\n")
+    say(f"{len(verdicts)} pairs, {len(disagreements)} disagreements: {path}")
+    if disagreements:
+        print(oracle.table(disagreements), file=sys.stderr)
+    return 1 if disagreements else 0

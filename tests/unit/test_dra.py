@@ -15,6 +15,7 @@ from gangsched.core.dra.devices import (
     Allocation,
     Claim,
     ClaimKey,
+    DeviceConfig,
     DeviceRef,
     Inventory,
 )
@@ -329,3 +330,26 @@ def test_a_native_podgroup_claim_is_allocated_once_and_reserved_for_the_podgroup
         Consumer("train", "uid-train", "podgroups", "scheduling.k8s.io"),)
     assert writes["ns/own-1"].consumers == (Consumer("w-1", "uid-ns/w-1"),)
     assert len({node for _, node in decision.assignments}) == 1, "one claim, node-local GPUs"
+
+
+def test_the_allocation_carries_class_and_claim_configuration_to_the_driver() -> None:
+    obj = claim_obj("c", request("r0"), request("r1"))
+    obj["spec"]["devices"]["config"] = [
+        {"requests": ["r1"], "opaque": {"driver": DRIVER, "parameters": {"mig": "1g.10gb"}}}]
+    snap = snapshot(["n-0"], [obj])
+    device_class = snap.devices.classes[fakedriver.DEVICE_CLASS]
+    configured = replace(device_class, config=(DeviceConfig(DRIVER, '{"sharing": "time"}'),))
+    inventory = Inventory.build(snap.devices.devices, {device_class.name: configured},
+                                snap.devices.claims)
+    decision = Capacity(replace(snap, devices=inventory)).place(
+        gang("ns/g", [claiming("ns/p", "c")]))
+    assert isinstance(decision, Placement)
+    [write] = decision.claims
+    assert write.allocation is not None
+    written = allocation_to_api(write.allocation)["devices"]
+    assert isinstance(written, dict)
+    assert written["config"] == [
+        {"source": "FromClass", "opaque": {"driver": DRIVER, "parameters": {"sharing": "time"}}},
+        {"source": "FromClaim", "requests": ["r1"],
+         "opaque": {"driver": DRIVER, "parameters": {"mig": "1g.10gb"}}},
+    ]

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from collections.abc import Set as AbstractSet
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from gangsched.core.dra.devices import (
     AllocatedDevice,
@@ -28,6 +28,7 @@ from gangsched.core.dra.devices import (
     Claim,
     ClaimKey,
     Device,
+    DeviceConfig,
     DeviceRef,
     Inventory,
     MatchAttribute,
@@ -260,7 +261,8 @@ def allocate_on_node(
             continue
         search = _Search(slots, constraints, budget)
         if search.run():
-            return _result(claims, node, slots, [device for _, device in search.chosen])
+            return _result(inventory, claims, node, slots,
+                           [device for _, device in search.chosen])
         budget = search.steps
         if budget <= 0:
             return None
@@ -279,8 +281,37 @@ def _broken(claims: Sequence[Claim], choice: tuple[int, ...], problem: str) -> C
     return ClaimBroken(first.key, first.requests[0].name if first.requests else "", problem)
 
 
+def _config(inventory: Inventory, claim: Claim, requests: list[Request]
+            ) -> tuple[DeviceConfig, ...]:
+    """What the allocation carries to the driver, as the structured allocator builds it:
+    each class's configuration once, for the requests of that class, then the claim's
+    entries that name a request allocated (or none); an entry that covers every request
+    names none."""
+    by_class: dict[str, list[str]] = {}
+    for request in requests:
+        names = by_class.setdefault(request.device_class, [])
+        if request.name not in names:
+            names.append(request.name)
+    found: list[DeviceConfig] = [
+        replace(config, requests=tuple(names), source="FromClass")
+        for class_name, names in by_class.items()
+        for config in inventory.classes[class_name].config
+    ]
+    chosen = {request.name for request in requests}
+    parents = {name.split("/", 1)[0] for name in chosen}
+    found += [config for config in claim.config
+              if not config.requests or set(config.requests) & (chosen | parents)]
+    every = {claim_request.name for claim_request in claim.requests}
+    return tuple(
+        replace(config, requests=()) if config.requests and every <= {
+            name.split("/", 1)[0] for name in config.requests} else config
+        for config in found
+    )
+
+
 def _result(
-    claims: Sequence[Claim], node: NodeName, slots: list[_Slot], devices: list[Device]
+    inventory: Inventory, claims: Sequence[Claim], node: NodeName, slots: list[_Slot],
+    devices: list[Device],
 ) -> NodeAllocation:
     per_claim: list[list[AllocatedDevice]] = [[] for _ in claims]
     local = [True for _ in claims]
@@ -288,7 +319,13 @@ def _result(
         per_claim[slot.claim].append(AllocatedDevice(
             slot.request.name, device.ref, slot.request.admin_access))
         local[slot.claim] = local[slot.claim] and device.node is not None
+    requests: list[list[Request]] = [[] for _ in claims]
+    for slot in slots:
+        if slot.request not in requests[slot.claim]:
+            requests[slot.claim].append(slot.request)
     return NodeAllocation(node, tuple(
-        (claim.key, Allocation(tuple(found), node if is_local else None))
-        for claim, found, is_local in zip(claims, per_claim, local, strict=True)
+        (claim.key, Allocation(tuple(found), node if is_local else None,
+                               config=_config(inventory, claim, asked)))
+        for claim, found, is_local, asked in zip(claims, per_claim, local, requests,
+                                                 strict=True)
     ))

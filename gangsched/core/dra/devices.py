@@ -17,8 +17,8 @@ from gangsched.core.model import ClaimKey, NodeName, PodClaim, SelectorTerm, Tai
 
 __all__ = [
     "AllocatedDevice", "Allocation", "AttributeValue", "Claim", "ClaimKey", "ClaimRequest",
-    "Device", "DeviceClassSpec", "DeviceRef", "Inventory", "MatchAttribute", "PodClaim",
-    "Request", "SemVer",
+    "Device", "DeviceClassSpec", "DeviceConfig", "DeviceRef", "Inventory", "MatchAttribute",
+    "PodClaim", "Request", "SemVer",
 ]
 
 
@@ -64,12 +64,27 @@ class Device:
 
 
 @dataclass(frozen=True, slots=True)
+class DeviceConfig:
+    """Opaque configuration for a driver, from a DeviceClass or a claim, as an allocation
+    carries it to the driver (the parameters are JSON, kept as their text)."""
+
+    driver: str
+    parameters: str
+    requests: tuple[str, ...] = ()
+    """The requests it applies to; empty: every request."""
+    source: str = "FromClaim"
+    """``FromClass`` or ``FromClaim``, as the allocation result names where it came from."""
+
+
+@dataclass(frozen=True, slots=True)
 class DeviceClassSpec:
-    """A DeviceClass: the CEL selectors every device of the class must pass."""
+    """A DeviceClass: the CEL selectors every device of the class must pass, and the
+    configuration its devices get."""
 
     name: str
     selectors: tuple[str, ...] = ()
     extended_resource: str | None = None
+    config: tuple[DeviceConfig, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,6 +141,8 @@ class Allocation:
     """The one node its devices are on (a node selector on ``metadata.name``)."""
     node_terms: tuple[SelectorTerm, ...] = ()
     """Any other node selector, whose terms a pod's node must match; empty: none."""
+    config: tuple[DeviceConfig, ...] = ()
+    """The classes' configuration, then the claim's, for the requests allocated."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,6 +161,8 @@ class Claim:
     """Why the claim cannot be allocated whatever the devices (a constraint or a request of
     a kind this version does not know)."""
     deleting: bool = False
+    config: tuple[DeviceConfig, ...] = ()
+    """``spec.devices.config``, copied into the allocation for the requests it names."""
 
 
 K = TypeVar("K")

@@ -9,6 +9,7 @@ allocated half of what it asked.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 
 from gangsched.core.dra.devices import (
@@ -20,6 +21,7 @@ from gangsched.core.dra.devices import (
     ClaimRequest,
     Device,
     DeviceClassSpec,
+    DeviceConfig,
     DeviceRef,
     MatchAttribute,
     Request,
@@ -152,13 +154,32 @@ def _selectors(raw: object, where: str) -> tuple[str, ...]:
     return tuple(found)
 
 
+def _configs(raw: object, where: str, source: str) -> tuple[DeviceConfig, ...]:
+    """Opaque driver configuration entries (a kind of configuration this version does not
+    know raises ObjectError: allocating without it could misconfigure the devices)."""
+    found = []
+    for index, item in enumerate(_items(raw, where)):
+        entry = _map(item, f"{where}[{index}]")
+        opaque = _map(entry.get("opaque"), f"{where}[{index}].opaque")
+        if not opaque:
+            raise ObjectError(f"{where}[{index}]: no opaque configuration (a newer kind?)")
+        requests = tuple(str(r) for r in _items(entry.get("requests"),
+                                                f"{where}[{index}].requests"))
+        found.append(DeviceConfig(
+            _text(opaque.get("driver"), f"{where}[{index}].opaque.driver"),
+            json.dumps(opaque.get("parameters"), sort_keys=True), requests, source))
+    return tuple(found)
+
+
 def device_class_from_api(obj: Mapping[str, object]) -> DeviceClassSpec:
     _, name = _name(obj, "DeviceClass")
     spec = _map(obj.get("spec"), f"DeviceClass {name}: spec")
     extended = spec.get("extendedResourceName")
     return DeviceClassSpec(name, _selectors(spec.get("selectors"), f"DeviceClass {name}: "
                                             "spec.selectors"),
-                           extended if isinstance(extended, str) else None)
+                           extended if isinstance(extended, str) else None,
+                           _configs(spec.get("config"), f"DeviceClass {name}: spec.config",
+                                    "FromClass"))
 
 
 def _tolerations(raw: object, where: str) -> tuple[Toleration, ...]:
@@ -277,6 +298,10 @@ def resource_claim_from_api(obj: Mapping[str, object]) -> Claim:
             continue
         asked = tuple(str(r) for r in _items(constraint.get("requests"), "requests"))
         constraints.append(MatchAttribute(attribute, asked))
+    try:
+        config = _configs(devices.get("config"), "spec.devices.config", "FromClaim")
+    except ObjectError as problem:
+        config, error = (), error or str(problem)
     reserved = tuple(
         str(_map(item, f"{where}: status.reservedFor").get("uid", ""))
         for item in _items(status.get("reservedFor"), f"{where}: status.reservedFor"))
@@ -290,7 +315,18 @@ def resource_claim_from_api(obj: Mapping[str, object]) -> Claim:
         reserved_for=reserved,
         error=error,
         deleting=meta.get("deletionTimestamp") is not None,
+        config=config,
     )
+
+
+def _config_to_api(config: DeviceConfig) -> dict[str, object]:
+    body: dict[str, object] = {
+        "source": config.source,
+        "opaque": {"driver": config.driver, "parameters": json.loads(config.parameters)},
+    }
+    if config.requests:
+        body["requests"] = list(config.requests)
+    return body
 
 
 def allocation_to_api(allocation: Allocation) -> dict[str, object]:
@@ -304,7 +340,10 @@ def allocation_to_api(allocation: Allocation) -> dict[str, object]:
         if allocated.admin_access:
             result["adminAccess"] = True
         results.append(result)
-    body: dict[str, object] = {"devices": {"results": results}}
+    devices: dict[str, object] = {"results": results}
+    if allocation.config:
+        devices["config"] = [_config_to_api(config) for config in allocation.config]
+    body: dict[str, object] = {"devices": devices}
     if allocation.node is not None:
         body["nodeSelector"] = {"nodeSelectorTerms": [{"matchFields": [
             {"key": "metadata.name", "operator": "In", "values": [allocation.node]}]}]}
