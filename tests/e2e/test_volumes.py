@@ -220,8 +220,6 @@ def test_claims_nobody_provisions_are_taken_back_in_time_and_the_gang_says_so(
         wait_for(lambda: all(SELECTED_NODE in (c["metadata"].get("annotations") or {})
                              for c in claims(ws).values()), timeout=20,
                  what="the claims to be given their nodes")
-        wait_for(lambda: group_message(ws, "job", "to be provisioned"), timeout=20,
-                 what="the PodGroup to say it waits for its claims")
         words = "were not provisioned within 3s"
         message = wait_for(lambda: group_message(ws, "job", words), timeout=30,
                            what="the PodGroup to say its claims timed out")
