@@ -166,3 +166,35 @@ def test_a_rack_bound_gang_evicts_whole_gangs_of_one_rack_and_lands_there(
     assert sorted(alive.values()) == [2, 2], f"two whole gangs stay, the rest go whole: {alive}"
     survivors = {name[-1] for name in alive}
     assert survivors == ({"b"} if racks == {"r1"} else {"a"}), (racks, alive)
+
+
+def test_a_starving_gang_keeps_the_nodes_it_waits_for_from_small_gangs_that_spread(
+    cluster: LocalCluster, ws: Workspace, scheduler: SchedulerProcess
+) -> None:
+    """Two 8-GPU pods need two nodes with 8 GPUs free, not 16 free across four nodes.
+
+    Four nodes of 8 GPUs each run a 2-GPU pod of another scheduler for a few
+    seconds. A gang of two 8-GPU pods starves; small gangs that spread, each
+    one GPU for minutes, keep coming. They may use the room the big gang does
+    not wait for, never the nodes it would land on first: when the short pods
+    end, those nodes are whole and the big gang binds there.
+    """
+    nodes = only_nodes(cluster, 4, NodeShape(cpu="16", memory="64Gi", gpus=8))
+    for node in nodes:
+        blocker = ws.pod(f"blocker-{node}", gpus=2, scheduler="default-scheduler", run_for="8s")
+        blocker["spec"]["nodeName"] = node
+        ws.create(blocker)
+    ws.create(ws.podgroup("big", min_member=2))
+    ws.create(*(ws.pod(f"big-{i}", gpus=8, group="big", scheduler=SCHEDULER) for i in range(2)))
+    time.sleep(STARVATION_S + 1.5)  # the big gang starves and keeps its nodes
+
+    for i in range(8):
+        group = ws.podgroup(f"small-{i}", min_member=1)
+        group["metadata"]["annotations"] = {"scheduling.gangsched.io/policy": "spread"}
+        ws.create(group, ws.pod(f"small-{i}-0", gpus=1, group=f"small-{i}",
+                                scheduler=SCHEDULER, run_for="300s"))
+    wait_for(lambda: _bound_named(ws, "big-") == 2 or None, timeout=60,
+             what="the big gang to bind once the short pods end")
+    big_nodes = {node_of(ws.pods()[f"big-{i}"]) for i in range(2)}
+    smalls = {name: node_of(pod) for name, pod in ws.pods().items() if name.startswith("small-")}
+    assert not big_nodes & set(smalls.values()), (big_nodes, smalls)
