@@ -16,7 +16,7 @@ PYTEST_ARGS ?=
 ACTIONLINT_VERSION ?= v1.7.12
 ACTIONLINT := $(HOME)/.cache/gangsched/actionlint-$(ACTIONLINT_VERSION)/actionlint
 
-.PHONY: test unit e2e lint lock docs actionlint image binaries cluster-up cluster-down demo kind-demo bench bench-core bench-scenarios bench-scheduler bench-latency bench-scale bench-soak bench-oracle bench-full-cycle bench-dra bench-dra-oracle clean
+.PHONY: test unit e2e lint lock docs actionlint image binaries cluster-up cluster-down demo kind-demo bench bench-core bench-scenarios bench-scheduler bench-latency bench-scale bench-soak bench-oracle bench-full-cycle bench-dra bench-dra-oracle bench-rules clean
 
 LOCK := requirements.lock
 
@@ -110,6 +110,11 @@ bench-scheduler: $(VENV)/.installed binaries
 ## kube-scheduler as the oracle: >= 2,000 random (pod, node) pairs, gangsched's filter must
 ## agree on each; GANGSCHED_ORACLE_SEED replays a run. Not part of `bench`.
 ## The full cycle of bench-scale (5,000 nodes, 2,500 gangs) in-process: the core's CPU time alone.
+## Gangs of 8 with one-per-node anti-affinity and zone spread on 1,000 nodes in 10 zones:
+## gangsched's backlog against unthrottled kube-scheduler on the same pods.
+bench-rules: $(VENV)/.installed binaries
+	$(BIN)/python -m bench.rules
+
 bench-full-cycle: $(VENV)/.installed
 	$(BIN)/python -m bench.full_cycle
 

@@ -372,6 +372,7 @@ class Gangsched:
             times = list(per_cycle.values())
             figures.update({
                 "cycles_placing": len(times),
+                "first_placing_cycle_ms": per_cycle[min(per_cycle)],
                 "last_placing_cycle": max(per_cycle),
                 "gangs_per_cycle_max": max(gangs_per_cycle.values()),
                 "cycle_ms_p50": round(percentile(times, 50), 1),
