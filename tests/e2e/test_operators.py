@@ -281,6 +281,36 @@ def test_three_pytorchjobs_of_four_gpus_on_eight_run_two_at_a_time_and_all_finis
     assert most == 2, f"{most} jobs ran at once on 8 GPUs"
 
 
+@pytest.mark.usefixtures("training")
+def test_a_pytorchjob_with_one_worker_per_node_waits_whole_then_runs_across_four_nodes(
+    ws: Workspace, cluster: LocalCluster, groups: GroupWatch
+) -> None:
+    only_nodes(cluster, 3, GPU_NODES)
+    manifest = pytorchjob(ws, "apart")
+    template = manifest["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]
+    template["metadata"]["labels"] = {"job": "apart"}
+    template["spec"]["affinity"] = {"podAntiAffinity": {
+        "requiredDuringSchedulingIgnoredDuringExecution": [{
+            "labelSelector": {"matchLabels": {"job": "apart"}},
+            "topologyKey": "kubernetes.io/hostname"}]}}
+    ws.create(manifest)
+
+    def names_anti_affinity(pod: dict[str, Any]) -> bool:
+        return any(c.get("type") == "PodScheduled" and "anti-affinity" in str(c.get("message"))
+                   for c in (pod.get("status") or {}).get("conditions") or [])
+
+    def refused() -> bool:
+        pods = job_pods(ws, "apart")
+        return len(pods) == 4 and all(names_anti_affinity(p) for p in pods)
+    wait_for(refused, timeout=60, what="four workers waiting, naming anti-affinity")
+    assert bound(job_pods(ws, "apart")) == [], "workers bound onto three nodes"
+
+    only_nodes(cluster, 4, GPU_NODES)
+    wait_for(lambda: running_whole(ws, "apart", 4), timeout=60,
+             what="the four workers to run once a fourth node exists")
+    assert len({node_of(p) for p in job_pods(ws, "apart")}) == 4
+
+
 @pytest.mark.usefixtures("training", "eight_gpus")
 def test_a_running_pytorchjob_that_loses_a_worker_gets_it_back_before_a_waiting_job_starts(
     ws: Workspace, groups: GroupWatch
