@@ -131,8 +131,8 @@ class DeviceCache:
                 shared.extend(found)
             else:
                 devices[node] = devices.get(node, ()) + found
-        bad = {node: f"ResourceSlice {name}: {error}"
-               for name, (node, error) in sorted(self.bad_slices.items()) if node is not None}
+        bad = {node: f"{error} (its devices are not offered)"
+               for _, (node, error) in sorted(self.bad_slices.items()) if node is not None}
         claims = dict(self.claims)
         for key, assumed in self.assumed.items():
             claim = claims.get(key)

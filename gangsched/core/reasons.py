@@ -362,6 +362,9 @@ class DevicesShort:
     best_total: int = 0
     """Matching devices the best node has, free or not."""
     best_group: str | None = None
+    unreadable: str | None = None
+    """A slice of one of those nodes that could not be read, and why: its devices are
+    not offered until its driver publishes it readable."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -647,6 +650,11 @@ def render(reason: Reason) -> str:
 
 
 def _devices_short_text(reason: DevicesShort) -> str:
+    text = _devices_offer_text(reason)
+    return f"{text}; {reason.unreadable}" if reason.unreadable else text
+
+
+def _devices_offer_text(reason: DevicesShort) -> str:
     where = f" in one {reason.attribute}" if reason.attribute else ""
     head = (f"pod {reason.pod}: ResourceClaim {reason.claim} request {reason.request} needs "
             f"{_plural(reason.need, 'device')} of class {reason.device_class}{where}")

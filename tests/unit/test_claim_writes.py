@@ -6,18 +6,26 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import cast
 
+from devcluster import fakedriver
 from gangsched.allocations import ClaimWriter
 from gangsched.core.actions import Bind
 from gangsched.core.dra.devices import AllocatedDevice, Allocation, ClaimKey, DeviceRef
 from gangsched.core.dra.placing import ClaimWrite, Consumer
-from gangsched.core.model import NodeName, PodKey
-from gangsched.core.placement import Placement
+from gangsched.core.kubeobjects import pod_from_api
+from gangsched.core.model import Gang, NodeName, PodClaim, PodKey
+from gangsched.core.placement import Capacity, Placement, Unplaceable
+from gangsched.core.reasons import DevicesShort, render
 from gangsched.dispatcher import Answer
 from gangsched.feed import Feed
 from tests.unit.test_actuator import JOB, Shell, shell
+from tests.unit.test_scheduler_reuse import pod as job_pod_obj
+
+
+def job_pod() -> dict[str, object]:
+    return job_pod_obj("job-9", "job", 0)
 
 GPU = DeviceRef("gpu.example.com", "n1", "gpu-0")
 WRITES = (
@@ -107,3 +115,19 @@ def test_claims_count_as_allocated_from_the_decision_until_the_watch_shows_them(
     assert ClaimKey("ns/b") in made.mirror.devices.assumed
     Feed(made.mirror).delete("resourceclaims", claim_obj("b"))
     assert made.mirror.devices.assumed == {}
+
+
+def test_a_slice_that_cannot_be_read_offers_nothing_and_the_waiting_pod_says_so() -> None:
+    made = with_claims(AnsweringClaims())
+    broken = fakedriver.slice_manifest("n1", 0)
+    broken["spec"]["devices"][3]["capacity"]["memory"] = {"value": "lots"}
+    Feed(made.mirror).replace("deviceclasses", [fakedriver.device_class_manifest()])
+    Feed(made.mirror).replace("resourceslices", [broken])
+    inventory = made.mirror.view().snapshot.devices
+    assert inventory.devices == {}
+    pod = replace(pod_from_api(job_pod()), resource_claims=(
+        PodClaim("gpus", ClaimKey("ns/a")),))
+    decision = Capacity(made.mirror.view().snapshot).place(Gang(JOB, 1, (pod,)))
+    assert isinstance(decision, Unplaceable) and isinstance(decision.reason, DevicesShort)
+    text = render(decision.reason)
+    assert "ResourceSlice n1-gpu.example.com" in text and "capacity.memory" in text, text

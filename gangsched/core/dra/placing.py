@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from gangsched.core.dra.allocator import (
     ClaimBroken,
@@ -272,7 +272,12 @@ def _claims_reason(gang: Gang, pod: Pod, state: _Gang, room: NodeRoom, placed: i
     minimum = need if need > 1 else 0
     if blamed is None or not blamed.requests:
         return DevicesShort(gang.key, pod.key, "", "", "", 0, len(nodes), placed, minimum)
-    return _offer(gang, pod, blamed, state, nodes, placed, minimum)
+    offer = _offer(gang, pod, blamed, state, nodes, placed, minimum)
+    bad = state.inventory.bad_slices
+    unreadable = next((bad[node] for node in nodes if node in bad), None)
+    if isinstance(offer, DevicesShort) and unreadable is not None:
+        return replace(offer, unreadable=unreadable)
+    return offer
 
 
 def _offer(gang: Gang, pod: Pod, claim: Claim, state: _Gang, nodes: list[NodeName],
