@@ -232,3 +232,23 @@ def test_claims_fit_where_kube_scheduler_says_they_fit(
     assert not disagreements, (
         f"{len(disagreements)} of {len(verdicts)} pairs disagree "
         f"({oracle.SEED_VARIABLE}={seed}):\n{oracle.table(disagreements)}")
+
+
+@pytest.mark.usefixtures("gpu_nodes", "gangsched")
+def test_a_claim_whose_selector_fails_waits_naming_it_and_other_gangs_bind(
+    ws: Workspace,
+) -> None:
+    """Bad input stops its own gang only: a selector reading an attribute no device has
+    fails at run time (the API server accepts it), and the pod says which claim."""
+    ws.create(claim_template(ws, "broken", 1,
+                             selector=f'device.attributes["{fakedriver.DRIVER}"].rack == "r1"'),
+              claim_template(ws, "one", 1))
+    gang_of(ws, "bad", 2, "broken")
+    gang_of(ws, "good", 2, "one")
+    wait_for(lambda: len(bound(members(ws, "good"))) == 2, timeout=30, what="the good gang")
+    wait_for(lambda: "cannot be allocated" in condition_message(members(ws, "bad")[0]),
+             timeout=30, what="the bad gang to name its claim")
+    said = condition_message(members(ws, "bad")[0])
+    assert "request gpus" in said and "rack" in said, said
+    assert bound(members(ws, "bad")) == []
+    assert all(devices_of(claim) == [] for claim in claims_of(ws, "bad"))
