@@ -21,9 +21,16 @@ from dataclasses import dataclass
 from gangsched.core.interpod import PodRule, Refusal, Residents, RuleCounts, term_selects
 from gangsched.core.model import NodeName, Pod, PodAffinityTerm, Policy
 from gangsched.core.nodefit import PER_NODE_LABELS, uses_node_name
+from gangsched.core.packing import SEARCH_MAX_PODS
 from gangsched.core.ports import HOST_PORT_RULE, port_of_term
 from gangsched.core.reasons import RuleBlock
-from gangsched.core.room import blamed_resource, fit_count, size_order, stranded_devices
+from gangsched.core.room import (
+    UNBOUNDED,
+    blamed_resource,
+    fit_count,
+    size_order,
+    stranded_devices,
+)
 from gangsched.core.shapes import FreeNodes
 
 __all__ = ["Blocked", "RulesOutcome", "place_under_rules"]
@@ -184,7 +191,7 @@ class _Search:
             return placed + size - end >= self.need and visit(end, placed)
 
         try:
-            found = visit(0, 0)
+            found = visit(0, 0) if size <= SEARCH_MAX_PODS else self._greedy()
         except _Exhausted:
             self._undo_all()
             raise
@@ -201,6 +208,26 @@ class _Search:
         except _Exhausted:
             pass  # the minimum is placed; the extras wait for the next cycle
         return [(self.pods[position], node) for position, node in self.chosen]
+
+    def _greedy(self) -> bool:
+        """The first descent alone, without backtracking, for a gang too large to search:
+        each member takes its best node in turn, and one with none is left out while the
+        minimum can still be reached. Iterative, so no gang size meets a recursion limit."""
+        self.budget = UNBOUNDED
+        size, placed = len(self.pods), 0
+        for position in range(size):
+            if placed >= self.need:
+                break
+            options = self._options(position)
+            if options:
+                self._put(position, options[0])
+                placed += 1
+                continue
+            if self.blocked is None:
+                self.blocked = self._diagnose(position, placed)
+            if placed + size - position - 1 < self.need:
+                return False
+        return placed >= self.need
 
     def _undo_all(self) -> None:
         while self.chosen:

@@ -284,3 +284,13 @@ def test_anti_affinity_gangs_are_placed_exactly_when_some_assignment_exists(
         assert _anti_ok(seated + list(zip(pods, chosen, strict=True)))
     else:
         assert not feasible(), decision.reason
+
+
+def test_a_gang_too_large_to_search_is_placed_member_by_member() -> None:
+    # 300 pods: past the exhaustive search's limit, placed in one descent.
+    gang = workers("big", 300, **{"affinity": anti(term(job="big"))})
+    nodes = [node(f"n{i:03}", "abc"[i % 3]) for i in range(300)]
+    assert len(set(nodes_of(place(nodes, gang)))) == 300
+    decision = place(nodes[:299], gang)
+    assert isinstance(decision, Unplaceable)
+    assert isinstance(decision.reason, PodRulesUnmet) and decision.reason.placed == 299
