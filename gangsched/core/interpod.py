@@ -24,6 +24,7 @@ from gangsched.core.model import (
     Pod,
     PodAffinityTerm,
     PodKey,
+    PreferredTerm,
     SelectorRequirement,
     SpreadConstraint,
 )
@@ -293,7 +294,9 @@ class _SpreadCount:
 class _KindCounts:
     """The counts one kind of incoming pod reads, per topology pair (label, value)."""
 
-    __slots__ = ("affinity", "anti", "existing", "pod", "self_affine", "spread")
+    __slots__ = (
+        "affinity", "anti", "existing", "pod", "preferred", "self_affine", "soft", "spread",
+    )
 
     def __init__(self, pod: Pod) -> None:
         self.pod = pod
@@ -302,6 +305,10 @@ class _KindCounts:
         self.existing: dict[tuple[str, str], int] = {}
         self.self_affine = _selects_all(pod.affinity, pod)
         self.spread = [_SpreadCount(c, spread_self(c, pod)) for c in pod.spread]
+        self.preferred: list[tuple[PreferredTerm, dict[tuple[str, str], int]]] = [
+            (preferred, {}) for preferred in pod.preferred]
+        """Per preferred term, the pods it selects per topology pair."""
+        self.soft = [_SpreadCount(c, spread_self(c, pod)) for c in pod.soft_spread]
 
 
 def _bump(counts: dict[tuple[str, str], int], labels: Mapping[str, str], key: str,
@@ -350,22 +357,29 @@ class RuleCounts:
         for term in residents.terms_selecting(pod):
             for _, node in residents.holders_of(term):
                 _bump(kind.existing, labels[node], term.topology_key, 1)
-        if kind.spread:
-            self._open_domains(kind)
-            for spread in kind.spread:
+        for preferred, counts in kind.preferred:
+            term = preferred.term
+            for other, node in residents.having(term.match_labels, term.match_expressions):
+                if term_selects(term, other):
+                    _bump(counts, labels[node], term.topology_key, 1)
+        for spreads in (kind.spread, kind.soft):
+            self._open_domains(kind, spreads)
+            for spread in spreads:
                 constraint = spread.constraint
                 for other, node in residents.having(constraint.match_labels,
                                                     constraint.match_expressions):
                     self._count_spread(kind, spread, other, node, 1)
 
-    def _open_domains(self, kind: _KindCounts) -> None:
+    def _open_domains(self, kind: _KindCounts, spreads: Sequence[_SpreadCount]) -> None:
         """Every node the constraints count (by their node policies, carrying every
         constraint's key) opens its domain, with no pods yet."""
+        if not spreads:
+            return
         pod = kind.pod
         residents = self.residents
-        keys = tuple(sorted({spread.constraint.topology_key for spread in kind.spread}))
+        keys = tuple(sorted({spread.constraint.topology_key for spread in spreads}))
         carrying = residents.carrying(keys)
-        for spread in kind.spread:
+        for spread in spreads:
             constraint = spread.constraint
             key = constraint.topology_key
             filtered = constraint.honour_taints or (constraint.honour_node_affinity and (
@@ -414,8 +428,11 @@ class RuleCounts:
             for term in pod.anti_affinity:
                 if term_selects(term, mine):
                     _bump(kind.existing, labels, term.topology_key, delta)
-            for spread in kind.spread:
+            for spread in (*kind.spread, *kind.soft):
                 self._count_spread(kind, spread, pod, node, delta)
+            for preferred, counts in kind.preferred:
+                if term_selects(preferred.term, pod):
+                    _bump(counts, labels, preferred.term.topology_key, delta)
 
     def refusal(self, index: int, node: NodeName) -> Refusal | None:
         """Why the ``index``-th kind of pod may not go on the node now, or None.
@@ -449,8 +466,9 @@ class RuleCounts:
         for kind in self._kinds:
             pod = kind.pod
             found.update(term.topology_key for term in (*pod.affinity, *pod.anti_affinity))
-            found.update(spread.constraint.topology_key for spread in kind.spread)
+            found.update(s.constraint.topology_key for s in (*kind.spread, *kind.soft))
             found.update(key for key, _ in kind.existing)
+            found.update(preferred.term.topology_key for preferred, _ in kind.preferred)
         return frozenset(found)
 
     def marked(self, keys: frozenset[str]) -> set[NodeName]:
@@ -461,11 +479,12 @@ class RuleCounts:
         for key in keys:
             found.update(residents.nodes_with(key, None))
         for kind in self._kinds:
-            for counts in (kind.affinity, kind.anti, kind.existing):
+            for counts in (kind.affinity, kind.anti, kind.existing,
+                           *(counts for _, counts in kind.preferred)):
                 for key, value in counts:
                     if key in keys:
                         found.update(residents.nodes_with(key, value))
-            for spread in kind.spread:
+            for spread in (*kind.spread, *kind.soft):
                 key = spread.constraint.topology_key
                 if key in keys:
                     for value in spread.nonzero:
@@ -479,6 +498,25 @@ class RuleCounts:
         labels = self.residents.labels[node]
         return sum(spread.counts.get(labels.get(spread.constraint.topology_key, ""), 0)
                    for spread in kind.spread)
+
+
+    def preference(self, index: int, node: NodeName) -> int:
+        """How much the kind's preferred terms and ``ScheduleAnyway`` spreads like the node:
+        each preferred term its weight per pod it selects in the node's domain (less for
+        anti-affinity), less one per pod a soft spread counts there. It only ranks nodes
+        a search may use anyway, as kube-scheduler's scores only rank feasible ones."""
+        kind = self._kinds[index]
+        labels = self.residents.labels[node]
+        score = 0
+        for preferred, counts in kind.preferred:
+            key = preferred.term.topology_key
+            value = labels.get(key)
+            if value is not None:
+                found = counts.get((key, value), 0) * preferred.weight
+                score += -found if preferred.anti else found
+        for spread in kind.soft:
+            score -= spread.counts.get(labels.get(spread.constraint.topology_key, ""), 0)
+        return score
 
 
 def _counted(constraint: SpreadConstraint, pod: Pod, node: Node) -> bool:

@@ -35,6 +35,7 @@ from gangsched.core.model import (
     PodKey,
     PodPlacementRules,
     Policy,
+    PreferredTerm,
     QueueName,
     QueueSpec,
     SelectorRequirement,
@@ -220,6 +221,8 @@ def pod_from_api(obj: Mapping[str, Any]) -> Pod:
         anti_affinity=anti_affinity + port_terms(ports),
         affinity=affinity,
         spread=_spread(spec, labels, where),
+        preferred=_preferred_terms(spec, labels, namespace, where),
+        soft_spread=_spread(spec, labels, where, soft=True),
         claims=_claims(spec, where),
         resource_claims=_pod_claims(spec, status, namespace, where),
         uid=str(meta.get("uid") or ""),
@@ -276,54 +279,80 @@ def _pod_terms(
     spec: Mapping[str, object], kind: str, labels: tuple[tuple[str, str], ...], namespace: str,
     where: str,
 ) -> tuple[PodAffinityTerm, ...]:
-    """The pod's required ``podAffinity`` or ``podAntiAffinity`` terms, as the pods they select.
+    """The pod's required ``podAffinity`` or ``podAntiAffinity`` terms, as the pods they select."""
+    path = f"spec.affinity.{kind}.requiredDuringSchedulingIgnoredDuringExecution"
+    affinity = _mapping(spec.get("affinity"), where, "spec.affinity")
+    terms_of = _mapping(affinity.get(kind), where, f"spec.affinity.{kind}")
+    required = terms_of.get("requiredDuringSchedulingIgnoredDuringExecution")
+    return tuple(_pod_term(item, f"{path}[{index}]", labels, namespace, where)
+                 for index, item in enumerate(_list(required, where, path)))
+
+
+def _preferred_terms(
+    spec: Mapping[str, object], labels: tuple[tuple[str, str], ...], namespace: str, where: str
+) -> tuple[PreferredTerm, ...]:
+    """The pod's preferred pod affinity and anti-affinity terms, with their weights."""
+    affinity = _mapping(spec.get("affinity"), where, "spec.affinity")
+    found = []
+    for kind in ("podAffinity", "podAntiAffinity"):
+        path = f"spec.affinity.{kind}.preferredDuringSchedulingIgnoredDuringExecution"
+        terms_of = _mapping(affinity.get(kind), where, f"spec.affinity.{kind}")
+        preferred = terms_of.get("preferredDuringSchedulingIgnoredDuringExecution")
+        for index, item in enumerate(_list(preferred, where, path)):
+            entry = _mapping(item, where, f"{path}[{index}]")
+            weight = _positive(entry.get("weight"), where, f"{path}[{index}].weight", None)
+            term = _pod_term(entry.get("podAffinityTerm"), f"{path}[{index}].podAffinityTerm",
+                             labels, namespace, where)
+            found.append(PreferredTerm(weight, term, anti=kind == "podAntiAffinity"))
+    return tuple(found)
+
+
+def _pod_term(
+    item: object, term_path: str, labels: tuple[tuple[str, str], ...], namespace: str,
+    where: str,
+) -> PodAffinityTerm:
+    """One pod affinity term, as the pods it selects.
 
     ``matchLabelKeys`` / ``mismatchLabelKeys`` become ``In`` / ``NotIn`` requirements on
     the pod's own values, as the API server merges them into the selector.
     """
-    path = f"spec.affinity.{kind}.requiredDuringSchedulingIgnoredDuringExecution"
-    affinity = _mapping(spec.get("affinity"), where, "spec.affinity")
-    terms_of = _mapping(affinity.get(kind), where, f"spec.affinity.{kind}")
     own = dict(labels)
-    terms = []
-    required = terms_of.get("requiredDuringSchedulingIgnoredDuringExecution")
-    for index, item in enumerate(_list(required, where, path)):
-        term_path = f"{path}[{index}]"
-        term = _mapping(item, where, term_path)
-        raw_selector = term.get("labelSelector")
-        selector = _mapping(raw_selector, where, f"{term_path}.labelSelector")
-        expressions = list(_requirements(selector.get("matchExpressions"), where,
-                                         f"{term_path}.labelSelector.matchExpressions"))
-        for field, operator in (("matchLabelKeys", "In"), ("mismatchLabelKeys", "NotIn")):
-            for key_index, key in enumerate(_list(term.get(field), where, f"{term_path}.{field}")):
-                key = _str(key, where, f"{term_path}.{field}[{key_index}]")
-                if key in own and raw_selector is not None:
-                    expressions.append(SelectorRequirement(key, operator, (own[key],)))
-        namespaces = _list(term.get("namespaces"), where, f"{term_path}.namespaces")
-        names = tuple(_str(n, where, f"{term_path}.namespaces") for n in namespaces)
-        raw_ns_selector = term.get("namespaceSelector")
-        ns_selector = _mapping(raw_ns_selector, where, f"{term_path}.namespaceSelector")
-        ns_selected = bool(ns_selector.get("matchLabels") or ns_selector.get("matchExpressions"))
-        terms.append(PodAffinityTerm(
-            topology_key=_str(term.get("topologyKey"), where, f"{term_path}.topologyKey", ""),
-            match_labels=_str_map(selector.get("matchLabels"), where,
-                                  f"{term_path}.labelSelector.matchLabels"),
-            match_expressions=tuple(expressions),
-            selects_pods=raw_selector is not None,
-            namespaces=names or ((namespace,) if raw_ns_selector is None else ()),
-            any_namespace=raw_ns_selector is not None and not ns_selected,
-            namespace_selected=ns_selected,
-        ))
-    return tuple(terms)
+    term = _mapping(item, where, term_path)
+    raw_selector = term.get("labelSelector")
+    selector = _mapping(raw_selector, where, f"{term_path}.labelSelector")
+    expressions = list(_requirements(selector.get("matchExpressions"), where,
+                                     f"{term_path}.labelSelector.matchExpressions"))
+    for field, operator in (("matchLabelKeys", "In"), ("mismatchLabelKeys", "NotIn")):
+        for key_index, key in enumerate(_list(term.get(field), where, f"{term_path}.{field}")):
+            key = _str(key, where, f"{term_path}.{field}[{key_index}]")
+            if key in own and raw_selector is not None:
+                expressions.append(SelectorRequirement(key, operator, (own[key],)))
+    namespaces = _list(term.get("namespaces"), where, f"{term_path}.namespaces")
+    names = tuple(_str(n, where, f"{term_path}.namespaces") for n in namespaces)
+    raw_ns_selector = term.get("namespaceSelector")
+    ns_selector = _mapping(raw_ns_selector, where, f"{term_path}.namespaceSelector")
+    ns_selected = bool(ns_selector.get("matchLabels") or ns_selector.get("matchExpressions"))
+    return PodAffinityTerm(
+        topology_key=_str(term.get("topologyKey"), where, f"{term_path}.topologyKey", ""),
+        match_labels=_str_map(selector.get("matchLabels"), where,
+                              f"{term_path}.labelSelector.matchLabels"),
+        match_expressions=tuple(expressions),
+        selects_pods=raw_selector is not None,
+        namespaces=names or ((namespace,) if raw_ns_selector is None else ()),
+        any_namespace=raw_ns_selector is not None and not ns_selected,
+        namespace_selected=ns_selected,
+    )
 
 
 _INCLUSION_POLICIES = {None: None, "Honor": True, "Ignore": False}
 
 
 def _spread(
-    spec: Mapping[str, object], labels: tuple[tuple[str, str], ...], where: str
+    spec: Mapping[str, object], labels: tuple[tuple[str, str], ...], where: str,
+    *, soft: bool = False,
 ) -> tuple[SpreadConstraint, ...]:
-    """The pod's ``DoNotSchedule`` spread constraints; ``ScheduleAnyway`` ones only score.
+    """The pod's ``DoNotSchedule`` spread constraints, or with ``soft`` its
+    ``ScheduleAnyway`` ones, which only rank nodes.
 
     A constraint the API server would reject (``maxSkew`` below 1, no topology key,
     an unknown policy) fails the pod here, so it waits naming the field rather than
@@ -335,7 +364,7 @@ def _spread(
     for index, item in enumerate(spreads):
         path = f"spec.topologySpreadConstraints[{index}]"
         entry = _mapping(item, where, path)
-        if entry.get("whenUnsatisfiable") == "ScheduleAnyway":
+        if (entry.get("whenUnsatisfiable") == "ScheduleAnyway") != soft:
             continue
         max_skew = _positive(entry.get("maxSkew"), where, f"{path}.maxSkew", None)
         min_domains = _positive(entry.get("minDomains"), where, f"{path}.minDomains", 1)

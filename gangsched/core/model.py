@@ -152,6 +152,16 @@ class PodAffinityTerm:
 
 
 @dataclass(frozen=True, slots=True)
+class PreferredTerm:
+    """A ``preferredDuringSchedulingIgnoredDuringExecution`` pod (anti-)affinity term: it
+    only ranks nodes, by ``weight`` per matching pod in the domain."""
+
+    weight: int
+    term: PodAffinityTerm
+    anti: bool = False
+
+
+@dataclass(frozen=True, slots=True)
 class SpreadConstraint:
     """A ``topologySpreadConstraints`` entry with ``whenUnsatisfiable: DoNotSchedule``.
 
@@ -325,6 +335,10 @@ class Pod:
     """Its required pod affinity terms: it goes only where pods they select run."""
     spread: tuple[SpreadConstraint, ...] = ()
     """Its ``DoNotSchedule`` topology spread constraints."""
+    preferred: tuple[PreferredTerm, ...] = ()
+    """Its preferred pod affinity and anti-affinity terms, which only rank nodes."""
+    soft_spread: tuple[SpreadConstraint, ...] = ()
+    """Its ``ScheduleAnyway`` spread constraints, which only rank nodes."""
     resource_claims: tuple[PodClaim, ...] = ()
     """Its ResourceClaims (dynamic resource allocation): placed with their devices."""
     uid: str = ""
@@ -336,8 +350,10 @@ class Pod:
 
     @property
     def has_pod_rules(self) -> bool:
-        """Whether where it may go depends on the pods already there."""
-        return bool(self.affinity or self.anti_affinity or self.spread)
+        """Whether where it may go, or where it would rather go, depends on the pods
+        already there."""
+        return bool(self.affinity or self.anti_affinity or self.spread or self.preferred
+                    or self.soft_spread)
 
 
 @dataclass(frozen=True, slots=True)

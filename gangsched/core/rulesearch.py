@@ -164,6 +164,7 @@ class _Search:
             used = self.mine.get(name, 0)
             taste = (-min(used, 1), room) if self.binpack else (used, -room)
             ranked.append(((self.counts.domain_count(index, name),
+                            -self.counts.preference(index, name),
                             stranded_devices(free, pod.requests), *taste, order), name))
         ranked.sort()
         return [name for _, name in ranked]

@@ -294,3 +294,32 @@ def test_a_gang_too_large_to_search_is_placed_member_by_member() -> None:
     decision = place(nodes[:299], gang)
     assert isinstance(decision, Unplaceable)
     assert isinstance(decision.reason, PodRulesUnmet) and decision.reason.placed == 299
+
+
+# ---- preferences: they rank nodes, never refuse one
+
+
+def preferred(kind: str, weight: int, term_: dict[str, Any]) -> dict[str, Any]:
+    return {kind: {"preferredDuringSchedulingIgnoredDuringExecution": [
+        {"weight": weight, "podAffinityTerm": term_}]}}
+
+
+def test_preferred_anti_affinity_spreads_a_gang_binpack_would_pack() -> None:
+    gang = workers("soft", 3, affinity=preferred("podAntiAffinity", 100, term(job="soft")))
+    assert len(set(nodes_of(place([node(f"n{i}") for i in range(3)], gang)))) == 3
+    # With fewer nodes than pods it still places them all: a preference never refuses.
+    assert len(nodes_of(place([node("n0")], gang))) == 3
+
+
+def test_preferred_affinity_goes_to_the_zone_of_the_pods_it_selects() -> None:
+    cache = api_pod("cache", labels={"app": "cache"}, on="b0")
+    gang = workers("near", 2, affinity=preferred("podAffinity", 50, term(ZONE, app="cache")))
+    nodes = [node("a0", "a", 8), node("b0", "b", 8)]
+    assert set(nodes_of(place(nodes, gang, (cache,)))) == {"b0"}
+
+
+def test_a_schedule_anyway_spread_ranks_emptier_zones_first() -> None:
+    soft = {**spread(job="even"), "whenUnsatisfiable": "ScheduleAnyway"}
+    gang = workers("even", 4, topologySpreadConstraints=[soft])
+    nodes = [node("a0", "a", 8), node("b0", "b", 8)]
+    assert Counter(name[0] for name in nodes_of(place(nodes, gang))) == {"a": 2, "b": 2}
