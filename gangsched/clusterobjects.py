@@ -150,7 +150,8 @@ def _complete(obj: Document, index: int, created: float) -> Document:
     """
     done = copy.deepcopy(obj)
     meta = done.setdefault("metadata", {})
-    if done.get("kind") not in ("Node", "Queue", "PriorityClass"):
+    if done.get("kind") not in ("Node", "Queue", "PriorityClass", "PersistentVolume",
+                                "StorageClass"):
         meta.setdefault("namespace", "default")
     meta.setdefault("uid", f"file-{index}")
     meta.setdefault("creationTimestamp", _iso(created + index))

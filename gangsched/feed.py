@@ -31,6 +31,7 @@ from gangsched.core.kubeobjects import (
     group_key_of,
     group_record_from_api,
     node_from_api,
+    object_name,
     object_ref,
     pod_header,
     pod_record_from_api,
@@ -210,17 +211,18 @@ KINDS: dict[str, Kind] = {
         delete=lambda mirror, obj: mirror.remove_stored(mirror.claims, object_ref(obj).key),
         keep=lambda mirror, seen: mirror.keep_stored(mirror.claims, seen),
     ),
+    # Cluster-scoped: known by name alone, whatever namespace a file gave them.
     "persistentvolumes": Kind(
-        key=_ref_key,
+        key=object_name,
         upsert=_upsert_storage(volume_from_api, Mirror.set_volume),
-        delete=lambda mirror, obj: mirror.remove_stored(mirror.volumes, object_ref(obj).key),
+        delete=lambda mirror, obj: mirror.remove_stored(mirror.volumes, object_name(obj)),
         keep=lambda mirror, seen: mirror.keep_stored(mirror.volumes, seen),
     ),
     "storageclasses": Kind(
-        key=_ref_key,
+        key=object_name,
         upsert=_upsert_storage(storage_class_from_api, Mirror.set_storage_class),
         delete=lambda mirror, obj: mirror.remove_stored(mirror.storage_classes,
-                                                        object_ref(obj).key),
+                                                        object_name(obj)),
         keep=lambda mirror, seen: mirror.keep_stored(mirror.storage_classes, seen),
     ),
 }

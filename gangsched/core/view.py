@@ -123,7 +123,10 @@ def gather_view(
         gathered.gangs, (record.pod for record in view.pods.values())))
     gathered = replace(gathered, gangs=with_volumes(
         gathered.gangs, view.storage, {key: record.uid for key, record in view.pods.items()},
-        claims_in_use(record.pod for record in view.pods.values())))
+        # Members are placed where they are assumed: a claim of a pod whose bind is
+        # under way is in use already, as kube-scheduler's assumed pods count.
+        claims_in_use((*(record.pod for record in view.pods.values()),
+                       *(member.pod for member in view.members)))))
     still_finished = frozenset(
         g.uid for k, g in view.groups.items()
         if k in gathered.finished or (g.uid in finished_uids and k not in gathered.counts)

@@ -174,3 +174,28 @@ def test_simulate_says_which_member_one_per_node_anti_affinity_runs_into(
     [never] = out["never"]
     assert never["code"] == "PodRulesUnmet"
     assert "node-0: anti-affinity with pod w-0 of this gang" in never["reason"], never
+
+
+def test_pods_with_claims_go_where_their_volumes_are_and_a_missing_claim_is_named(
+    tmp_path: Path
+) -> None:
+    zoned = nodes(2, "4")
+    for i, node in enumerate(zoned):
+        node["metadata"]["labels"] = {"topology.kubernetes.io/zone": "ab"[i]}
+    volume = {"apiVersion": "v1", "kind": "PersistentVolume",
+              "metadata": {"name": "pv-b", "labels": {"topology.kubernetes.io/zone": "b"}},
+              "spec": {"capacity": {"storage": "1Gi"}}}
+    claim = {"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+             "metadata": {"name": "data", "namespace": "default",
+                          "annotations": {"pv.kubernetes.io/bind-completed": "yes"}},
+             "spec": {"volumeName": "pv-b", "storageClassName": ""}}
+    user = pod("user", None)
+    user["spec"]["volumes"] = [{"name": "d", "persistentVolumeClaim": {"claimName": "data"}}]
+    lost = pod("lost", None)
+    lost["spec"]["volumes"] = [{"name": "d", "persistentVolumeClaim": {"claimName": "gone"}}]
+    out = simulate(tmp_path, zoned, [volume, claim, user, lost])
+    [run] = out["runs"]
+    assert [p["node"] for p in run["pods"]] == ["node-1"], "the volume's zone"
+    [never] = out["never"]
+    assert (never["gang"], never["code"]) == ("default/pod:lost", "VolumeBlocked")
+    assert "persistentvolumeclaim default/gone does not exist" in never["reason"], never
