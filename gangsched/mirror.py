@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
+from functools import partial
 from typing import Any, TypeVar
 
 import structlog
@@ -54,6 +55,7 @@ from gangsched.core.model import (
 from gangsched.core.placement import Placement, Snapshot
 from gangsched.core.resources import Resources
 from gangsched.core.snapshot import NodeUsage
+from gangsched.core.view import seated_pods
 from gangsched.core.volumes import Storage
 from gangsched.devicecache import DeviceCache
 
@@ -319,6 +321,9 @@ class Mirror(BudgetsAndStorage):
     """What the seated pods request, by node name (known to us or not)."""
     _usage: dict[NodeName, NodeUsage] = field(default_factory=dict)
     """Each known node with the sum of what its seated pods request."""
+    _holders: set[PodKey] = field(default_factory=set)
+    """Seated pods with a required anti-affinity term (host ports make one too): while
+    there are none, gangs without inter-pod rules never read the pods on nodes."""
 
     def in_scope(self, namespace: str) -> bool:
         """Whether objects of ``namespace`` are this scheduler's to act on."""
@@ -483,12 +488,18 @@ class Mirror(BudgetsAndStorage):
         # Terminal pods hold nothing; the node's kubelet has released them.
         if pod.terminal or pod.node_name is None:
             self._unseat(key)
-        elif self._seated.get(key) != (pod.node_name, pod.requests):
-            self._unseat(key)
-            self._seated[key] = (pod.node_name, pod.requests)
-            self._add_requested(pod.node_name, pod.requests, +1)
+        else:
+            if self._seated.get(key) != (pod.node_name, pod.requests):
+                self._unseat(key)
+                self._seated[key] = (pod.node_name, pod.requests)
+                self._add_requested(pod.node_name, pod.requests, +1)
+            if pod.anti_affinity:
+                self._holders.add(key)
+            else:
+                self._holders.discard(key)
 
     def _unseat(self, key: PodKey) -> None:
+        self._holders.discard(key)
         seat = self._seated.pop(key, None)
         if seat is not None:
             self._add_requested(seat[0], seat[1], -1)
@@ -508,12 +519,15 @@ class Mirror(BudgetsAndStorage):
     def view(self) -> View:
         queues = dict(self.queues)
         queues.setdefault(DEFAULT_QUEUE, QueueSpec(name=DEFAULT_QUEUE))
+        members, pods = tuple(self._members.values()), dict(self.pods)
         return View(
-            snapshot=Snapshot(self._usage, devices=self.devices.inventory()),
-            members=tuple(self._members.values()),
+            snapshot=Snapshot(self._usage, seated=partial(seated_pods, members, pods),
+                              devices=self.devices.inventory(),
+                              anti_affinity_held=bool(self._holders)),
+            members=members,
             groups={key: self._with_workload_queue(g) for key, g in self.groups.items()},
             queues=queues,
-            pods=dict(self.pods),
+            pods=pods,
             storage=Storage(dict(self.claims), dict(self.volumes), dict(self.storage_classes)),
         )
 

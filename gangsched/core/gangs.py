@@ -120,7 +120,8 @@ def gather(
         gang = tally.gang(key, owner or spec, solo=owner is not None,
                           priority_classes=priority_classes or {},
                           never_preempting_classes=never_preempting_classes)
-        gangs.append(replace(gang, policy=(policies or {}).get(tally.solo_of.get(key, key))))
+        policy = (policies or {}).get(tally.solo_of.get(key, key))
+        gangs.append(gang if policy is None else replace(gang, policy=policy))
     return Gathered(
         gangs=tuple(gangs),
         bound_requests={key: Resources.sum(pod.requests for pod in pods)

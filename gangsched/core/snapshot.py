@@ -161,6 +161,9 @@ class Snapshot:
     _index: NodeIndex | None = field(default=None, init=False, repr=False, compare=False)
     _holders: bool | None = field(default=None, init=False, repr=False, compare=False)
     devices: Inventory = field(default_factory=Inventory)
+    anti_affinity_held: bool | None = field(default=None, compare=False, repr=False)
+    """Whether a pod on a node holds a required anti-affinity term, when the caller
+    keeps count (the mirror does); None: found by reading ``seated``."""
 
     def __post_init__(self) -> None:
         # A private copy: a caller mutating its dict later must not change us.
@@ -216,7 +219,9 @@ class Snapshot:
         the pods when none has one."""
         found = self._holders
         if found is None:
-            if self._pods is not None:
+            if self.anti_affinity_held is not None:
+                found = self.anti_affinity_held
+            elif self._pods is not None:
                 found = any(pod.anti_affinity for pod in self._pods)
             else:
                 found = self.seated is not None and any(

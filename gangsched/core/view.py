@@ -8,8 +8,9 @@ values.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
+from functools import partial
 from typing import Protocol
 
 from gangsched.core.backoff import BindRefusal
@@ -154,7 +155,8 @@ def cycle_input(
     CLI's answers say what placement does without it."""
     keys = {gang.key for gang in gathered.gangs}
     return CycleInput(
-        snapshot=replace(view.snapshot, seated=lambda: _seated_pods(view)),
+        snapshot=view.snapshot if view.snapshot.seated is not None else replace(
+            view.snapshot, seated=partial(seated_pods, view.members, view.pods)),
         gangs=gathered.gangs,
         bound_requests=gathered.bound_requests,
         queues=view.queues,
@@ -173,13 +175,12 @@ def cycle_input(
     )
 
 
-def _seated_pods(view: ClusterView) -> Iterator[Pod]:
+def seated_pods(members: Iterable[Member], pods: Mapping[PodKey, PodFacts]) -> Iterator[Pod]:
     """Every pod as inter-pod rules read it: ours where they are assumed (the watch may
     not have reported their node yet), the others where the API puts them."""
-    for member in view.members:
-        if member.pod.node_name is not None:
-            yield member.pod
-    members = {member.pod.key for member in view.members if member.pod.node_name is not None}
-    for key, record in view.pods.items():
-        if key not in members:
+    placed = [member.pod for member in members if member.pod.node_name is not None]
+    yield from placed
+    ours = {pod.key for pod in placed}
+    for key, record in pods.items():
+        if key not in ours:
             yield record.pod

@@ -29,11 +29,13 @@ def node(name: str, cpu: int) -> dict[str, Any]:
 
 
 def pod(name: str, cpu: int, on: str | None, phase: str, ours: bool,
-        deleting: bool = False) -> dict[str, Any]:
+        deleting: bool = False, host_port: bool = False) -> dict[str, Any]:
     spec: dict[str, Any] = {
         "schedulerName": "gang" if ours else "default-scheduler",
         "containers": [{"name": "c", "resources": {"requests": {"cpu": f"{cpu}m"}}}],
     }
+    if host_port:  # a host port is a required anti-affinity to the inter-pod rules
+        spec["containers"][0]["ports"] = [{"containerPort": 80, "hostPort": 80}]
     if on is not None:
         spec["nodeName"] = on
     meta: dict[str, Any] = {"name": name, "namespace": "ns", "uid": f"uid-{name}",
@@ -47,7 +49,7 @@ def pod(name: str, cpu: int, on: str | None, phase: str, ours: bool,
 pods = st.builds(pod, st.sampled_from(PODS), st.integers(0, 3000),
                  st.sampled_from([None, None, None, *NODES, "gone"]),
                  st.sampled_from(["Pending", "Running", "Succeeded", "Failed"]), st.booleans(),
-                 st.booleans())
+                 st.booleans(), st.booleans())
 nodes = st.builds(node, st.sampled_from(NODES), st.integers(1, 64))
 steps = st.one_of(
     st.tuples(st.just("pod"), pods),
@@ -120,5 +122,6 @@ def test_a_view_kept_as_events_arrive_equals_one_built_from_every_pod(
         view = mirror.view()
         snapshot, members = from_scratch(mirror)
         assert dict(view.snapshot.nodes) == dict(snapshot.nodes)
+        assert view.snapshot.holds_anti_affinity == snapshot.holds_anti_affinity
         assert sorted(view.members, key=lambda m: m.pod.key) == sorted(
             members, key=lambda m: m.pod.key)
