@@ -323,3 +323,55 @@ def test_a_schedule_anyway_spread_ranks_emptier_zones_first() -> None:
     gang = workers("even", 4, topologySpreadConstraints=[soft])
     nodes = [node("a0", "a", 8), node("b0", "b", 8)]
     assert Counter(name[0] for name in nodes_of(place(nodes, gang))) == {"a": 2, "b": 2}
+
+
+# ---- the search's counts against the one-pod verdict computed from scratch
+
+
+@given(st.data())
+@settings(max_examples=120, deadline=None)
+def test_each_member_placed_passes_the_one_pod_verdict_given_those_before_it(
+    data: st.DataObject,
+) -> None:
+    """Replayed in order (one kind of pod: the search's order), every member of a placed
+    gang is accepted by :func:`pod_rules_refusal` over the pods on nodes and the members
+    before it: the counts the search keeps agree with counting from scratch."""
+    zone_names = data.draw(st.lists(st.sampled_from("abc"), min_size=2, max_size=5))
+    nodes = [node(f"n{i}", zone, data.draw(st.integers(1, 3)))
+             for i, zone in enumerate(zone_names)]
+    keys = st.sampled_from((HOST, ZONE))
+    labels = st.sampled_from(("w", "x"))
+    existing = []
+    for i in range(data.draw(st.integers(0, 3))):
+        spec: dict[str, Any] = {}
+        if data.draw(st.booleans()):
+            spec["affinity"] = anti(term(data.draw(keys), app="w"))
+        existing.append(api_pod(f"e{i}", labels={"app": data.draw(labels)},
+                                on=data.draw(st.sampled_from([n.name for n in nodes])), **spec))
+    rules: dict[str, Any] = {}
+    affinity: dict[str, Any] = {}
+    if data.draw(st.booleans()):
+        affinity.update(anti(term(data.draw(keys), app=data.draw(labels))))
+    if data.draw(st.booleans()):
+        affinity.update(affine(term(data.draw(keys), app=data.draw(labels))))
+    if affinity:
+        rules["affinity"] = affinity
+    if data.draw(st.booleans()) or not rules:
+        constraint = spread(data.draw(st.integers(1, 2)), data.draw(keys), app="w")
+        if data.draw(st.booleans()):
+            constraint["minDomains"] = data.draw(st.integers(2, 4))
+        rules["topologySpreadConstraints"] = [constraint]
+    size = data.draw(st.integers(1, 4))
+    gang = Gang(GangKey("ns/g"), size, tuple(
+        replace(api_pod(f"g{i}", labels={"app": "w"}, **rules), gang=GangKey("ns/g"))
+        for i in range(size)))
+    decision = place(nodes, gang, tuple(existing))
+    if not isinstance(decision, Placement):
+        return
+    by_name = {n.name: n for n in nodes}
+    seated = list(existing)
+    pods = {pod.key: pod for pod in gang.pending}
+    for key, where in decision.assignments:
+        pod = pods[key]
+        assert pod_rules_refusal(pod, where, by_name, seated) is None, (key, where)
+        seated.append(replace(pod, node_name=where))
