@@ -228,7 +228,7 @@ def _volume_terms(volume: Volume) -> list[tuple[SelectorTerm, ...]]:
     """
     found: list[tuple[SelectorTerm, ...]] = []
     if volume.node_affinity is not None:
-        found.append(volume.node_affinity)
+        found.append(tuple(_nameless(term) for term in volume.node_affinity))
     unzoned = SelectorTerm(match_expressions=tuple(
         SelectorRequirement(label, "DoesNotExist", ()) for label in ZONE_LABELS))
     for label, values in volume.zones:
@@ -241,6 +241,28 @@ def _volume_terms(volume: Volume) -> list[tuple[SelectorTerm, ...]]:
             )))
         found.append(tuple(terms))
     return found
+
+
+_ALWAYS = SelectorRequirement("gangsched.io/no label has this key", "DoesNotExist", ())
+"""A requirement every node meets: its key is no valid label key."""
+
+
+def _nameless(term: SelectorTerm) -> SelectorTerm:
+    """The term as a volume's node affinity is matched: against the node's labels alone
+    (``CheckNodeAffinity`` makes a node of labels without a name), so a ``matchFields``
+    requirement sees the name ``""``: one it holds for is met, else the term never is."""
+    if not term.match_fields:
+        return term
+    if not all(_met_by_no_name(r) for r in term.match_fields):
+        return SelectorTerm()  # matches nothing
+    return SelectorTerm(match_expressions=(*term.match_expressions, _ALWAYS))
+
+
+def _met_by_no_name(requirement: SelectorRequirement) -> bool:
+    """A field requirement against a node whose every field reads ``""``."""
+    if requirement.operator not in ("In", "NotIn") or len(requirement.values) != 1:
+        return False
+    return (requirement.values[0] == "") == (requirement.operator == "In")
 
 
 def _provision_terms(claim: Claim, storage_class: StorageClassSpec) -> list[

@@ -18,8 +18,12 @@ from gangsched.core.model import (
 from gangsched.core.provisioning import ProvisionLimits, provision_first
 from gangsched.core.reasons import ClaimsProvisioning, ProvisioningTimedOut
 from gangsched.core.stages.session import CycleResult
+from gangsched.core.state import State
+from gangsched.core.step import step
+from gangsched.core.view import StepView
 from gangsched.core.volumes import Provisioning, Storage, with_volumes
-from tests.unit.test_cycle import SIX_CPU, cycle, gang, placed, reasons
+from tests.unit.test_cycle import SIX_CPU, cycle, gang, node, placed, reasons
+from tests.unit.test_step import CONFIG, Cluster, binds, group, members, view
 
 LIMITS = ProvisionLimits(timeout_s=60.0, backoff_s=30.0)
 JOB = GangKey("ns/job")
@@ -96,3 +100,29 @@ def test_claims_not_provisioned_in_time_are_taken_back_and_the_gang_backs_off() 
     # The backoff over, it starts again.
     result, writes, remembered = run(released, remembered, now=192.0)
     assert len(writes) == 2 and remembered == {JOB: Provisioning(since=192.0)}
+
+
+def with_storage(stepped: StepView, storage: Storage) -> StepView:
+    cluster = stepped.cluster
+    assert isinstance(cluster, Cluster)
+    return replace(stepped, cluster=replace(cluster, storage=storage))
+
+
+def test_the_step_writes_the_claims_first_and_binds_the_gang_once_they_are_bound() -> None:
+    nodes = [node("n1", 2), node("n2", 2)]
+    pods = [replace(p, claims=(ClaimRef(f"data-{i}"),))
+            for i, p in enumerate(members("job", 2, cores=2))]
+    waiting = with_storage(view(nodes, pods, [group("job", 2)]), stored(unbound(0), unbound(1)))
+    first = step(State(), waiting, 100.0, CONFIG)
+    writes = [a for a in first.actions if isinstance(a, SelectClaimNode)]
+    assert sorted((w.claim, w.node) for w in writes) == [("ns/data-0", "n1"), ("ns/data-1", "n2")]
+    assert binds(first) == []
+    assert 100.0 + ProvisionLimits().timeout_s in first.thresholds
+
+    bound = [replace(unbound(i, f"n{i + 1}"), volume_name=f"pv-{i}", bound=True) for i in (0, 1)]
+    storage = replace(stored(*bound), volumes={f"pv-{i}": Volume(f"pv-{i}") for i in (0, 1)})
+    done = with_storage(waiting, storage)
+    second = step(first.state, done, 102.0, CONFIG)
+    assert binds(second) == [JOB]
+    assert not any(isinstance(a, SelectClaimNode) for a in second.actions)
+    assert second.state.provisioning == {}

@@ -233,3 +233,15 @@ def test_a_pod_reads_its_claims_and_ephemeral_volumes() -> None:
     })
     assert pod.claims == (ClaimRef("data"), ClaimRef("c", ephemeral=True))
     assert pod.unhonoured == ()
+
+
+def test_a_volume_term_on_node_names_is_matched_as_kube_scheduler_does_without_a_name() -> None:
+    """CheckNodeAffinity matches a volume's terms against a node made of labels alone."""
+    def allowed(*fields: SelectorRequirement) -> list[str]:
+        volume = Volume("pv-f", node_affinity=(SelectorTerm(match_fields=fields),))
+        resolved = resolve_pod(user(), storage(replace(BOUND, volume_name="pv-f"),
+                                               volumes=(volume,)), "u", {})
+        return [n.name for n in NAMED if node_excluded_reason(resolved.rules, n) is None]
+
+    assert allowed(SelectorRequirement("metadata.name", "In", ("n1",))) == []
+    assert allowed(SelectorRequirement("metadata.name", "NotIn", ("n1",))) == ["n1", "n2", "n3"]
