@@ -76,6 +76,7 @@ cluster-up: $(VENV)/.installed binaries
 	  $(if $(filter 1,$(WITH_KUBE_SCHEDULER)),--with-kube-scheduler) \
 	  $(if $(filter 1,$(WITH_CONTROLLER_MANAGER)),--with-controller-manager) \
 	  $(if $(filter 1,$(NATIVE_GANG)),--native-gang) \
+	  $(if $(filter 1,$(WITH_PROVISIONER)),--with-provisioner) \
 	  $(if $(filter 1,$(KEEP_STATE)),--keep-state)
 
 cluster-down: $(VENV)/.installed

@@ -37,6 +37,9 @@ def main() -> None:
               help="kube-scheduler gang-schedules native PodGroups (GenericWorkload, "
                    "TopologyAwareWorkloadScheduling); the Job controller creates them "
                    "(WorkloadWithJob).")
+@click.option("--with-provisioner/--without-provisioner", default=False,
+              help="rancher's local-path-provisioner and a WaitForFirstConsumer StorageClass "
+                   "local-path (needs --with-controller-manager for claims to bind).")
 @click.option("--keep-state/--fresh", default=False,
               help="Keep the objects of the previous cluster (its etcd data); fresh by default.")
 def up(
@@ -47,6 +50,7 @@ def up(
     with_kube_scheduler: bool,
     with_controller_manager: bool,
     native_gang: bool,
+    with_provisioner: bool,
     keep_state: bool,
 ) -> None:
     """Start the control plane in the background and print the line to use it."""
@@ -61,6 +65,7 @@ def up(
         with_kube_scheduler=with_kube_scheduler,
         with_controller_manager=with_controller_manager,
         native_gang=native_gang,
+        with_provisioner=with_provisioner,
     )
     bin_dir = ensure_binaries()
     started = time.monotonic()
