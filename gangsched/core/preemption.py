@@ -121,7 +121,8 @@ def shifted(snapshot: Snapshot, add: Iterable[Pod] = (), remove: Iterable[Pod] =
         usage = nodes[name]
         nodes[name] = NodeUsage(usage.node, usage.requested + change)
     gone = {pod.key for pod in remove}
-    return Snapshot(nodes).with_pods([*(p for p in snapshot.pods if p.key not in gone), *add])
+    return Snapshot(nodes, devices=snapshot.devices).with_pods(
+        [*(p for p in snapshot.pods if p.key not in gone), *add])
 
 
 def budget_selects(budget: DisruptionBudget, pod: Pod) -> bool:

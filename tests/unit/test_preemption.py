@@ -8,6 +8,7 @@ from itertools import combinations
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
+from gangsched.core.dra.devices import DeviceClassSpec, Inventory
 from gangsched.core.model import DisruptionBudget, Gang, GangKey, Node, NodeName, PodKey
 from gangsched.core.placement import Capacity, Placement, Snapshot
 from gangsched.core.preemption import (
@@ -106,6 +107,16 @@ def test_shifted_adds_and_removes_requests_on_their_nodes() -> None:
     n0 = NodeName("n0")
     assert shifted(snapshot, remove=low.pods).free(n0) == Snapshot.build(nodes, []).free(n0)
     assert shifted(shifted(snapshot, remove=low.pods), add=low.pods) == snapshot
+
+
+def test_shifted_keeps_the_devices_and_the_pods_on_nodes() -> None:
+    nodes = gpu_nodes(1, gpus=2)
+    low = running("ns/low", ["n0"])
+    devices = Inventory(classes={"gpu": DeviceClassSpec("gpu")})
+    snapshot = replace(cluster([low], nodes), devices=devices)
+    freed = shifted(snapshot, remove=low.pods)
+    assert freed.devices is devices
+    assert freed.pods == () and shifted(freed, add=low.pods).pods == low.pods
 
 
 # ---------------------------------------------------------------- properties
