@@ -20,6 +20,7 @@ from gangsched.core.groups import FINISHED_PHASES, Flavor, GroupSpec
 from gangsched.core.holds import Hold
 from gangsched.core.model import (
     DisruptionBudget,
+    Gang,
     GangKey,
     Pod,
     PodKey,
@@ -122,17 +123,26 @@ def gather_view(
                       never_preempting_classes)
     gathered = replace(gathered, gangs=against_existing_anti_affinity(
         gathered.gangs, (record.pod for record in view.pods.values())))
-    gathered = replace(gathered, gangs=with_volumes(
-        gathered.gangs, view.storage, {key: record.uid for key, record in view.pods.items()},
-        # Members are placed where they are assumed: a claim of a pod whose bind is
-        # under way is in use already, as kube-scheduler's assumed pods count.
-        claims_in_use((*(record.pod for record in view.pods.values()),
-                       *(member.pod for member in view.members)))))
+    gathered = replace(gathered, gangs=_with_volumes(view, gathered.gangs))
     still_finished = frozenset(
         g.uid for k, g in view.groups.items()
         if k in gathered.finished or (g.uid in finished_uids and k not in gathered.counts)
     )
     return Gathering(groups=groups, gathered=gathered, finished_uids=still_finished)
+
+
+def _with_volumes(view: ClusterView, gangs: tuple[Gang, ...]) -> tuple[Gang, ...]:
+    """The gangs with their pending pods' claims resolved (core.volumes); a cycle with no
+    pending claim reads nothing more of the view for them."""
+    claiming = [pod.key for gang in gangs for pod in gang.pending if pod.claims]
+    if not claiming:
+        return gangs
+    uids = {key: view.pods[key].uid for key in claiming if key in view.pods}
+    # Members are placed where they are assumed: a claim of a pod whose bind is under
+    # way is in use already, as kube-scheduler counts its assumed pods.
+    users = (*(record.pod for record in view.pods.values() if record.pod.claims),
+             *(member.pod for member in view.members if member.pod.claims))
+    return with_volumes(gangs, view.storage, uids, claims_in_use(users))
 
 
 def cycle_input(
