@@ -252,3 +252,41 @@ def test_a_claim_whose_selector_fails_waits_naming_it_and_other_gangs_bind(
     assert "request gpus" in said and "rack" in said, said
     assert bound(members(ws, "bad")) == []
     assert all(devices_of(claim) == [] for claim in claims_of(ws, "bad"))
+
+
+def _fill_then_cliques(ws: Workspace, scheduler: str, tag: str) -> tuple[int, set[str]]:
+    """Four one-GPU pods, then four pods each wanting four GPUs of one clique: how many
+    of those four bind, and the cliques the one-GPU pods broke."""
+    for i in range(4):
+        ws.create(claiming(ws.pod(f"{tag}-one-{i}", scheduler=scheduler), "one"))
+    wait_for(lambda: len(bound(members(ws, f"{tag}-one"))) == 4, timeout=30,
+             what=f"{scheduler}'s one-GPU pods")
+    broken = {clique(d) for c in claims_of(ws, f"{tag}-one") for d in devices_of(c)}
+    for i in range(4):
+        ws.create(claiming(ws.pod(f"{tag}-four-{i}", scheduler=scheduler), "clique"))
+
+    def settled() -> bool:
+        pods = members(ws, f"{tag}-four")
+        return all(node_of(p) or "Unschedulable" in str(p.get("status")) or
+                   "ResourceClaim" in condition_message(p) for p in pods)
+    wait_for(settled, timeout=30, what=f"{scheduler} to decide the four-GPU pods")
+    return len(bound(members(ws, f"{tag}-four"))), broken
+
+
+@pytest.mark.usefixtures("gpu_nodes", "gangsched")
+def test_one_gpu_pods_fill_one_clique_where_kube_scheduler_breaks_several(
+    ws: Workspace,
+) -> None:
+    """Fragmentation: after four one-GPU pods, pods needing a whole clique of four find
+    three whole cliques left under gangsched; kube-scheduler spreads the one-GPU pods and
+    leaves fewer (on this cluster: two of four cliques broken, two pods placed)."""
+    ws.create(claim_template(ws, "one", 1), claim_template(ws, "clique", 4, one_clique=True))
+    kube_placed, kube_broken = _fill_then_cliques(ws, "kube", "k")
+    for pod in list(ws.pods()):
+        ws.delete_pod(pod)
+    wait_for(lambda: not ws.pods() and not claims(ws), timeout=60, what="devices freed")
+    ours_placed, ours_broken = _fill_then_cliques(ws, "gang", "g")
+    print(f"kube-scheduler: {kube_placed} of 4 placed, cliques broken {sorted(kube_broken)}; "
+          f"gangsched: {ours_placed} of 4, cliques broken {sorted(ours_broken)}")
+    assert len(ours_broken) == 1 and ours_placed == 3
+    assert kube_placed <= ours_placed
