@@ -389,8 +389,9 @@ class LocalCluster:
             # Claims: binding to volumes, generic ephemeral volumes, deletion protection.
             "persistentvolume-binder-controller,ephemeral-volume-controller,"
             "persistentvolumeclaim-protection-controller,persistentvolume-protection-controller,"
-            # Devices: claims made from templates, freed when their pods are gone.
-            "resourceclaim-controller",
+            # Devices: claims made from templates, freed when their pods are gone; a
+            # native PodGroup deleted goes once its pods are gone, and its claims with it.
+            "resourceclaim-controller,podgroup-protection-controller",
             f"--root-ca-file={certs.ca_cert}",
             f"--service-account-private-key-file={certs.sa_private}",
             *([f"--feature-gates={NATIVE_CONTROLLER_GATES}"] if self.options.native_gang else []),

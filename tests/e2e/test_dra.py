@@ -25,9 +25,19 @@ def gpu_nodes(cluster: LocalCluster) -> Iterator[list[str]]:
     """Two nodes of 8 fake GPUs each, two NVLink cliques of 4 per node."""
     nodes = cluster.ensure_nodes(2, DRA_NODES, prefix="dra")
     fakedriver.publish(cluster.client, nodes)
+    # Claims of earlier tests go with their namespaces, a while after them: until then
+    # their devices are taken, for kube-scheduler as for us.
+    wait_for(lambda: not _allocated_on(cluster, nodes), timeout=60,
+             what="devices of earlier tests' claims to be freed")
     yield nodes
     fakedriver.remove(cluster.client)
     cluster.ensure_nodes(0, prefix="dra", wait=False)
+
+
+def _allocated_on(cluster: LocalCluster, nodes: list[str]) -> list[str]:
+    cls = pykube.object_factory(cluster.client, RESOURCE_API, "ResourceClaim")
+    return [c.name for c in cls.objects(cluster.client, namespace=pykube.all)
+            if any(pool in nodes for pool, _ in devices_of(c.obj))]
 
 
 def claim_template(ws: Workspace, name: str, count: int, *,
@@ -211,6 +221,17 @@ def test_a_gang_sharing_one_podgroup_claim_gets_it_allocated_once_for_the_podgro
     [holder] = claim["status"]["reservedFor"]
     assert (holder["resource"], holder["name"]) == ("podgroups", "duo")
     assert {node_of(p) for p in members(ws, "duo")} == {pool for pool, _ in devices_of(claim)}
+    # The group gone, the claim made for it goes and its devices are free again.
+    for pod in members(ws, "duo"):
+        ws.delete_pod(pod["metadata"]["name"])
+    ws.delete_podgroup("duo", "native")
+    def group_state() -> str:
+        cls = pykube.object_factory(ws.api, "scheduling.k8s.io/v1beta1", "PodGroup")
+        found = cls.objects(ws.api, namespace=ws.name).get_or_none(name="duo")
+        return "gone" if found is None else str(found.obj["metadata"])
+    wait_for(lambda: not claims(ws), timeout=30,
+             what=f"the PodGroup's claim to go: group {group_state()} claim "
+                  f"{[c['metadata'].get('deletionTimestamp') for c in claims(ws)]}")
 
 
 ORACLE_CLAIMS = 12
