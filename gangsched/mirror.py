@@ -46,6 +46,7 @@ from gangsched.core.model import (
     GangKey,
     Node,
     NodeName,
+    PodAffinityTerm,
     PodKey,
     QueueName,
     QueueSpec,
@@ -321,9 +322,11 @@ class Mirror(BudgetsAndStorage):
     """What the seated pods request, by node name (known to us or not)."""
     _usage: dict[NodeName, NodeUsage] = field(default_factory=dict)
     """Each known node with the sum of what its seated pods request."""
-    _holders: set[PodKey] = field(default_factory=set)
-    """Seated pods with a required anti-affinity term (host ports make one too): while
-    there are none, gangs without inter-pod rules never read the pods on nodes."""
+    _holders: dict[PodKey, tuple[PodAffinityTerm, ...]] = field(default_factory=dict)
+    """Seated pods with required anti-affinity terms (host ports make them too), and
+    the terms; ``_holder_terms`` counts each distinct term. Gangs without inter-pod
+    rules ask only whether one of these terms selects them, never read every pod."""
+    _holder_terms: dict[PodAffinityTerm, int] = field(default_factory=dict)
 
     def in_scope(self, namespace: str) -> bool:
         """Whether objects of ``namespace`` are this scheduler's to act on."""
@@ -493,13 +496,26 @@ class Mirror(BudgetsAndStorage):
                 self._unseat(key)
                 self._seated[key] = (pod.node_name, pod.requests)
                 self._add_requested(pod.node_name, pod.requests, +1)
-            if pod.anti_affinity:
-                self._holders.add(key)
-            else:
-                self._holders.discard(key)
+            self._hold_terms(key, pod.anti_affinity)
+
+    def _hold_terms(self, key: PodKey, terms: tuple[PodAffinityTerm, ...]) -> None:
+        """Count the anti-affinity terms of the seated pod ``key`` (none: it holds none)."""
+        before = self._holders.pop(key, ())
+        if before == terms:
+            if terms:
+                self._holders[key] = terms
+            return
+        for term in before:
+            self._holder_terms[term] -= 1
+            if not self._holder_terms[term]:
+                del self._holder_terms[term]
+        for term in terms:
+            self._holder_terms[term] = self._holder_terms.get(term, 0) + 1
+        if terms:
+            self._holders[key] = terms
 
     def _unseat(self, key: PodKey) -> None:
-        self._holders.discard(key)
+        self._hold_terms(key, ())
         seat = self._seated.pop(key, None)
         if seat is not None:
             self._add_requested(seat[0], seat[1], -1)
@@ -523,7 +539,7 @@ class Mirror(BudgetsAndStorage):
         return View(
             snapshot=Snapshot(self._usage, seated=partial(seated_pods, members, pods),
                               devices=self.devices.inventory(),
-                              anti_affinity_held=bool(self._holders)),
+                              anti_affinity_terms=tuple(self._holder_terms)),
             members=members,
             groups={key: self._with_workload_queue(g) for key, g in self.groups.items()},
             queues=queues,

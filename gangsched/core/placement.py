@@ -17,7 +17,7 @@ from functools import partial
 
 from gangsched.core.dra.ledger import DeviceLedger
 from gangsched.core.dra.placing import ClaimWrite, DevicePlacement, NodeRoom
-from gangsched.core.interpod import Residents
+from gangsched.core.interpod import Residents, term_selects
 from gangsched.core.model import Gang, GangKey, NodeName, Pod, PodKey, Policy
 from gangsched.core.packing import SEARCH_BUDGET, SEARCH_MAX_PODS, PodType, Search, search_view
 from gangsched.core.policies import allowed_nodes, greedy, shape_figures
@@ -201,6 +201,10 @@ class Capacity:
             return True
         if not self._placed_holders and not self._snapshot.holds_anti_affinity:
             return False
+        terms = self._snapshot.anti_affinity_terms
+        if terms is not None and not self._placed_holders:
+            # Distinct terms, however many pods hold them (a DaemonSet's host port).
+            return any(term_selects(term, pod) for pod in pending for term in terms)
         residents = self._residents_now()
         return any(residents.held_off(pod) for pod in pending)
 

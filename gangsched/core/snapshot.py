@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 
 from gangsched.core.dra.devices import Inventory
-from gangsched.core.model import Node, NodeName, Pod, PodPlacementRules, Taint
+from gangsched.core.model import Node, NodeName, Pod, PodAffinityTerm, PodPlacementRules, Taint
 from gangsched.core.nodefit import PER_NODE_LABELS, node_excluded_reason, uses_node_name
 from gangsched.core.resources import Resources
 
@@ -161,9 +161,10 @@ class Snapshot:
     _index: NodeIndex | None = field(default=None, init=False, repr=False, compare=False)
     _holders: bool | None = field(default=None, init=False, repr=False, compare=False)
     devices: Inventory = field(default_factory=Inventory)
-    anti_affinity_held: bool | None = field(default=None, compare=False, repr=False)
-    """Whether a pod on a node holds a required anti-affinity term, when the caller
-    keeps count (the mirror does); None: found by reading ``seated``."""
+    anti_affinity_terms: tuple[PodAffinityTerm, ...] | None = field(
+        default=None, compare=False, repr=False)
+    """The distinct required anti-affinity terms the pods on nodes hold, when the caller
+    keeps them (the mirror does); None: found by reading ``seated`` when asked."""
 
     def __post_init__(self) -> None:
         # A private copy: a caller mutating its dict later must not change us.
@@ -219,8 +220,8 @@ class Snapshot:
         the pods when none has one."""
         found = self._holders
         if found is None:
-            if self.anti_affinity_held is not None:
-                found = self.anti_affinity_held
+            if self.anti_affinity_terms is not None:
+                found = bool(self.anti_affinity_terms)
             elif self._pods is not None:
                 found = any(pod.anti_affinity for pod in self._pods)
             else:

@@ -123,5 +123,8 @@ def test_a_view_kept_as_events_arrive_equals_one_built_from_every_pod(
         snapshot, members = from_scratch(mirror)
         assert dict(view.snapshot.nodes) == dict(snapshot.nodes)
         assert view.snapshot.holds_anti_affinity == snapshot.holds_anti_affinity
+        held = {term for pod in snapshot.seated() if pod.node_name and not pod.terminal
+                for term in pod.anti_affinity} if snapshot.seated else set()
+        assert set(view.snapshot.anti_affinity_terms or ()) == held
         assert sorted(view.members, key=lambda m: m.pod.key) == sorted(
             members, key=lambda m: m.pod.key)

@@ -16,6 +16,8 @@ from gangsched.core.model import Gang, GangKey, Node, NodeName, Pod
 from gangsched.core.placement import Capacity, Placement, Snapshot, Unplaceable
 from gangsched.core.reasons import PodRulesUnmet, render
 from gangsched.core.resources import Resources
+from gangsched.feed import Feed
+from gangsched.mirror import Mirror
 
 HOST = "kubernetes.io/hostname"
 
@@ -114,3 +116,33 @@ def test_sidecars_ports_count_and_ports_of_init_containers_that_finish_do_not() 
 def test_a_host_port_that_is_not_a_port_number_is_a_clear_error() -> None:
     with pytest.raises(ObjectError, match="hostPort must be a port number"):
         api_pod("w", {"containerPort": 80, "hostPort": 70000})
+
+
+def test_through_the_mirror_a_running_pods_anti_affinity_keeps_a_plain_pod_off_its_node(
+) -> None:
+    """The mirror keeps the distinct anti-affinity terms of the pods on nodes, so a gang
+    without rules of its own asks those terms only; one that selects it still counts."""
+    mirror = Mirror(scheduler_names=frozenset({"gang"}))
+    feed = Feed(mirror)
+    for name in ("n1", "n2"):
+        feed.upsert("nodes", {"metadata": {"name": name, "labels": {HOST: name}},
+                              "status": {"allocatable": {"cpu": "8", "pods": "110"},
+                                         "conditions": [{"type": "Ready", "status": "True"}]}})
+    feed.upsert("pods", {
+        "metadata": {"name": "loner", "namespace": "ns", "uid": "u-loner",
+                     "creationTimestamp": "2024-05-01T12:00:00Z"},
+        "spec": {"nodeName": "n1", "containers": [{"name": "main"}], "affinity": {
+            "podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+                {"labelSelector": {"matchLabels": {"app": "web"}}, "topologyKey": HOST}]}}},
+        "status": {"phase": "Running"}})
+    snapshot = mirror.view().snapshot
+    assert snapshot.anti_affinity_terms is not None and len(snapshot.anti_affinity_terms) == 1
+    plain = pod_from_api({
+        "metadata": {"name": "w", "namespace": "ns", "labels": {"app": "web"},
+                     "creationTimestamp": "2024-05-01T12:00:00Z"},
+        "spec": {"containers": [{"name": "main", "resources": {"requests": {"cpu": "1"}}}]},
+        "status": {"phase": "Pending"}})
+    assert not plain.has_pod_rules
+    assert nodes_of(Capacity(snapshot).place(gang("job", plain))) == ["n2"]
+    other = replace(plain, labels=(("app", "db"),))
+    assert nodes_of(Capacity(snapshot).place(gang("job", other))) == ["n1"]
