@@ -233,6 +233,8 @@ def assemble(options: RunOptions, api: client.ApiClient) -> Parts:
         Reflector("priorityclasses", client.SchedulingV1Api(api).list_priority_class, feed,
                   scheduler.trigger),
         Reflector("nodes", core.list_node, feed, scheduler.trigger),
+        # Namespace labels: what inter-pod terms with a namespaceSelector select.
+        Reflector("namespaces", core.list_namespace, feed, scheduler.trigger),
         Reflector("pods", core.list_pod_for_all_namespaces, feed, scheduler.trigger),
         # Claims, their volumes and classes: where a pod's volumes let it go.
         Reflector("persistentvolumeclaims",

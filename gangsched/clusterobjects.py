@@ -36,6 +36,8 @@ Document = dict[str, Any]
 """An object as a file or a list holds it; ``simulate`` changes its copies as pods bind
 and finish, so these stay plain dicts (the mirror reads them as
 :data:`gangsched.core.kubeobjects.RawObject`)."""
+NAME_LABEL = "kubernetes.io/metadata.name"
+"""The label the API server gives every Namespace: its name."""
 ADMITTED_PHASES = frozenset({"Inqueue", "Scheduling", "Running"})
 """Phases, in every flavour, of a group the scheduler has admitted."""
 
@@ -57,6 +59,8 @@ STORAGE_KINDS = {"PersistentVolumeClaim": "persistentvolumeclaims",
 class ClusterObjects:
     nodes: list[Document] = field(default_factory=list)
     pods: list[Document] = field(default_factory=list)
+    namespaces: list[Document] = field(default_factory=list)
+    """Namespaces: the labels an inter-pod term's ``namespaceSelector`` selects by."""
     groups: list[tuple[Flavor, Document]] = field(default_factory=list)
     queues: list[Document] = field(default_factory=list)
     workloads: list[Document] = field(default_factory=list)
@@ -81,6 +85,8 @@ class ClusterObjects:
             self.nodes.append(obj)
         elif kind == "Pod":
             self.pods.append(obj)
+        elif kind == "Namespace":
+            self.namespaces.append(obj)
         elif kind == "PodGroup" and api_version in {f.value for f in Flavor}:
             self.groups.append((Flavor(api_version), obj))
         elif kind == "Queue" and api_version == QUEUE_API:
@@ -99,6 +105,7 @@ class ClusterObjects:
     def extend(self, other: ClusterObjects) -> None:
         self.nodes += other.nodes
         self.pods += other.pods
+        self.namespaces += other.namespaces
         self.groups += other.groups
         self.queues += other.queues
         self.workloads += other.workloads
@@ -114,6 +121,7 @@ class ClusterObjects:
         feed = Feed(mirror)
         feed.replace("nodes", list(self.nodes))
         feed.replace("priorityclasses", list(self.priority_classes))
+        feed.replace("namespaces", list(self.namespaces))
         feed.replace("pods", list(self.pods))
         for kind, documents in self.storage.items():
             feed.replace(kind, documents)
@@ -151,7 +159,7 @@ def _complete(obj: Document, index: int, created: float) -> Document:
     done = copy.deepcopy(obj)
     meta = done.setdefault("metadata", {})
     if done.get("kind") not in ("Node", "Queue", "PriorityClass", "PersistentVolume",
-                                "StorageClass"):
+                                "StorageClass", "Namespace"):
         meta.setdefault("namespace", "default")
     meta.setdefault("uid", f"file-{index}")
     meta.setdefault("creationTimestamp", _iso(created + index))
@@ -162,7 +170,22 @@ def _complete(obj: Document, index: int, created: float) -> Document:
         done.setdefault("spec", {})
     if done.get("kind") == "Pod":
         done.setdefault("status", {}).setdefault("phase", "Pending")
+    if done.get("kind") == "Namespace":
+        labels = meta.get("labels") or {}
+        meta["labels"] = {**labels, NAME_LABEL: meta.get("name")}
     return done
+
+
+def _implied_namespaces(objects: ClusterObjects) -> None:
+    """A Namespace for every namespace the pods of the files live in that no file
+    declares: on a cluster it exists, labelled with its name, and a ``namespaceSelector``
+    on that label selects it."""
+    declared = {object_ref(ns).name for ns in objects.namespaces}
+    for name in dict.fromkeys(object_ref(pod).namespace for pod in objects.pods):
+        if name not in declared:
+            objects.namespaces.append({"apiVersion": "v1", "kind": "Namespace",
+                                       "metadata": {"name": name,
+                                                    "labels": {NAME_LABEL: name}}})
 
 
 def from_files(paths: Sequence[Path], created: float | None = None) -> ClusterObjects:
@@ -182,6 +205,7 @@ def from_files(paths: Sequence[Path], created: float | None = None) -> ClusterOb
             objects.add(_complete(document, index, base))
             index += 1
     _admit_priorities(objects)
+    _implied_namespaces(objects)
     return objects
 
 
@@ -270,6 +294,7 @@ def from_cluster(api: pykube.HTTPClient, namespace: str | None = None) -> Cluste
         objects.priority_classes = _readable(objects, api, "scheduling.k8s.io/v1",
                                              "priorityclasses")
         objects.queues = _readable(objects, api, QUEUE_API, "queues")
+        objects.namespaces = _readable(objects, api, "v1", "namespaces")
         objects.storage["persistentvolumes"] = _readable(objects, api, "v1", "persistentvolumes")
         objects.storage["storageclasses"] = _readable(objects, api, "storage.k8s.io/v1",
                                                       "storageclasses")

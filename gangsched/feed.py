@@ -30,6 +30,7 @@ from gangsched.core.kubeobjects import (
     disruption_budget_from_api,
     group_key_of,
     group_record_from_api,
+    namespace_from_api,
     node_from_api,
     object_name,
     object_ref,
@@ -171,6 +172,13 @@ KINDS: dict[str, Kind] = {
         upsert=_upsert_node,
         delete=lambda mirror, obj: mirror.remove_node(NodeName(object_ref(obj).name)),
         keep=lambda mirror, seen: mirror.keep_nodes(seen),
+    ),
+    # Cluster-scoped; their labels are what inter-pod terms select namespaces by.
+    "namespaces": Kind(
+        key=object_name,
+        upsert=lambda mirror, obj: mirror.set_namespace(namespace_from_api(obj)),
+        delete=lambda mirror, obj: mirror.remove_namespace(object_name(obj)),
+        keep=lambda mirror, seen: mirror.keep_namespaces(seen),
     ),
     "priorityclasses": Kind(
         key=_ref_key,

@@ -44,6 +44,7 @@ from gangsched.core.model import (
     DisruptionBudget,
     Flavor,
     GangKey,
+    Namespace,
     Node,
     NodeName,
     PodAffinityTerm,
@@ -53,6 +54,7 @@ from gangsched.core.model import (
     StorageClassSpec,
     Volume,
 )
+from gangsched.core.namespaces import resolve_pod, selects_by_labels
 from gangsched.core.placement import Placement, Snapshot
 from gangsched.core.resources import Resources
 from gangsched.core.snapshot import NodeUsage
@@ -311,6 +313,8 @@ class Mirror(BudgetsAndStorage):
     pods: dict[PodKey, PodRecord] = field(default_factory=dict)
     assumed: dict[PodKey, Assumption] = field(default_factory=dict)
     bad_pods: dict[PodKey, str] = field(default_factory=dict)
+    namespace_labels: dict[str, dict[str, str]] = field(default_factory=dict)
+    """Each namespace's labels: what inter-pod terms select namespaces by."""
     on_status_change: Callable[[], None] = lambda: None
     """Called for a change that alters no decision but what a status reports."""
     # Kept as pods and assumptions change, so a view costs no pass over every pod:
@@ -327,6 +331,9 @@ class Mirror(BudgetsAndStorage):
     the terms; ``_holder_terms`` counts each distinct term. Gangs without inter-pod
     rules ask only whether one of these terms selects them, never read every pod."""
     _holder_terms: dict[PodAffinityTerm, int] = field(default_factory=dict)
+    _by_namespace_labels: set[PodKey] = field(default_factory=set)
+    """Pods with an inter-pod term that selects namespaces by their labels: the ones
+    to resolve again when a namespace's labels change."""
 
     def in_scope(self, namespace: str) -> bool:
         """Whether objects of ``namespace`` are this scheduler's to act on."""
@@ -362,6 +369,41 @@ class Mirror(BudgetsAndStorage):
         for name in [n for n in self.nodes if n not in names]:
             self.remove_node(name)
 
+    # ---- namespaces -------------------------------------------------------------------
+    def set_namespace(self, namespace: Namespace) -> bool:
+        """A namespace's labels, new or changed: true when a pod's term selects anew."""
+        labels = dict(namespace.labels)
+        if self.namespace_labels.get(namespace.name) == labels:
+            return False
+        self.namespace_labels[namespace.name] = labels
+        return self._reselect()
+
+    def remove_namespace(self, name: str) -> bool:
+        if self.namespace_labels.pop(name, None) is None:
+            return False
+        return self._reselect()
+
+    def keep_namespaces(self, names: set[str]) -> None:
+        """A list returned exactly ``names``: the others were deleted meanwhile."""
+        for name in [n for n in self.namespace_labels if n not in names]:
+            self.remove_namespace(name)
+
+    def _reselect(self) -> bool:
+        """Resolve again every term selecting namespaces by labels; whether one changed."""
+        changed = False
+        for key in list(self._by_namespace_labels):
+            record = self.pods[key]
+            resolved = self._resolved(record)
+            if resolved != record:
+                self.pods[key] = resolved
+                self._derive(key)
+                changed = True
+        return self._changed(changed)
+
+    def _resolved(self, record: PodRecord) -> PodRecord:
+        pod = resolve_pod(record.pod, self.namespace_labels)
+        return record if pod is record.pod else replace(record, pod=pod)
+
     # ---- pods -------------------------------------------------------------------------
     def add_pod(self, record: PodRecord) -> bool:
         """A pod seen for the first time: true when it is ours, or frees or takes room
@@ -374,6 +416,7 @@ class Mirror(BudgetsAndStorage):
 
     def _put_pod(self, old: PodRecord | None, record: PodRecord) -> bool:
         key = record.pod.key
+        record = self._resolved(record)
         self.pods[key] = record
         assumed = self.assumed.get(key)
         if record.pod.node_name is not None:
@@ -471,8 +514,13 @@ class Mirror(BudgetsAndStorage):
         if record is None:
             self._members.pop(key, None)
             self._unseat(key)
+            self._by_namespace_labels.discard(key)
             return
         pod = record.pod
+        if selects_by_labels(pod):
+            self._by_namespace_labels.add(key)
+        else:
+            self._by_namespace_labels.discard(key)
         assumed = self.assumed.get(key)
         if assumed is not None and pod.node_name is None:
             pod = replace(pod, node_name=assumed.node)

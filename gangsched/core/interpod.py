@@ -102,13 +102,12 @@ def _term_pair(term: PodAffinityTerm) -> tuple[str, str] | None:
 def term_selects(term: PodAffinityTerm, pod: Pod) -> bool:
     """Whether an affinity term selects the pod: its namespace, then its labels.
 
-    A term with a non-empty ``namespaceSelector`` is read as selecting every
-    namespace: a pod carrying one waits unhonoured, and another pod's such
-    term can then only keep pods away, never let one in.
+    A term's ``namespaceSelector`` is read from the namespaces it was resolved
+    into (:mod:`gangsched.core.namespaces`), as kube-scheduler reads it.
     """
     if not term.selects_pods:
         return False
-    if not (term.any_namespace or term.namespace_selected or pod.namespace in term.namespaces):
+    if not (term.any_namespace or pod.namespace in term.namespaces):
         return False
     return selector_matches(term.match_labels, term.match_expressions, _label_map(pod.labels))
 

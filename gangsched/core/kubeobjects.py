@@ -27,6 +27,8 @@ from gangsched.core.model import (
     GangKey,
     GroupClaim,
     GroupSpec,
+    Namespace,
+    NamespaceSelector,
     Node,
     NodeName,
     Pod,
@@ -44,7 +46,6 @@ from gangsched.core.model import (
     StorageClassSpec,
     Taint,
     Toleration,
-    UnhonouredRule,
     Volume,
     gang_key,
     solo_gang_key,
@@ -59,7 +60,7 @@ __all__ = [
     "FieldProblem", "GroupRecord", "ObjectError", "ObjectRef", "PodHeader", "PodRecord",
     "PriorityClass", "QueueObject", "RawObject", "WorkloadQueue",
     "claim_from_api", "disruption_budget_from_api", "group_from_api", "group_key_of",
-    "group_name_of", "group_record_from_api",
+    "group_name_of", "group_record_from_api", "namespace_from_api",
     "native_group_name", "node_from_api", "object_name", "object_ref", "pod_from_api", "pod_header",
     "pod_record_from_api", "priority_class_from_api", "queue_from_api", "storage_class_from_api",
     "timestamp", "volume_from_api", "workload_queue_from_api",
@@ -216,7 +217,6 @@ def pod_from_api(obj: Mapping[str, Any]) -> Pod:
         terminating=meta.get("deletionTimestamp") is not None,
         gates=_gates(spec, where),
         preempts=spec.get("preemptionPolicy") != "Never",
-        unhonoured=_unhonoured(spec, where, affinity, anti_affinity),
         labels=labels + port_labels(ports),
         anti_affinity=anti_affinity + port_terms(ports),
         affinity=affinity,
@@ -330,8 +330,12 @@ def _pod_term(
     namespaces = _list(term.get("namespaces"), where, f"{term_path}.namespaces")
     names = tuple(_str(n, where, f"{term_path}.namespaces") for n in namespaces)
     raw_ns_selector = term.get("namespaceSelector")
-    ns_selector = _mapping(raw_ns_selector, where, f"{term_path}.namespaceSelector")
-    ns_selected = bool(ns_selector.get("matchLabels") or ns_selector.get("matchExpressions"))
+    ns_path = f"{term_path}.namespaceSelector"
+    ns_selector = _mapping(raw_ns_selector, where, ns_path)
+    by_labels = NamespaceSelector(
+        _str_map(ns_selector.get("matchLabels"), where, f"{ns_path}.matchLabels"),
+        _requirements(ns_selector.get("matchExpressions"), where, f"{ns_path}.matchExpressions"))
+    ns_selected = bool(by_labels.match_labels or by_labels.match_expressions)
     return PodAffinityTerm(
         topology_key=_str(term.get("topologyKey"), where, f"{term_path}.topologyKey", ""),
         match_labels=_str_map(selector.get("matchLabels"), where,
@@ -340,7 +344,8 @@ def _pod_term(
         selects_pods=raw_selector is not None,
         namespaces=names or ((namespace,) if raw_ns_selector is None else ()),
         any_namespace=raw_ns_selector is not None and not ns_selected,
-        namespace_selected=ns_selected,
+        namespace_selector=by_labels if ns_selected else None,
+        listed=names,
     )
 
 
@@ -406,26 +411,6 @@ def _positive(value: object, where: str, path: str, default: int | None) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         _fail(where, f"{path} must be an integer of at least 1, not {value!r}")
     return value
-
-
-def _unhonoured(
-    spec: Mapping[str, object], where: str, affinity: tuple[PodAffinityTerm, ...],
-    anti_affinity: tuple[PodAffinityTerm, ...],
-) -> tuple[UnhonouredRule, ...]:
-    """The rules kube-scheduler would honour that gangsched does not evaluate yet.
-
-    Inter-pod terms are honoured but for a non-empty ``namespaceSelector``,
-    whose namespaces depend on labels the core does not see. Volumes of other
-    kinds (emptyDir, configMap, secret, projected, downwardAPI, hostPath) need
-    nothing of the scheduler; claim-backed ones are read by :func:`_claims` and
-    honoured by core.volumes.
-    """
-    found: list[UnhonouredRule] = []
-    for terms, rule in ((affinity, UnhonouredRule.POD_AFFINITY),
-                        (anti_affinity, UnhonouredRule.POD_ANTI_AFFINITY)):
-        if any(term.namespace_selected for term in terms):
-            found.append(rule)
-    return tuple(found)
 
 
 def _gates(spec: Mapping[str, object], where: str) -> tuple[str, ...]:
@@ -1079,6 +1064,14 @@ class PriorityClass:
     value: int
     never_preempts: bool
     """``preemptionPolicy: Never``: gangs of this class wait, never evict."""
+
+
+def namespace_from_api(obj: RawObject) -> Namespace:
+    """A Namespace's name and labels: what inter-pod terms select namespaces by."""
+    meta = obj.get("metadata")
+    meta = meta if isinstance(meta, Mapping) else {}
+    name = object_name(obj)
+    return Namespace(name, _str_map(meta.get("labels"), f"namespace {name}", "metadata.labels"))
 
 
 def priority_class_from_api(obj: RawObject) -> PriorityClass | None:

@@ -113,21 +113,6 @@ class PodPlacementRules:
     entry must hold, as VolumeBinding and VolumeZone check them beside NodeAffinity."""
 
 
-class UnhonouredRule(StrEnum):
-    """A placement rule of a pod that gangsched does not evaluate yet.
-
-    kube-scheduler would honour it; binding the pod regardless could put it
-    where its author forbade, so a pod carrying one waits, saying which.
-    Preferred terms and ``ScheduleAnyway`` spread only score nodes, so they
-    are not listed: ignoring them never breaks a rule.
-    """
-
-    POD_AFFINITY = "required pod affinity with a namespaceSelector"
-    POD_ANTI_AFFINITY = "required pod anti-affinity with a namespaceSelector"
-    EXISTING_ANTI_AFFINITY = (
-        "labels that a running pod's required anti-affinity with a namespaceSelector selects")
-
-
 @dataclass(frozen=True, slots=True)
 class PodAffinityTerm:
     """Which pods a required inter-pod (anti-)affinity term selects.
@@ -143,12 +128,33 @@ class PodAffinityTerm:
     selects_pods: bool = True
     """False for a term without a ``labelSelector``: it selects no pod at all."""
     namespaces: tuple[str, ...] = ()
+    """The namespaces listed (the carrying pod's own when neither ``namespaces`` nor a
+    ``namespaceSelector`` is given), with those its ``namespaceSelector`` selects once
+    resolved (:func:`gangsched.core.namespaces.resolve_pod`)."""
     any_namespace: bool = False
-    """A ``namespaceSelector`` is set: the term selects pods of every namespace when the
-    selector is empty, and of the namespaces whose labels it matches otherwise."""
-    namespace_selected: bool = False
-    """The ``namespaceSelector`` is not empty: which namespaces it selects depends on their
-    labels, which the core does not see, so a pod holding such a term waits (unhonoured)."""
+    """An empty ``namespaceSelector``: the term selects pods of every namespace."""
+    namespace_selector: NamespaceSelector | None = None
+    """A non-empty ``namespaceSelector``: which namespaces it selects depends on their
+    labels, so it is resolved into ``namespaces`` wherever those labels are known."""
+    listed: tuple[str, ...] = ()
+    """The namespaces the term lists itself, kept apart so resolving again, after a
+    namespace's labels change, starts from them."""
+
+
+@dataclass(frozen=True, slots=True)
+class Namespace:
+    """A Namespace as inter-pod terms read it: its name and labels."""
+
+    name: str
+    labels: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class NamespaceSelector:
+    """A ``namespaceSelector`` of an inter-pod term: namespaces by their labels."""
+
+    match_labels: tuple[tuple[str, str], ...] = ()
+    match_expressions: tuple[SelectorRequirement, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -318,9 +324,6 @@ class Pod:
     preempts: bool = True
     """False for ``spec.preemptionPolicy: Never`` (set from its PriorityClass): the pod
     waits for room rather than taking it from lower priorities."""
-    unhonoured: tuple[UnhonouredRule, ...] = ()
-    """Rules of the pod gangsched does not evaluate yet: while any are set its gang
-    waits, never bound where kube-scheduler would refuse it."""
     labels: tuple[tuple[str, str], ...] = ()
     anti_affinity: tuple[PodAffinityTerm, ...] = ()
     """Its required anti-affinity terms, which keep other pods away from it."""

@@ -29,7 +29,6 @@ from gangsched.core.model import (
     PodKey,
     PodPlacementRules,
     QueueName,
-    UnhonouredRule,
     VolumeBlock,
 )
 from gangsched.core.resources import PODS, Capability, Resources, devices_first, format_amount
@@ -67,7 +66,6 @@ __all__ = [
     "Starved",
     "Starving",
     "TooBigToHold",
-    "Unhonoured",
     "VolumeBlocked",
     "causes",
     "code_of",
@@ -264,18 +262,6 @@ class Gated:
     gates: tuple[str, ...]
     others: int
     """Other pending pods of the gang that are gated too."""
-
-
-@dataclass(frozen=True, slots=True)
-class Unhonoured:
-    """A pending member carries rules gangsched does not evaluate yet; the gang waits
-    whole rather than be bound where kube-scheduler would refuse it."""
-
-    code: ClassVar[str] = "Unhonoured"
-    pod: PodKey
-    rules: tuple[UnhonouredRule, ...]
-    others: int
-    """Other pending pods of the gang that carry such rules too."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -541,7 +527,7 @@ class PodRulesUnmet:
 
 Reason = (
     NoNodes | DoesNotFit | MembersMissing | ShortOfMembers | NoDomainLabel | BoundAcrossDomains
-    | NoDomainHolds | InDomain | QueueMissing | QueueClosed | BeingPreempted | Gated | Unhonoured
+    | NoDomainHolds | InDomain | QueueMissing | QueueClosed | BeingPreempted | Gated
     | BindBackoff | VolumeBlocked | ClaimsProvisioning | ProvisioningTimedOut
     | ClaimInvalid | ClaimNotReady | DevicesShort
     | AdmissionOverCapability | AdmissionNoRoom | ReservedByAdmitted | HeldForStarving
@@ -611,10 +597,6 @@ def render(reason: Reason) -> str:
         case Gated():
             return (f"waiting for scheduling gates to be lifted: pod {reason.pod} has "
                     f"{', '.join(reason.gates)}{_more_pods(reason.others)}")
-        case Unhonoured():
-            return (f"pod {reason.pod} has {', '.join(reason.rules)}, which gangsched does "
-                    f"not honour yet: it waits rather than be placed against it"
-                    f"{_more_pods(reason.others)}")
         case BindBackoff():
             return _backoff_text(reason)
         case VolumeBlocked() | ClaimsProvisioning() | ProvisioningTimedOut():

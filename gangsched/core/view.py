@@ -29,7 +29,6 @@ from gangsched.core.model import (
     QueueSpec,
 )
 from gangsched.core.placement import Snapshot
-from gangsched.core.unhonoured import against_existing_anti_affinity
 from gangsched.core.volumes import Storage, claims_in_use, with_volumes
 
 
@@ -121,8 +120,6 @@ def gather_view(
     )
     gathered = gather(view.members, groups, policies, finished_before, priority_classes,
                       never_preempting_classes)
-    gathered = replace(gathered, gangs=against_existing_anti_affinity(
-        gathered.gangs, (record.pod for record in view.pods.values())))
     gathered = replace(gathered, gangs=_with_volumes(view, gathered.gangs))
     still_finished = frozenset(
         g.uid for k, g in view.groups.items()

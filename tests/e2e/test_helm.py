@@ -222,6 +222,7 @@ def can(cluster: LocalCluster, verb: str, resource: str, *extra: str) -> bool:
     [
         ("watch", "pods", ("--all-namespaces",)),
         ("watch", "nodes", ()),
+        ("watch", "namespaces", ()),
         ("watch", "priorityclasses.scheduling.k8s.io", ()),
         ("watch", "poddisruptionbudgets.policy", ("--all-namespaces",)),
         ("watch", "persistentvolumeclaims", ("--all-namespaces",)),

@@ -299,7 +299,6 @@ def test_a_pod_whose_claim_is_not_made_from_its_template_yet_waits_saying_so() -
                {"name": "gpus", "resourceClaimTemplateName": "two"}]}}
     waiting = pod_from_api(obj)
     assert waiting.resource_claims == (PodClaim("gpus", None, "two"),)
-    assert waiting.unhonoured == ()
     decision = Capacity(snapshot(["n-0"])).place(gang("ns/g", [waiting]))
     assert isinstance(decision, Unplaceable) and isinstance(decision.reason, ClaimNotReady)
     obj["status"] = {"resourceClaimStatuses": [{"name": "gpus", "resourceClaimName": "p-gpus"}]}

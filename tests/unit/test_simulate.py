@@ -176,6 +176,36 @@ def test_simulate_says_which_member_one_per_node_anti_affinity_runs_into(
     assert "node-0: anti-affinity with pod w-0 of this gang" in never["reason"], never
 
 
+def test_a_namespace_selector_keeps_workers_off_pods_of_the_namespaces_it_picks(
+    tmp_path: Path,
+) -> None:
+    """One selector picks a namespace a file declares by its label, the other one no file
+    declares by the name label the API server would give it."""
+    guarded = [{"apiVersion": "v1", "kind": "Namespace",
+                "metadata": {"name": "data", "labels": {"team": "data"}}}]
+    for i, namespace in enumerate(("data", "cache")):
+        keeper = pod(f"db-{i}", None, scheduler="default-scheduler", node=f"node-{i}",
+                     run_for=None)
+        keeper["metadata"].update(namespace=namespace, labels={"role": "db"})
+        guarded.append(keeper)
+    jobs: list[dict[str, Any]] = [podgroup("train", 2)]
+    for i, selector in enumerate(({"team": "data"},
+                                  {"kubernetes.io/metadata.name": "cache"})):
+        worker = pod(f"w-{i}", "train")
+        worker["spec"]["affinity"] = {"podAntiAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": [{
+                "labelSelector": {"matchLabels": {"role": "db"}},
+                "namespaceSelector": {"matchLabels": selector},
+                "topologyKey": "kubernetes.io/hostname"}]}}
+        jobs.append(worker)
+    node_docs = nodes(3, "4")
+    for doc in node_docs:
+        doc["metadata"]["labels"] = {"kubernetes.io/hostname": doc["metadata"]["name"]}
+    [run] = simulate(tmp_path, node_docs + guarded, jobs)["runs"]
+    placed = {p["pod"]: p["node"] for p in run["pods"]}
+    assert placed["default/w-0"] != "node-0" and placed["default/w-1"] != "node-1", placed
+
+
 def test_pods_with_claims_go_where_their_volumes_are_and_a_missing_claim_is_named(
     tmp_path: Path
 ) -> None:

@@ -232,7 +232,6 @@ def test_a_pod_reads_its_claims_and_ephemeral_volumes() -> None:
             {"name": "c", "ephemeral": {"volumeClaimTemplate": {"spec": {}}}}]},
     })
     assert pod.claims == (ClaimRef("data"), ClaimRef("c", ephemeral=True))
-    assert pod.unhonoured == ()
 
 
 def test_a_volume_term_on_node_names_is_matched_as_kube_scheduler_does_without_a_name() -> None:

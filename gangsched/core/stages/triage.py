@@ -13,7 +13,6 @@ from gangsched.core.model import Gang
 from gangsched.core.placement import Unplaceable
 from gangsched.core.reasons import BeingPreempted, Gated, QueueMissing, ShortOfMembers
 from gangsched.core.stages.session import Session
-from gangsched.core.unhonoured import unhonoured_reason
 from gangsched.core.volumes import volume_reason
 
 
@@ -35,7 +34,7 @@ def triage(session: Session) -> list[Gang]:
             # only be evicted too, and would take the preemptor's room.
             session.unplaceable.append(Unplaceable(gang.key, BeingPreempted(preemptor)))
             continue
-        held_back = (gated_reason(gang) or unhonoured_reason(gang) or volume_reason(gang)
+        held_back = (gated_reason(gang) or volume_reason(gang)
                      or short_reason(gang)
                      or backoff_reason(gang, session.inp.bind_refusals, session.inp.now))
         if held_back is None:
