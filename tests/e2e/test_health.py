@@ -55,7 +55,7 @@ def assert_queue_conditions_follow_its_state(cluster: LocalCluster, port: int,
         return status["running"], status["allocated"]["cpu"]
 
     # Running once the fake kubelet has started both pods, which a loaded machine delays.
-    wait_for(lambda: counts() == (1, "2"), timeout=30,
+    wait_for(lambda: counts() == (1, "2"), timeout=90,
              what="the Queue to count the bound gang running, beside its conditions")
     share = metric(get(port, "/metrics")[1], "gangsched_queue_weight_share", queue=queue)
     cluster.kubectl("patch", "queue", queue, "--type=merge", "-p", '{"spec":{"weight":2}}')
