@@ -114,7 +114,7 @@ class Binder:
         namespace, name = claim.split("/", 1)
         body = {"metadata": {"annotations": {SELECTED_NODE_ANNOTATION: node}}}
         self._dispatcher.submit(Call(
-            (f"claim/{claim}", ""), Rank.ALLOCATE, f"claim node {claim}",
+            (f"persistentvolumeclaim/{claim}", ""), Rank.ALLOCATE, f"claim node {claim}",
             lambda: answer_of(client.CoreV1Api(self._api).patch_namespaced_persistent_volume_claim(
                 name, namespace, body, field_manager=FIELD_MANAGER, _content_type=MERGE_PATCH,
                 _preload_content=False)),
