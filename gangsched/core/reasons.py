@@ -912,6 +912,11 @@ def _steady(reason: Reason) -> object | None:
             return (reason.reserved, reason.starving, reason.starving_held)
         case HeldForStarving():
             return (reason.starving, reason.held)
+        case DevicesShort():
+            # Which member, claim and request, and what it asks: the devices free on the
+            # best node move with every gang that comes and goes.
+            return (reason.gang, reason.pod, reason.claim, reason.request, reason.need,
+                    reason.attribute, reason.minimum, reason.placed, reason.unreadable)
         case Starving():
             return (reason.urgency, reason.hold, code_of(reason.cause), _steady(reason.cause))
         case TooBigToHold():

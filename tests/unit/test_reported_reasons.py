@@ -5,9 +5,10 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gangsched.core.model import GangKey, PodPlacementRules
+from gangsched.core.model import GangKey, PodKey, PodPlacementRules
 from gangsched.core.reasons import (
     AdmissionNoRoom,
+    DevicesShort,
     DoesNotFit,
     MembersMissing,
     Reason,
@@ -109,3 +110,18 @@ def test_the_reported_reason_is_never_stale_beyond_the_hold(
         assert shown.reason == reason or (
             now - shown.since < 60.0 and type(shown.reason) is type(reason)
             and kind != 2)
+
+
+def short(free: int, need: int = 4) -> DevicesShort:
+    """Member w-0's claim needs ``need`` GPUs of one clique; the best node has ``free``."""
+    return DevicesShort(GANG, PodKey("ns/w-0"), "ns/w-0-gpus", "gpus", "gpu.example.com",
+                        need, 2, attribute="gpu.example.com/clique", best_node="n-1",
+                        best_free=free, best_total=8, best_group="n-1-b")
+
+
+def test_free_devices_are_a_moving_figure_what_the_claim_asks_is_not() -> None:
+    first = reported_reasons({}, {GANG: short(2)}, now=0.0, hold_s=60.0)
+    later = reported_reasons(first, {GANG: short(3)}, now=30.0, hold_s=60.0)
+    assert later[GANG] == Reported(short(2), 0.0)
+    asks_more = reported_reasons(later, {GANG: short(3, need=8)}, now=31.0, hold_s=60.0)
+    assert asks_more[GANG] == Reported(short(3, need=8), 31.0)
