@@ -5,10 +5,11 @@ cordons) with pods already bound to them by ``nodeName`` (with labels, some
 with their own required anti-affinity), and random pods (requests and
 limits, init and sidecar containers, node selectors, required node affinity
 with every operator, tolerations, host ports, required pod affinity and anti-affinity,
-DoNotSchedule spread constraints). For every (pod, node) pair kube-scheduler
-is asked by a probe pinned to the node with a ``matchFields`` term, and
-gangsched's own filter answers from the same objects parsed by
-``gangsched.core.kubeobjects``. Any pair where they differ is a bug on one side.
+some selecting namespaces by their labels, DoNotSchedule spread constraints).
+For every (pod, node) pair kube-scheduler is asked by a probe pinned to the
+node with a ``matchFields`` term, and gangsched's own filter answers from
+the same objects parsed by ``gangsched.core.kubeobjects``. Any pair where
+they differ is a bug on one side.
 
 The probes of one pod go to every node at once; so that a probe bound on one
 node is not counted by the inter-pod rules of the others, every selector of a
@@ -31,6 +32,7 @@ from devcluster.controlplane import KWOK_LABEL, LocalCluster
 from gangsched.core.interpod import pod_rules_refusal
 from gangsched.core.kubeobjects import node_from_api, pod_from_api
 from gangsched.core.model import Node, NodeName, Pod
+from gangsched.core.namespaces import NamespaceLabels, resolve_pod
 from gangsched.core.nodefit import node_excluded_reason
 from gangsched.core.resources import Resources
 
@@ -49,6 +51,8 @@ TOPOLOGY_KEYS = ("kubernetes.io/hostname", "kubernetes.io/hostname",
                  "topology.kubernetes.io/zone", "example.com/rack")
 """Keys inter-pod terms use; no node carries the rack label."""
 PROBE_LABEL = "oracle-probe"
+TEAM_LABEL = "oracle-team"
+"""The run's namespace is labelled ``a``; a term's ``namespaceSelector`` asks for a team."""
 
 
 def seed() -> int:
@@ -178,11 +182,26 @@ def _label_key_outside(rng: random.Random, selector: Mapping[str, Any]) -> list[
     return [rng.choice(free)] if free else []
 
 
+def _namespace_selector(rng: random.Random) -> dict[str, Any]:
+    """A non-empty selector over the namespaces' team label: it picks the run's namespace
+    (team ``a``) or not."""
+    if rng.random() < 0.5:
+        return {"matchLabels": {TEAM_LABEL: rng.choice(("a", "b"))}}
+    operator = rng.choice(("In", "NotIn", "Exists", "DoesNotExist"))
+    requirement: dict[str, Any] = {"key": TEAM_LABEL, "operator": operator}
+    if operator in ("In", "NotIn"):
+        requirement["values"] = [rng.choice(("a", "b"))]
+    return {"matchExpressions": [requirement]}
+
+
 def _pod_term(rng: random.Random) -> dict[str, Any]:
     term: dict[str, Any] = {"labelSelector": _label_selector(rng),
                             "topologyKey": rng.choice(TOPOLOGY_KEYS)}
-    if rng.random() < 0.15:
+    draw = rng.random()
+    if draw < 0.15:
         term["namespaceSelector"] = {}
+    elif draw < 0.4:
+        term["namespaceSelector"] = _namespace_selector(rng)
     if rng.random() < 0.15:
         term["matchLabelKeys"] = _label_key_outside(rng, term["labelSelector"])
     return term
@@ -321,20 +340,24 @@ class Verdict:
 
 @dataclass(frozen=True, slots=True)
 class Cluster:
-    """What our side reads, parsed once per pod: the nodes and the pods on them."""
+    """What our side reads, parsed once per pod: the nodes, the pods on them, and the
+    namespaces' labels their terms are resolved against."""
 
     nodes: Mapping[NodeName, Node]
     pods: tuple[Pod, ...]
+    namespaces: NamespaceLabels
 
     @staticmethod
     def read(cluster: LocalCluster) -> Cluster:
         """Every node and every pod but the probes: kube-scheduler counts them all."""
         nodes = {node.name: node for node in (
             node_from_api(n.obj) for n in pykube.Node.objects(cluster.client))}
-        pods = tuple(pod_from_api(p.obj)
+        namespaces = {ns.name: dict(ns.labels)
+                      for ns in pykube.Namespace.objects(cluster.client)}
+        pods = tuple(resolve_pod(pod_from_api(p.obj), namespaces)
                      for p in pykube.Pod.objects(cluster.client, namespace=pykube.all)
                      if "probe" not in p.labels)
-        return Cluster(nodes, pods)
+        return Cluster(nodes, pods, namespaces)
 
     def used_on(self, node: str) -> Resources:
         return Resources.sum(pod.requests for pod in self.pods
@@ -353,7 +376,7 @@ def used_on(cluster: LocalCluster, namespace: str, node: str) -> Resources:
 def our_verdict(probe: Mapping[str, Any], node: Node, seen: Cluster) -> str | None:
     """gangsched's own filter on the objects kube-scheduler saw: None when it accepts
     the pair, else why not (node rules, room, then inter-pod rules)."""
-    pod = pod_from_api(probe)
+    pod = resolve_pod(pod_from_api(probe), seen.namespaces)
     excluded = node_excluded_reason(pod.rules, node)
     if excluded is not None:
         return excluded
@@ -479,6 +502,7 @@ def run(cluster: LocalCluster, namespace: str, rng: random.Random, *, nodes: int
         pods: int) -> list[Verdict]:
     """Every (pod, node) pair of a generated cluster, with both verdicts."""
     names = make_nodes(cluster, rng, nodes)
+    cluster.kubectl("label", "namespace", namespace, f"{TEAM_LABEL}=a", "--overwrite")
     try:
         place_existing(cluster, namespace, rng, names, inter_pod=True)
         verdicts = []
