@@ -196,9 +196,10 @@ class Actuator:
                 self.reporter.group_status(view.groups[key], status, observed)
             case MarkGroupInvalid(group=key, error=error):
                 self.reporter.group_invalid(view.groups[key], error)
-            case WriteQueueStatus(queue=queue, status=status):
+            case WriteQueueStatus(queue=queue, status=status, counts=counts):
                 self.reporter.queue_status(queue, status,
-                                           self.mirror.queue_conditions.get(queue, ()))
+                                           self.mirror.queue_conditions.get(queue, ()),
+                                           counts=counts)
                 self.queue_figures.show(action)
             case ForgetWritten():
                 self.reporter.retain(view.groups, view.pods)

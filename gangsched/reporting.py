@@ -225,12 +225,17 @@ class Reporter:
 
     # ---- Queues -------------------------------------------------------------------
     def queue_status(self, name: QueueName, status: QueueStatus,
-                     previous_conditions: Sequence[Mapping[str, Any]]) -> None:
-        """The Queue's whole status; skipped when it is what was last asked for."""
+                     previous_conditions: Sequence[Mapping[str, Any]], *,
+                     counts: bool = True) -> None:
+        """The Queue's whole status (only its conditions when ``counts`` is false: the
+        merge patch then leaves the counts another scheduler wrote); skipped when it is
+        what was last asked for."""
         object_id = f"queue/{name}"
         earlier = self._asked.get(object_id)
         body = queue_status_body(
             status, previous_conditions or (earlier or {}).get("conditions") or (), now_iso())
+        if not counts:
+            body = {"conditions": body["conditions"]}
         if earlier == body:
             return
         self._asked[object_id] = body

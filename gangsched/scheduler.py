@@ -38,6 +38,7 @@ from gangsched.core.model import Policy
 from gangsched.core.provisioning import ProvisionLimits
 from gangsched.core.report_plan import Pacing
 from gangsched.core.state import State
+from gangsched.core.status_bodies import queue_conditions_current
 from gangsched.core.step import StepConfig, step
 from gangsched.core.thresholds import next_threshold
 from gangsched.core.view import StepView
@@ -264,6 +265,10 @@ class Scheduler:
             view, priority_classes=mirror.priority_classes,
             never_preempting_classes=frozenset(mirror.never_preempting_classes),
             bad_pods=dict(mirror.bad_pods), budgets=tuple(mirror.budgets.values()),
+            queues_settled=frozenset(
+                name for name, spec in mirror.queues.items()
+                if queue_conditions_current(spec.open, spec.error,
+                                            mirror.queue_conditions.get(name, ()))),
         )
 
     def _inputs(self) -> tuple[object, ...]:

@@ -94,6 +94,9 @@ class WriteQueueStatus:
     weight_share: Fraction
     """The part its weight entitles it to when every queue wants more: its weight over
     the sum of all queues' weights."""
+    counts: bool = True
+    """False: only the conditions are written (see :func:`gangsched.core.report_plan.
+    queue_statuses`); another scheduler's gangs may be what the queue counts."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -50,6 +50,8 @@ class ReportPlan:
     pod_reports: Mapping[PodKey, PodReport]
     """What each waiting pod was last reported with: the next plan's pacing."""
     actions: tuple[Action, ...]
+    queues_served: frozenset[QueueName] = frozenset()
+    """Queues with a gang of this scheduler now (see :func:`queue_statuses`)."""
 
 
 def plan_reports(
@@ -63,6 +65,7 @@ def plan_reports(
     now: float,
     pacing: Pacing,
     cycle: int,
+    served_before: frozenset[QueueName] = frozenset(),
 ) -> ReportPlan:
     """Every report of one full cycle; ``reasons`` are the texts to report per gang."""
     cluster = view.cluster
@@ -72,10 +75,12 @@ def plan_reports(
     statuses, group_actions = group_statuses(cluster, gathered, result, reasons,
                                              waiting_since=waiting_since, now=now)
     actions.extend(group_actions)
-    actions.extend(queue_statuses(cluster, gathered, statuses))
+    served = frozenset(g.queue for g in gathered.gangs if g.queue in cluster.queues)
+    actions.extend(queue_statuses(cluster, gathered, statuses,
+                                  counted=served | served_before, settled=view.queues_settled))
     if cycle % FORGET_EVERY == 0:
         actions.append(ForgetWritten())
-    return ReportPlan(reports, tuple(actions))
+    return ReportPlan(reports, tuple(actions), served)
 
 
 def waiting_pods(
@@ -176,10 +181,19 @@ def group_statuses(
 
 
 def queue_statuses(
-    view: ClusterView, gathered: Gathered, statuses: Mapping[GangKey, GroupStatus]
+    view: ClusterView, gathered: Gathered, statuses: Mapping[GangKey, GroupStatus],
+    *, counted: frozenset[QueueName] | None = None,
+    settled: frozenset[QueueName] = frozenset(),
 ) -> list[Action]:
     """What each queue holds (its gangs' bound requests), how many gangs wait or run,
-    its conditions, and its share of the schedulable cluster against its weight's."""
+    its conditions, and its share of the schedulable cluster against its weight's.
+
+    Counts go only to the ``counted`` queues (None: all), those this scheduler has
+    gangs in or had at the last cycle; another queue gets its conditions alone, and
+    only while they do not say its spec yet (not ``settled``). Schedulers by other
+    names share the Queues: one with nothing in a queue must not write its zeros
+    over the counts of the one that has.
+    """
     allocated: dict[QueueName, Resources] = {q: Resources.zero() for q in view.queues}
     pending: dict[QueueName, int] = dict.fromkeys(view.queues, 0)
     running: dict[QueueName, int] = dict.fromkeys(view.queues, 0)
@@ -206,6 +220,8 @@ def queue_statuses(
                         open=spec.open, error=spec.error),
             dominant_share=dominant_share(allocated[queue], whole, weight=1),
             weight_share=Fraction(spec.weight, weights),
+            counts=counted is None or queue in counted,
         )
         for queue, spec in view.queues.items()
+        if counted is None or queue in counted or queue not in settled
     ]

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field, replace
 
 from gangsched.core.backoff import BindRefusal, refused
 from gangsched.core.holds import Hold, Seat
-from gangsched.core.model import GangKey, PodKey
+from gangsched.core.model import GangKey, PodKey, QueueName
 from gangsched.core.reasons import Reported
 from gangsched.core.volumes import Provisioning
 
@@ -68,6 +68,9 @@ class State:
     reported: Mapping[GangKey, Reported] = field(default_factory=dict)
     """The reason each waiting gang was last reported with (see core.reasons)."""
     pod_reports: Mapping[PodKey, PodReport] = field(default_factory=dict)
+    queues_served: frozenset[QueueName] = frozenset()
+    """Queues with a gang of this scheduler at the last full cycle: one left empty gets
+    its counts written back to zero once."""
     provisioning: Mapping[GangKey, Provisioning] = field(default_factory=dict)
     """Gangs placed whose WaitForFirstConsumer claims are being provisioned (core.provisioning)."""
     cycles: int = 0

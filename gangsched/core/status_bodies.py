@@ -315,6 +315,17 @@ class QueueStatus:
     """What of the spec could not be read, when something could not."""
 
 
+def queue_conditions_current(
+    is_open: bool, error: str | None, conditions: Sequence[Mapping[str, Any]]
+) -> bool:
+    """Whether a Queue's conditions as read say what its spec does (see
+    :func:`queue_status_body`): its ``Open`` condition, and ``Invalid`` only while the
+    spec has a part that cannot be read."""
+    by_type = {c.get("type"): c.get("status") for c in conditions}
+    return (by_type.get("Open") == ("True" if is_open else "False")
+            and ("Invalid" in by_type) == (error is not None))
+
+
 def queue_status_body(
     status: QueueStatus, previous_conditions: Sequence[Mapping[str, Any]], now: str
 ) -> dict[str, Any]:

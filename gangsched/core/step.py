@@ -100,10 +100,11 @@ def step(state: State, view: StepView, now: float, config: StepConfig) -> Steppe
     preempting, acts = hand_out(result, gathered, preempting, now)
     plan = plan_reports(view, gathered, result, shown, waiting_since=waiting_since,
                         previous=state.pod_reports, now=now, pacing=config.pacing,
-                        cycle=state.cycles)
+                        cycle=state.cycles, served_before=state.queues_served)
     waiting = waiting_logs(gathered, shown, logged)
     return Stepped(
-        state=replace(state, preempting=preempting, pod_reports=plan.pod_reports),
+        state=replace(state, preempting=preempting, pod_reports=plan.pod_reports,
+                      queues_served=plan.queues_served),
         actions=(*notes, *ended, *claim_writes, *acts, *plan.actions, *waiting),
         result=result,
         thresholds=thresholds,

@@ -89,6 +89,9 @@ class StepView:
     """Pods of ours the core cannot read, and why."""
     budgets: tuple[DisruptionBudget, ...] = ()
     """PodDisruptionBudgets, which preemption may not exceed."""
+    queues_settled: frozenset[QueueName] = frozenset()
+    """Queues whose status conditions, as last read, already say what their spec does:
+    a scheduler with no gang in one has nothing to write there (another may)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -55,8 +55,16 @@ def assert_queue_conditions_follow_its_state(cluster: LocalCluster, port: int,
         return status["running"], status["allocated"]["cpu"]
 
     # Running once the fake kubelet has started both pods, which a loaded machine delays.
-    wait_for(lambda: counts() == (1, "2"), timeout=90,
-             what="the Queue to count the bound gang running, beside its conditions")
+    seen: list[tuple[int, str]] = []
+
+    def counted() -> bool:
+        seen.append(counts())
+        return seen[-1] == (1, "2")
+
+    try:
+        wait_for(counted, timeout=90, what="the Queue to count the bound gang running")
+    except AssertionError as error:
+        raise AssertionError(f"{error}; (running, allocated cpu) last seen {seen[-1:]}") from None
     share = metric(get(port, "/metrics")[1], "gangsched_queue_weight_share", queue=queue)
     cluster.kubectl("patch", "queue", queue, "--type=merge", "-p", '{"spec":{"weight":2}}')
     wait_for(lambda: metric(get(port, "/metrics")[1], "gangsched_queue_weight_share",

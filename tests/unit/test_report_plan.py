@@ -16,6 +16,7 @@ from gangsched.core.actions import (
     WriteQueueStatus,
 )
 from gangsched.core.model import GangKey, Pod, PodKey, QueueName, QueueSpec
+from gangsched.core.placement import Snapshot
 from gangsched.core.report_plan import FORGET_EVERY, Pacing
 from gangsched.core.state import State
 from gangsched.core.step import StepConfig, Stepped, step
@@ -120,3 +121,29 @@ def test_each_queue_reports_its_share_of_the_cluster_against_its_weights_and_its
     assert (written[DEFAULT].status.open, written[DEFAULT].status.error) == (True, None)
     assert (written[batch.name].status.open, written[batch.name].status.error) == (
         False, "weight: 'x'")
+
+
+def test_a_queue_without_our_gangs_gets_only_its_conditions_and_only_until_they_are_said(
+) -> None:
+    """Schedulers by other names share the Queues: the one with no gang in a queue writes
+    its conditions while no status says them, never its zeros over the other's counts;
+    a queue its last gang left gets its counts written back to zero once."""
+    running = members("run", 2, on=["n1", "n1"])
+    batch = QueueSpec(QueueName("batch"))
+    shown = view([node("n1", 4)], running, [group("run", 2)])
+    both = replace(cast(Cluster, shown.cluster),
+                   queues={DEFAULT: QueueSpec(DEFAULT), batch.name: batch})
+    fresh = step(State(), StepView(both), 1000.0, CONFIG)
+    written = {a.queue: a.counts for a in of_type(fresh.actions, WriteQueueStatus)}
+    assert written == {DEFAULT: True, batch.name: False}
+    settled = StepView(both, queues_settled=frozenset({DEFAULT, batch.name}))
+    later = step(fresh.state, settled, 1001.0, CONFIG)
+    assert [(a.queue, a.counts) for a in of_type(later.actions, WriteQueueStatus)] == [
+        (DEFAULT, True)]
+    emptied = StepView(replace(both, members=(), pods={}, groups={}, snapshot=Snapshot.build(
+        [node("n1", 4)], [])), queues_settled=frozenset({DEFAULT, batch.name}))
+    gone = step(later.state, emptied, 1002.0, CONFIG)
+    assert [(a.queue, a.counts, a.status.running) for a in
+            of_type(gone.actions, WriteQueueStatus)] == [(DEFAULT, True, 0)]
+    after = step(gone.state, emptied, 1003.0, CONFIG)
+    assert of_type(after.actions, WriteQueueStatus) == []
