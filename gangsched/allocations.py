@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 import aiohttp
@@ -60,14 +60,18 @@ class ClaimWriter:
 
     async def write(self, writes: Sequence[ClaimWrite]) -> list[Answer]:
         """Write every claim of a gang, concurrently; one answer per write, in order."""
+        return await self._each(writes, "allocate", self._write_one)
+
+    async def _each(self, writes: Sequence[ClaimWrite], verb: str,
+                    call: Callable[[ClaimWrite], Awaitable[Answer]]) -> list[Answer]:
+        """One dispatcher call per claim, keyed by the claim; their answers, in order."""
         loop = asyncio.get_running_loop()
         futures: list[asyncio.Future[Answer]] = []
         for write in writes:
             done: asyncio.Future[Answer] = loop.create_future()
             self._dispatcher.submit(Call(
                 (write.uid or f"claim/{write.claim}", ""), Rank.ALLOCATE,
-                f"allocate {write.claim}", functools.partial(self._write_one, write),
-                done=done))
+                f"{verb} {write.claim}", functools.partial(call, write), done=done))
             futures.append(done)
         return list(await asyncio.gather(*futures))
 
@@ -75,16 +79,8 @@ class ClaimWriter:
         """Take back writes that were accepted: our pods out of ``reservedFor``, and the
         allocation cleared where we made it. A failure is logged; the resource-claim
         controller frees a claim whose pods are gone anyway."""
-        loop = asyncio.get_running_loop()
-        futures: list[asyncio.Future[Answer]] = []
-        for write in writes:
-            done: asyncio.Future[Answer] = loop.create_future()
-            self._dispatcher.submit(Call(
-                (write.uid or f"claim/{write.claim}", ""), Rank.ALLOCATE,
-                f"undo allocation {write.claim}", functools.partial(self._undo_one, write),
-                done=done))
-            futures.append(done)
-        for write, answer in zip(writes, await asyncio.gather(*futures), strict=True):
+        answers = await self._each(writes, "undo allocation", self._undo_one)
+        for write, answer in zip(writes, answers, strict=True):
             if not answer.accepted:
                 log.warning("claim_undo_failed", claim=write.claim, status=answer.status,
                             detail=answer.detail[:200])

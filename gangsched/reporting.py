@@ -233,9 +233,8 @@ class Reporter:
         object_id = f"queue/{name}"
         earlier = self._asked.get(object_id)
         body = queue_status_body(
-            status, previous_conditions or (earlier or {}).get("conditions") or (), now_iso())
-        if not counts:
-            body = {"conditions": body["conditions"]}
+            status, previous_conditions or (earlier or {}).get("conditions") or (), now_iso(),
+            counts=counts)
         if earlier == body:
             return
         self._asked[object_id] = body

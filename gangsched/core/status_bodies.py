@@ -327,7 +327,8 @@ def queue_conditions_current(
 
 
 def queue_status_body(
-    status: QueueStatus, previous_conditions: Sequence[Mapping[str, Any]], now: str
+    status: QueueStatus, previous_conditions: Sequence[Mapping[str, Any]], now: str,
+    *, counts: bool = True,
 ) -> dict[str, Any]:
     """The Queue's whole status, conditions included, so a merge patch leaves nothing stale.
 
@@ -345,16 +346,15 @@ def queue_status_body(
     if status.error:
         conditions.append(("Invalid", "True", "InvalidSpec",
                            f"left out as unreadable: {status.error}"[:MESSAGE_LIMIT]))
-    return {
-        "allocated": {name: format_amount(name, amount)
-                      for name, amount in status.allocated.items()},
-        "pending": status.pending,
-        "running": status.running,
-        "conditions": [{
-            "type": type_, "status": value, "reason": reason, "message": message,
-            "lastTransitionTime": transition_time(previous_conditions, type_, value, now),
-        } for type_, value, reason, message in conditions],
-    }
+    body: dict[str, Any] = {"conditions": [{
+        "type": type_, "status": value, "reason": reason, "message": message,
+        "lastTransitionTime": transition_time(previous_conditions, type_, value, now),
+    } for type_, value, reason, message in conditions]}
+    if counts:  # else the merge patch leaves the counts another scheduler wrote
+        body.update(allocated={name: format_amount(name, amount)
+                               for name, amount in status.allocated.items()},
+                    pending=status.pending, running=status.running)
+    return body
 
 
 EVENT_MESSAGE_LIMIT = 1024

@@ -20,8 +20,10 @@ from gangsched.core.status_bodies import (
     EVENT_MESSAGE_LIMIT,
     GroupStatus,
     Phase,
+    QueueStatus,
     group_status,
     invalid_body,
+    queue_status_body,
     scheduled_message,
     status_body,
 )
@@ -119,3 +121,13 @@ def test_the_whole_body_comes_from_one_verdict_generation_included() -> None:
     assert (written["phase"], written["running"], written["observedGeneration"]) == (
         "Running", 2, 7)
     assert written["conditions"][0]["observedGeneration"] == 7
+
+
+def test_a_queue_status_without_counts_says_only_the_conditions() -> None:
+    """What a scheduler with no gang in a queue writes: a merge patch of the conditions,
+    which leaves the counts another scheduler wrote."""
+    status = QueueStatus(Resources.of({"cpu": 2000}), pending=1, running=1, open=False)
+    whole = queue_status_body(status, (), "2026-01-01T00:00:00Z")
+    bare = queue_status_body(status, (), "2026-01-01T00:00:00Z", counts=False)
+    assert set(whole) == {"allocated", "pending", "running", "conditions"}
+    assert bare == {"conditions": whole["conditions"]}

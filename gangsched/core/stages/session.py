@@ -171,10 +171,8 @@ class Session:
                 self.hold(gang, outstanding(gang.min_resources, self.bound[gang.key]))
 
         self.starving: GangKey | None = None
-        self.pins: list[Placement] = []
-        """The starving gang's room taken on the nodes it chose."""
-        self.pinned_room: list[Resources] = []
-        """What each pin took, in the same order."""
+        self.pins: list[tuple[Placement, Resources]] = []
+        """The starving gang's room taken on the nodes it chose, and what each took."""
         self.fits_unpinned: dict[tuple[object, ...], bool] = {}
         """Whether gangs of a shape fit with the pins given back, while no room moved."""
         self.victims_of = {
@@ -268,24 +266,22 @@ class Session:
     def pin(self, gang: GangKey, pod: PodKey, node: NodeName, room: Resources) -> None:
         """Take ``room``, free on ``node``, from the capacity for the rest of the cycle:
         a starving gang's room on a node it chose for its pod ``pod``."""
-        self.pins.append(self.capacity.take(gang, PodKey(f"{pod}#pinned"), node, room))
-        self.pinned_room.append(room)
+        self.pins.append((self.capacity.take(gang, PodKey(f"{pod}#pinned"), node, room), room))
         self.free = self.free - room
 
     def pinned_nodes(self) -> tuple[NodeName, ...]:
-        return tuple(sorted({node for placement in self.pins
+        return tuple(sorted({node for placement, _ in self.pins
                              for _, node in placement.assignments}))
 
     @contextmanager
     def unpinned(self) -> Iterator[None]:
         """The capacity with the pinned room given back, pinned again on leaving."""
-        pins, rooms = list(self.pins), list(self.pinned_room)
-        for placement in pins:
+        for placement, _ in self.pins:
             self.capacity.release(placement)
         try:
             yield
         finally:
-            for placement, room in zip(pins, rooms, strict=True):
+            for placement, room in self.pins:
                 (pod, node), = placement.assignments
                 self.capacity.take(placement.gang, pod, node, room)
 
