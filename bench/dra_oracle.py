@@ -11,16 +11,12 @@ allocator disagrees. Exits 1 when any pair disagrees.
 from __future__ import annotations
 
 import argparse
-import random
 import sys
-import time
 from pathlib import Path
 
-import pykube
-
-from bench.harness import report_verdicts, say, work_directory
-from devcluster.controlplane import ClusterOptions, running_cluster
-from tests.e2e import dra_oracle, oracle
+from bench.harness import run_oracle
+from devcluster.controlplane import ClusterOptions
+from tests.e2e import dra_oracle
 
 RESULTS = Path(__file__).parent / "results" / "dra_oracle.json"
 NAMESPACE = "dra-oracle"
@@ -33,18 +29,13 @@ def main() -> int:
     parser.add_argument("--claims", type=int, default=100)
     parser.add_argument("--workdir", type=Path, default=None)
     args = parser.parse_args()
-    seed = args.seed if args.seed is not None else oracle.seed()
-    say(f"{oracle.SEED_VARIABLE}={seed}: {args.nodes} nodes by {args.claims} claims")
-    started = time.monotonic()
-    options = ClusterOptions(nodes=0, with_kube_scheduler=True, with_controller_manager=True)
-    with work_directory(args.workdir, "gangsched-dra-oracle-") as workdir, \
-            running_cluster(workdir / "cluster", options) as cluster:
-        pykube.Namespace(cluster.client, {"apiVersion": "v1", "kind": "Namespace",
-                                          "metadata": {"name": NAMESPACE}}).create()
-        verdicts = dra_oracle.run(cluster, NAMESPACE, random.Random(seed),
-                                  nodes=args.nodes, claims=args.claims)
-    return report_verdicts(RESULTS, seed, "make bench-dra-oracle",
-                           {"nodes": args.nodes, "claims": args.claims}, verdicts, started)
+    return run_oracle(
+        RESULTS, NAMESPACE, "make bench-dra-oracle",
+        {"nodes": args.nodes, "claims": args.claims},
+        ClusterOptions(nodes=0, with_kube_scheduler=True, with_controller_manager=True),
+        lambda cluster, rng: dra_oracle.run(cluster, NAMESPACE, rng, nodes=args.nodes,
+                                            claims=args.claims),
+        seed=args.seed, workdir=args.workdir)
 
 
 if __name__ == "__main__":

@@ -10,15 +10,11 @@ disagrees. Exits 1 when any pair disagrees.
 from __future__ import annotations
 
 import argparse
-import random
 import sys
-import time
 from pathlib import Path
 
-import pykube
-
-from bench.harness import report_verdicts, say, work_directory
-from devcluster.controlplane import ClusterOptions, running_cluster
+from bench.harness import run_oracle
+from devcluster.controlplane import ClusterOptions
 from tests.e2e import oracle
 
 RESULTS = Path(__file__).parent / "results" / "fit_oracle.json"
@@ -32,18 +28,11 @@ def main() -> int:
     parser.add_argument("--pods", type=int, default=200)
     parser.add_argument("--workdir", type=Path, default=None)
     args = parser.parse_args()
-    seed = args.seed if args.seed is not None else oracle.seed()
-    say(f"{oracle.SEED_VARIABLE}={seed}: {args.nodes} nodes by {args.pods} pods")
-    started = time.monotonic()
-    options = ClusterOptions(nodes=0, with_kube_scheduler=True)
-    with work_directory(args.workdir, "gangsched-oracle-") as workdir, \
-            running_cluster(workdir / "cluster", options) as cluster:
-        pykube.Namespace(cluster.client, {"apiVersion": "v1", "kind": "Namespace",
-                                          "metadata": {"name": NAMESPACE}}).create()
-        verdicts = oracle.run(cluster, NAMESPACE, random.Random(seed),
-                              nodes=args.nodes, pods=args.pods)
-    return report_verdicts(RESULTS, seed, "make bench-oracle",
-                           {"nodes": args.nodes, "pods": args.pods}, verdicts, started)
+    return run_oracle(
+        RESULTS, NAMESPACE, "make bench-oracle", {"nodes": args.nodes, "pods": args.pods},
+        ClusterOptions(nodes=0, with_kube_scheduler=True),
+        lambda cluster, rng: oracle.run(cluster, NAMESPACE, rng, nodes=args.nodes, pods=args.pods),
+        seed=args.seed, workdir=args.workdir)
 
 
 if __name__ == "__main__":

@@ -13,6 +13,7 @@ import json
 import math
 import os
 import platform
+import random
 import signal
 import subprocess
 import sys
@@ -21,7 +22,7 @@ import threading
 import time
 import urllib.request
 from collections import Counter
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -31,7 +32,13 @@ from typing import Any
 import pykube
 import requests
 
-from devcluster.controlplane import LocalCluster, NodeShape, free_port
+from devcluster.controlplane import (
+    ClusterOptions,
+    LocalCluster,
+    NodeShape,
+    free_port,
+    running_cluster,
+)
 from tests.e2e import oracle
 
 GROUP_LABEL = "scheduling.gangsched.io/pod-group"
@@ -518,6 +525,24 @@ def node_shape(gpus: int) -> NodeShape:
 def shape_figures(shape: NodeShape) -> dict[str, Any]:
     return {"cpu": shape.cpu, "memory": shape.memory, "nvidia.com/gpu": shape.gpus,
             "pods": shape.pods}
+
+
+def run_oracle(
+    results: Path, namespace: str, replay: str, sizes: Mapping[str, int],
+    options: ClusterOptions, run: Callable[[LocalCluster, random.Random], Sequence[oracle.Verdict]],
+    seed: int | None = None, workdir: Path | None = None,
+) -> int:
+    """One oracle run on a fresh control plane: a namespace for its objects, ``run`` to
+    ask both sides, and the figures written to ``results``; 1 if any pair disagreed."""
+    seed = seed if seed is not None else oracle.seed()
+    say(f"{oracle.SEED_VARIABLE}={seed}: " + ", ".join(f"{v} {k}" for k, v in sizes.items()))
+    started = time.monotonic()
+    with work_directory(workdir, f"gangsched-{namespace}-") as directory, \
+            running_cluster(directory / "cluster", options) as cluster:
+        pykube.Namespace(cluster.client, {"apiVersion": "v1", "kind": "Namespace",
+                                          "metadata": {"name": namespace}}).create()
+        verdicts = run(cluster, random.Random(seed))
+    return report_verdicts(results, seed, replay, sizes, verdicts, started)
 
 
 def report_verdicts(path: Path, seed: int, replay: str, sizes: Mapping[str, int],
