@@ -17,6 +17,7 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any, NoReturn
 
+from gangsched.core.disks import disk_labels, disk_terms, inline_disks
 from gangsched.core.model import (
     DEFAULT_QUEUE,
     Claim,
@@ -202,6 +203,9 @@ def pod_from_api(obj: Mapping[str, Any]) -> Pod:
     affinity = _pod_terms(spec, "podAffinity", labels, namespace, where)
     anti_affinity = _pod_terms(spec, "podAntiAffinity", labels, namespace, where)
     ports = _host_ports(spec, where)
+    disks = inline_disks(
+        _mapping(item, where, f"spec.volumes[{index}]")
+        for index, item in enumerate(_list(spec.get("volumes"), where, "spec.volumes")))
     return Pod(
         key=PodKey(f"{namespace}/{name}"),
         requests=_effective_requests(spec, status, where),
@@ -217,8 +221,8 @@ def pod_from_api(obj: Mapping[str, Any]) -> Pod:
         terminating=meta.get("deletionTimestamp") is not None,
         gates=_gates(spec, where),
         preempts=spec.get("preemptionPolicy") != "Never",
-        labels=labels + port_labels(ports),
-        anti_affinity=anti_affinity + port_terms(ports),
+        labels=labels + port_labels(ports) + disk_labels(disks),
+        anti_affinity=anti_affinity + port_terms(ports) + disk_terms(disks),
         affinity=affinity,
         spread=_spread(spec, labels, where),
         preferred=_preferred_terms(spec, labels, namespace, where),

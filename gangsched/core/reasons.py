@@ -721,6 +721,9 @@ def _block_text(block: RuleBlock) -> str:
         case "host port":
             whose = f" by pod {other}" if other else ""
             return f"{block.node}: host port {block.topology_key} taken{whose}"
+        case "disk":
+            whose = f" by pod {other}" if other else ""
+            return f"{block.node}: disk {block.topology_key} in use{whose}"
         case "pod anti-affinity":
             with_whom = f" with pod {other}" if other else ""
             return f"{block.node}: anti-affinity{with_whom} in {where}"

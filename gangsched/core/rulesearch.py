@@ -15,15 +15,16 @@ the policy); backtracking is bounded by a work budget, as the other search.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 from gangsched.core.interpod import PodRule, Refusal, Residents, RuleCounts, term_selects
 from gangsched.core.model import NodeName, Pod, PodAffinityTerm, Policy
 from gangsched.core.nodefit import PER_NODE_LABELS, uses_node_name
+from gangsched.core.nodelocal import rule_of_term
 from gangsched.core.packing import SEARCH_MAX_PODS
-from gangsched.core.ports import HOST_PORT_RULE, port_of_term
 from gangsched.core.reasons import RuleBlock
+from gangsched.core.resources import Resources
 from gangsched.core.room import (
     UNBOUNDED,
     blamed_resource,
@@ -122,52 +123,67 @@ class _Search:
 
     # ------------------------------------------------------------ choices
 
-    def _candidates(self, pod: Pod) -> list[NodeName]:
+    def _candidates(self, pod: Pod) -> list[tuple[NodeName, object]]:
         """One node per set of interchangeable nodes with room for the pod: one unmarked
-        node per (kind, free) group, and every marked node alone."""
+        node per (kind, free) group, and every marked node alone; each with what its
+        rule figures depend on (an unmarked node's kind, as its counts on per-node keys
+        are all zero; else the node itself)."""
         nodes = self.nodes
         shape = nodes.shape(pod.requests, pod.rules)
         marked = self.counts.marked(self.per_node) if self.per_node else set()
         marked.update(self.mine)
         groups = list(shape.for_spread())
-        found: list[NodeName] = []
+        found: list[tuple[NodeName, object]] = []
         if uses_node_name(pod.rules):
             for kind, free in groups:
-                found.extend(name for name in nodes.classes[kind][free]
+                found.extend((name, name) for name in nodes.classes[kind][free]
                              if shape.admits(kind, name))
             return found
         for kind, free in groups:
             for name in nodes.classes[kind][free]:
                 if name not in marked:
-                    found.append(name)
+                    found.append((name, kind))
                     break
         if marked:
             open_groups = set(groups)
             kind_of = nodes.index.kind_of
-            found.extend(name for name in sorted(marked)
+            found.extend((name, name) for name in sorted(marked)
                          if (kind_of[name], nodes.free[name]) in open_groups)
         return found
 
     def _options(self, position: int) -> list[NodeName]:
+        """The candidates for the member, best first, not yet asked whether the rules
+        allow them (see :meth:`_allowed`): the search mostly takes the first allowed."""
         pod = self.pods[position]
         index = self.kind_of[position]
         items = tuple(sorted(pod.requests.amounts.items()))
+        counts, free_of, mine = self.counts, self.nodes.free, self.mine
+        rooms: dict[Resources, tuple[int, int]] = {}
+        figures: dict[object, tuple[int, int]] = {}
         ranked = []
-        for order, name in enumerate(self._candidates(pod)):
+        for order, (name, alike) in enumerate(self._candidates(pod)):
             self.steps += 1
             if self.steps > self.budget:
                 raise _Exhausted
-            if self.counts.refusal(index, name) is not None:
-                continue
-            free = self.nodes.free[name]
-            room = fit_count(free, items)
-            used = self.mine.get(name, 0)
-            taste = (-min(used, 1), room) if self.binpack else (used, -room)
-            ranked.append(((self.counts.domain_count(index, name),
-                            -self.counts.preference(index, name),
-                            stranded_devices(free, pod.requests), *taste, order), name))
+            free = free_of[name]
+            room = rooms.get(free)
+            if room is None:
+                room = rooms[free] = (fit_count(free, items), stranded_devices(free, pod.requests))
+            rule = figures.get(alike)
+            if rule is None:
+                rule = figures[alike] = (counts.domain_count(index, name),
+                                         -counts.preference(index, name))
+            used = mine.get(name, 0)
+            taste = (-min(used, 1), room[0]) if self.binpack else (used, -room[0])
+            ranked.append(((*rule, room[1], *taste, order), name))
         ranked.sort()
         return [name for _, name in ranked]
+
+    def _allowed(self, position: int, options: list[NodeName]) -> Iterator[NodeName]:
+        """The options the inter-pod rules allow the member now, in order; asked lazily,
+        as the search state is the same whenever the next one is asked."""
+        index, counts = self.kind_of[position], self.counts
+        return (name for name in options if counts.refusal(index, name) is None)
 
     # ------------------------------------------------------------ search
 
@@ -180,14 +196,15 @@ class _Search:
                 return True
             if position >= size or placed + size - position < self.need:
                 return False
-            options = self._options(position)
-            if not options and self.blocked is None:
-                self.blocked = self._diagnose(position, placed)
-            for node in options:
+            tried = False
+            for node in self._allowed(position, self._options(position)):
+                tried = True
                 self._put(position, node)
                 if visit(position + 1, placed + 1):
                     return True
                 self._take_back()
+            if not tried and self.blocked is None:
+                self.blocked = self._diagnose(position, placed)
             end = self.run_end[position]
             return placed + size - end >= self.need and visit(end, placed)
 
@@ -203,9 +220,9 @@ class _Search:
         try:
             for position in range(size):
                 if position not in taken:
-                    options = self._options(position)
-                    if options:
-                        self._put(position, options[0])
+                    first = next(self._allowed(position, self._options(position)), None)
+                    if first is not None:
+                        self._put(position, first)
         except _Exhausted:
             pass  # the minimum is placed; the extras wait for the next cycle
         return [(self.pods[position], node) for position, node in self.chosen]
@@ -219,9 +236,9 @@ class _Search:
         for position in range(size):
             if placed >= self.need:
                 break
-            options = self._options(position)
-            if options:
-                self._put(position, options[0])
+            first = next(self._allowed(position, self._options(position)), None)
+            if first is not None:
+                self._put(position, first)
                 placed += 1
                 continue
             if self.blocked is None:
@@ -273,10 +290,10 @@ class _Search:
 
     def _block(self, pod: Pod, node: NodeName, refusal: Refusal) -> RuleBlock:
         other, term = _blamed(self.counts.residents, pod, refusal)
-        port = port_of_term(term) if term is not None else None
+        held = rule_of_term(term) if term is not None else None
         return RuleBlock(
-            node=node, rule=HOST_PORT_RULE if port else refusal.rule.value,
-            topology_key=port or refusal.topology_key,
+            node=node, rule=held[0] if held else refusal.rule.value,
+            topology_key=held[1] if held else refusal.topology_key,
             domain=refusal.domain, other=other.key if other else None,
             same_gang=other is not None and other.gang is not None and other.gang == pod.gang,
             max_skew=refusal.max_skew, skew=refusal.skew,
@@ -294,7 +311,7 @@ def _blamed(
     residents: Residents, pod: Pod, refusal: Refusal
 ) -> tuple[Pod | None, PodAffinityTerm | None]:
     """A pod in the refused domain that the refusing rule reads, to name in the reason,
-    and the term that reads it (a host port's, when a port is what they share)."""
+    and the term that reads it (a host port's or a disk's, when that is what they share)."""
     key, value = refusal.topology_key, refusal.domain
     labels = residents.labels
 

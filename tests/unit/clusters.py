@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 
+from gangsched.core.kubeobjects import pod_from_api
 from gangsched.core.model import (
     Gang,
     GangKey,
@@ -270,3 +272,19 @@ def tight_instances(
     min_member = draw(st.sampled_from([len(members), len(members), len(members) - 1, 1]))
     policy = draw(st.sampled_from([Policy.BINPACK, Policy.SPREAD]))
     return Snapshot.build(nodes, []), gang("ns/g", members, min_member=min_member, policy=policy)
+
+
+def pod_read_from_api(name: str, spec: Mapping[str, Any], on: str | None = None,
+                      namespace: str = "ns") -> Pod:
+    """A pod of ``spec`` read as the scheduler reads it: running on ``on``, else pending;
+    its one container asks a cpu unless ``spec`` says otherwise."""
+    full: dict[str, Any] = {
+        "containers": [{"name": "main", "resources": {"requests": {"cpu": "1"}}}], **spec}
+    if on:
+        full["nodeName"] = on
+    return pod_from_api({
+        "metadata": {"name": name, "namespace": namespace,
+                     "creationTimestamp": "2024-05-01T12:00:00Z"},
+        "spec": full,
+        "status": {"phase": "Running" if on else "Pending"},
+    })

@@ -18,6 +18,7 @@ from gangsched.core.reasons import PodRulesUnmet, render
 from gangsched.core.resources import Resources
 from gangsched.feed import Feed
 from gangsched.mirror import Mirror
+from tests.unit.clusters import pod_read_from_api
 
 HOST = "kubernetes.io/hostname"
 
@@ -38,20 +39,11 @@ def port(number: int, protocol: str | None = None, ip: str | None = None) -> dic
 
 def api_pod(name: str, *ports: dict[str, Any], on: str | None = None, namespace: str = "ns",
             init: list[dict[str, Any]] | None = None) -> Pod:
-    spec: dict[str, Any] = {
-        "containers": [{"name": "main", "resources": {"requests": {"cpu": "1"}},
-                        "ports": list(ports)}],
-    }
+    container = {"name": "main", "resources": {"requests": {"cpu": "1"}}, "ports": list(ports)}
+    spec: dict[str, Any] = {"containers": [container]}
     if init is not None:
         spec["initContainers"] = init
-    if on:
-        spec["nodeName"] = on
-    return pod_from_api({
-        "metadata": {"name": name, "namespace": namespace,
-                     "creationTimestamp": "2024-05-01T12:00:00Z"},
-        "spec": spec,
-        "status": {"phase": "Running" if on else "Pending"},
-    })
+    return pod_read_from_api(name, spec, on, namespace)
 
 
 def gang(job: str, *pods: Pod) -> Gang:
