@@ -129,6 +129,32 @@ def _with_host_ports(rng: random.Random, containers: Sequence[dict[str, Any]]) -
         rng.choice(containers).setdefault("ports", []).append(port)
 
 
+def _inline_disk(rng: random.Random) -> dict[str, Any]:
+    read_only = rng.random() < 0.4
+    match rng.choice(("gce", "ebs", "iscsi", "rbd")):
+        case "gce":
+            return {"gcePersistentDisk": {"pdName": rng.choice(("pd-a", "pd-b")),
+                                          "readOnly": read_only}}
+        case "ebs":
+            return {"awsElasticBlockStore": {"volumeID": rng.choice(("vol-a", "vol-b"))}}
+        case "iscsi":
+            return {"iscsi": {"targetPortal": "10.2.0.1:3260", "lun": 0, "readOnly": read_only,
+                              "iqn": rng.choice(("iqn.2020-01.io.example:a",
+                                                 "iqn.2020-01.io.example:b"))}}
+    monitors = rng.sample(["10.3.0.1:6789", "10.3.0.2:6789", "10.3.0.3:6789"], rng.choice((1, 2)))
+    return {"rbd": {"monitors": monitors, "image": rng.choice(("img-a", "img-b")),
+                    "readOnly": read_only}}
+
+
+def _with_inline_disks(rng: random.Random, spec: dict[str, Any]) -> None:
+    """Now and then, inline disks from a few, so that pods meet on them (read-only or
+    not), as kube-scheduler's VolumeRestrictions reads them."""
+    if rng.random() >= 0.2:
+        return
+    spec["volumes"] = [{"name": f"disk-{i}", **_inline_disk(rng)}
+                       for i in range(rng.choice((1, 1, 2)))]
+
+
 def _requirement(rng: random.Random) -> dict[str, Any]:
     operator = rng.choice(OPERATORS)
     key = rng.choice(("tier", "rank", "topology.kubernetes.io/zone"))
@@ -259,6 +285,7 @@ def pod_spec(rng: random.Random) -> dict[str, Any]:
         extra = {"restartPolicy": "Always"} if rng.random() < 0.5 else {}
         inits.append(_container(rng, f"init{i}", **extra))
     _with_host_ports(rng, [*spec["containers"], *inits])
+    _with_inline_disks(rng, spec)
     if inits:
         spec["initContainers"] = inits
     if rng.random() < 0.3:
@@ -460,6 +487,7 @@ def place_existing(cluster: LocalCluster, namespace: str, rng: random.Random,
                                     "tolerations": [{"operator": "Exists"}]}
             if inter_pod:
                 _with_host_ports(rng, spec["containers"])
+                _with_inline_disks(rng, spec)
             if inter_pod and rng.random() < 0.3:
                 spec["affinity"] = {"podAntiAffinity": {
                     "requiredDuringSchedulingIgnoredDuringExecution": [_pod_term(rng)]}}
