@@ -12,8 +12,16 @@ claim someone else allocated meanwhile refuses the write (409) instead of
 being allocated twice. A claim that had its allocation only gets the pods
 added to ``reservedFor`` (merged by UID, so other holders stay).
 
+A pod's extended resources that devices serve (``example.com/gpu: 2`` on
+a node that does not list it) get a claim of the pod's first, made as
+kube-scheduler makes it (see :mod:`gangsched.core.dra.extended`): created
+with the finalizer, then allocated and reserved like any claim, then named
+in the pod's ``status.extendedResourceClaimStatus`` so the kubelet knows
+which devices serve which container.
+
 If any claim of a gang cannot be written, the gang is not bound, and what
-was written for it is taken back (:meth:`ClaimWriter.undo`).
+was written for it is taken back (:meth:`ClaimWriter.undo`): a claim made
+for a pod is deleted, and the pod's status no longer names it.
 """
 
 from __future__ import annotations
@@ -30,6 +38,7 @@ from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from gangsched.binder import FIELD_MANAGER
+from gangsched.core.dra.extended import claim_manifest
 from gangsched.core.dra.parse import allocation_to_api
 from gangsched.core.dra.placing import ClaimWrite
 from gangsched.dispatcher import Answer, Call, Dispatcher, Rank, answer_of, status_message
@@ -56,11 +65,19 @@ class ClaimWriter:
 
     def __init__(self, api: client.ApiClient, dispatcher: Dispatcher) -> None:
         self._resource = client.ResourceV1Api(api)
+        self._core = client.CoreV1Api(api)
         self._dispatcher = dispatcher
+        self._created: dict[str, str] = {}
+        """Claims made for pods, by their placeholder keys, while :meth:`undo` may still
+        have to delete them (a write of the same gang was refused)."""
 
     async def write(self, writes: Sequence[ClaimWrite]) -> list[Answer]:
         """Write every claim of a gang, concurrently; one answer per write, in order."""
-        return await self._each(writes, "allocate", self._write_one)
+        answers = await self._each(writes, "allocate", self._write_one)
+        if all(answer.accepted for answer in answers):
+            for write in writes:
+                self._created.pop(write.claim, None)
+        return answers
 
     async def _each(self, writes: Sequence[ClaimWrite], verb: str,
                     call: Callable[[ClaimWrite], Awaitable[Answer]]) -> list[Answer]:
@@ -86,13 +103,51 @@ class ClaimWriter:
                             detail=answer.detail[:200])
 
     async def _write_one(self, write: ClaimWrite) -> Answer:
-        namespace, name = write.claim.split("/", 1)
-        version = write.resource_version
+        if write.create is not None:
+            return await self._write_extended(write)
+        return await self._allocate(write, *write.claim.split("/", 1))
+
+    async def _write_extended(self, write: ClaimWrite) -> Answer:
+        """Create the pod's claim, allocate and reserve it, name it in the pod's status; a
+        step refused deletes what the earlier ones made, so the answer is all or nothing."""
+        create = write.create
+        assert create is not None
+        namespace = write.claim.split("/", 1)[0]
+        body = claim_manifest(namespace, create)
+        body["metadata"]["finalizers"] = [DELETE_PROTECTION]  # type: ignore[index]
+        answer, made = await self._sent(self._resource.create_namespaced_resource_claim(
+            namespace, body, field_manager=FIELD_MANAGER, _preload_content=False))
+        if not answer.accepted:
+            return answer
+        metadata = made.get("metadata") or {}
+        name = str(metadata.get("name"))
+        log.info("extended_resource_claim_created", claim=f"{namespace}/{name}",
+                 pod=create.pod)
+        allocated = await self._allocate(write, namespace, name,
+                                         str(metadata.get("resourceVersion") or ""))
+        if allocated.accepted:
+            allocated = await answer_of(self._core.patch_namespaced_pod_status(
+                create.pod, namespace, {"status": {"extendedResourceClaimStatus": {
+                    "resourceClaimName": name,
+                    "requestMappings": [{"containerName": m.container, "resourceName": m.resource,
+                                         "requestName": m.request} for m in create.mappings],
+                }}}, field_manager=FIELD_MANAGER, _preload_content=False))
+        if not allocated.accepted:
+            await self._delete_extended(namespace, name, create.pod, named=False)
+            return allocated
+        self._created[write.claim] = name
+        return allocated
+
+    async def _allocate(self, write: ClaimWrite, namespace: str, name: str,
+                        version: str | None = None) -> Answer:
+        """The finalizer (for a claim allocated now), then allocation and reservations."""
+        version = write.resource_version if version is None else version
         status: dict[str, Any] = {"reservedFor": _reserved(write)}
         if write.allocation is not None:
-            answer, version = await self._protect(namespace, name, version)
-            if not answer.accepted:
-                return answer
+            if write.create is None:
+                answer, version = await self._protect(namespace, name, version)
+                if not answer.accepted:
+                    return answer
             status["allocation"] = allocation_to_api(write.allocation)
         body: dict[str, Any] = {"status": status}
         if write.allocation is not None and version:
@@ -105,25 +160,53 @@ class ClaimWriter:
         body: dict[str, Any] = {"metadata": {"finalizers": [DELETE_PROTECTION]}}
         if version:
             body["metadata"]["resourceVersion"] = version
+        answer, claim = await self._sent(self._resource.patch_namespaced_resource_claim(
+            name, namespace, body, field_manager=FIELD_MANAGER, _preload_content=False))
+        metadata = claim.get("metadata") or {}
+        return answer, str(metadata.get("resourceVersion") or version)
+
+    @staticmethod
+    async def _sent(request: Awaitable[Any]) -> tuple[Answer, dict[str, Any]]:
+        """The answer to a request, and the object the API server returned (empty when
+        refused)."""
         try:
-            response = await self._resource.patch_namespaced_resource_claim(
-                name, namespace, body, field_manager=FIELD_MANAGER, _preload_content=False)
+            response = await request
         except ApiException as error:
             detail = error.body if isinstance(error.body, str) else str(error.reason)
-            return Answer(error.status or 0, status_message(detail)[:300]), version
+            return Answer(error.status or 0, status_message(detail)[:300]), {}
         except (TimeoutError, aiohttp.ClientError) as error:
-            return Answer(0, str(error) or type(error).__name__), version
+            return Answer(0, str(error) or type(error).__name__), {}
         try:
             text = await response.read()
         finally:
             response.release()
         if not 200 <= response.status <= 299:
-            return Answer(response.status, status_message(text.decode())[:300]), version
-        metadata = orjson.loads(text).get("metadata") or {}
-        return Answer(response.status), str(metadata.get("resourceVersion") or version)
+            return Answer(response.status, status_message(text.decode())[:300]), {}
+        return Answer(response.status), orjson.loads(text)
+
+    async def _delete_extended(self, namespace: str, name: str, pod: str, *,
+                               named: bool) -> Answer:
+        """Delete a claim made for a pod: its finalizer first (it holds only ours), so it
+        goes at once; and, when the pod's status names it (``named``), the name too."""
+        answer = await answer_of(self._resource.patch_namespaced_resource_claim(
+            name, namespace, {"metadata": {"finalizers": None}}, field_manager=FIELD_MANAGER,
+            _preload_content=False))
+        if answer.accepted or answer.status == 404:
+            answer = await answer_of(self._resource.delete_namespaced_resource_claim(
+                name, namespace, _preload_content=False))
+        if named and (answer.accepted or answer.status == 404):
+            answer = await answer_of(self._core.patch_namespaced_pod_status(
+                pod, namespace, {"status": {"extendedResourceClaimStatus": None}},
+                field_manager=FIELD_MANAGER, _preload_content=False))
+        return answer
 
     async def _undo_one(self, write: ClaimWrite) -> Answer:
         namespace, name = write.claim.split("/", 1)
+        if write.create is not None:
+            made = self._created.pop(write.claim, None)
+            if made is None:
+                return Answer(404, f"no claim was made for pod {write.create.pod}")
+            return await self._delete_extended(namespace, made, write.create.pod, named=True)
         status: dict[str, Any] = {
             "reservedFor": [{"uid": consumer.uid, "$patch": "delete"}
                             for consumer in write.consumers]}

@@ -31,6 +31,9 @@ __all__ = ["DeviceCache"]
 class _Assumed:
     allocation: Allocation | None
     reserved: tuple[str, ...]
+    made_for: str = ""
+    """The pod whose extended resource claim is being created: until the watch shows
+    the claim, it is counted under its placeholder key."""
 
 
 @dataclass
@@ -83,13 +86,22 @@ class DeviceCache:
 
     # ---- claims -------------------------------------------------------------------
     def set_claim(self, claim: Claim) -> bool:
-        """A claim as the watch reports it; an assumption it now shows is done."""
+        """A claim as the watch reports it; an assumption it now shows is done. A claim
+        made for a pod takes over what was assumed under its placeholder."""
         changed = self.claims.get(claim.key) != claim
         self.claims[claim.key] = claim
+        if claim.extended_for:
+            self._adopt(claim)
         assumed = self.assumed.get(claim.key)
         if assumed is not None and _shows(claim, assumed):
             del self.assumed[claim.key]
         return self._changed(changed)
+
+    def _adopt(self, claim: Claim) -> None:
+        for key, assumed in list(self.assumed.items()):
+            if assumed.made_for == claim.extended_for and key != claim.key:
+                del self.assumed[key]
+                self.assumed[claim.key] = replace(assumed, made_for="")
 
     def remove_claim(self, key: ClaimKey) -> bool:
         self.assumed.pop(key, None)
@@ -106,7 +118,8 @@ class DeviceCache:
             allocation = write.allocation or (before.allocation if before else None)
             reserved = (*(before.reserved if before else ()),
                         *(consumer.uid for consumer in write.consumers))
-            self.assumed[write.claim] = _Assumed(allocation, reserved)
+            made_for = write.create.pod_uid if write.create is not None else ""
+            self.assumed[write.claim] = _Assumed(allocation, reserved, made_for)
         self._changed(bool(writes))
 
     def forget(self, claims: tuple[ClaimKey, ...]) -> None:
@@ -136,7 +149,10 @@ class DeviceCache:
         claims = dict(self.claims)
         for key, assumed in self.assumed.items():
             claim = claims.get(key)
-            if claim is not None:
+            if claim is None and assumed.made_for:
+                claims[key] = Claim(key, allocation=assumed.allocation,
+                                    reserved_for=assumed.reserved, extended_for=assumed.made_for)
+            elif claim is not None:
                 reserved = (*claim.reserved_for,
                             *(uid for uid in assumed.reserved if uid not in claim.reserved_for))
                 claims[key] = replace(claim, allocation=claim.allocation or assumed.allocation,

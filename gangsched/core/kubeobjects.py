@@ -24,6 +24,7 @@ from gangsched.core.model import (
     ClaimKey,
     ClaimRef,
     DisruptionBudget,
+    ExtendedRequest,
     Flavor,
     GangKey,
     GroupClaim,
@@ -53,7 +54,14 @@ from gangsched.core.model import (
 )
 from gangsched.core.ports import ANY_ADDRESS, HostPort, port_labels, port_terms
 from gangsched.core.quantity import QuantityError, canonical_amount
-from gangsched.core.resources import CPU, MEMORY, PODS, Capability, Resources
+from gangsched.core.resources import (
+    CPU,
+    MEMORY,
+    PODS,
+    Capability,
+    Resources,
+    device_backable,
+)
 
 __all__ = [
     "COSCHEDULING_LABEL", "GROUP_LABEL", "POLICY_ANNOTATION", "PREEMPTIBLE_ANNOTATIONS",
@@ -230,7 +238,33 @@ def pod_from_api(obj: Mapping[str, Any]) -> Pod:
         claims=_claims(spec, where),
         resource_claims=_pod_claims(spec, status, namespace, where),
         uid=str(meta.get("uid") or ""),
+        extended_requests=_extended_requests(spec, where),
     )
+
+
+def _extended_requests(spec: Mapping[str, object], where: str) -> tuple[ExtendedRequest, ...]:
+    """Each container's requests of resources a DeviceClass could serve, with the places
+    that name the requests of the claim made for them (see core.dra.extended)."""
+    found = []
+    index = 0
+    for field in ("initContainers", "containers"):
+        for cname, container in _containers(spec, field, where):
+            path = f"container '{cname}'"
+            resources = _mapping(container.get("resources"), where, f"{path} resources")
+            merged = {**_mapping(resources.get("limits"), where, f"{path} limits"),
+                      **_mapping(resources.get("requests"), where, f"{path} requests")}
+            names = sorted(merged)
+            for slot, name in enumerate(names):
+                if not device_backable(name):
+                    continue
+                amount = _resources({name: merged[name]}, where, f"{path} requests").get(name)
+                if amount:
+                    found.append(ExtendedRequest(
+                        cname, index, name, slot, amount,
+                        init=field == "initContainers"
+                        and container.get("restartPolicy") != "Always"))
+            index += 1
+    return tuple(found)
 
 
 def _claims(spec: Mapping[str, object], where: str) -> tuple[ClaimRef, ...]:

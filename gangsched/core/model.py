@@ -206,6 +206,26 @@ class PodClaim:
 
 
 @dataclass(frozen=True, slots=True)
+class ExtendedRequest:
+    """A container's request of an extended resource (``example.com/gpu: 2``), kept per
+    container: where no node lists the resource but a DeviceClass names it, devices of
+    that class serve it, through a claim made for the pod with one request per
+    container, named after the container's place and the resource's, as kube-scheduler
+    names them."""
+
+    container: str
+    index: int
+    """The container's place among the init containers, then the containers."""
+    resource: str
+    slot: int
+    """The resource's place among the container's requests, sorted by name."""
+    count: int
+    init: bool = False
+    """An init container that runs to completion before the others start (no sidecar):
+    it may use devices asked for by the containers after it."""
+
+
+@dataclass(frozen=True, slots=True)
 class ClaimRef:
     """A volume of a pod that a PersistentVolumeClaim backs, in the pod's namespace."""
 
@@ -346,6 +366,8 @@ class Pod:
     """Its ResourceClaims (dynamic resource allocation): placed with their devices."""
     uid: str = ""
     """The pod's UID, which a claim's ``reservedFor`` names."""
+    extended_requests: tuple[ExtendedRequest, ...] = ()
+    """Its containers' requests of extended resources, which devices may serve."""
 
     @property
     def namespace(self) -> str:

@@ -144,7 +144,7 @@ class Capacity:
             return Unplaceable(gang.key, missing)
         if not pending:
             return Placement(gang.key, ())
-        if any(pod.resource_claims for pod in pending):
+        if any(pod.resource_claims or self._served_by_devices(pod) for pod in pending):
             return self._place_with_devices(gang, need, policy)
         if self._under_rules(pending):
             return self._place_under_rules(gang, need, policy)
@@ -265,6 +265,13 @@ class Capacity:
 
     # ------------------------------------------------------------ devices
 
+    def _served_by_devices(self, pod: Pod) -> bool:
+        """Whether a DeviceClass names one of the pod's extended resources: devices may
+        serve it where a node does not list it, so the pod is placed with devices."""
+        extended = self._devices.inventory.extended
+        return bool(extended) and any(
+            entry.resource in extended for entry in pod.extended_requests)
+
     def _place_with_devices(self, gang: Gang, need: int, policy: Policy) -> Decision:
         """A gang whose pods claim devices: nodes and devices together (see
         :mod:`gangsched.core.dra.placing`), pod by pod; consumed only when whole.
@@ -278,7 +285,8 @@ class Capacity:
                                f"gangsched does not place together yet")
         nodes = self._nodes
         room = NodeRoom(partial(allowed_nodes, nodes), nodes.free.__getitem__,
-                        lambda name: dict(nodes.index.nodes[name].node.labels))
+                        lambda name: dict(nodes.index.nodes[name].node.labels),
+                        lambda name: nodes.index.nodes[name].node.allocatable)
         answer = self._devices.place(gang, need, room, policy)
         if not isinstance(answer, DevicePlacement):
             return Unplaceable(gang.key, answer)

@@ -351,6 +351,9 @@ class DevicesShort:
     unreadable: str | None = None
     """A slice of one of those nodes that could not be read, and why: its devices are
     not offered until its driver publishes it readable."""
+    resource: str = ""
+    """The extended resource the request serves, when it is of the claim made for the
+    pod's extended resources (``claim`` is then empty: it is not created yet)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -637,9 +640,15 @@ def _devices_short_text(reason: DevicesShort) -> str:
 
 
 def _devices_offer_text(reason: DevicesShort) -> str:
-    where = f" in one {reason.attribute}" if reason.attribute else ""
-    head = (f"pod {reason.pod}: ResourceClaim {reason.claim} request {reason.request} needs "
-            f"{_plural(reason.need, 'device')} of class {reason.device_class}{where}")
+    if reason.resource:
+        # An extended resource served by devices is said in its own terms: the pod asks
+        # ``example.com/gpu: 2``, not a claim it never named.
+        head = (f"pod {reason.pod} asks {reason.resource}: {reason.need}, which no node "
+                f"lists and devices of class {reason.device_class} serve")
+    else:
+        where = f" in one {reason.attribute}" if reason.attribute else ""
+        head = (f"pod {reason.pod}: ResourceClaim {reason.claim} request {reason.request} "
+                f"needs {_plural(reason.need, 'device')} of class {reason.device_class}{where}")
     if reason.minimum:
         head = (f"gang {reason.gang} found devices for {reason.placed} of the "
                 f"{reason.minimum} members it needs at once; {head}")
@@ -647,9 +656,13 @@ def _devices_offer_text(reason: DevicesShort) -> str:
         return f"{head}, and no node has room for the pod otherwise"
     if reason.best_node is None:
         return f"{head}: none of the {_plural(reason.nodes, 'node')} with room for the pod has one"
+    offer = f"of {_plural(reason.nodes, 'node')} with room for the pod, the best"
+    if reason.resource:
+        return (f"{head}: {offer} has {reason.resource}: {reason.best_free} of "
+                f"{reason.best_total} devices free on {reason.best_node}")
     group = f" in {reason.best_group}" if reason.best_group else ""
-    return (f"{head}: of {_plural(reason.nodes, 'node')} with room for the pod, the best, "
-            f"{reason.best_node}, has {reason.best_free} of {reason.best_total} free{group}")
+    return (f"{head}: {offer}, {reason.best_node}, has {reason.best_free} of "
+            f"{reason.best_total} free{group}")
 
 
 def _more_pods(others: int) -> str:
@@ -919,7 +932,8 @@ def _steady(reason: Reason) -> object | None:
             # Which member, claim and request, and what it asks: the devices free on the
             # best node move with every gang that comes and goes.
             return (reason.gang, reason.pod, reason.claim, reason.request, reason.need,
-                    reason.attribute, reason.minimum, reason.placed, reason.unreadable)
+                    reason.attribute, reason.minimum, reason.placed, reason.unreadable,
+                    reason.resource)
         case Starving():
             return (reason.urgency, reason.hold, code_of(reason.cause), _steady(reason.cause))
         case TooBigToHold():

@@ -17,11 +17,13 @@ from gangsched.core.quantity import QuantityError, canonical_amount, is_byte_res
 
 __all__ = [
     "CPU",
+    "DEVICE_CLASS_PREFIX",
     "EPHEMERAL",
     "GPU",
     "MEMORY",
     "PODS",
     "Resources",
+    "device_backable",
     "devices_first",
     "format_amount",
     "is_extended",
@@ -49,6 +51,19 @@ def is_extended(name: str) -> bool:
     strand: a CPU-only pod on a GPU node leaves GPUs nobody else can reach.
     """
     return name not in _NATIVE and not name.startswith("hugepages-")
+
+
+DEVICE_CLASS_PREFIX = "deviceclass.resource.kubernetes.io/"
+"""The extended resource every DeviceClass serves, whatever its ``extendedResourceName``."""
+
+
+def device_backable(name: str) -> bool:
+    """Whether a DeviceClass may serve the resource in place of a node's count: an
+    extended resource name (in a domain that is not ``kubernetes.io``'s), or a class's
+    implicit name, as kube-scheduler reads container requests."""
+    if name.startswith(DEVICE_CLASS_PREFIX):
+        return True
+    return "/" in name and "kubernetes.io/" not in name and not name.startswith("requests.")
 
 
 _DEVICES_FIRST = {CPU: 1, MEMORY: 2, EPHEMERAL: 3, PODS: 4}

@@ -13,6 +13,7 @@ from devcluster import fakedriver
 from gangsched.allocations import ClaimWriter
 from gangsched.core.actions import Bind
 from gangsched.core.dra.devices import AllocatedDevice, Allocation, ClaimKey, DeviceRef
+from gangsched.core.dra.extended import CLAIM_ANNOTATION, ExtendedClaim
 from gangsched.core.dra.placing import ClaimWrite, Consumer
 from gangsched.core.kubeobjects import pod_from_api
 from gangsched.core.model import Gang, NodeName, PodClaim, PodKey
@@ -131,3 +132,29 @@ def test_a_slice_that_cannot_be_read_offers_nothing_and_the_waiting_pod_says_so(
     assert isinstance(decision, Unplaceable) and isinstance(decision.reason, DevicesShort)
     text = render(decision.reason)
     assert "ResourceSlice n1-gpu.example.com" in text and "capacity.memory" in text, text
+
+
+def test_a_claim_being_made_for_a_pod_holds_its_devices_until_the_watch_shows_it() -> None:
+    made = with_claims(AnsweringClaims())
+    create = ExtendedClaim("job-0", "uid-job-0", (), ())
+    placeholder = ClaimKey("ns/job-0-extended-resources-")
+    write = ClaimWrite(placeholder, "", "", WRITES[0].allocation,
+                       (Consumer("job-0", "uid-job-0"),), create)
+    made.mirror.assume(replace(PLACEMENT, claims=(write,)), 500.0)
+    assert made.mirror.view().snapshot.devices.in_use == frozenset({GPU})
+    created = claim_obj("job-0-extended-resources-x7f2k")
+    created["metadata"] = {**created["metadata"],  # type: ignore[dict-item]
+                           "annotations": {CLAIM_ANNOTATION: "true"},
+                           "ownerReferences": [{"apiVersion": "v1", "kind": "Pod",
+                                                "name": "job-0", "uid": "uid-job-0",
+                                                "controller": True}]}
+    Feed(made.mirror).upsert("resourceclaims", created)
+    devices = made.mirror.devices
+    assert list(devices.assumed) == [ClaimKey("ns/job-0-extended-resources-x7f2k")]
+    inventory = made.mirror.view().snapshot.devices
+    assert inventory.in_use == frozenset({GPU}), "created, not allocated yet: still held"
+    assert inventory.extended_claims == {"uid-job-0": "ns/job-0-extended-resources-x7f2k"}
+    allocated = claim_obj("job-0-extended-resources-x7f2k", allocated=True)
+    allocated["metadata"] = created["metadata"]
+    Feed(made.mirror).upsert("resourceclaims", allocated)
+    assert devices.assumed == {}

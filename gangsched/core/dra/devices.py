@@ -7,19 +7,22 @@ cycle allocates against one picture of which devices are free.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from fractions import Fraction
 from types import MappingProxyType
 from typing import TypeVar
 
 from gangsched.core.model import ClaimKey, NodeName, PodClaim, SelectorTerm, Taint, Toleration
+from gangsched.core.resources import DEVICE_CLASS_PREFIX
 
 __all__ = [
-    "AllocatedDevice", "Allocation", "AttributeValue", "Claim", "ClaimKey", "ClaimRequest",
+    "AllocatedDevice", "Allocation", "AttributeValue", "Claim",
+    "ClaimKey", "ClaimRequest",
     "Device", "DeviceClassSpec", "DeviceConfig", "DeviceRef", "Inventory", "MatchAttribute",
-    "PodClaim", "Request", "SemVer",
+    "PodClaim", "Request", "SemVer", "classes_by_resource",
 ]
+
 
 
 @dataclass(frozen=True, slots=True, order=True)
@@ -85,6 +88,9 @@ class DeviceClassSpec:
     selectors: tuple[str, ...] = ()
     extended_resource: str | None = None
     config: tuple[DeviceConfig, ...] = ()
+    created: str = ""
+    """``metadata.creationTimestamp`` as written (RFC 3339, so it sorts as time does):
+    of two classes naming one extended resource, the newer serves it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -163,6 +169,25 @@ class Claim:
     deleting: bool = False
     config: tuple[DeviceConfig, ...] = ()
     """``spec.devices.config``, copied into the allocation for the requests it names."""
+    extended_for: str = ""
+    """The UID of the pod it was made for, when it is a pod's extended resource claim
+    (see :mod:`.extended`)."""
+
+
+def classes_by_resource(classes: Iterable[DeviceClassSpec]) -> dict[str, str]:
+    """Which class serves each extended resource name. Two classes naming the same one:
+    the newest wins, then the first by name, as kube-scheduler's cache keeps them."""
+    chosen = {DEVICE_CLASS_PREFIX + spec.name: spec.name for spec in classes}
+    explicit: dict[str, DeviceClassSpec] = {}
+    for spec in classes:
+        name = spec.extended_resource
+        if name is None:
+            continue
+        held = explicit.get(name)
+        if held is None or (spec.created, held.name) > (held.created, spec.name):
+            explicit[name] = spec
+    chosen.update((name, spec.name) for name, spec in explicit.items())
+    return chosen
 
 
 K = TypeVar("K")
@@ -195,6 +220,10 @@ class Inventory:
     packing_attributes: tuple[str, ...] = ()
     """Attributes claims' constraints group devices by (an NVLink clique): devices are
     taken from the groups already partly used first, so whole groups stay whole."""
+    extended: Mapping[str, str] = field(default_factory=dict)
+    """Extended resource name -> the DeviceClass whose devices serve it."""
+    extended_claims: Mapping[str, ClaimKey] = field(default_factory=dict)
+    """Pod UID -> the claim made for that pod's extended resources."""
     matches: dict[tuple[str, DeviceRef], bool | str] = field(
         default_factory=dict, compare=False, repr=False)
     """Cache: whether a device passes an expression, or the CEL error it raised."""
@@ -204,6 +233,8 @@ class Inventory:
         object.__setattr__(self, "classes", _frozen(self.classes))
         object.__setattr__(self, "claims", _frozen(self.claims))
         object.__setattr__(self, "bad_slices", _frozen(self.bad_slices))
+        object.__setattr__(self, "extended", _frozen(self.extended))
+        object.__setattr__(self, "extended_claims", _frozen(self.extended_claims))
 
     @staticmethod
     def build(
@@ -223,7 +254,9 @@ class Inventory:
         packing = sorted({constraint.attribute for claim in claims.values()
                           for constraint in claim.constraints})
         return Inventory(devices, shared_devices, classes, claims, bad_slices or {}, in_use,
-                         tuple(packing))
+                         tuple(packing), classes_by_resource(classes.values()),
+                         {claim.extended_for: claim.key for claim in claims.values()
+                          if claim.extended_for})
 
     def on_node(self, node: NodeName) -> tuple[Device, ...]:
         local = self.devices.get(node, ())

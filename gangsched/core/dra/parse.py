@@ -27,6 +27,7 @@ from gangsched.core.dra.devices import (
     Request,
     SemVer,
 )
+from gangsched.core.dra.extended import CLAIM_ANNOTATION
 from gangsched.core.kubeobjects import ObjectError
 from gangsched.core.model import NodeName, SelectorRequirement, SelectorTerm, Taint, Toleration
 from gangsched.core.quantity import QuantityError, parse_quantity
@@ -172,14 +173,15 @@ def _configs(raw: object, where: str, source: str) -> tuple[DeviceConfig, ...]:
 
 
 def device_class_from_api(obj: Mapping[str, object]) -> DeviceClassSpec:
-    _, name = _name(obj, "DeviceClass")
+    meta, name = _name(obj, "DeviceClass")
     spec = _map(obj.get("spec"), f"DeviceClass {name}: spec")
     extended = spec.get("extendedResourceName")
     return DeviceClassSpec(name, _selectors(spec.get("selectors"), f"DeviceClass {name}: "
                                             "spec.selectors"),
-                           extended if isinstance(extended, str) else None,
+                           extended if isinstance(extended, str) and extended else None,
                            _configs(spec.get("config"), f"DeviceClass {name}: spec.config",
-                                    "FromClass"))
+                                    "FromClass"),
+                           str(meta.get("creationTimestamp") or ""))
 
 
 def _tolerations(raw: object, where: str) -> tuple[Toleration, ...]:
@@ -307,6 +309,7 @@ def resource_claim_from_api(obj: Mapping[str, object]) -> Claim:
         for item in _items(status.get("reservedFor"), f"{where}: status.reservedFor"))
     return Claim(
         key=ClaimKey(f"{namespace}/{name}"),
+        extended_for=_extended_for(meta),
         uid=str(meta.get("uid") or ""),
         resource_version=str(meta.get("resourceVersion") or ""),
         requests=requests,
@@ -317,6 +320,19 @@ def resource_claim_from_api(obj: Mapping[str, object]) -> Claim:
         deleting=meta.get("deletionTimestamp") is not None,
         config=config,
     )
+
+
+def _extended_for(meta: Mapping[str, object]) -> str:
+    """The UID of the pod a claim was made for as its extended resource claim: marked so,
+    and controlled by the pod; else empty."""
+    annotations = _map(meta.get("annotations"), "ResourceClaim metadata.annotations")
+    if annotations.get(CLAIM_ANNOTATION) != "true":
+        return ""
+    for item in _items(meta.get("ownerReferences"), "ResourceClaim metadata.ownerReferences"):
+        owner = _map(item, "ResourceClaim metadata.ownerReferences[]")
+        if owner.get("kind") == "Pod" and owner.get("controller") is True:
+            return str(owner.get("uid") or "")
+    return ""
 
 
 def _config_to_api(config: DeviceConfig) -> dict[str, object]:

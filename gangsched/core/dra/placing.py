@@ -30,6 +30,7 @@ from gangsched.core.dra.allocator import (
     check_claim,
 )
 from gangsched.core.dra.devices import Allocation, Claim, ClaimKey, DeviceRef, Inventory
+from gangsched.core.dra.extended import ExtendedClaim, extended_claim, served_by_devices
 from gangsched.core.dra.selectors import SelectorError
 from gangsched.core.model import Gang, NodeName, Pod, PodClaim, Policy
 from gangsched.core.nodefit import term_matches
@@ -61,6 +62,9 @@ class ClaimWrite:
     resource_version: str
     allocation: Allocation | None
     consumers: tuple[Consumer, ...]
+    create: ExtendedClaim | None = None
+    """A pod's extended resource claim, created first (``claim`` is then only its
+    generated name's prefix, and ``uid`` empty)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,6 +80,8 @@ class NodeRoom:
     allowed: Callable[[Pod], Sequence[NodeName]]
     free: Callable[[NodeName], Resources]
     labels: Callable[[NodeName], Mapping[str, str]]
+    allocatable: Callable[[NodeName], Resources]
+    """Whether a node lists an extended resource itself, or devices serve it there."""
 
 
 class _Gang:
@@ -94,6 +100,8 @@ class _Gang:
         self.free: dict[NodeName, int] = {}
         """Free devices per node, counted when first asked and kept as the gang takes."""
         self.assignments: list[tuple[Pod, NodeName]] = []
+        self.created: dict[ClaimKey, ExtendedClaim] = {}
+        """Extended resource claims to create, by their placeholder keys."""
 
     def claims_of(self, pod: Pod) -> list[Claim] | ClaimInvalid | ClaimNotReady:
         found = []
@@ -134,7 +142,40 @@ class _Gang:
                 1 for device in self.inventory.on_node(node) if device.ref not in taken)
         return count
 
-    def take(self, pod: Pod, node: NodeName, found: NodeAllocation | None) -> None:
+    def extended_on(self, pod: Pod, node: NodeName, room: NodeRoom
+                    ) -> tuple[Resources, tuple[Claim, ExtendedClaim] | None]:
+        """What the pod asks of the node's own room, and the claim to make for the
+        extended resources devices serve there (None: the node serves them all, none is
+        asked, or the pod has its claim already)."""
+        served = served_by_devices(pod, self.inventory.extended, room.allocatable(node))
+        if not served:
+            return pod.requests, None
+        own = pod.requests - Resources.of({name: pod.requests.get(name) for name in served})
+        if pod.uid in self.inventory.extended_claims:
+            return own, None
+        return own, extended_claim(pod, served, self.inventory.extended)
+
+    def made_for(self, pod: Pod) -> Claim | ClaimNotReady | None:
+        """The claim made for the pod's extended resources by an earlier attempt whose
+        bind did not go through: allocated and reserved for the pod, it keeps the pod on
+        its node as any allocated claim does; caught half made, the pod waits until it
+        is allocated or gone rather than get a second one."""
+        if not pod.extended_requests or not self.inventory.extended_claims:
+            return None
+        key = self.inventory.extended_claims.get(pod.uid)
+        if key is None:
+            return None
+        claim = self.inventory.claims[key]
+        if claim.deleting:
+            return ClaimNotReady(pod.key, key, "is being deleted")
+        if claim.allocation is None or pod.uid not in claim.reserved_for:
+            return ClaimNotReady(pod.key, key, "was made for the pod's extended resources "
+                                 "and is not allocated for it yet")
+        return claim
+
+    def take(self, pod: Pod, node: NodeName, found: NodeAllocation | None,
+             requests: Resources | None = None,
+             created: tuple[Claim, ExtendedClaim] | None = None) -> None:
         if found is not None:
             for key, allocation in found.allocations:
                 self.allocated[key] = self.new[key] = allocation
@@ -154,7 +195,12 @@ class _Gang:
             held = self.reserve.get(claim.key, [])
             if consumer.uid not in claim.reserved_for and consumer not in held:
                 self.reserve[claim.key] = [*held, consumer]
-        self.used[node] = self.used.get(node, Resources.zero()) + pod.requests
+        if created is not None:
+            claim, create = created
+            self.created[claim.key] = create
+            self.reserve[claim.key] = [Consumer(create.pod, create.pod_uid)]
+        used = pod.requests if requests is None else requests
+        self.used[node] = self.used.get(node, Resources.zero()) + used
         self.mine[node] = self.mine.get(node, 0) + 1
         self.assignments.append((pod, node))
 
@@ -169,9 +215,14 @@ class _Gang:
     def writes(self) -> tuple[ClaimWrite, ...]:
         keys = sorted(set(self.new) | set(self.reserve))
         claims = self.inventory.claims
-        return tuple(ClaimWrite(key, claims[key].uid, claims[key].resource_version,
-                                self.new.get(key), tuple(self.reserve.get(key, ())))
-                     for key in keys)
+        found = []
+        for key in keys:
+            create = self.created.get(key)
+            uid, version = (claims[key].uid, claims[key].resource_version) if create is None \
+                else ("", "")
+            found.append(ClaimWrite(key, uid, version, self.new.get(key),
+                                    tuple(self.reserve.get(key, ())), create))
+        return tuple(found)
 
 
 def _order(state: _Gang, nodes: Sequence[NodeName], policy: Policy) -> list[NodeName]:
@@ -205,6 +256,11 @@ def _place_pod(state: _Gang, pod: Pod, room: NodeRoom, policy: Policy
     claims = state.claims_of(pod)
     if not isinstance(claims, list):
         return claims
+    made = state.made_for(pod)
+    if isinstance(made, ClaimNotReady):
+        return made
+    if made is not None:
+        claims.append(made)
     to_allocate = [claim for claim in claims if claim.key not in state.allocated]
     least = _least_devices(to_allocate)
     offering = [node for node in room.allowed(pod)
@@ -212,19 +268,21 @@ def _place_pod(state: _Gang, pod: Pod, room: NodeRoom, policy: Policy
     for node in _order(state, offering, policy):
         # Room and claims already allocated are checked in order, not for every node:
         # binpack usually takes the first node it looks at.
-        if not pod.requests.fits(room.free(node) - state.used.get(node, Resources.zero())):
+        requests, created = state.extended_on(pod, node, room)
+        if not requests.fits(room.free(node) - state.used.get(node, Resources.zero())):
             continue
         if not state.node_allows(claims, node, room):
             continue
+        allocating = to_allocate if created is None else [*to_allocate, created[0]]
         found = None
-        if to_allocate:
-            answer = allocate_on_node(state.inventory, to_allocate, node, state.taken)
+        if allocating:
+            answer = allocate_on_node(state.inventory, allocating, node, state.taken)
             if isinstance(answer, ClaimBroken):
                 return ClaimInvalid(pod.key, answer.claim, answer.request, answer.problem)
             if answer is None:
                 continue
             found = answer
-        state.take(pod, node, found)
+        state.take(pod, node, found, requests, created)
         return node
     return None
 
@@ -255,16 +313,29 @@ def place_with_devices(
 
 def _claims_reason(gang: Gang, pod: Pod, state: _Gang, room: NodeRoom, placed: int,
                   need: int) -> Refusal:
-    """Why the pod found no node: its first claim no node can hold, with the best offer."""
+    """Why the pod found no node: its first claim no node can hold, with the best offer
+    (its extended resources' claim counts as one of its claims)."""
     claims = state.claims_of(pod)
     if not isinstance(claims, list):
         return claims
-    nodes = [node for node in room.allowed(pod)
-             if pod.requests.fits(room.free(node) - state.used.get(node, Resources.zero()))
-             and state.node_allows(claims, node, room)]
+    made = state.made_for(pod)
+    if isinstance(made, ClaimNotReady):
+        return made
+    if made is not None:
+        claims.append(made)
+    nodes = []
+    extended: tuple[Claim, ExtendedClaim] | None = None
+    for node in room.allowed(pod):
+        requests, created = state.extended_on(pod, node, room)
+        extended = extended or created
+        if (requests.fits(room.free(node) - state.used.get(node, Resources.zero()))
+                and state.node_allows(claims, node, room)):
+            nodes.append(node)
     pending = [claim for claim in claims if claim.key not in state.allocated]
     if not pending:
         pending = claims
+    if extended is not None:
+        pending = [*pending, extended[0]]
     blamed = next((claim for claim in pending
                    if not any(isinstance(allocate_on_node(state.inventory, [claim], node,
                                                           state.taken), NodeAllocation)
@@ -273,6 +344,10 @@ def _claims_reason(gang: Gang, pod: Pod, state: _Gang, room: NodeRoom, placed: i
     if blamed is None or not blamed.requests:
         return DevicesShort(gang.key, pod.key, "", "", "", 0, len(nodes), placed, minimum)
     offer = _offer(gang, pod, blamed, state, nodes, placed, minimum)
+    if extended is not None and blamed is extended[0] and isinstance(offer, DevicesShort):
+        asked = offer.request
+        offer = replace(offer, claim="", resource=next(
+            m.resource for m in extended[1].mappings if m.request == asked))
     bad = state.inventory.bad_slices
     unreadable = next((bad[node] for node in nodes if node in bad), None)
     if isinstance(offer, DevicesShort) and unreadable is not None:
