@@ -242,6 +242,12 @@ def assemble(options: RunOptions, api: client.ApiClient) -> Parts:
         Reflector("persistentvolumes", core.list_persistent_volume, feed, scheduler.trigger),
         Reflector("storageclasses", client.StorageV1Api(api).list_storage_class, feed,
                   scheduler.trigger),
+        # CSI volume limits per node, the volumes attached there, and the CSI drivers.
+        Reflector("csinodes", client.StorageV1Api(api).list_csi_node, feed, scheduler.trigger),
+        Reflector("volumeattachments", client.StorageV1Api(api).list_volume_attachment, feed,
+                  scheduler.trigger),
+        Reflector("csidrivers", client.StorageV1Api(api).list_csi_driver, feed,
+                  scheduler.trigger),
         # Dynamic resource allocation: the devices drivers publish, and the claims on them.
         Reflector("resourceslices", resource.list_resource_slice, feed, scheduler.trigger),
         Reflector("deviceclasses", resource.list_device_class, feed, scheduler.trigger),

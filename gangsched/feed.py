@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import structlog
 
@@ -27,6 +27,8 @@ from gangsched.core.kubeobjects import (
     ObjectError,
     RawObject,
     claim_from_api,
+    csi_driver_from_api,
+    csi_node_from_api,
     disruption_budget_from_api,
     group_key_of,
     group_record_from_api,
@@ -39,6 +41,7 @@ from gangsched.core.kubeobjects import (
     priority_class_from_api,
     queue_from_api,
     storage_class_from_api,
+    volume_attachment_from_api,
     volume_from_api,
     workload_queue_from_api,
 )
@@ -108,8 +111,8 @@ def _upsert_budget(mirror: Mirror, obj: RawObject) -> bool:
 def _upsert_storage(
     read: Callable[[RawObject], T], put: Callable[[Mirror, T], bool]
 ) -> Callable[[Mirror, RawObject], bool]:
-    """A claim, volume or class read and held; one that cannot be read is left out (a
-    pod naming it then waits, saying the claim or class is missing)."""
+    """A claim, volume, class or CSI object read and held; one that cannot be read is left
+    out (a pod naming a claim or class then waits, saying it is missing)."""
     def upsert(mirror: Mirror, obj: RawObject) -> bool:
         try:
             return put(mirror, read(obj))
@@ -117,6 +120,19 @@ def _upsert_storage(
             log.warning("storage_object_invalid", error=str(error))
             return False
     return upsert
+
+
+def _stored(
+    read: Callable[[RawObject], T], put: Callable[[Mirror, T], bool],
+    table: Callable[[Mirror], dict[str, Any]],
+) -> Kind:
+    """A cluster-scoped storage kind, held by name in the mirror's ``table`` of it."""
+    return Kind(
+        key=object_name,
+        upsert=_upsert_storage(read, put),
+        delete=lambda mirror, obj: mirror.remove_stored(table(mirror), object_name(obj)),
+        keep=lambda mirror, seen: mirror.keep_stored(table(mirror), seen),
+    )
 
 
 def _upsert_slice(mirror: Mirror, obj: RawObject) -> bool:
@@ -220,19 +236,15 @@ KINDS: dict[str, Kind] = {
         keep=lambda mirror, seen: mirror.keep_stored(mirror.claims, seen),
     ),
     # Cluster-scoped: known by name alone, whatever namespace a file gave them.
-    "persistentvolumes": Kind(
-        key=object_name,
-        upsert=_upsert_storage(volume_from_api, Mirror.set_volume),
-        delete=lambda mirror, obj: mirror.remove_stored(mirror.volumes, object_name(obj)),
-        keep=lambda mirror, seen: mirror.keep_stored(mirror.volumes, seen),
-    ),
-    "storageclasses": Kind(
-        key=object_name,
-        upsert=_upsert_storage(storage_class_from_api, Mirror.set_storage_class),
-        delete=lambda mirror, obj: mirror.remove_stored(mirror.storage_classes,
-                                                        object_name(obj)),
-        keep=lambda mirror, seen: mirror.keep_stored(mirror.storage_classes, seen),
-    ),
+    "persistentvolumes": _stored(volume_from_api, Mirror.set_volume, lambda m: m.volumes),
+    "storageclasses": _stored(storage_class_from_api, Mirror.set_storage_class,
+                              lambda m: m.storage_classes),
+    # CSI volume limits: the drivers on each node with their limits, the volumes attached
+    # there, and the drivers pods may need registered on their node.
+    "csinodes": _stored(csi_node_from_api, Mirror.set_csi_node, lambda m: m.csi_nodes),
+    "volumeattachments": _stored(volume_attachment_from_api, Mirror.set_attachment,
+                                 lambda m: m.attachments),
+    "csidrivers": _stored(csi_driver_from_api, Mirror.set_csi_driver, lambda m: m.csi_drivers),
 }
 """Every kind a reflector watches, by the name the reflector gives it."""
 

@@ -41,6 +41,8 @@ from gangsched.core.model import (
     DEFAULT_QUEUE,
     Claim,
     ClaimKey,
+    CsiDriver,
+    CsiNode,
     DisruptionBudget,
     Flavor,
     GangKey,
@@ -53,6 +55,7 @@ from gangsched.core.model import (
     QueueSpec,
     StorageClassSpec,
     Volume,
+    VolumeAttachmentSpec,
 )
 from gangsched.core.namespaces import resolve_pod, selects_by_labels
 from gangsched.core.placement import Placement, Snapshot
@@ -243,6 +246,11 @@ class BudgetsAndStorage(GroupsAndQueues):
     """PersistentVolumeClaims by ``namespace/name``."""
     volumes: dict[str, Volume] = field(default_factory=dict)
     storage_classes: dict[str, StorageClassSpec] = field(default_factory=dict)
+    csi_nodes: dict[str, CsiNode] = field(default_factory=dict)
+    """CSINodes by node name: the CSI drivers on each node and their volume limits."""
+    attachments: dict[str, VolumeAttachmentSpec] = field(default_factory=dict)
+    """VolumeAttachments by name: volumes held on nodes, with or without a pod."""
+    csi_drivers: dict[str, CsiDriver] = field(default_factory=dict)
     devices: DeviceCache = field(default_factory=DeviceCache)
     """ResourceSlices, DeviceClasses and ResourceClaims, with the claims we assumed."""
 
@@ -270,6 +278,15 @@ class BudgetsAndStorage(GroupsAndQueues):
     def set_storage_class(self, storage_class: StorageClassSpec) -> bool:
         return self._changed(_put(self.storage_classes, storage_class.name, storage_class))
 
+    def set_csi_node(self, csi_node: CsiNode) -> bool:
+        return self._changed(_put(self.csi_nodes, csi_node.node, csi_node))
+
+    def set_attachment(self, attachment: VolumeAttachmentSpec) -> bool:
+        return self._changed(_put(self.attachments, attachment.name, attachment))
+
+    def set_csi_driver(self, driver: CsiDriver) -> bool:
+        return self._changed(_put(self.csi_drivers, driver.name, driver))
+
     def assume_claim_node(self, key: str, node: NodeName | None) -> None:
         """A claim's selected node was asked for: the next view shows it at once, as an
         assumed bind shows its pod placed, so the next cycle pins the gang to the same
@@ -281,11 +298,12 @@ class BudgetsAndStorage(GroupsAndQueues):
             self._changed()
 
     def remove_stored(self, table: dict[str, Any], key: str) -> bool:
-        """Drop a claim, volume or class (``table`` is one of the three)."""
+        """Drop a claim, volume, class, CSINode, VolumeAttachment or CSIDriver (``table``
+        is the mirror's table of its kind)."""
         return self._changed(table.pop(key, None) is not None)
 
     def keep_stored(self, table: dict[str, Any], keys: set[str]) -> None:
-        """A list of claims, volumes or classes returned exactly ``keys``."""
+        """A list of objects of the kind of ``table`` returned exactly ``keys``."""
         for key in [k for k in table if k not in keys]:
             del table[key]
 
@@ -592,7 +610,10 @@ class Mirror(BudgetsAndStorage):
             groups={key: self._with_workload_queue(g) for key, g in self.groups.items()},
             queues=queues,
             pods=pods,
-            storage=Storage(dict(self.claims), dict(self.volumes), dict(self.storage_classes)),
+            storage=Storage(dict(self.claims), dict(self.volumes), dict(self.storage_classes),
+                            csi_nodes={NodeName(k): v for k, v in self.csi_nodes.items()},
+                            attachments=dict(self.attachments),
+                            csi_drivers=dict(self.csi_drivers)),
         )
 
 

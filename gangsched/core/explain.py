@@ -167,9 +167,9 @@ def _remedies(
             near = shape.nearest_short
             lack = _without_pods(near.lacks) if near is not None else Resources.zero()
             freeing = (f"{describe_request(lack)} freed on {near.node} (it lacks only that), "
-                       if near is not None and not lack.is_zero else "")
+                       f"or " if near is not None and not lack.is_zero else "")
             remedies.append(
-                f"room for {shape.short} more pod(s) of {what} is missing: {freeing}or a new "
+                f"room for {shape.short} more pod(s) of {what} is missing: {freeing}a new "
                 f"node with {describe_request(shape.requests.scale(shape.short))}, "
                 f"would let it run"
             )

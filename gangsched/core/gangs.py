@@ -21,6 +21,7 @@ from gangsched.core.model import (
     NodeName,
     Pod,
     Policy,
+    VolumeLimits,
     solo_gang_key,
 )
 from gangsched.core.resources import Resources
@@ -52,6 +53,9 @@ class Gathered:
     invalid: Mapping[GangKey, str] = field(default_factory=dict)
     """Groups whose spec is readable but contradicts their pods, and why: they are
     reported invalid and their pods wait as those of any invalid group."""
+    volume_limits: VolumeLimits = field(default_factory=VolumeLimits)
+    """What the pending pods' volumes ask of the nodes' CSI limits and drivers: the
+    cycle's snapshot is made to offer it (core.volumelimits)."""
 
 
 def gather(

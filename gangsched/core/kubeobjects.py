@@ -18,11 +18,15 @@ from datetime import UTC, datetime
 from typing import Any, NoReturn
 
 from gangsched.core.disks import disk_labels, disk_terms, inline_disks
+from gangsched.core.intree import from_source
 from gangsched.core.model import (
     DEFAULT_QUEUE,
+    AttachedVolume,
     Claim,
     ClaimKey,
     ClaimRef,
+    CsiDriver,
+    CsiNode,
     DisruptionBudget,
     ExtendedRequest,
     Flavor,
@@ -49,6 +53,7 @@ from gangsched.core.model import (
     Taint,
     Toleration,
     Volume,
+    VolumeAttachmentSpec,
     gang_key,
     solo_gang_key,
 )
@@ -68,11 +73,12 @@ __all__ = [
     "QUEUE_ANNOTATION", "VOLCANO_ANNOTATION", "VOLCANO_QUEUE_ANNOTATION",
     "FieldProblem", "GroupRecord", "ObjectError", "ObjectRef", "PodHeader", "PodRecord",
     "PriorityClass", "QueueObject", "RawObject", "WorkloadQueue",
-    "claim_from_api", "disruption_budget_from_api", "group_from_api", "group_key_of",
+    "claim_from_api", "csi_driver_from_api", "csi_node_from_api", "disruption_budget_from_api",
+    "group_from_api", "group_key_of",
     "group_name_of", "group_record_from_api", "namespace_from_api",
     "native_group_name", "node_from_api", "object_name", "object_ref", "pod_from_api", "pod_header",
     "pod_record_from_api", "priority_class_from_api", "queue_from_api", "storage_class_from_api",
-    "timestamp", "volume_from_api", "workload_queue_from_api",
+    "timestamp", "volume_attachment_from_api", "volume_from_api", "workload_queue_from_api",
 ]
 
 RawObject = Mapping[str, Any]
@@ -239,6 +245,7 @@ def pod_from_api(obj: Mapping[str, Any]) -> Pod:
         resource_claims=_pod_claims(spec, status, namespace, where),
         uid=str(meta.get("uid") or ""),
         extended_requests=_extended_requests(spec, where),
+        inline_volumes=_inline_volumes(spec, where),
     )
 
 
@@ -280,6 +287,16 @@ def _claims(spec: Mapping[str, object], where: str) -> tuple[ClaimRef, ...]:
             found.append(ClaimRef(_str(name, where, f"{path}.persistentVolumeClaim.claimName")))
         elif volume.get("ephemeral") is not None:
             found.append(ClaimRef(_str(volume.get("name"), where, f"{path}.name"), ephemeral=True))
+    return tuple(found)
+
+
+def _inline_volumes(spec: Mapping[str, object], where: str) -> tuple[AttachedVolume, ...]:
+    """The pod's inline in-tree volumes that count as a CSI driver's (core.intree)."""
+    found = []
+    for index, item in enumerate(_list(spec.get("volumes"), where, "spec.volumes")):
+        volume = from_source(_mapping(item, where, f"spec.volumes[{index}]"))
+        if volume is not None:
+            found.append(volume)
     return tuple(found)
 
 
@@ -1205,12 +1222,18 @@ def claim_from_api(obj: RawObject) -> Claim:
     )
 
 
+def _cluster_object(obj: RawObject, kind: str) -> tuple[Mapping[str, object], str, str,
+                                                        Mapping[str, object]]:
+    """A cluster-scoped object's metadata, name, how messages name it, and spec."""
+    meta = _mapping(obj.get("metadata"), kind, "metadata")
+    name = _str(meta.get("name"), kind, "metadata.name")
+    where = f"{kind} {name}"
+    return meta, name, where, _mapping(obj.get("spec"), where, "spec")
+
+
 def volume_from_api(obj: RawObject) -> Volume:
     """A PersistentVolume: its required node affinity and its zone labels."""
-    meta = _mapping(obj.get("metadata"), "PersistentVolume", "metadata")
-    name = _str(meta.get("name"), "PersistentVolume", "metadata.name")
-    where = f"PersistentVolume {name}"
-    spec = _mapping(obj.get("spec"), where, "spec")
+    meta, name, where, spec = _cluster_object(obj, "PersistentVolume")
     affinity = _mapping(spec.get("nodeAffinity"), where, "spec.nodeAffinity")
     required = affinity.get("required")
     terms = None
@@ -1221,7 +1244,59 @@ def volume_from_api(obj: RawObject) -> Volume:
     labels = _str_map(meta.get("labels"), where, "metadata.labels")
     zones = tuple((key, tuple(value.split(_ZONE_DELIMITER)))
                   for key, value in labels if key in _ZONE_LABELS)
-    return Volume(name=name, node_affinity=terms, zones=zones)
+    return Volume(name=name, node_affinity=terms, zones=zones,
+                  attached=_attached(spec, dict(labels), where), csi="csi" in spec)
+
+
+def _attached(spec: Mapping[str, object], labels: Mapping[str, str], where: str
+              ) -> AttachedVolume | None:
+    """The CSI driver and handle a volume is counted under against node limits."""
+    csi = spec.get("csi")
+    if csi is not None:
+        source = _mapping(csi, where, "spec.csi")
+        driver = _str(source.get("driver"), where, "spec.csi.driver", "")
+        handle = _str(source.get("volumeHandle"), where, "spec.csi.volumeHandle", "")
+        return AttachedVolume(driver, handle) if driver and handle else None
+    zone = labels.get("failure-domain.beta.kubernetes.io/zone") or labels.get(
+        "topology.kubernetes.io/zone", "")
+    return from_source(spec, zone.split(_ZONE_DELIMITER))
+
+
+def csi_node_from_api(obj: RawObject) -> CsiNode:
+    """A CSINode (named after its node): its drivers, with their volume limits."""
+    _, name, where, spec = _cluster_object(obj, "CSINode")
+    drivers: list[str] = []
+    limits: list[tuple[str, int]] = []
+    for index, item in enumerate(_list(spec.get("drivers"), where, "spec.drivers")):
+        path = f"spec.drivers[{index}]"
+        driver = _mapping(item, where, path)
+        driver_name = _str(driver.get("name"), where, f"{path}.name")
+        drivers.append(driver_name)
+        count = _mapping(driver.get("allocatable"), where, f"{path}.allocatable").get("count")
+        if count is not None:
+            if isinstance(count, bool) or not isinstance(count, int):
+                _fail(where, f"{path}.allocatable.count must be an integer, not {_kind(count)}")
+            limits.append((driver_name, count))
+    return CsiNode(NodeName(name), tuple(drivers), tuple(limits))
+
+
+def volume_attachment_from_api(obj: RawObject) -> VolumeAttachmentSpec:
+    """A VolumeAttachment: the attacher, node and PersistentVolume it names."""
+    _, name, where, spec = _cluster_object(obj, "VolumeAttachment")
+    source = _mapping(spec.get("source"), where, "spec.source")
+    return VolumeAttachmentSpec(
+        name=name,
+        node=NodeName(_str(spec.get("nodeName"), where, "spec.nodeName", "")),
+        attacher=_str(spec.get("attacher"), where, "spec.attacher", ""),
+        volume=_str(source.get("persistentVolumeName"), where,
+                    "spec.source.persistentVolumeName", ""),
+    )
+
+
+def csi_driver_from_api(obj: RawObject) -> CsiDriver:
+    """A CSIDriver: whether pods using it need it registered on their node."""
+    _, name, _, spec = _cluster_object(obj, "CSIDriver")
+    return CsiDriver(name, required_on_node=spec.get("preventPodSchedulingIfMissing") is True)
 
 
 def storage_class_from_api(obj: RawObject) -> StorageClassSpec:

@@ -284,6 +284,18 @@ class Claim:
     """UIDs of its controlling owners: a pod's generic ephemeral claim names the pod."""
 
 
+@dataclass(frozen=True, slots=True, order=True)
+class AttachedVolume:
+    """A volume a CSI driver attaches to a node, as NodeVolumeLimits counts it: one per
+    ``driver/handle``, however many pods use it."""
+
+    driver: str
+    handle: str
+    migrated: bool = False
+    """An in-tree volume of a plugin migrated to CSI (EBS, PD, Azure Disk, Cinder,
+    Portworx), counted as its CSI driver's only on nodes that have a CSINode."""
+
+
 @dataclass(frozen=True, slots=True)
 class Volume:
     """A PersistentVolume: where its data can be reached from."""
@@ -293,6 +305,57 @@ class Volume:
     """``spec.nodeAffinity.required`` terms (ORed); None: any node."""
     zones: tuple[tuple[str, tuple[str, ...]], ...] = ()
     """Its zone and region labels, each with the values it lists (``a__b``: either)."""
+    attached: AttachedVolume | None = None
+    """Its CSI driver and handle (an in-tree source translated); None for a volume no CSI
+    driver attaches (hostPath, local, NFS...), which no node limit counts."""
+    csi: bool = False
+    """Its source is ``spec.csi`` itself: only such a volume counts through a
+    VolumeAttachment naming it."""
+
+
+@dataclass(frozen=True, slots=True)
+class CsiNode:
+    """A CSINode: the CSI drivers registered on a node and how many volumes each may
+    attach there (``allocatable.count``; a driver without one is not limited)."""
+
+    node: NodeName
+    drivers: tuple[str, ...] = ()
+    limits: tuple[tuple[str, int], ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class VolumeAttachmentSpec:
+    """A VolumeAttachment: a PersistentVolume an attacher holds on a node, whether or
+    not a pod there still uses it."""
+
+    name: str
+    node: NodeName
+    attacher: str
+    volume: str
+    """The PersistentVolume's name; empty for an inline volume's attachment."""
+
+
+@dataclass(frozen=True, slots=True)
+class VolumeLimits:
+    """What the pending pods' volumes ask of one cycle's nodes (core.volumelimits)."""
+
+    drivers: frozenset[str] = frozenset()
+    """Drivers some node limits and some pending pod uses: resources of the cycle."""
+    labelled: frozenset[str] = frozenset()
+    """Drivers pending pods need registered on their node: labels of the cycle's nodes."""
+
+    def __bool__(self) -> bool:
+        return bool(self.drivers or self.labelled)
+
+
+@dataclass(frozen=True, slots=True)
+class CsiDriver:
+    """A CSIDriver, as far as scheduling reads it."""
+
+    name: str
+    required_on_node: bool = False
+    """``spec.preventPodSchedulingIfMissing``: a pod using it goes only to nodes whose
+    CSINode lists it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -368,6 +431,9 @@ class Pod:
     """The pod's UID, which a claim's ``reservedFor`` names."""
     extended_requests: tuple[ExtendedRequest, ...] = ()
     """Its containers' requests of extended resources, which devices may serve."""
+    inline_volumes: tuple[AttachedVolume, ...] = ()
+    """Its inline in-tree volumes of plugins migrated to CSI (``awsElasticBlockStore``...),
+    which count against their driver's node limit as claims' volumes do."""
 
     @property
     def namespace(self) -> str:

@@ -23,6 +23,8 @@ from gangsched.core.model import (
 )
 
 __all__ = [
+    "CSI_DRIVER_LABEL_PREFIX",
+    "CSI_NODE_LABEL",
     "NOT_READY_TAINT",
     "PER_NODE_LABELS",
     "UNSCHEDULABLE_TAINT",
@@ -37,8 +39,15 @@ __all__ = [
     "tolerates",
     "untolerated_taint",
     "uses_node_name",
+    "volume_refusal",
     "volumes_ok",
 ]
+
+CSI_DRIVER_LABEL_PREFIX = "csi-driver.gangsched.io/"
+"""A label of a node, in the cycle's model only, for each CSI driver its CSINode lists
+(see :mod:`gangsched.core.volumelimits`)."""
+CSI_NODE_LABEL = "csi-node.gangsched.io"
+"""A label of a node, in the cycle's model only, when it has a CSINode at all."""
 
 UNSCHEDULABLE_TAINT = Taint("node.kubernetes.io/unschedulable", "", "NoSchedule")
 """Tolerating this lets a pod onto a cordoned node, as NodeUnschedulable allows."""
@@ -185,11 +194,23 @@ def affinity_ok(rules: PodPlacementRules, node: Node) -> bool:
 
 def volumes_ok(rules: PodPlacementRules, node: Node) -> bool:
     """The node restrictions of the pod's volumes: every one has a term that matches."""
+    return volume_refusal(rules, node) is None
+
+
+def volume_refusal(rules: PodPlacementRules, node: Node) -> str | None:
+    """Why the pod's volumes keep it off the node: a volume's node affinity, or a CSI
+    driver it needs that the node's CSINode does not list; None when they let it on."""
     if not rules.volume_affinity:
-        return True
+        return None
     labels = dict(node.labels)
-    return all(any(term_matches(term, labels, node.name) for term in terms)
-               for terms in rules.volume_affinity)
+    for terms in rules.volume_affinity:
+        if not any(term_matches(term, labels, node.name) for term in terms):
+            key = terms[0].match_expressions[0].key if terms and terms[0].match_expressions \
+                else ""
+            if key.startswith(CSI_DRIVER_LABEL_PREFIX):
+                return f"missing CSI driver {key[len(CSI_DRIVER_LABEL_PREFIX):]}"
+            return "volume node affinity"
+    return None
 
 
 def selector_ok(rules: PodPlacementRules, node: Node) -> bool:
@@ -252,6 +273,4 @@ def node_excluded_reason(rules: PodPlacementRules, node: Node) -> str | None:
         return "node selector"
     if not affinity_ok(rules, node):
         return "node affinity"
-    if not volumes_ok(rules, node):
-        return "volume node affinity"
-    return None
+    return volume_refusal(rules, node)

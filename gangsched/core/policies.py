@@ -14,7 +14,9 @@ from __future__ import annotations
 from gangsched.core.model import NodeName, Pod, Policy
 from gangsched.core.nodefit import uses_node_name
 from gangsched.core.packing import PodType
-from gangsched.core.reasons import ShapeFigures
+from gangsched.core.reasons import ShapeFigures, VolumeLimitBound
+from gangsched.core.resources import volume_driver
+from gangsched.core.room import fit_count
 from gangsched.core.shapes import ClassKey, FreeNodes, ShapeIndex
 
 __all__ = ["allowed_nodes", "greedy", "shape_figures"]
@@ -146,7 +148,33 @@ def shape_figures(nodes: FreeNodes, kind: PodType) -> ShapeFigures:
             if reason is not None:
                 excluded[reason] = excluded.get(reason, 0) + index.kind_size[kind_id]
     room, short = nodes.shape(kind.requests, kind.rules).counts()
-    return ShapeFigures(kind.requests, kind.rules, len(kind.pods), room, short, excluded)
+    limits = tuple(
+        limit for name in kind.requests.names()
+        if (limit := _volume_limit(nodes, kind, name)) is not None)
+    return ShapeFigures(kind.requests, kind.rules, len(kind.pods), room, short, excluded,
+                        limits)
+
+
+def _volume_limit(nodes: FreeNodes, kind: PodType, name: str) -> VolumeLimitBound | None:
+    """For a CSI driver's volumes (core.volumelimits), the nodes the kind may use whose
+    room the driver's limit holds below their other resources', and the nearest of them
+    to taking one more pod; None when the limit holds none down."""
+    driver = volume_driver(name)
+    if driver is None:
+        return None
+    others = tuple(item for item in kind.items if item[0] != name)
+    bound: list[tuple[int, int, NodeName]] = []
+    for node in allowed_nodes(nodes, kind.pods[0]):
+        free = nodes.free[node]
+        room = fit_count(free, kind.items)
+        if room < fit_count(free, others):
+            bound.append((-room, -free.get(name), node))
+    if not bound:
+        return None
+    node = min(bound)[2]
+    limit = nodes.index.nodes[node].node.allocatable.get(name)
+    return VolumeLimitBound(driver, len(bound), node, limit,
+                            limit - nodes.free[node].get(name), kind.requests.get(name))
 
 
 def allowed_nodes(nodes: FreeNodes, pod: Pod) -> list[NodeName]:

@@ -31,7 +31,14 @@ from gangsched.core.model import (
     QueueName,
     VolumeBlock,
 )
-from gangsched.core.resources import PODS, Capability, Resources, devices_first, format_amount
+from gangsched.core.resources import (
+    PODS,
+    Capability,
+    Resources,
+    devices_first,
+    format_amount,
+    resource_words,
+)
 
 __all__ = [
     "AdmissionNoRoom",
@@ -67,6 +74,7 @@ __all__ = [
     "Starving",
     "TooBigToHold",
     "VolumeBlocked",
+    "VolumeLimitBound",
     "causes",
     "code_of",
     "describe_request",
@@ -76,6 +84,26 @@ __all__ = [
 ]
 
 _TIMES = "\u00d7"  # the multiplication sign
+
+
+@dataclass(frozen=True, slots=True)
+class VolumeLimitBound:
+    """A CSI driver's per-node volume limit, where it holds a kind of pod's room below
+    what the node's other resources allow: on how many nodes, and on the nearest of them
+    to taking one more pod, its limit and the volumes attached there."""
+
+    driver: str
+    nodes: int
+    node: NodeName
+    limit: int
+    attached: int
+    wanted: int
+    """Volumes of the driver one pod of the kind attaches."""
+
+    @property
+    def over(self) -> int:
+        """Volumes one more pod would attach beyond the nearest node's limit (0: it fits)."""
+        return max(0, self.attached + self.wanted - self.limit)
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,6 +119,8 @@ class ShapeFigures:
     """Resource to number of eligible nodes that lack it for even one pod."""
     excluded: Mapping[str, int]
     """Exclusion reason (taint, cordoned...) to number of nodes."""
+    volume_limits: tuple[VolumeLimitBound, ...] = ()
+    """The CSI drivers whose node volume limits hold the kind's room down."""
 
     @property
     def fits_alone(self) -> bool:
@@ -100,7 +130,7 @@ class ShapeFigures:
 def describe_request(requests: Resources) -> str:
     """``2 nvidia.com/gpu`` or ``(4 cpu + 16Gi memory)``; the pod slot goes unsaid."""
     parts = [
-        f"{format_amount(name, requests.get(name))} {name}"
+        f"{format_amount(name, requests.get(name))} {resource_words(name)}"
         for name in sorted(requests.amounts, key=devices_first)
         if name != PODS
     ]
@@ -128,11 +158,23 @@ def _room_text(figures: ShapeFigures) -> str:
         ordered = sorted(figures.short.items(), key=lambda item: (-item[1], item[0]))
         parts.append(
             ", ".join(
-                f"{_plural(nodes, 'node') if position == 0 else nodes} short of {name}"
+                f"{_plural(nodes, 'node') if position == 0 else nodes} short of "
+                f"{resource_words(name)}"
                 for position, (name, nodes) in enumerate(ordered)
             )
         )
+    parts.extend(_volume_limit_text(limit) for limit in figures.volume_limits)
     return "; ".join(parts)
+
+
+def _volume_limit_text(limit: VolumeLimitBound) -> str:
+    head = (f"the volume limit of CSI driver {limit.driver} holds down the room of "
+            f"{_plural(limit.nodes, 'node')}")
+    if limit.over:
+        return (f"{head}: {_plural(limit.over, 'more volume')} of CSI driver {limit.driver} "
+                f"than {limit.node}'s limit of {limit.limit} allows")
+    return (f"{head}: {limit.node} has {limit.attached} of its {limit.limit} attached and "
+            f"a pod attaches {limit.wanted}")
 
 
 def _excluded_text(excluded: Mapping[str, int]) -> str:

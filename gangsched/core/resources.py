@@ -22,11 +22,14 @@ __all__ = [
     "GPU",
     "MEMORY",
     "PODS",
+    "VOLUME_LIMIT_PREFIX",
     "Resources",
     "device_backable",
     "devices_first",
     "format_amount",
     "is_extended",
+    "resource_words",
+    "volume_driver",
 ]
 
 CPU = "cpu"
@@ -34,6 +37,10 @@ MEMORY = "memory"
 EPHEMERAL = "ephemeral-storage"
 PODS = "pods"
 GPU = "nvidia.com/gpu"
+
+VOLUME_LIMIT_PREFIX = "attachable-volumes-csi-"
+"""A CSI driver's volumes on a node, a resource of the cycle's model only (see
+:mod:`gangsched.core.volumelimits`): never one a pod or a node states."""
 
 _NATIVE = frozenset({CPU, MEMORY, EPHEMERAL, PODS})
 _FIRST = {CPU: 0, MEMORY: 1, EPHEMERAL: 2}
@@ -50,7 +57,20 @@ def is_extended(name: str) -> bool:
     These are the scarce, indivisible resources that placement tries not to
     strand: a CPU-only pod on a GPU node leaves GPUs nobody else can reach.
     """
-    return name not in _NATIVE and not name.startswith("hugepages-")
+    return (name not in _NATIVE and not name.startswith("hugepages-")
+            and not name.startswith(VOLUME_LIMIT_PREFIX))
+
+
+def volume_driver(name: str) -> str | None:
+    """The CSI driver whose attachable volumes the resource counts, or None."""
+    return name[len(VOLUME_LIMIT_PREFIX):] if name.startswith(VOLUME_LIMIT_PREFIX) else None
+
+
+def resource_words(name: str) -> str:
+    """A resource as a person reads it: ``volumes of CSI driver ebs.csi.aws.com`` for a
+    driver's volume limit, the resource's own name otherwise."""
+    driver = volume_driver(name)
+    return name if driver is None else f"volumes of CSI driver {driver}"
 
 
 DEVICE_CLASS_PREFIX = "deviceclass.resource.kubernetes.io/"

@@ -27,8 +27,10 @@ from gangsched.core.model import (
     Policy,
     QueueName,
     QueueSpec,
+    VolumeLimits,
 )
 from gangsched.core.placement import Snapshot
+from gangsched.core.volumelimits import limit_volumes, limited_snapshot
 from gangsched.core.volumes import Storage, claims_in_use, with_volumes
 
 
@@ -123,7 +125,9 @@ def gather_view(
     )
     gathered = gather(view.members, groups, policies, finished_before, priority_classes,
                       never_preempting_classes)
-    gathered = replace(gathered, gangs=_with_volumes(view, gathered.gangs))
+    gangs, limits = _with_volumes(view, gathered.gangs)
+    if gangs is not gathered.gangs:
+        gathered = replace(gathered, gangs=gangs, volume_limits=limits)
     still_finished = frozenset(
         g.uid for k, g in view.groups.items()
         if k in gathered.finished or (g.uid in finished_uids and k not in gathered.counts)
@@ -131,18 +135,28 @@ def gather_view(
     return Gathering(groups=groups, gathered=gathered, finished_uids=still_finished)
 
 
-def _with_volumes(view: ClusterView, gangs: tuple[Gang, ...]) -> tuple[Gang, ...]:
-    """The gangs with their pending pods' claims resolved (core.volumes); a cycle with no
-    pending claim reads nothing more of the view for them."""
-    claiming = [pod.key for gang in gangs for pod in gang.pending if pod.claims]
-    if not claiming:
-        return gangs
-    uids = {key: view.pods[key].uid for key in claiming if key in view.pods}
-    # Members are placed where they are assumed: a claim of a pod whose bind is under
-    # way is in use already, as kube-scheduler counts its assumed pods.
-    users = (*(record.pod for record in view.pods.values() if record.pod.claims),
-             *(member.pod for member in view.members if member.pod.claims))
-    return with_volumes(gangs, view.storage, uids, claims_in_use(users))
+def _with_volumes(view: ClusterView, gangs: tuple[Gang, ...]) -> tuple[tuple[Gang, ...],
+                                                                        VolumeLimits]:
+    """The gangs with their pending pods' claims resolved (core.volumes) and their volumes
+    counted against CSI limits (core.volumelimits); a cycle with no pending pod using a
+    volume reads nothing more of the view for them."""
+    claiming = []
+    inline = False
+    for gang in gangs:
+        for pod in gang.pending:
+            if pod.claims:
+                claiming.append(pod.key)
+            inline = inline or bool(pod.inline_volumes)
+    if not claiming and not inline:
+        return gangs, VolumeLimits()
+    if claiming:
+        uids = {key: view.pods[key].uid for key in claiming if key in view.pods}
+        # Members are placed where they are assumed: a claim of a pod whose bind is under
+        # way is in use already, as kube-scheduler counts its assumed pods.
+        users = (*(record.pod for record in view.pods.values() if record.pod.claims),
+                 *(member.pod for member in view.members if member.pod.claims))
+        gangs = with_volumes(gangs, view.storage, uids, claims_in_use(users))
+    return limit_volumes(gangs, view.storage)
 
 
 def cycle_input(
@@ -164,9 +178,10 @@ def cycle_input(
     """The cycle's input; preemption is the running scheduler's alone (it evicts), so the
     CLI's answers say what placement does without it."""
     keys = {gang.key for gang in gathered.gangs}
+    snapshot = view.snapshot if view.snapshot.seated is not None else replace(
+        view.snapshot, seated=partial(seated_pods, view.members, view.pods))
     return CycleInput(
-        snapshot=view.snapshot if view.snapshot.seated is not None else replace(
-            view.snapshot, seated=partial(seated_pods, view.members, view.pods)),
+        snapshot=limited_snapshot(snapshot, gathered.volume_limits, view.storage),
         gangs=gathered.gangs,
         bound_requests=gathered.bound_requests,
         queues=view.queues,

@@ -30,6 +30,8 @@ from dataclasses import dataclass, field, replace
 
 from gangsched.core.model import (
     Claim,
+    CsiDriver,
+    CsiNode,
     Gang,
     NodeName,
     Pod,
@@ -38,6 +40,7 @@ from gangsched.core.model import (
     SelectorTerm,
     StorageClassSpec,
     Volume,
+    VolumeAttachmentSpec,
     VolumeBlock,
     VolumeProblem,
 )
@@ -87,6 +90,10 @@ class Storage:
     claims: Mapping[str, Claim] = field(default_factory=dict)
     volumes: Mapping[str, Volume] = field(default_factory=dict)
     classes: Mapping[str, StorageClassSpec] = field(default_factory=dict)
+    csi_nodes: Mapping[NodeName, CsiNode] = field(default_factory=dict)
+    """CSINodes by node: the drivers on each and their volume limits (core.volumelimits)."""
+    attachments: Mapping[str, VolumeAttachmentSpec] = field(default_factory=dict)
+    csi_drivers: Mapping[str, CsiDriver] = field(default_factory=dict)
 
 
 def claims_in_use(pods: Iterable[Pod]) -> dict[str, PodKey]:
