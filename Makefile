@@ -122,8 +122,9 @@ bench-full-cycle: $(VENV)/.installed
 bench-oracle: $(VENV)/.installed binaries
 	$(BIN)/python -m bench.fit_oracle
 
-## Devices: 500 nodes of 8 fake GPUs, 250 gangs of 8 pods with 1-2 claims each, in the core.
-bench-dra: $(VENV)/.installed
+## Devices: 500 nodes of 8 fake GPUs, 250 gangs of 8 pods with 1-2 claims each from templates,
+## as a backlog for gangsched then kube-scheduler on the same control plane; then the core alone.
+bench-dra: $(VENV)/.installed binaries
 	$(BIN)/python -m bench.dra
 
 ## kube-scheduler as the oracle of device claims: >= 500 random (claim, node) pairs, gangsched's

@@ -185,6 +185,18 @@ class Batch:
     pods: list[dict[str, Any]]
 
 
+class BacklogHooks:
+    """What a backlog needs beyond its pods and PodGroups, in its namespace: objects the
+    pods refer to (made before them), and what must be true before the scheduler starts
+    (claims made from templates, say) so that its clock times its own work alone."""
+
+    def before_pods(self, namespace: str) -> None:
+        """Called once the namespace exists, before any PodGroup or pod is created."""
+
+    def before_start(self, namespace: str) -> None:
+        """Called once every pod is created, before the watch and the scheduler start."""
+
+
 def gang_batch(namespace: str, gangs: int, size: int) -> Batch:
     groups = [
         {"apiVersion": PODGROUP_VERSION, "kind": "PodGroup",
@@ -324,15 +336,19 @@ def run_live(cluster: LocalCluster, clients: Clients, batch: Batch, args: argpar
 
 def run_backlog(cluster: LocalCluster, clients: Clients, batch: Batch,
                 args: argparse.Namespace, log_path: Path,
-                profile: Path | None) -> dict[str, Any]:
+                profile: Path | None, hooks: BacklogHooks | None = None,
+                log_level: str = "info") -> dict[str, Any]:
     """PodGroups and pods exist before gangsched starts; timed from its start."""
     api = clients.get()
     create_namespace(api, batch.namespace)
+    hooks = hooks or BacklogHooks()
+    hooks.before_pods(batch.namespace)
     create_all(clients, batch.podgroups, args.workers)
     creation_s = create_all(clients, batch.pods, args.workers)
+    hooks.before_start(batch.namespace)
     watch = PodWatch(clients, batch.namespace)
     watch.start()
-    scheduler = Gangsched(cluster, log_path, profile)
+    scheduler = Gangsched(cluster, log_path, profile, log_level=log_level)
     cpu_before, writes_before = cpu_sample(cluster.pids), api_writes(api)
     started = time.monotonic()
     scheduler.start()
@@ -388,7 +404,8 @@ def groups_running_after(api: pykube.HTTPClient, namespace: str, count: int,
 
 
 def run_kube(cluster: LocalCluster, clients: Clients, batch: Batch,
-             args: argparse.Namespace, *, native_gang: bool, qps: int | None) -> dict[str, Any]:
+             args: argparse.Namespace, *, native_gang: bool, qps: int | None,
+             hooks: BacklogHooks | None = None) -> dict[str, Any]:
     """A backlog for kube-scheduler with these settings: the batch is created while it
     is stopped, then it starts and is timed from its start, as gangsched's backlog is."""
     cluster.stop_kube_scheduler()
@@ -396,8 +413,11 @@ def run_kube(cluster: LocalCluster, clients: Clients, batch: Batch,
     log_offset = log.stat().st_size if log.exists() else 0
     api = clients.get()
     create_namespace(api, batch.namespace)
+    hooks = hooks or BacklogHooks()
+    hooks.before_pods(batch.namespace)
     create_all(clients, batch.podgroups, args.workers)
     creation_s = create_all(clients, batch.pods, args.workers)
+    hooks.before_start(batch.namespace)
     watch = PodWatch(clients, batch.namespace)
     watch.start()
     cpu_before, writes_before = cpu_sample(cluster.pids), api_writes(api)
