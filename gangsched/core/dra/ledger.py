@@ -13,14 +13,14 @@ from collections.abc import Iterable
 from gangsched.core.dra.devices import Allocation, ClaimKey, DeviceRef, Inventory
 from gangsched.core.dra.placing import ClaimWrite, DevicePlacement, NodeRoom, Refusal
 from gangsched.core.dra.placing import place_with_devices as _place
-from gangsched.core.model import Gang, Policy
+from gangsched.core.model import Gang, NodeName, Policy
 
 __all__ = ["DeviceLedger"]
 
 class DeviceLedger:
     """Claims allocated and devices taken, before this pass and by its placements."""
 
-    __slots__ = ("allocated", "inventory", "taken")
+    __slots__ = ("_free", "allocated", "inventory", "taken")
 
     def __init__(self, inventory: Inventory) -> None:
         self.inventory = inventory
@@ -29,12 +29,22 @@ class DeviceLedger:
             if claim.allocation is not None
         }
         self.taken: set[DeviceRef] = set(inventory.in_use)
+        self._free: dict[NodeName, int] = {}
+        """Devices of a node not taken, counted when first asked, dropped when it changes."""
+
+    def free_devices(self, node: NodeName) -> int:
+        count = self._free.get(node)
+        if count is None:
+            taken = self.taken
+            count = self._free[node] = sum(
+                1 for device in self.inventory.on_node(node) if device.ref not in taken)
+        return count
 
     def place(self, gang: Gang, need: int, room: NodeRoom, policy: Policy
               ) -> DevicePlacement | Refusal:
         """Where the gang's members go with their devices; nothing is recorded yet."""
         return _place(gang, need, self.inventory, room, policy,
-                      allocated=self.allocated, taken=self.taken)
+                      allocated=self.allocated, taken=self.taken, free=self.free_devices)
 
     def record(self, writes: Iterable[ClaimWrite]) -> None:
         """The placement was kept: its allocations are the pass's from now on."""
@@ -43,6 +53,7 @@ class DeviceLedger:
                 self.allocated[write.claim] = write.allocation
                 self.taken.update(d.device for d in write.allocation.devices
                                   if not d.admin_access)
+                self._recount(write.allocation)
 
     def forget(self, writes: Iterable[ClaimWrite]) -> None:
         """The placement was released: its allocations are free again."""
@@ -50,3 +61,12 @@ class DeviceLedger:
             if write.allocation is not None:
                 del self.allocated[write.claim]
                 self.taken.difference_update(d.device for d in write.allocation.devices)
+                self._recount(write.allocation)
+
+    def _recount(self, allocation: Allocation) -> None:
+        """Counts the allocation may have changed are made again when next asked: its
+        node's, or every node's where it may hold devices every node shares."""
+        if allocation.node is None or self.inventory.shared_devices:
+            self._free.clear()
+        else:
+            self._free.pop(allocation.node, None)

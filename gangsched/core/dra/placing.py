@@ -88,7 +88,8 @@ class _Gang:
     """The running answer for one gang: devices, claims and room taken so far."""
 
     def __init__(self, gang: Gang, inventory: Inventory,
-                 allocated: Mapping[ClaimKey, Allocation], taken: AbstractSet[DeviceRef]) -> None:
+                 allocated: Mapping[ClaimKey, Allocation], taken: AbstractSet[DeviceRef],
+                 base_free: Callable[[NodeName], int] | None = None) -> None:
         self.gang = gang
         self.inventory = inventory
         self.allocated = dict(allocated)
@@ -99,6 +100,9 @@ class _Gang:
         self.reserve: dict[ClaimKey, list[Consumer]] = {}
         self.free: dict[NodeName, int] = {}
         """Free devices per node, counted when first asked and kept as the gang takes."""
+        self.base_free = base_free
+        """Free devices per node before this gang, as the pass keeps them: counting them
+        for every gang again would look at every device of every node once per gang."""
         self.assignments: list[tuple[Pod, NodeName]] = []
         self.created: dict[ClaimKey, ExtendedClaim] = {}
         """Extended resource claims to create, by their placeholder keys."""
@@ -137,6 +141,8 @@ class _Gang:
     def free_devices(self, node: NodeName) -> int:
         count = self.free.get(node)
         if count is None:
+            if self.base_free is not None:
+                return self.base_free(node)
             taken = self.taken
             count = self.free[node] = sum(
                 1 for device in self.inventory.on_node(node) if device.ref not in taken)
@@ -181,12 +187,14 @@ class _Gang:
                 self.allocated[key] = self.new[key] = allocation
                 fresh = {d.device for d in allocation.devices
                          if not d.admin_access and d.device not in self.taken}
-                self.taken.update(fresh)
                 local = fresh & {d.ref for d in self.inventory.devices.get(node, ())}
                 if local != fresh:
-                    self.free.clear()  # devices every node shares: count again
-                elif node in self.free:
-                    self.free[node] -= len(local)
+                    # Devices every node shares: count again, here, from what is taken.
+                    self.free.clear()
+                    self.base_free = None
+                elif node in self.free or self.base_free is not None:
+                    self.free[node] = self.free_devices(node) - len(local)
+                self.taken.update(fresh)
         for pod_claim in pod.resource_claims:
             claim = self.inventory.claims[pod_claim.claim] if pod_claim.claim else None
             if claim is None:
@@ -290,14 +298,17 @@ def _place_pod(state: _Gang, pod: Pod, room: NodeRoom, policy: Policy
 def place_with_devices(
     gang: Gang, need: int, inventory: Inventory, room: NodeRoom, policy: Policy, *,
     allocated: Mapping[ClaimKey, Allocation], taken: AbstractSet[DeviceRef],
+    free: Callable[[NodeName], int] | None = None,
 ) -> DevicePlacement | Refusal:
     """At least ``need`` pending members placed with their devices, or why not.
 
     ``allocated``: claims allocated so far this cycle as well as before it;
-    ``taken``: devices no new allocation may use. Members beyond ``need``
-    are placed where they fit; one that does not fit stays pending.
+    ``taken``: devices no new allocation may use; ``free``, when given, the
+    count of a node's devices not in ``taken`` (kept by the caller across
+    gangs). Members beyond ``need`` are placed where they fit; one that does
+    not fit stays pending.
     """
-    state = _Gang(gang, inventory, allocated, taken)
+    state = _Gang(gang, inventory, allocated, taken, free)
     refused: Refusal | None = None
     for pod in gang.pending:
         placed = _place_pod(state, pod, room, policy)
