@@ -112,11 +112,15 @@ def run_scenario(cluster: LocalCluster, contender: Contender, make: type[Scenari
     return run
 
 
-def run_contender(contender: Contender, bin_dir: Path, logs: Path, live: Live) -> list[Run]:
+def run_contender(contender: Contender, scenarios: Sequence[type[Scenario]], bin_dir: Path,
+                  logs: Path, live: Live) -> list[Run]:
     with tempfile.TemporaryDirectory(prefix="gangsched-demo-") as workdir:
+        # kube-controller-manager makes pods' device claims from their templates and
+        # frees the devices once the pods are done, for every scheduler alike.
         cluster = LocalCluster(
             workdir=Path(workdir), bin_dir=bin_dir,
             options=ClusterOptions(nodes=0, with_kube_scheduler=True,
+                                   with_controller_manager=True,
                                    native_gang=contender.native_gang),
         )
         live.update(f"starting a control plane for {contender.title}…")
@@ -126,20 +130,21 @@ def run_contender(contender: Contender, bin_dir: Path, logs: Path, live: Live) -
             with contextlib.ExitStack() as stack:
                 if contender.runs_gangsched:
                     stack.enter_context(gangsched(cluster, logs / f"{contender.key}.log"))
-                return [run_scenario(cluster, contender, make, live) for make in SCENARIOS]
+                return [run_scenario(cluster, contender, make, live) for make in scenarios]
         finally:
             cluster.stop()
             for log in cluster.logs.glob("*.log"):
                 shutil.copy(log, logs / f"{contender.key}-{log.name}")
 
 
-def summary_table(summaries: list[list[RunSummary]], contenders: Sequence[Contender]) -> Table:
+def summary_table(summaries: list[list[RunSummary]], contenders: Sequence[Contender],
+                  scenarios: Sequence[type[Scenario]]) -> Table:
     table = Table(title="Side by side (measured on this machine)", title_justify="left")
     table.add_column("scenario")
     table.add_column("")
     for contender in contenders:
         table.add_column(contender.title)
-    for s, title in enumerate(make.short for make in SCENARIOS):
+    for s, title in enumerate(make.short for make in scenarios):
         runs = [summaries[c][s] for c in range(len(contenders))]
         table.add_row(title, "jobs done", *(f"{r.finished} of {r.jobs}" for r in runs))
         table.add_row("", "time", *(f"stuck at {r.seconds:g}s" if r.stuck
@@ -156,10 +161,14 @@ def summary_table(summaries: list[list[RunSummary]], contenders: Sequence[Conten
 @click.option("--contender", "only", multiple=True,
               type=click.Choice([c.key for c in CONTENDERS]),
               help="Run only these schedulers (repeatable); all by default.")
-def main(out: Path, only: tuple[str, ...]) -> None:
+@click.option("--scenario", "only_scenarios", multiple=True,
+              type=click.Choice([s.key for s in SCENARIOS]),
+              help="Run only these scenarios (repeatable); all by default.")
+def main(out: Path, only: tuple[str, ...], only_scenarios: tuple[str, ...]) -> None:
     """Run the seed workloads under each scheduler and write demo-out/."""
     console = Console()
     contenders = [c for c in CONTENDERS if not only or c.key in only]
+    scenarios = [s for s in SCENARIOS if not only_scenarios or s.key in only_scenarios]
     out.mkdir(parents=True, exist_ok=True)
     logs = out / "logs"
     shutil.rmtree(logs, ignore_errors=True)
@@ -169,10 +178,10 @@ def main(out: Path, only: tuple[str, ...]) -> None:
     runs: list[list[Run]] = []
     with Live("", console=console, refresh_per_second=8, transient=True) as live:
         for contender in contenders:
-            runs.append(run_contender(contender, bin_dir, logs, live))
+            runs.append(run_contender(contender, scenarios, bin_dir, logs, live))
     summaries = [[run.summary for run in row] for row in runs]
-    console.print(summary_table(summaries, contenders))
-    by_scenario = [[runs[c][s] for c in range(len(contenders))] for s in range(len(SCENARIOS))]
+    console.print(summary_table(summaries, contenders, scenarios))
+    by_scenario = [[runs[c][s] for c in range(len(contenders))] for s in range(len(scenarios))]
     titles = [c.title for c in contenders]
     scenario_titles = [run.summary.scenario for run in runs[0]]
     draw_timeline(by_scenario, titles, scenario_titles, out / "timeline.png")

@@ -1,11 +1,13 @@
-"""The three seed workloads, played as their operators and frameworks would play them.
+"""The seed workloads, played as their operators and frameworks would play them.
 
 Each scenario creates its pods through a :class:`Contender` (which decides
 the scheduler and how the gang is declared) and then acts on what the
 cluster shows: Spark creates executors once its driver runs; training code
 makes progress only when all of a job's workers run. The pods themselves are
 KWOK's: bound pods become Running; pods with ``kwok.gangsched.io/run-for``
-succeed after that long.
+succeed after that long. GPUs are ``nvidia.com/gpu`` counts, but in the DRA
+scenario, where they are devices of the fake driver's ResourceSlices, claimed
+through ResourceClaimTemplates.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from typing import Any, ClassVar, Protocol
 
 from demo.contenders import Contender
 from demo.timeline import JOB_LABEL
+from devcluster import fakedriver
 from devcluster.controlplane import NodeShape
 from tests.e2e.workspace import Workspace, node_of, phase_of
 
@@ -184,7 +187,101 @@ class Training:
         return len(self.done)
 
 
-SCENARIOS = (Spark, GpuBlocker, Training)
+RESOURCE_API = "resource.k8s.io/v1"
+CLIQUE_GPUS = 4
+"""The fake driver's NVLink clique: half of a node's 8 GPUs."""
+
+
+def claim_template(ws: Workspace, name: str, count: int, one_clique: bool) -> dict[str, Any]:
+    """A ResourceClaimTemplate asking ``count`` fake GPUs, all of one clique if asked."""
+    devices: dict[str, Any] = {"requests": [{"name": "gpus", "exactly": {
+        "deviceClassName": fakedriver.DEVICE_CLASS, "count": count}}]}
+    if one_clique:
+        devices["constraints"] = [{"matchAttribute": f"{fakedriver.DRIVER}/clique"}]
+    return {"apiVersion": RESOURCE_API, "kind": "ResourceClaimTemplate",
+            "metadata": {"name": name, "namespace": ws.name},
+            "spec": {"spec": {"devices": devices}}}
+
+
+def claiming(pod: dict[str, Any], template: str) -> dict[str, Any]:
+    """The pod with one claim, made from the template by the resource-claim controller."""
+    pod["spec"]["resourceClaims"] = [{"name": "gpus", "resourceClaimTemplateName": template}]
+    pod["spec"]["containers"][0]["resources"]["claims"] = [{"name": "gpus"}]
+    return pod
+
+
+@dataclass
+class Cliques:
+    """Four jobs of 8 GPUs (2 workers, each claiming a whole NVLink clique of 4) on 3
+    nodes of 8 fake GPUs (6 cliques), after two one-GPU serving pods that stay.
+
+    Devices are claimed through DRA (ResourceClaimTemplates, the fake driver's
+    slices). Where the serving pods go decides the rest: spread over two nodes
+    they break two cliques and leave four whole, one per first worker of each
+    job; packed into one clique they leave five, two jobs' worth at a time.
+    """
+
+    ws: Workspace
+    contender: Contender
+    key: ClassVar[str] = "dra-cliques"
+    title: ClassVar[str] = "DRA: 4 jobs x 8 GPUs, a clique of 4 per worker, on 3 nodes x 8 GPUs"
+    short: ClassVar[str] = "DRA cliques, 4 jobs on 24 GPUs"
+    nodes: int = 3
+    shape: NodeShape = field(default_factory=lambda: NodeShape(cpu="16", memory="64Gi"))
+    jobs: int = 4
+    workers: int = 2
+    serving: int = 2
+    jobs_created: bool = False
+    all_running: dict[str, float] = field(default_factory=dict)
+    done: set[str] = field(default_factory=set)
+
+    def _names(self, job: str) -> list[str]:
+        return [f"{job}-worker-{i}" for i in range(self.workers)]
+
+    def manifests(self) -> tuple[list[dict[str, Any]], list[dict[str, Any]],
+                                 list[dict[str, Any]]]:
+        """The claim templates, the serving pods, and the jobs' PodGroups and workers
+        (workers created side by side, as operators create them)."""
+        templates = [claim_template(self.ws, "one-gpu", 1, one_clique=False),
+                     claim_template(self.ws, "clique", CLIQUE_GPUS, one_clique=True)]
+        serving = [claiming(_pod(self.ws, self.contender, f"serving-{i}", None), "one-gpu")
+                   for i in range(self.serving)]
+        for pod in serving:
+            pod["spec"]["schedulerName"] = self.contender.scheduler_name
+        jobs = [f"cliques-{j}" for j in range(self.jobs)]
+        groups = [group for job in jobs
+                  if (group := self.contender.podgroup(self.ws.name, job, self.workers, {}))]
+        workers = [claiming(_pod(self.ws, self.contender, f"{job}-worker-{i}", job), "clique")
+                   for i in range(self.workers) for job in jobs]
+        return templates, serving, [*groups, *workers]
+
+    def submit(self) -> None:
+        fakedriver.publish(self.ws.api, [f"node-{i}" for i in range(self.nodes)])
+        templates, serving, _ = self.manifests()
+        self.ws.create(*templates, *serving)
+
+    def step(self, pods: Pods, now: float) -> None:
+        if not self.jobs_created:
+            if _running(pods, [f"serving-{i}" for i in range(self.serving)]):
+                self.ws.create(*self.manifests()[2])
+                self.jobs_created = True
+            return
+        for j in range(self.jobs):
+            job = f"cliques-{j}"
+            names = self._names(job)
+            if job in self.done or not _running(pods, names):
+                continue
+            started = self.all_running.setdefault(job, now)
+            if now - started >= TRAIN_S:
+                for name in names:
+                    self.ws.finish_pod(name)
+                self.done.add(job)
+
+    def finished(self) -> int:
+        return len(self.done)
+
+
+SCENARIOS = (Spark, GpuBlocker, Training, Cliques)
 
 
 def bound_pods(pods: Pods) -> int:
