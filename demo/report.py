@@ -72,7 +72,7 @@ def draw_timeline(runs: Sequence[Sequence[Run]], titles: Sequence[str],
                  Patch(facecolor=HELD_IDLE, hatch="////", edgecolor="white",
                        label="bound, holding room while its job's other pods wait"),
                  Patch(color=JOB_COLORS[0], label="bound and running (colour per job)"),
-                 Patch(color=OUTSIDE, label="a pod outside the jobs (the blocker)")],
+                 Patch(color=OUTSIDE, label="a pod outside the jobs (a blocker, a serving pod)")],
         loc="lower center", ncol=4, fontsize=9, frameon=False,
     )
     fig.tight_layout(rect=(0, 0.03, 1, 1))
