@@ -11,6 +11,11 @@ it, one claim per probe; gangsched answers from
 :func:`gangsched.core.dra.allocator.allocate_on_node` over the objects read
 from the API server before the probes. Any pair where they differ is a bug on
 one side.
+
+Some probes ask no claim but ``example.com/gpu: N`` in their container
+requests, which no node lists and a DeviceClass of the run names (all GPUs,
+or one model): kube-scheduler makes and allocates a claim for the probe,
+gangsched allocates the claim :mod:`gangsched.core.dra.extended` makes.
 """
 
 from __future__ import annotations
@@ -26,12 +31,15 @@ from devcluster import fakedriver
 from devcluster.controlplane import LocalCluster, NodeShape
 from gangsched.core.dra.allocator import NodeAllocation, allocate_on_node
 from gangsched.core.dra.devices import Inventory
+from gangsched.core.dra.extended import extended_claim, served_by_devices
 from gangsched.core.dra.parse import (
     device_class_from_api,
     resource_claim_from_api,
     slice_from_api,
 )
+from gangsched.core.kubeobjects import pod_from_api
 from gangsched.core.model import NodeName
+from gangsched.core.resources import Resources
 from tests.e2e import oracle
 
 PREFIX = "dra-oracle"
@@ -41,6 +49,10 @@ PLAIN = {"containers": [{"name": "main", "image": "busybox",
                          "resources": {"requests": {"cpu": "100m"}, "claims": [{"name": "dev"}]}}],
          "tolerations": [{"operator": "Exists"}]}
 MODELS = (fakedriver.GpuModel("H100", "80Gi"), fakedriver.GpuModel("A100", "40Gi"))
+EXTENDED = "example.com/gpu"
+EXTENDED_CLASS = "dra-oracle-extended"
+EXTENDED_SHARE = 0.25
+"""Of the probes, those asking the extended resource rather than a claim."""
 
 
 def _kind(cluster: LocalCluster, kind: str) -> type[pykube.objects.APIObject]:
@@ -101,9 +113,30 @@ def _pod(namespace: str, name: str, claim: str, node: str, probe: bool) -> dict[
                      **spec}}
 
 
+def extended_class(rng: random.Random) -> dict[str, Any]:
+    """The run's DeviceClass serving ``example.com/gpu``: every GPU, or one model's."""
+    manifest = fakedriver.device_class_manifest()
+    selectors = list(manifest["spec"]["selectors"])
+    if rng.random() < 0.5:
+        selectors.append({"cel": {"expression":
+                                  f'device.attributes["{GPU}"].model == '
+                                  f'"{rng.choice(MODELS).name}"'}})
+    return {**manifest, "metadata": {"name": EXTENDED_CLASS},
+            "spec": {"selectors": selectors, "extendedResourceName": EXTENDED}}
+
+
+def _remove_extended_class(cluster: LocalCluster) -> None:
+    found = _kind(cluster, "DeviceClass").objects(cluster.client).get_or_none(
+        name=EXTENDED_CLASS)
+    if found is not None:
+        found.delete()
+
+
 def make_nodes(cluster: LocalCluster, rng: random.Random, count: int) -> list[str]:
     names = cluster.ensure_nodes(count, NodeShape(cpu="16", memory="64Gi"), prefix=PREFIX)
     fakedriver.publish(cluster.client, [])  # the class; no slice of other tests' nodes
+    _remove_extended_class(cluster)  # one a run cut short left behind
+    _kind(cluster, "DeviceClass")(cluster.client, extended_class(rng)).create()
     for index, node in enumerate(names):
         manifest = fakedriver.slice_manifest(node, index, per_node=rng.choice((4, 8)),
                                              model=rng.choice(MODELS))
@@ -162,7 +195,9 @@ def _clear_probes(cluster: LocalCluster, namespace: str) -> None:
     while (pykube.Pod.objects(cluster.client, namespace=namespace).filter(
             selector={"probe": "yes"})
            or claims.objects(cluster.client, namespace=namespace).filter(
-            selector={"probe": "yes"})):
+            selector={"probe": "yes"})
+           or any(resource_claim_from_api(c.obj).extended_for
+                  for c in claims.objects(cluster.client, namespace=namespace))):
         if time.monotonic() > deadline:
             raise AssertionError("probes or their claims did not go")
         time.sleep(0.2)
@@ -194,6 +229,41 @@ def probe_claim(cluster: LocalCluster, namespace: str, index: int, spec: dict[st
     return verdicts
 
 
+def _extended_pod(namespace: str, name: str, count: int, node: str) -> dict[str, Any]:
+    asked = {"cpu": "100m", EXTENDED: str(count)}
+    spec = oracle.pinned({"containers": [{"name": "main", "image": "busybox", "resources": {
+        "requests": asked, "limits": {EXTENDED: str(count)}}}],
+        "tolerations": [{"operator": "Exists"}]}, node)
+    return {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": namespace, "labels": {"probe": "yes"}},
+            "spec": {"schedulerName": "default-scheduler", "terminationGracePeriodSeconds": 0,
+                     **spec}}
+
+
+def probe_extended(cluster: LocalCluster, namespace: str, index: int, count: int,
+                   nodes: Sequence[str]) -> list[oracle.Verdict]:
+    """``example.com/gpu: count`` asked of every node at once (no node lists it)."""
+    before = inventory(cluster, namespace)
+    probes = {node: _extended_pod(namespace, f"p{index}-{node}", count, node) for node in nodes}
+    for manifest in probes.values():
+        pykube.Pod(cluster.client, manifest).create()
+    resolved = oracle.wait_resolved(cluster, namespace,
+                                    [m["metadata"]["name"] for m in probes.values()],
+                                    verdict=kube_verdict)
+    verdicts = []
+    for node, manifest in probes.items():
+        kube = kube_verdict(resolved[manifest["metadata"]["name"]])
+        pod = pod_from_api(manifest)
+        served = served_by_devices(pod, before.extended, Resources.zero())
+        answer = allocate_on_node(before, [extended_claim(pod, served, before.extended)[0]],
+                                  NodeName(node), before.in_use) if served else None
+        ours = isinstance(answer, NodeAllocation)
+        verdicts.append(oracle.Verdict(index, node, bool(kube), ours,
+                                       f"{EXTENDED}: {count} -> {answer}"[:300]))
+    _clear_probes(cluster, namespace)
+    return verdicts
+
+
 def run(cluster: LocalCluster, namespace: str, rng: random.Random, *, nodes: int,
         claims: int) -> list[oracle.Verdict]:
     """Every (claim, node) pair of a generated cluster, with both verdicts."""
@@ -202,8 +272,13 @@ def run(cluster: LocalCluster, namespace: str, rng: random.Random, *, nodes: int
         place_existing(cluster, namespace, rng, names)
         verdicts = []
         for index in range(claims):
-            verdicts.extend(probe_claim(cluster, namespace, index, claim_spec(rng), names))
+            if rng.random() < EXTENDED_SHARE:
+                count = rng.choice((1, 2, 3, 4, 5, 8))
+                verdicts.extend(probe_extended(cluster, namespace, index, count, names))
+            else:
+                verdicts.extend(probe_claim(cluster, namespace, index, claim_spec(rng), names))
         return verdicts
     finally:
         fakedriver.remove(cluster.client)
+        _remove_extended_class(cluster)
         cluster.ensure_nodes(0, prefix=PREFIX, wait=False)

@@ -249,6 +249,9 @@ def test_claims_fit_where_kube_scheduler_says_they_fit(
     verdicts = dra_oracle.run(cluster, ws.name, random.Random(seed), nodes=3,
                               claims=ORACLE_CLAIMS)
     assert len(verdicts) == 3 * ORACLE_CLAIMS
+    extended = sum(1 for v in verdicts if v.why.startswith(dra_oracle.EXTENDED))
+    print(f"{len(verdicts)} pairs, {extended} asking {dra_oracle.EXTENDED}, "
+          f"{sum(v.kube for v in verdicts)} accepted by kube-scheduler")
     disagreements = [v for v in verdicts if v.kube != v.ours]
     assert not disagreements, (
         f"{len(disagreements)} of {len(verdicts)} pairs disagree "
