@@ -21,7 +21,7 @@ which devices serve which container.
 
 If any claim of a gang cannot be written, the gang is not bound, and what
 was written for it is taken back (:meth:`ClaimWriter.undo`): a claim made
-for a pod is deleted, and the pod's status no longer names it.
+for a pod is deleted.
 """
 
 from __future__ import annotations
@@ -133,7 +133,7 @@ class ClaimWriter:
                                          "requestName": m.request} for m in create.mappings],
                 }}}, field_manager=FIELD_MANAGER, _preload_content=False))
         if not allocated.accepted:
-            await self._delete_extended(namespace, name, create.pod, named=False)
+            await self._delete_extended(namespace, name)
             return allocated
         self._created[write.claim] = name
         return allocated
@@ -184,20 +184,17 @@ class ClaimWriter:
             return Answer(response.status, status_message(text.decode())[:300]), {}
         return Answer(response.status), orjson.loads(text)
 
-    async def _delete_extended(self, namespace: str, name: str, pod: str, *,
-                               named: bool) -> Answer:
+    async def _delete_extended(self, namespace: str, name: str) -> Answer:
         """Delete a claim made for a pod: its finalizer first (it holds only ours), so it
-        goes at once; and, when the pod's status names it (``named``), the name too."""
+        goes at once. The pod's status may still name it: the API server keeps that
+        entry once written (it only ever names a newer claim, on the next attempt), as
+        it is after kube-scheduler deletes such a claim."""
         answer = await answer_of(self._resource.patch_namespaced_resource_claim(
             name, namespace, {"metadata": {"finalizers": None}}, field_manager=FIELD_MANAGER,
             _preload_content=False))
         if answer.accepted or answer.status == 404:
             answer = await answer_of(self._resource.delete_namespaced_resource_claim(
                 name, namespace, _preload_content=False))
-        if named and (answer.accepted or answer.status == 404):
-            answer = await answer_of(self._core.patch_namespaced_pod_status(
-                pod, namespace, {"status": {"extendedResourceClaimStatus": None}},
-                field_manager=FIELD_MANAGER, _preload_content=False))
         return answer
 
     async def _undo_one(self, write: ClaimWrite) -> Answer:
@@ -206,7 +203,7 @@ class ClaimWriter:
             made = self._created.pop(write.claim, None)
             if made is None:
                 return Answer(404, f"no claim was made for pod {write.create.pod}")
-            return await self._delete_extended(namespace, made, write.create.pod, named=True)
+            return await self._delete_extended(namespace, made)
         status: dict[str, Any] = {
             "reservedFor": [{"uid": consumer.uid, "$patch": "delete"}
                             for consumer in write.consumers]}

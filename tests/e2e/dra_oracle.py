@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import random
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import pykube
@@ -162,10 +162,18 @@ def place_existing(cluster: LocalCluster, namespace: str, rng: random.Random,
 
 
 def inventory(cluster: LocalCluster, namespace: str) -> Inventory:
+    return inventory_of(cluster, namespace, lambda node: node.startswith(PREFIX))
+
+
+def inventory_of(cluster: LocalCluster, namespace: str,
+                 nodes: Callable[[str], bool] | Sequence[str]) -> Inventory:
+    """Slices of the nodes (a list, or a test of their names), every class, the
+    namespace's claims: what gangsched's mirror would hold."""
+    wanted = nodes if callable(nodes) else set(nodes).__contains__
     devices = {}
     for item in _kind(cluster, "ResourceSlice").objects(cluster.client):
         node, found = slice_from_api(item.obj)
-        if node is not None and node.startswith(PREFIX):
+        if node is not None and wanted(node):
             devices[node] = found
     classes = {c.name: c for c in (device_class_from_api(item.obj) for item in
                                    _kind(cluster, "DeviceClass").objects(cluster.client))}

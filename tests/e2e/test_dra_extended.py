@@ -6,6 +6,7 @@ kube-scheduler makes them."""
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
+from dataclasses import replace
 from typing import Any
 
 import pykube
@@ -13,6 +14,13 @@ import pytest
 
 from devcluster import fakedriver
 from devcluster.controlplane import LocalCluster
+from gangsched.allocations import ClaimWriter
+from gangsched.app import api_client
+from gangsched.core.kubeobjects import node_from_api, pod_from_api
+from gangsched.core.model import Gang, GangKey
+from gangsched.core.placement import Capacity, Placement, Snapshot
+from gangsched.dispatcher import Dispatcher
+from tests.e2e import dra_oracle
 from tests.e2e.test_dra import claims, condition_message, devices_of, gpu_nodes, members
 from tests.e2e.test_explain_status import gangsched_cli
 from tests.e2e.workspace import Workspace, bound, node_of, wait_for
@@ -127,3 +135,52 @@ def test_devices_kube_scheduler_gave_a_pod_for_the_same_resource_are_never_reuse
     wait_for(lambda: "2 of 8 devices free" in condition_message(members(ws, "late")[0]),
              timeout=30, what="the late pod to say why it waits")
     assert bound(members(ws, "late")) == [] and made_for(ws, members(ws, "late")[0]) == []
+
+
+def _placed(cluster: LocalCluster, ws: Workspace, pods: list[dict[str, Any]],
+            nodes: list[str]) -> Placement:
+    """The core's placement of the pods as one gang, over what the API server holds."""
+    inventory = dra_oracle.inventory_of(cluster, ws.name, nodes)
+    snapshot = replace(Snapshot.build(
+        [node_from_api(pykube.Node.objects(cluster.client).get(name=n).obj) for n in nodes],
+        []), devices=inventory)
+    parsed = [pod_from_api(pod) for pod in pods]
+    decision = Capacity(snapshot).place(Gang(GangKey(f"{ws.name}/g"), len(parsed),
+                                             tuple(parsed)))
+    assert isinstance(decision, Placement), decision
+    return decision
+
+
+async def test_a_write_refused_half_way_leaves_nothing_and_undo_takes_back_the_rest(
+    ws: Workspace, cluster: LocalCluster, extended_class: str, gpu_nodes: list[str],
+) -> None:
+    """The claim writer against the API server, with no scheduler running: a pod that is
+    gone by the time its status is written gets its claim deleted at once; the claim of
+    the other member, written whole, is deleted by undo, and a later attempt makes a new
+    one that the pod's status then names."""
+    ws.create(asking(ws.pod("kept"), 2))
+    kept = ws.pods()["kept"]
+    ghost = asking(ws.pod("ghost"), 2)
+    ghost["metadata"]["uid"] = "00000000-0000-0000-0000-000000000001"
+    placement = _placed(cluster, ws, [kept, ghost], gpu_nodes)
+    api = await api_client(str(cluster.kubeconfig), bind_concurrency=4)
+    try:
+        writer = ClaimWriter(api, Dispatcher(bind_workers=4))
+        answers = await writer.write(placement.claims)
+        by_pod = {write.create.pod: answer for write, answer in
+                  zip(placement.claims, answers, strict=True) if write.create is not None}
+        assert by_pod["kept"].accepted and by_pod["ghost"].status == 404, by_pod
+        [claim] = claims(ws)
+        assert made_for(ws, ws.pods()["kept"]) == [claim] and len(devices_of(claim)) == 2
+        assert ws.pods()["kept"]["status"]["extendedResourceClaimStatus"][
+            "resourceClaimName"] == claim["metadata"]["name"]
+        mine = [w for w in placement.claims if w.create is not None and w.create.pod == "kept"]
+        await writer.undo(mine)
+        assert claims(ws) == []
+        assert [answer.accepted for answer in await writer.write(mine)] == [True]
+    finally:
+        await api.close()
+    [again] = claims(ws)
+    assert again["metadata"]["name"] != claim["metadata"]["name"]
+    assert ws.pods()["kept"]["status"]["extendedResourceClaimStatus"][
+        "resourceClaimName"] == again["metadata"]["name"]

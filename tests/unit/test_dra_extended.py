@@ -8,12 +8,13 @@ from dataclasses import replace
 from typing import Any
 
 from devcluster import fakedriver
+from gangsched.core.cycle import CycleInput, run_cycle
 from gangsched.core.dra.devices import ClaimRequest, Inventory, Request
 from gangsched.core.dra.extended import RequestMapping, claim_manifest
 from gangsched.core.dra.parse import device_class_from_api, resource_claim_from_api, slice_from_api
 from gangsched.core.dra.placing import Consumer
 from gangsched.core.kubeobjects import pod_from_api
-from gangsched.core.model import Node, NodeName, Pod
+from gangsched.core.model import Gang, GangKey, Node, NodeName, Pod, Policy
 from gangsched.core.placement import Capacity, Placement, Snapshot, Unplaceable
 from gangsched.core.reasons import ClaimNotReady, DevicesShort, render
 from gangsched.core.resources import Resources
@@ -240,3 +241,26 @@ def test_the_claim_is_created_as_kube_scheduler_creates_it_and_reads_back_as_the
     claim = resource_claim_from_api(created)
     assert claim.extended_for == "uid-p"
     assert claim.requests == write.create.requests
+
+
+def test_a_gang_whose_min_resources_name_the_extended_resource_is_admitted_and_placed() -> None:
+    """minResources as operators write them (the sum of the pods' requests): no node's
+    room holds example.com/gpu, so admission leaves it to the devices, found whole."""
+    def waiting(key: str, pods: int) -> Gang:
+        members = [gpu_pod(f"{key}-{i}") for i in range(pods)]
+        return Gang(GangKey(f"ns/{key}"), pods, tuple(members), min_resources=Resources.of(
+            {RESOURCE: 2 * pods, "cpu": 1000 * pods}))
+
+    result = run_cycle(CycleInput(
+        snapshot=snapshot(["n-0", "n-1"]), gangs=(waiting("a", 4), waiting("b", 4)),
+        bound_requests={}, queues={}, admitted=frozenset(), waiting_since={}, now=0.0,
+        policy=Policy.BINPACK))
+    assert sorted(p.gang for p in result.placements) == ["ns/a", "ns/b"]
+    assert sum(len(p.claims) for p in result.placements) == 8
+    result = run_cycle(CycleInput(
+        snapshot=snapshot(["n-0", "n-1"]), gangs=(waiting("c", 9),),
+        bound_requests={}, queues={}, admitted=frozenset(), waiting_since={}, now=0.0,
+        policy=Policy.BINPACK))
+    assert result.placements == ()
+    assert [u.gang for u in result.unplaceable] == ["ns/c"]
+    assert isinstance(result.unplaceable[0].reason, DevicesShort)

@@ -32,6 +32,7 @@ __all__ = [
     "RequestMapping",
     "claim_manifest",
     "extended_claim",
+    "left_to_devices",
     "placeholder_key",
     "served_by_devices",
 ]
@@ -72,6 +73,18 @@ def served_by_devices(pod: Pod, extended: Mapping[str, str], allocatable: Resour
         if name in extended and not allocatable.get(name) and name not in found:
             found.append(name)
     return tuple(sorted(found))
+
+
+def left_to_devices(amount: Resources, extended: Mapping[str, str], listed: Resources
+                    ) -> Resources:
+    """The amount less the extended resources devices serve: a class names them and no
+    node lists them (``listed``: what nodes list), so no node's room can hold them; their
+    devices are found when the gang is placed, whole."""
+    if not extended:
+        return amount
+    served = {name: value for name, value in amount.items()
+              if name in extended and not listed.get(name)}
+    return amount - Resources.of(served) if served else amount
 
 
 def placeholder_key(pod: Pod) -> ClaimKey:

@@ -4,11 +4,14 @@ Admitting a gang is a promise: the part of its ``minResources`` its bound
 pods do not use yet stays reserved from then on, so a Spark driver that
 starts first still finds room for the executors it creates later. So a gang
 is admitted only while its queue's capability and the unreserved free room
-can hold it.
+can hold it. Extended resources that devices serve where no node lists them
+(``core.dra.extended``) are no node's room: the queue's capability counts
+them, placement finds their devices.
 """
 
 from __future__ import annotations
 
+from gangsched.core.dra.extended import left_to_devices
 from gangsched.core.model import Gang
 from gangsched.core.placement import Unplaceable
 from gangsched.core.reasons import AdmissionNoRoom, AdmissionOverCapability, QueueClosed
@@ -63,7 +66,9 @@ def admission_refusal(
                 gang.min_resources, queue.name, queue.capability,
                 session.allocated[queue.name], session.queue_reserved[queue.name],
             )
-    if not (session.reserved + need).fits(session.free):
+    room = left_to_devices(session.reserved + need, session.inp.snapshot.devices.extended,
+                           session.cluster_total)
+    if not room.fits(session.free):
         return AdmissionNoRoom(gang.min_resources, session.free, session.reserved,
-                               (session.reserved + need).short_of(session.free))
+                               room.short_of(session.free))
     return None
