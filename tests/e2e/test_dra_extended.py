@@ -154,13 +154,15 @@ def _placed(cluster: LocalCluster, ws: Workspace, pods: list[dict[str, Any]],
 async def test_a_write_refused_half_way_leaves_nothing_and_undo_takes_back_the_rest(
     ws: Workspace, cluster: LocalCluster, extended_class: str, gpu_nodes: list[str],
 ) -> None:
-    """The claim writer against the API server, with no scheduler running: a pod that is
+    """The claim writer against the API server, with no scheduler for the pods: a pod that is
     gone by the time its status is written gets its claim deleted at once; the claim of
     the other member, written whole, is deleted by undo, and a later attempt makes a new
     one that the pod's status then names."""
-    ws.create(asking(ws.pod("kept"), 2))
+    # A scheduler name nobody serves: a scheduler left running by earlier tests must not
+    # place these pods itself.
+    ws.create(asking(ws.pod("kept", scheduler="nobody"), 2))
     kept = ws.pods()["kept"]
-    ghost = asking(ws.pod("ghost"), 2)
+    ghost = asking(ws.pod("ghost", scheduler="nobody"), 2)
     ghost["metadata"]["uid"] = "00000000-0000-0000-0000-000000000001"
     placement = _placed(cluster, ws, [kept, ghost], gpu_nodes)
     api = await api_client(str(cluster.kubeconfig), bind_concurrency=4)

@@ -245,6 +245,20 @@ def test_first_available_takes_the_first_alternative_that_fits() -> None:
     assert {d.request for d in write.allocation.devices} == {"gpus/four"}
 
 
+def test_all_devices_across_two_cliques_of_a_one_clique_claim_end_the_claim_on_the_node(
+) -> None:
+    """kube-scheduler's allocator calls it an error and tries no other alternative: the
+    second one, two devices of one clique, would fit, but is not taken."""
+    every = {"name": "all", "deviceClassName": fakedriver.DEVICE_CLASS, "allocationMode": "All"}
+    two = {"name": "two", "deviceClassName": fakedriver.DEVICE_CLASS, "count": 2}
+    claims = [claim_obj("pick", {"name": "gpus", "firstAvailable": [every, two]},
+                        one_clique=True),
+              claim_obj("two", request(count=2), one_clique=True)]
+    capacity = Capacity(snapshot(["n-0"], claims))
+    assert isinstance(capacity.place(gang("ns/g", [claiming("ns/p", "pick")])), Unplaceable)
+    assert isinstance(capacity.place(gang("ns/h", [claiming("ns/q", "two")])), Placement)
+
+
 def test_all_devices_mode_needs_every_matching_device_free() -> None:
     every = request(allocationMode="All")
     del every["exactly"]["count"]

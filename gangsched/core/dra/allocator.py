@@ -13,6 +13,10 @@ are tried as combinations, not permutations (the same set is never tried
 twice), and devices of a group already partly used (the inventory's packing
 attributes, an NVLink clique) are tried first, so a one-GPU job does not
 take a device from the only clique left whole.
+
+A request for all devices whose devices a constraint of its claim rules out
+is the claim's error on that node, as the structured allocator makes it:
+nothing else is tried there, not even the request's other alternatives.
 """
 
 from __future__ import annotations
@@ -131,6 +135,10 @@ class _Search:
         self.values: dict[tuple[int, int], tuple[AttributeValue, int]] = {}
         self.using: set[tuple[int, DeviceRef]] = set()
         self.held: dict[DeviceRef, int] = {}
+        self.refused = False
+        """A request for all devices met a device its claim's constraints rule out: the
+        structured allocator calls that claim an error on the node, and tries nothing
+        else there (no other alternative either)."""
 
     def run(self, index: int = 0) -> bool:
         if index == len(self.slots):
@@ -147,6 +155,9 @@ class _Search:
                 continue
             fixing = self._fixing(slot, device)
             if fixing is None:
+                if slot.request.all_devices:
+                    self.refused = True
+                    return False
                 continue
             if fixing:
                 value = fixing[0]
@@ -157,6 +168,8 @@ class _Search:
             if self.run(index + 1):
                 return True
             self._give_back(slot, device)
+            if self.refused:
+                return False
         return False
 
     def _free(self, slot: _Slot, device: Device) -> bool:
@@ -263,6 +276,8 @@ def allocate_on_node(
         if search.run():
             return _result(inventory, claims, node, slots,
                            [device for _, device in search.chosen])
+        if search.refused:
+            return None
         budget = search.steps
         if budget <= 0:
             return None
