@@ -446,6 +446,22 @@ class Pod:
         return bool(self.affinity or self.anti_affinity or self.spread or self.preferred
                     or self.soft_spread)
 
+    def on_node(self, node: NodeName) -> Pod:
+        """The pod as placed on ``node``.
+
+        Copied slot by slot: ``dataclasses.replace`` passes every field through the
+        frozen ``__init__``, and over a backlog of thousands of pods that copy alone
+        was a fifth of the placing cycle.
+        """
+        placed = object.__new__(Pod)
+        for name in _POD_SLOTS:
+            object.__setattr__(placed, name, getattr(self, name))
+        object.__setattr__(placed, "node_name", node)
+        return placed
+
+
+_POD_SLOTS: tuple[str, ...] = Pod.__slots__
+
 
 @dataclass(frozen=True, slots=True)
 class DisruptionBudget:

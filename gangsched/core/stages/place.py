@@ -9,8 +9,6 @@ does not fit may preempt (:mod:`.preempt`), else it waits (:mod:`.starve`).
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from gangsched.core.model import Gang
 from gangsched.core.placement import Placement, Unplaceable
 from gangsched.core.reasons import CapabilityExceeded, HeldForStarving, ReservedByAdmitted
@@ -75,7 +73,7 @@ def _place_gang(session: Session, gang: Gang) -> None:
     session.placements.append(decision)
     by_key = {pod.key: pod for pod in gang.pending}
     session.placed_pods.extend(
-        replace(by_key[pod], node_name=node) for pod, node in decision.assignments
+        by_key[pod].on_node(node) for pod, node in decision.assignments
     )
     session.free = free_after
     session.bound[gang.key] = bound_after
