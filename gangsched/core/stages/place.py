@@ -73,7 +73,7 @@ def _place_gang(session: Session, gang: Gang) -> None:
     session.placements.append(decision)
     by_key = {pod.key: pod for pod in gang.pending}
     session.placed_pods.extend(
-        by_key[pod].on_node(node) for pod, node in decision.assignments
+        (by_key[pod], node) for pod, node in decision.assignments
     )
     session.free = free_after
     session.bound[gang.key] = bound_after

@@ -175,9 +175,11 @@ def _snapshot_with_placed(session: Session) -> Snapshot:
     )
     kept = session.with_placed
     if kept is not None and kept[1] == held:
-        snapshot = shifted(kept[2], add=session.placed_pods[kept[0]:])
+        added = session.placed_pods[kept[0]:]
+        snapshot = shifted(kept[2], add=[pod.on_node(node) for pod, node in added])
     else:
-        snapshot = shifted(session.inp.snapshot, add=[*session.placed_pods, *held])
+        placed = [pod.on_node(node) for pod, node in session.placed_pods]
+        snapshot = shifted(session.inp.snapshot, add=[*placed, *held])
     session.with_placed = (len(session.placed_pods), held, snapshot)
     return snapshot
 

@@ -181,8 +181,9 @@ class Session:
             for victim in victims
         }
         self.preemptions: list[Preemption] = []
-        self.placed_pods: list[Pod] = []
-        """Pods placed this cycle, in order; only ever added to."""
+        self.placed_pods: list[tuple[Pod, NodeName]] = []
+        """Pods placed this cycle and their nodes, in order; only ever added to. Kept as
+        pairs: the pods as placed are made only when preemption reads them."""
         self.with_placed: tuple[int, tuple[Pod, ...], Snapshot] | None = None
         """The snapshot with the first N placed pods and the held rooms counted."""
         self.evictable = [g for g in self.gangs if g.preemptible
