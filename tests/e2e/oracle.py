@@ -6,6 +6,9 @@ with their own required anti-affinity), and random pods (requests and
 limits, init and sidecar containers, node selectors, required node affinity
 with every operator, tolerations, host ports, required pod affinity and anti-affinity,
 some selecting namespaces by their labels, DoNotSchedule spread constraints).
+Most nodes have a CSINode whose EBS and PD drivers attach few volumes, so the
+pods' inline EBS and PD disks (counted as their CSI drivers' volumes) meet
+those limits too.
 For every (pod, node) pair kube-scheduler is asked by a probe pinned to the
 node with a ``matchFields`` term, and gangsched's own filter answers from
 the same objects parsed by ``gangsched.core.kubeobjects``. Any pair where
@@ -30,11 +33,14 @@ import pykube
 
 from devcluster.controlplane import KWOK_LABEL, LocalCluster
 from gangsched.core.interpod import pod_rules_refusal
-from gangsched.core.kubeobjects import node_from_api, pod_from_api
-from gangsched.core.model import Node, NodeName, Pod
+from gangsched.core.kubeobjects import csi_node_from_api, node_from_api, pod_from_api
+from gangsched.core.model import Gang, GangKey, Node, NodeName, Pod
 from gangsched.core.namespaces import NamespaceLabels, resolve_pod
 from gangsched.core.nodefit import node_excluded_reason
 from gangsched.core.resources import Resources
+from gangsched.core.snapshot import Snapshot
+from gangsched.core.volumelimits import limit_volumes, limited_snapshot
+from gangsched.core.volumes import Storage
 
 SEED_VARIABLE = "GANGSCHED_ORACLE_SEED"
 """Set to replay a run: the seed is printed at its start."""
@@ -90,6 +96,25 @@ def node_manifest(rng: random.Random, index: int) -> dict[str, Any]:
         "spec": {"taints": list(unique.values()), "unschedulable": rng.random() < 0.1},
         "status": {"allocatable": allocatable, "capacity": dict(allocatable)},
     }
+
+
+CSI_DRIVERS = ("ebs.csi.aws.com", "pd.csi.storage.gke.io")
+"""The drivers inline EBS and PD disks migrated to: what their volume limits count."""
+
+
+def csi_node_manifest(rng: random.Random, node: str) -> dict[str, Any] | None:
+    """The CSINode a node's drivers would register, each with a limit of a few volumes
+    (now and then none at all); now and then no CSINode."""
+    if rng.random() < 0.2:
+        return None
+    drivers = []
+    for driver in CSI_DRIVERS:
+        entry: dict[str, Any] = {"name": driver, "nodeID": node}
+        if rng.random() < 0.8:
+            entry["allocatable"] = {"count": rng.choice((0, 1, 1, 2))}
+        drivers.append(entry)
+    return {"apiVersion": "storage.k8s.io/v1", "kind": "CSINode", "metadata": {"name": node},
+            "spec": {"drivers": drivers}}
 
 
 def _requests(rng: random.Random) -> dict[str, Any]:
@@ -373,6 +398,8 @@ class Cluster:
     nodes: Mapping[NodeName, Node]
     pods: tuple[Pod, ...]
     namespaces: NamespaceLabels
+    storage: Storage
+    """The CSINodes: the drivers' volume limits."""
 
     @staticmethod
     def read(cluster: LocalCluster) -> Cluster:
@@ -384,31 +411,35 @@ class Cluster:
         pods = tuple(resolve_pod(pod_from_api(p.obj), namespaces)
                      for p in pykube.Pod.objects(cluster.client, namespace=pykube.all)
                      if "probe" not in p.labels)
-        return Cluster(nodes, pods, namespaces)
+        csi_nodes = (csi_node_from_api(n.obj) for n in _csi_nodes(cluster))
+        return Cluster(nodes, pods, namespaces,
+                       Storage(csi_nodes={n.node: n for n in csi_nodes}))
 
-    def used_on(self, node: str) -> Resources:
-        return Resources.sum(pod.requests for pod in self.pods
-                             if pod.node_name == node and not pod.terminal)
+    def room_on(self, pod: Pod, node: Node) -> tuple[Pod, Node, Resources]:
+        """The pod, the node and its free room as a cycle sees them: the pod's volumes of
+        drivers some node limits are requests, and the node offers its limits less the
+        volumes attached there (core.volumelimits)."""
+        (gang,), limits = limit_volumes((Gang(GangKey("probe"), 1, (pod,)),), self.storage)
+        snapshot = limited_snapshot(Snapshot.build(self.nodes.values(), self.pods), limits,
+                                    self.storage)
+        usage = snapshot.nodes[node.name]
+        return gang.pending[0], usage.node, usage.free
 
 
-def used_on(cluster: LocalCluster, namespace: str, node: str) -> Resources:
-    """What the pods of the namespace other than probes request on the node."""
-    total = Resources.zero()
-    for pod in pykube.Pod.objects(cluster.client, namespace=namespace):
-        if pod.obj["spec"].get("nodeName") == node and "probe" not in pod.labels:
-            total += pod_from_api(pod.obj).requests
-    return total
+def _csi_nodes(cluster: LocalCluster) -> Any:
+    return pykube.object_factory(cluster.client, "storage.k8s.io/v1", "CSINode").objects(
+        cluster.client)
 
 
 def our_verdict(probe: Mapping[str, Any], node: Node, seen: Cluster) -> str | None:
     """gangsched's own filter on the objects kube-scheduler saw: None when it accepts
     the pair, else why not (node rules, room, then inter-pod rules)."""
-    pod = resolve_pod(pod_from_api(probe), seen.namespaces)
+    pod, node, free = seen.room_on(resolve_pod(pod_from_api(probe), seen.namespaces), node)
     excluded = node_excluded_reason(pod.rules, node)
     if excluded is not None:
         return excluded
-    if not pod.requests.fits(node.allocatable - seen.used_on(node.name)):
-        return "room"
+    if not pod.requests.fits(free):
+        return f"room: {', '.join(pod.requests.short_of(free).names())}"
     refusal = pod_rules_refusal(pod, node.name, seen.nodes, seen.pods)
     if refusal is not None:
         return f"{refusal.rule.value} {refusal.topology_key}={refusal.domain}"
@@ -454,6 +485,10 @@ def make_nodes(cluster: LocalCluster, rng: random.Random, count: int) -> list[st
     for manifest in manifests:
         pykube.Node(cluster.client, manifest).create()
     names = [m["metadata"]["name"] for m in manifests]
+    kind = pykube.object_factory(cluster.client, "storage.k8s.io/v1", "CSINode")
+    for name in names:
+        if (csi_node := csi_node_manifest(rng, name)) is not None:
+            kind(cluster.client, csi_node).create()
     cluster.wait_nodes_ready(names)
     return names
 
@@ -463,6 +498,8 @@ def remove_nodes(cluster: LocalCluster) -> None:
     spread constraints on kube-scheduler's side."""
     for node in pykube.Node.objects(cluster.client):
         node.delete()
+    for csi_node in _csi_nodes(cluster):
+        csi_node.delete()
     deadline = time.monotonic() + 30
     while pykube.Node.objects(cluster.client):
         if time.monotonic() > deadline:

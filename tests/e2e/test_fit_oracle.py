@@ -1,5 +1,6 @@
 """gangsched's "may this pod go on this node" agrees with kube-scheduler's, pair by pair,
-for node rules, room, inter-pod affinity and anti-affinity, and topology spread.
+for node rules, room, inter-pod affinity and anti-affinity, topology spread, and CSI
+volume limits on inline disks.
 
 The generator is seeded; the seed is printed and ``GANGSCHED_ORACLE_SEED``
 replays a run (see ``tests/e2e/oracle.py``).
@@ -8,6 +9,7 @@ replays a run (see ``tests/e2e/oracle.py``).
 from __future__ import annotations
 
 import random
+from collections import Counter
 
 from devcluster.controlplane import LocalCluster
 from tests.e2e import oracle
@@ -25,6 +27,7 @@ def test_our_filter_agrees_with_kube_scheduler_on_every_pair(
     verdicts = oracle.run(cluster, ws.name, random.Random(seed), nodes=NODES, pods=PODS)
     disagreements = [v for v in verdicts if v.kube != v.ours]
     print(f"{len(verdicts)} pairs, {sum(v.kube for v in verdicts)} accepted by kube-scheduler")
+    print(Counter(v.why for v in verdicts).most_common())
     assert len(verdicts) == NODES * PODS
     assert {v.kube for v in verdicts} == {True, False}, "every pair had the same verdict"
     inter_pod = [v for v in verdicts if v.why.startswith(("pod ", "anti-affinity", "topology"))]

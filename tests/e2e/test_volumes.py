@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import random
 import threading
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -245,6 +246,7 @@ def test_our_volume_filter_agrees_with_kube_scheduler_on_every_pair(
     verdicts = volume_oracle.run(cluster, ws.name, random.Random(seed), nodes=6, pods=20)
     disagreements = [v for v in verdicts if v.kube != v.ours]
     print(f"{len(verdicts)} pairs, {sum(v.kube for v in verdicts)} accepted by kube-scheduler")
+    print(Counter(v.why for v in verdicts).most_common())
     assert len(verdicts) == 6 * 20
     assert {v.kube for v in verdicts} == {True, False}, "every pair had the same verdict"
     assert not disagreements, (

@@ -10,6 +10,17 @@ existing pod uses; and names of claims that do not exist. Each probe pod
 uses a random few of them. gangsched's verdict comes from
 :func:`gangsched.core.volumes.resolve_pod` over the claims, volumes and
 classes parsed from the API server, then its node filter and room.
+
+CSI volume limits (NodeVolumeLimits) too: most nodes get a CSINode whose EBS
+driver attaches one to three volumes (or has no limit, or the node has no
+CSINode at all), some list a second driver whose CSIDriver prevents
+scheduling where it is missing, pods on the nodes hold CSI volumes, and
+VolumeAttachments hold more, some of them volumes no pod uses. Probes use
+claims of CSI volumes of either driver. gangsched's side counts them through
+:mod:`gangsched.core.volumelimits`, as a cycle does. Probes never use a
+volume a pod already on a node holds: gangsched counts such a volume again
+where kube-scheduler does not (the module says why), which can refuse a node
+at its limit that kube-scheduler takes.
 """
 
 from __future__ import annotations
@@ -24,12 +35,18 @@ import pykube
 from devcluster.controlplane import LocalCluster
 from gangsched.core.kubeobjects import (
     claim_from_api,
+    csi_driver_from_api,
+    csi_node_from_api,
     node_from_api,
     pod_from_api,
     storage_class_from_api,
+    volume_attachment_from_api,
     volume_from_api,
 )
+from gangsched.core.model import Gang, GangKey
 from gangsched.core.nodefit import node_excluded_reason
+from gangsched.core.snapshot import Snapshot
+from gangsched.core.volumelimits import limit_volumes, limited_snapshot
 from gangsched.core.volumes import Storage, claims_in_use, resolve_pod
 from tests.e2e import oracle
 
@@ -40,6 +57,11 @@ PLAIN = {"containers": [{"name": "main", "image": "busybox",
 """A pod only its volumes keep off nodes (and a full node's pod count)."""
 IMMEDIATE_CLASS = "oracle-immediate"
 """An Immediate class whose provisioner nobody runs: its claims stay unbound."""
+EBS = "ebs.csi.aws.com"
+REQUIRED = "required.csi.example.com"
+"""A driver whose CSIDriver keeps pods using it off nodes whose CSINode does not list it."""
+STORAGE_API = "storage.k8s.io/v1"
+CSI_KINDS = ("VolumeAttachment", "CSINode", "CSIDriver")
 
 
 def _volume(namespace: str, name: str, claim: str, rng: random.Random,
@@ -115,6 +137,90 @@ def make_claims(cluster: LocalCluster, namespace: str, rng: random.Random,
     return [*names, "rwop", "never-bound", "absent"]
 
 
+def _csi_volume(namespace: str, name: str, driver: str) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "PersistentVolume",
+            "metadata": {"name": f"{namespace}-{name}"},
+            "spec": {"capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteOnce"],
+                     "persistentVolumeReclaimPolicy": "Retain", "storageClassName": "",
+                     "csi": {"driver": driver, "volumeHandle": f"h-{namespace}-{name}"},
+                     "claimRef": {"namespace": namespace, "name": name}}}
+
+
+def _csi_node(rng: random.Random, node: str) -> dict[str, Any] | None:
+    """The CSINode a node's drivers would register: EBS with a limit of one to three
+    volumes or none, the required driver or not; now and then no CSINode at all."""
+    if rng.random() < 0.15:
+        return None
+    ebs: dict[str, Any] = {"name": EBS, "nodeID": node}
+    if rng.random() < 0.8:
+        ebs["allocatable"] = {"count": rng.choice((1, 2, 3))}
+    drivers = [ebs]
+    if rng.random() < 0.5:
+        drivers.append({"name": REQUIRED, "nodeID": node})
+    return {"apiVersion": STORAGE_API, "kind": "CSINode", "metadata": {"name": node},
+            "spec": {"drivers": drivers}}
+
+
+def make_csi(cluster: LocalCluster, namespace: str, rng: random.Random,
+             nodes: Sequence[str]) -> list[str]:
+    """CSINodes, the required driver's CSIDriver, CSI volumes held on nodes by pods and
+    by VolumeAttachments; the claims of CSI volumes probes may use."""
+    api = cluster.client
+    create = {kind: pykube.object_factory(api, STORAGE_API, kind) for kind in CSI_KINDS}
+    create["CSIDriver"](api, {"apiVersion": STORAGE_API, "kind": "CSIDriver",
+                              "metadata": {"name": REQUIRED},
+                              "spec": {"attachRequired": False,
+                                       "preventPodSchedulingIfMissing": True}}).create()
+    for found in create["CSINode"].objects(api):  # the fit oracle's own, made with the nodes
+        found.delete()
+    deadline = time.monotonic() + 30
+    while create["CSINode"].objects(api):
+        if time.monotonic() > deadline:
+            raise AssertionError("CSINodes did not go")
+        time.sleep(0.1)
+    for node in nodes:
+        if (manifest := _csi_node(rng, node)) is not None:
+            create["CSINode"](api, manifest).create()
+    usable = [*(f"csi-{i}" for i in range(5)), "req-0", "req-1"]
+    held = [f"held-{i}" for i in range(4)]
+    for name in (*usable, *held):
+        driver = REQUIRED if name.startswith("req-") else EBS
+        pykube.PersistentVolume(api, _csi_volume(namespace, name, driver)).create()
+        pykube.PersistentVolumeClaim(api, _claim(namespace, name,
+                                                 volume=f"{namespace}-{name}")).create()
+    _wait_bound(cluster, namespace, [*usable, *held])
+    for node in nodes:
+        names = rng.sample(held, rng.choice((0, 1, 2)))
+        if names:
+            pod = {"apiVersion": "v1", "kind": "Pod",
+                   "metadata": {"name": f"holder-{node}", "namespace": namespace},
+                   "spec": {"nodeName": node, "terminationGracePeriodSeconds": 0,
+                            "tolerations": [{"operator": "Exists"}],
+                            "containers": [{"name": "main", "image": "busybox"}],
+                            "volumes": [{"name": f"v{i}", "persistentVolumeClaim": {
+                                "claimName": name}} for i, name in enumerate(names)]}}
+            pykube.Pod(api, pod).create()
+        # Attachments of volumes a pod there holds, of others no pod holds, and of
+        # volumes probes use: each counts once against the node's limit.
+        for index, name in enumerate(rng.sample([*held, *usable[:5]], rng.choice((0, 1, 2)))):
+            create["VolumeAttachment"](api, {
+                "apiVersion": STORAGE_API, "kind": "VolumeAttachment",
+                "metadata": {"name": f"{namespace}-{node}-{index}"},
+                "spec": {"attacher": EBS, "nodeName": node,
+                         "source": {"persistentVolumeName": f"{namespace}-{name}"}}}).create()
+    return usable
+
+
+def remove_csi(cluster: LocalCluster, namespace: str) -> None:
+    """The run's CSI objects go: CSINodes and the CSIDriver would change what other tests'
+    pods with volumes are allowed."""
+    for kind in CSI_KINDS:
+        for found in pykube.object_factory(cluster.client, STORAGE_API, kind).objects(
+                cluster.client):
+            if kind != "VolumeAttachment" or found.name.startswith(f"{namespace}-"):
+                found.delete()
+
+
 def _wait_bound(cluster: LocalCluster, namespace: str, names: Sequence[str]) -> None:
     deadline = time.monotonic() + 60
     while True:
@@ -133,14 +239,20 @@ def remove_volumes(cluster: LocalCluster, namespace: str) -> None:
             volume.delete()
 
 
-def with_claims(spec: Mapping[str, Any], rng: random.Random, claims: Sequence[str]
-                ) -> dict[str, Any]:
-    """The oracle's pod spec using one or two of the claims, bound ones most often."""
+def with_claims(spec: Mapping[str, Any], rng: random.Random, claims: Sequence[str],
+                csi: Sequence[str] = ()) -> dict[str, Any]:
+    """The oracle's pod spec using one or two of the claims, bound ones most often; or,
+    half the time when there are CSI claims, one to three of those (beside one other
+    now and then)."""
     bound = [c for c in claims if c.startswith("bound-")]
-    chosen = sorted({rng.choice(bound if rng.random() < 0.8 else list(claims))
-                     for _ in range(rng.choice((1, 1, 2)))})
-    return {**spec, "volumes": [{"name": f"v{i}", "persistentVolumeClaim": {"claimName": c}}
-                                for i, c in enumerate(chosen)]}
+    chosen = {rng.choice(bound if rng.random() < 0.8 else list(claims))
+              for _ in range(rng.choice((1, 1, 2)))}
+    if csi and rng.random() < 0.5:
+        chosen = {*(chosen if rng.random() < 0.3 else ()),
+                  *rng.sample(list(csi), rng.choice((1, 2, 3)))}
+    return {**spec, "volumes": [*spec.get("volumes", []), *(
+        {"name": f"v{i}", "persistentVolumeClaim": {"claimName": c}}
+        for i, c in enumerate(sorted(chosen)))]}
 
 
 def storage_of(cluster: LocalCluster, namespace: str) -> Storage:
@@ -150,8 +262,18 @@ def storage_of(cluster: LocalCluster, namespace: str) -> Storage:
     volumes = [volume_from_api(v.obj) for v in pykube.PersistentVolume.objects(api)]
     classes = [storage_class_from_api(s.obj) for s in pykube.object_factory(
         api, "storage.k8s.io/v1", "StorageClass").objects(api)]
+
+    def listed(kind: str) -> list[Any]:
+        return [o.obj for o in pykube.object_factory(api, STORAGE_API, kind).objects(api)]
+
+    csi_nodes = [csi_node_from_api(o) for o in listed("CSINode")]
+    attachments = [volume_attachment_from_api(o) for o in listed("VolumeAttachment")]
+    drivers = [csi_driver_from_api(o) for o in listed("CSIDriver")]
     return Storage({c.key: c for c in claims}, {v.name: v for v in volumes},
-                   {s.name: s for s in classes})
+                   {s.name: s for s in classes},
+                   csi_nodes={n.node: n for n in csi_nodes},
+                   attachments={a.name: a for a in attachments},
+                   csi_drivers={d.name: d for d in drivers})
 
 
 def our_verdict(cluster: LocalCluster, namespace: str, probe: Mapping[str, Any],
@@ -163,11 +285,17 @@ def our_verdict(cluster: LocalCluster, namespace: str, probe: Mapping[str, Any],
     pod = resolve_pod(pod_from_api(probe), storage, "", claims_in_use(existing))
     if pod.volume_block is not None:
         return False, f"{pod.volume_block.claim} {pod.volume_block.problem.name}"
-    node = node_from_api(node_obj)
-    reason = node_excluded_reason(pod.rules, node)
-    used = oracle.used_on(cluster, namespace, node.name)
-    fits = pod.requests.fits(node.allocatable - used)
-    return reason is None and fits, reason or ("room" if not fits else "fits")
+    # The cycle's own way: the pod's volumes of limited drivers become requests, and the
+    # nodes offer their limits less what is attached there.
+    (gang,), limits = limit_volumes((Gang(GangKey("probe"), 1, (pod,)),), storage)
+    pod = gang.pending[0]
+    nodes = [node_from_api(n.obj) for n in pykube.Node.objects(cluster.client)]
+    snapshot = limited_snapshot(Snapshot.build(nodes, existing), limits, storage)
+    usage = snapshot.nodes[node_from_api(node_obj).name]
+    reason = node_excluded_reason(pod.rules, usage.node)
+    fits = pod.requests.fits(usage.free)
+    short = ", ".join(pod.requests.short_of(usage.free).names())
+    return reason is None and fits, reason or (f"room: {short}" if not fits else "fits")
 
 
 def run(cluster: LocalCluster, namespace: str, rng: random.Random, *, nodes: int,
@@ -177,10 +305,12 @@ def run(cluster: LocalCluster, namespace: str, rng: random.Random, *, nodes: int
     try:
         oracle.place_existing(cluster, namespace, rng, names)
         claims = make_claims(cluster, namespace, rng, names)
+        csi = make_csi(cluster, namespace, rng, names)
         storage = storage_of(cluster, namespace)
         verdicts = []
         for index in range(pods):
-            spec = with_claims(oracle.pod_spec(rng) if rng.random() < 0.4 else PLAIN, rng, claims)
+            spec = with_claims(oracle.pod_spec(rng) if rng.random() < 0.4 else PLAIN, rng, claims,
+                               csi)
             probes = {node: oracle._pod(namespace, f"p{index}-{node}", oracle.pinned(spec, node),
                                         probe="yes") for node in names}
             for manifest in probes.values():
@@ -196,4 +326,5 @@ def run(cluster: LocalCluster, namespace: str, rng: random.Random, *, nodes: int
         return verdicts
     finally:
         oracle.remove_nodes(cluster)
+        remove_csi(cluster, namespace)
         remove_volumes(cluster, namespace)
