@@ -80,7 +80,14 @@ QUEUE_DOMINANT_SHARE = Gauge(
 )
 QUEUE_WEIGHT_SHARE = Gauge(
     "gangsched_queue_weight_share",
-    "The part of the cluster a queue's weight entitles it to: its weight over all weights",
+    "The part of the cluster a queue's weight entitles it to when every queue wants more: "
+    "at each level of the queue tree, its weight over its siblings'",
+    ["queue"],
+)
+QUEUE_DESERVED_SHARE = Gauge(
+    "gangsched_queue_deserved_share",
+    "The part of the cluster a queue deserves now: its weight's part of its parent's, "
+    "shared with the sibling queues that have gangs",
     ["queue"],
 )
 GANGS_PREEMPTED = Counter("gangsched_gangs_preempted_total", "Gangs evicted whole for another")
@@ -98,6 +105,7 @@ class QueueFigures:
         PENDING_GANGS.labels(queue=queue).set(status.pending)
         QUEUE_DOMINANT_SHARE.labels(queue=queue).set(float(figures.dominant_share))
         QUEUE_WEIGHT_SHARE.labels(queue=queue).set(float(figures.weight_share))
+        QUEUE_DESERVED_SHARE.labels(queue=queue).set(float(figures.deserved_share))
         held = {name for name, amount in status.allocated.items() if amount}
         for name in self.resources.get(queue, set()) - held:
             _drop(QUEUE_ALLOCATED, queue, name)
@@ -111,7 +119,8 @@ class QueueFigures:
         for queue in set(self.resources) - set(queues):
             for name in self.resources.pop(queue):
                 _drop(QUEUE_ALLOCATED, queue, name)
-            for gauge in (PENDING_GANGS, QUEUE_DOMINANT_SHARE, QUEUE_WEIGHT_SHARE):
+            for gauge in (PENDING_GANGS, QUEUE_DOMINANT_SHARE, QUEUE_WEIGHT_SHARE,
+                          QUEUE_DESERVED_SHARE):
                 _drop(gauge, queue)
 
 

@@ -9,14 +9,18 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
+from fractions import Fraction
 from typing import Any
 
 from rich import box
 from rich.console import Console
 from rich.table import Table
 
+from gangsched.core.cycle import schedulable_total
 from gangsched.core.explain import Explanation
+from gangsched.core.fairness import dominant_share
 from gangsched.core.groups import MemberCounts
+from gangsched.core.hierarchy import QueueTree, build_tree, deserved_shares, subtree_total
 from gangsched.core.model import DEFAULT_QUEUE, GangKey, QueueName
 from gangsched.core.reasons import code_of, describe_request, render
 from gangsched.core.resources import PODS, Capability, Resources, format_amount
@@ -82,6 +86,15 @@ class QueueRow:
     allocated: dict[str, str]
     pending: int
     running: int
+    parent: QueueName | None = None
+    depth: int = 0
+    """Levels below the top of the queue tree: how far the table indents it."""
+    share: str = "-"
+    """The largest part of any schedulable resource its subtree holds, as a percentage."""
+    deserved: str = "-"
+    """Its deserved part of the cluster now (core.hierarchy.deserved_shares), a percentage."""
+    invalid: str = ""
+    """Why it has no place in the tree, when it has none."""
 
 
 def status_rows(
@@ -121,19 +134,73 @@ def status_rows(
     for gang in decision.gathered.gangs:
         used = decision.gathered.bound_requests.get(gang.key, Resources.zero())
         allocated[gang.queue] = allocated.get(gang.queue, Resources.zero()) + used
+    tree = build_tree(view.queues)
+    deserved = deserved_shares(tree, {gang.queue for gang in decision.gathered.gangs})
+    whole = schedulable_total(view.snapshot)
     queues = [
         QueueRow(
             queue=name,
             weight=spec.weight,
             state="Open" if spec.open else "Closed",
             capability=quantities(spec.capability) if spec.capability is not None else None,
-            allocated=quantities(allocated.get(name, Resources.zero())),
+            allocated=quantities(subtree_total(tree, allocated, name)),
             pending=pending.get(name, 0),
             running=running.get(name, 0),
+            parent=spec.parent,
+            depth=len(tree.path(name)) - 1,
+            share=_percent(dominant_share(subtree_total(tree, allocated, name), whole, 1)),
+            deserved=_percent(deserved[name]) if name in deserved else "-",
+            invalid=render(tree.invalid[name]) if name in tree.invalid else "",
         )
-        for name, spec in sorted(view.queues.items())
+        for name, spec in ((name, view.queues[name]) for name in tree_order(tree))
     ]
     return queues, groups
+
+
+def tree_order(tree: QueueTree) -> list[QueueName]:
+    """The valid queues depth first (each parent before its children, siblings by name),
+    then the invalid ones by name: the order the status table draws them in."""
+    order: list[QueueName] = []
+    stack = list(reversed(tree.children.get(None, ())))
+    while stack:
+        name = stack.pop()
+        order.append(name)
+        stack.extend(reversed(tree.children.get(name, ())))
+    return [*order, *sorted(tree.invalid)]
+
+
+def _percent(share: Fraction) -> str:
+    return f"{float(share) * 100:.1f}%"
+
+
+def _tree_names(queues: list[QueueRow]) -> list[str]:
+    """Each queue's name drawn under its parent: ``├─ `` and ``└─ `` before a child, ``│  ``
+    where an ancestor has a later sibling. ``queues`` is in :func:`tree_order`."""
+    drawn: list[str] = []
+    for i, row in enumerate(queues):
+        if row.depth == 0 or row.invalid:
+            drawn.append(row.queue)
+            continue
+        rest = queues[i + 1:]
+        lines = []
+        for level in range(1, row.depth + 1):
+            later = _later_sibling_at(rest, level)
+            if level == row.depth:
+                lines.append("├─ " if later else "└─ ")
+            else:
+                lines.append("│  " if later else "   ")
+        drawn.append("".join(lines) + row.queue)
+    return drawn
+
+
+def _later_sibling_at(rest: list[QueueRow], depth: int) -> bool:
+    """Whether a queue at ``depth`` follows before the subtree one level up closes."""
+    for row in rest:
+        if row.invalid or row.depth < depth:
+            return False
+        if row.depth == depth:
+            return True
+    return False
 
 
 def _camel(name: str) -> str:
@@ -161,12 +228,17 @@ def _amounts(amounts: Mapping[str, str] | None) -> str:
 
 def print_status(console: Console, queues: list[QueueRow], groups: list[GroupRow]) -> None:
     table = Table(title="Queues", box=box.SIMPLE_HEAD, title_justify="left")
-    for column in ("QUEUE", "WEIGHT", "STATE", "CAPABILITY", "ALLOCATED", "PENDING", "RUNNING"):
+    for column in ("QUEUE", "WEIGHT", "STATE", "CAPABILITY", "ALLOCATED", "SHARE", "DESERVED",
+                   "PENDING", "RUNNING"):
         table.add_column(column)
-    for q in queues:
-        table.add_row(q.queue, str(q.weight), q.state, _amounts(q.capability),
-                      _amounts(q.allocated), str(q.pending), str(q.running))
+    for q, drawn in zip(queues, _tree_names(queues), strict=True):
+        table.add_row(drawn, str(q.weight), q.state, _amounts(q.capability),
+                      _amounts(q.allocated), q.share, q.deserved, str(q.pending),
+                      str(q.running))
     console.print(table)
+    for q in queues:
+        if q.invalid:
+            console.print(f"[bold]queue {q.queue}[/bold]: {q.invalid}", highlight=False)
     table = Table(title="PodGroups", box=box.SIMPLE_HEAD, title_justify="left")
     for column in ("PODGROUP", "FLAVOR", "QUEUE", "PHASE", "BOUND/MIN", "PENDING",
                    "MIN RESOURCES", "WAITING"):

@@ -238,6 +238,8 @@ class Reporter:
         if earlier == body:
             return
         self._asked[object_id] = body
+        if status.problem is not None:
+            self._queue_invalid(name, body, previous_conditions)
         self._dispatcher.submit(Call(
             (object_id, ""), Rank.STATUS, f"queue status {name}",
             lambda: answer_of(self._custom.patch_cluster_custom_object_status(
@@ -246,6 +248,17 @@ class Reporter:
             )),
             state=body, retry=True,
         ))
+
+    def _queue_invalid(self, name: QueueName, body: Mapping[str, Any],
+                       previous_conditions: Sequence[Mapping[str, Any]]) -> None:
+        """A Warning Event on a queue that has just lost its place in the hierarchy (or
+        whose problem changed): ``kubectl describe queue`` shows it, as does the status."""
+        said = {c.get("type"): c.get("message") for c in previous_conditions}
+        invalid = next(c for c in body["conditions"] if c["type"] == "Invalid")
+        if said.get("Invalid") != invalid["message"]:
+            self.events.post({"apiVersion": "scheduling.gangsched.io/v1alpha1", "name": name},
+                             kind="Queue", reason=invalid["reason"], message=invalid["message"],
+                             type_="Warning", paced=True)
 
     async def ensure_default_queue(self) -> None:
         body = {

@@ -34,6 +34,7 @@ from gangsched.actuator import ScheduledEvents as ScheduledEvents
 from gangsched.allocations import ClaimWriter
 from gangsched.binder import Binder
 from gangsched.core.cycle import CycleResult
+from gangsched.core.hierarchy import build_tree
 from gangsched.core.model import Policy
 from gangsched.core.provisioning import ProvisionLimits
 from gangsched.core.report_plan import Pacing
@@ -261,6 +262,7 @@ class Scheduler:
 
     def _step_view(self, view: View) -> StepView:
         mirror = self.mirror
+        problems = build_tree(view.queues).invalid
         return StepView(
             view, priority_classes=mirror.priority_classes,
             never_preempting_classes=frozenset(mirror.never_preempting_classes),
@@ -268,7 +270,9 @@ class Scheduler:
             queues_settled=frozenset(
                 name for name, spec in mirror.queues.items()
                 if queue_conditions_current(spec.open, spec.error,
-                                            mirror.queue_conditions.get(name, ()))),
+                                            mirror.queue_conditions.get(name, ()),
+                                            problems[name].problem
+                                            if name in problems else None)),
         )
 
     def _inputs(self) -> tuple[object, ...]:

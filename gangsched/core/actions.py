@@ -92,11 +92,14 @@ class WriteQueueStatus:
     dominant_share: Fraction
     """The largest part of any schedulable resource of the cluster the queue holds."""
     weight_share: Fraction
-    """The part its weight entitles it to when every queue wants more: its weight over
-    the sum of all queues' weights."""
+    """The part its weight entitles it to when every queue wants more: down the queue
+    tree, at each level its weight over the sum of its siblings' (0 when invalid)."""
     counts: bool = True
     """False: only the conditions are written (see :func:`gangsched.core.report_plan.
     queue_statuses`); another scheduler's gangs may be what the queue counts."""
+    deserved_share: Fraction = Fraction(0)
+    """Its deserved part of the cluster now, shared only with the queues that have gangs
+    (see :func:`gangsched.core.hierarchy.deserved_shares`)."""
 
 
 @dataclass(frozen=True, slots=True)

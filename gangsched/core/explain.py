@@ -24,6 +24,7 @@ from gangsched.core.reasons import (
     CapabilityExceeded,
     PodRulesUnmet,
     QueueClosed,
+    QueueInvalid,
     QueueMissing,
     Reason,
     ReservedByAdmitted,
@@ -185,6 +186,9 @@ def _remedies(
         remedies.append(f"queue {queue} is Closed: set its spec.state to Open")
     if QueueMissing in kinds:
         remedies.append(f"create Queue {queue}, or point the PodGroup at an existing queue")
+    if QueueInvalid in kinds:
+        remedies.append(f"fix queue {queue}'s spec.parent or spec.weight as its Invalid "
+                        f"condition says (kubectl describe queue {queue})")
     if PodRulesUnmet in kinds:
         remedies.append("its pods' inter-pod rules (affinity, anti-affinity, topology spread) "
                         "leave a member no node, as the reason says: nodes in more topology "

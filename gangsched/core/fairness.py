@@ -7,10 +7,9 @@ of a cycle must depend on its input alone.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from fractions import Fraction
 
-from gangsched.core.model import Gang, GangKey, QueueName
+from gangsched.core.model import Gang, GangKey
 from gangsched.core.resources import Resources
 
 
@@ -32,17 +31,6 @@ def dominant_share(allocated: Resources, total: Resources, weight: int) -> Fract
             continue
         share = max(share, Fraction(allocated.get(name), amount))
     return share / weight
-
-
-def lowest_share(shares: Mapping[QueueName, Fraction]) -> QueueName:
-    """The queue that is furthest behind its fair share; ties go to the smaller name.
-
-    The name breaks ties so that equal shares, the common case at the start of
-    a cycle, still give one answer for one input.
-    """
-    if not shares:
-        raise ValueError("no queue to choose from")
-    return min(shares, key=lambda name: (shares[name], name))
 
 
 def gang_order(gang: Gang) -> tuple[int, float, GangKey]:

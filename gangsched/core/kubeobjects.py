@@ -1101,13 +1101,26 @@ def queue_from_api(body: RawObject) -> QueueObject:
     except (QuantityError, AttributeError) as error:
         problems.append(FieldProblem("capability", str(error)))
     weight = spec.get("weight", 1)
-    if isinstance(weight, bool) or not isinstance(weight, int) or weight < 1:
+    if isinstance(weight, bool) or not isinstance(weight, int):
         problems.append(FieldProblem("weight", repr(weight)))
         weight = 1
+    elif weight < 1:
+        # Kept as given: a queue with no weight has no share, and the hierarchy says so
+        # on it (core.hierarchy) rather than scheduling it as if it had weight 1.
+        problems.append(FieldProblem("weight", repr(weight)))
+    parent = spec.get("parent")
+    if parent is not None and not isinstance(parent, str):
+        problems.append(FieldProblem("parent", repr(parent)))
+        parent = None
+    reclaimable = spec.get("reclaimable", True)
+    if not isinstance(reclaimable, bool):
+        problems.append(FieldProblem("reclaimable", repr(reclaimable)))
+        reclaimable = True
     left_out = "; ".join(f"{p.field}: {p.error}" for p in problems) or None
     return QueueObject(
         QueueSpec(name=QueueName(object_name(body)), weight=weight, capability=capability,
-                  open=spec.get("state", "Open") != "Closed", error=left_out),
+                  open=spec.get("state", "Open") != "Closed", error=left_out,
+                  parent=QueueName(parent) if parent else None, reclaimable=reclaimable),
         tuple(problems),
         tuple((body.get("status") or {}).get("conditions") or ()),
     )

@@ -530,6 +530,11 @@ class QueueSpec:
     open: bool = True
     error: str | None = None
     """What of the spec was left out as unreadable (the schema should have rejected it)."""
+    parent: QueueName | None = None
+    """The queue whose share and cap this one's are parts of (see core.hierarchy)."""
+    reclaimable: bool = True
+    """Whether a queue under its deserved share may evict this queue's gangs to take back
+    room it borrowed (see core.stages.reclaim)."""
 
 
 @dataclass(frozen=True, slots=True)

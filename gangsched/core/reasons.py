@@ -63,6 +63,7 @@ __all__ = [
     "ProtectedByBudget",
     "ProvisioningTimedOut",
     "QueueClosed",
+    "QueueInvalid",
     "QueueMissing",
     "Reason",
     "Reported",
@@ -287,6 +288,26 @@ class QueueMissing:
 class QueueClosed:
     code: ClassVar[str] = "QueueClosed"
     queue: QueueName
+
+
+@dataclass(frozen=True, slots=True)
+class QueueInvalid:
+    """The queue has no place in the hierarchy, so no share or cap can be worked out for it:
+    its new gangs wait. ``problem`` is one of :data:`QUEUE_PROBLEMS`; ``queue`` is the queue
+    the gang names, ``parent`` the queue the problem is about."""
+
+    code: ClassVar[str] = "QueueInvalid"
+    queue: QueueName
+    problem: str
+    parent: QueueName | None = None
+    cycle: tuple[QueueName, ...] = ()
+    """The queues of a parent cycle, in parent order from ``queue``."""
+    weight: int = 1
+
+
+QUEUE_PROBLEMS = ("ParentMissing", "ParentCycle", "ParentClosed", "ParentInvalid",
+                  "WeightBelowOne")
+"""What can make a queue invalid in the hierarchy: also the reason of its Invalid condition."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -572,7 +593,8 @@ class PodRulesUnmet:
 
 Reason = (
     NoNodes | DoesNotFit | MembersMissing | ShortOfMembers | NoDomainLabel | BoundAcrossDomains
-    | NoDomainHolds | InDomain | QueueMissing | QueueClosed | BeingPreempted | Gated
+    | NoDomainHolds | InDomain | QueueMissing | QueueClosed | QueueInvalid | BeingPreempted
+    | Gated
     | BindBackoff | VolumeBlocked | ClaimsProvisioning | ProvisioningTimedOut
     | ClaimInvalid | ClaimNotReady | DevicesShort
     | AdmissionOverCapability | AdmissionNoRoom | ReservedByAdmitted | HeldForStarving
@@ -637,6 +659,8 @@ def render(reason: Reason) -> str:
             return f"queue {reason.queue!r} does not exist"
         case QueueClosed():
             return f"queue {reason.queue!r} is closed: it admits no new gangs"
+        case QueueInvalid():
+            return _queue_invalid_text(reason)
         case BeingPreempted():
             return f"preempted by gang {reason.preemptor}: waiting for its members to go"
         case Gated():
@@ -674,6 +698,23 @@ def render(reason: Reason) -> str:
                     f"({', '.join(reason.gangs)}) are protected by PodDisruptionBudgets "
                     f"({', '.join(reason.budgets)}) that evicting them whole would exceed; "
                     f"{render(reason.cause)}")
+
+
+def _queue_invalid_text(reason: QueueInvalid) -> str:
+    parent = repr(reason.parent)
+    match reason.problem:
+        case "ParentMissing":
+            why = f"its parent queue {parent} does not exist (deleted, or not created yet)"
+        case "ParentCycle":
+            why = f"its parents form a cycle: {' -> '.join([*reason.cycle, reason.cycle[0]])}"
+        case "ParentClosed":
+            why = f"its parent queue {parent} is Closed"
+        case "ParentInvalid":
+            why = f"its parent queue {parent} is invalid"
+        case _:
+            why = f"its weight is {reason.weight}, and a queue needs a weight of at least 1"
+    return (f"queue {reason.queue!r} is invalid: {why}; it admits no new gangs until "
+            f"this is fixed")
 
 
 def _devices_short_text(reason: DevicesShort) -> str:

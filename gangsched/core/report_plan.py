@@ -27,7 +27,9 @@ from gangsched.core.cycle import CycleResult, schedulable_total
 from gangsched.core.fairness import dominant_share
 from gangsched.core.gangs import Gathered
 from gangsched.core.groups import Flavor, GroupStatus, MemberCounts, Phase, group_status
-from gangsched.core.model import GangKey, PodKey, QueueName
+from gangsched.core.hierarchy import QueueTree, build_tree, deserved_shares
+from gangsched.core.model import GangKey, PodKey, QueueName, QueueSpec
+from gangsched.core.reasons import render
 from gangsched.core.resources import Resources
 from gangsched.core.state import PodReport
 from gangsched.core.status_bodies import QueueStatus
@@ -180,6 +182,17 @@ def group_statuses(
     return statuses, actions
 
 
+def _queue_status(
+    tree: QueueTree, spec: QueueSpec, allocated: Resources, pending: int, running: int
+) -> QueueStatus:
+    problem = tree.invalid.get(spec.name)
+    return QueueStatus(
+        allocated, pending, running, open=spec.open, error=spec.error,
+        problem=problem.problem if problem is not None else None,
+        problem_message=render(problem) if problem is not None else "",
+    )
+
+
 def queue_statuses(
     view: ClusterView, gathered: Gathered, statuses: Mapping[GangKey, GroupStatus],
     *, counted: frozenset[QueueName] | None = None,
@@ -212,15 +225,17 @@ def queue_statuses(
         elif not status.phase.finished:
             pending[queue] += 1
     whole = schedulable_total(view.snapshot)
-    weights = sum(spec.weight for spec in view.queues.values())
+    tree = build_tree(view.queues)
+    nominal = deserved_shares(tree, active=frozenset(view.queues))
+    deserved = deserved_shares(tree, active=frozenset(g.queue for g in gathered.gangs))
     return [
         WriteQueueStatus(
             queue,
-            QueueStatus(allocated[queue], pending[queue], running[queue],
-                        open=spec.open, error=spec.error),
+            _queue_status(tree, spec, allocated[queue], pending[queue], running[queue]),
             dominant_share=dominant_share(allocated[queue], whole, weight=1),
-            weight_share=Fraction(spec.weight, weights),
+            weight_share=nominal.get(queue, Fraction(0)),
             counts=counted is None or queue in counted,
+            deserved_share=deserved.get(queue, Fraction(0)),
         )
         for queue, spec in view.queues.items()
         if counted is None or queue in counted or queue not in settled

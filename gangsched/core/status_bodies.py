@@ -313,17 +313,32 @@ class QueueStatus:
     open: bool = True
     error: str | None = None
     """What of the spec could not be read, when something could not."""
+    problem: str | None = None
+    """Why the queue has no place in the hierarchy, when it has none: the code of its
+    ``QueueInvalid`` reason (core.hierarchy)."""
+    problem_message: str = ""
+    """That reason, rendered."""
 
 
 def queue_conditions_current(
-    is_open: bool, error: str | None, conditions: Sequence[Mapping[str, Any]]
+    is_open: bool, error: str | None, conditions: Sequence[Mapping[str, Any]],
+    problem: str | None = None,
 ) -> bool:
     """Whether a Queue's conditions as read say what its spec does (see
     :func:`queue_status_body`): its ``Open`` condition, and ``Invalid`` only while the
-    spec has a part that cannot be read."""
-    by_type = {c.get("type"): c.get("status") for c in conditions}
-    return (by_type.get("Open") == ("True" if is_open else "False")
-            and ("Invalid" in by_type) == (error is not None))
+    spec has a part that cannot be read or the queue no place in the hierarchy, with
+    the reason that says which."""
+    by_type = {c.get("type"): c for c in conditions}
+    invalid = by_type.get("Invalid")
+    wanted = _invalid_reason(error, problem)
+    return ((by_type.get("Open") or {}).get("status") == ("True" if is_open else "False")
+            and (invalid or {}).get("reason") == wanted)
+
+
+def _invalid_reason(error: str | None, problem: str | None) -> str | None:
+    if problem is not None:
+        return problem
+    return "InvalidSpec" if error is not None else None
 
 
 def queue_status_body(
@@ -334,8 +349,10 @@ def queue_status_body(
 
     ``Open`` says whether the queue admits new PodGroups (reason ``Open`` or
     ``Closed``); ``Invalid`` is there only while part of the spec is
-    unreadable, and names it. A condition keeps its transition time while
-    its status holds, so an unchanged queue gives an unchanged body and no write.
+    unreadable (reason ``InvalidSpec``) or the queue has no place in the
+    hierarchy (the reason names the problem, e.g. ``ParentMissing``), and says
+    why. A condition keeps its transition time while its status holds, so an
+    unchanged queue gives an unchanged body and no write.
     """
     if status.open:
         opened = ("True", "Open", "admits new PodGroups")
@@ -343,9 +360,12 @@ def queue_status_body(
         opened = ("False", "Closed",
                   "state is Closed: admits no new PodGroups; admitted ones keep their place")
     conditions = [("Open", *opened)]
-    if status.error:
-        conditions.append(("Invalid", "True", "InvalidSpec",
-                           f"left out as unreadable: {status.error}"[:MESSAGE_LIMIT]))
+    reason = _invalid_reason(status.error, status.problem)
+    if reason is not None:
+        said = [status.problem_message] if status.problem is not None else []
+        if status.error:
+            said.append(f"left out as unreadable: {status.error}")
+        conditions.append(("Invalid", "True", reason, "; ".join(said)[:MESSAGE_LIMIT]))
     body: dict[str, Any] = {"conditions": [{
         "type": type_, "status": value, "reason": reason, "message": message,
         "lastTransitionTime": transition_time(previous_conditions, type_, value, now),

@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gangsched.core.fairness import dominant_share, gang_order, lowest_share
-from gangsched.core.model import Gang, GangKey, QueueName
+from gangsched.core.fairness import dominant_share, gang_order
+from gangsched.core.model import Gang, GangKey
 from gangsched.core.resources import Resources
 
 NAMES = ("cpu", "memory", "nvidia.com/gpu")
@@ -71,25 +71,6 @@ def test_share_of_an_allocation_within_the_cluster_is_at_most_one_over_weight(
 ) -> None:
     allocated = Resources.of(data.draw(allocation_within(total)))
     assert 0 <= dominant_share(allocated, Resources.of(total), weight) <= Fraction(1, weight)
-
-
-def test_lowest_share_breaks_ties_by_name() -> None:
-    shares = {QueueName("b"): Fraction(1, 3), QueueName("a"): Fraction(1, 3)}
-    assert lowest_share(shares) == "a"
-    shares[QueueName("c")] = Fraction(1, 4)
-    assert lowest_share(shares) == "c"
-
-
-@given(st.dictionaries(st.text(min_size=1, max_size=3), st.fractions(0, 1), min_size=1))
-def test_lowest_share_is_no_higher_than_any(shares: dict[str, Fraction]) -> None:
-    queues = {QueueName(name): share for name, share in shares.items()}
-    chosen = lowest_share(queues)
-    assert all(queues[chosen] <= share for share in queues.values())
-
-
-def test_lowest_share_of_nothing_is_a_bug() -> None:
-    with pytest.raises(ValueError):
-        lowest_share({})
 
 
 def _gang(key: str, priority: int, created: float) -> Gang:

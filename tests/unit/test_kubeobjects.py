@@ -313,11 +313,22 @@ def test_queue_keeps_what_it_can_read_and_names_what_it_left_out() -> None:
     queue = queue_from_api({"metadata": {"name": "q"},
                             "spec": {"weight": 0, "capability": {"cpu": "lots"}}})
     assert (queue.spec.name, queue.spec.weight, queue.spec.capability) == (
-        QueueName("q"), 1, None)
+        QueueName("q"), 0, None), "a weight of 0 is kept: the hierarchy makes the queue invalid"
     assert [p.field for p in queue.problems] == ["capability", "weight"]
     assert queue.problems[1] == FieldProblem("weight", "0")
     assert queue.spec.error is not None and queue.spec.error.startswith("capability: ")
     assert queue.spec.error.endswith("; weight: 0"), "its Invalid condition names both"
+
+
+def test_a_queue_is_read_with_its_parent_and_whether_it_may_be_reclaimed_from() -> None:
+    child = queue_from_api({"metadata": {"name": "c"},
+                            "spec": {"parent": "team", "reclaimable": False}})
+    assert (child.spec.parent, child.spec.reclaimable, child.problems) == ("team", False, ())
+    top = queue_from_api({"metadata": {"name": "t"}, "spec": {}})
+    assert (top.spec.parent, top.spec.reclaimable) == (None, True)
+    odd = queue_from_api({"metadata": {"name": "o"}, "spec": {"parent": 3, "reclaimable": "no"}})
+    assert (odd.spec.parent, odd.spec.reclaimable) == (None, True)
+    assert [p.field for p in odd.problems] == ["parent", "reclaimable"]
 
 
 def test_a_queue_is_read_with_the_conditions_last_written_on_it() -> None:

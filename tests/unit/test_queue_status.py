@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from gangsched.core.resources import Resources
-from gangsched.core.status_bodies import QueueStatus, queue_status_body
+from gangsched.core.status_bodies import QueueStatus, queue_conditions_current, queue_status_body
 from tests.unit.test_cycle import cpu
 
 EARLIER = "2026-01-01T00:00:00Z"
@@ -39,3 +39,18 @@ def test_an_unreadable_spec_is_named_by_an_invalid_condition_while_it_lasts() ->
     assert "weight: 'x'" in named["message"]
     fixed = queue_status_body(QueueStatus(Resources.zero(), 0, 0), body["conditions"], NOW)
     assert conditions(fixed) == {"Open": ("True", "Open", EARLIER)}, "gone once it reads well"
+
+
+def test_a_queue_with_no_place_in_the_tree_says_why_and_is_current_only_while_it_says_so(
+) -> None:
+    orphan = QueueStatus(Resources.zero(), 1, 0, problem="ParentMissing",
+                         problem_message="queue 'q' is invalid: its parent queue 'team' ...",
+                         error="weight: 0")
+    body = queue_status_body(orphan, (), EARLIER)
+    assert conditions(body)["Invalid"] == ("True", "ParentMissing", EARLIER)
+    (named,) = [c for c in body["conditions"] if c["type"] == "Invalid"]
+    assert named["message"].startswith("queue 'q' is invalid") and "weight: 0" in named["message"]
+    said = body["conditions"]
+    assert queue_conditions_current(True, "weight: 0", said, "ParentMissing")
+    assert not queue_conditions_current(True, "weight: 0", said, "ParentCycle")
+    assert not queue_conditions_current(True, None, said, None), "fixed: to be written again"

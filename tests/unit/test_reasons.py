@@ -23,6 +23,7 @@ from gangsched.core.reasons import (
     PartlyBound,
     Preempting,
     QueueClosed,
+    QueueInvalid,
     QueueMissing,
     Reason,
     ReservedByAdmitted,
@@ -79,6 +80,12 @@ WORDED: list[tuple[Reason, str]] = [
      "in rack=r1: gang ns/train: the cluster has no nodes; 4 more domains too small"),
     (QueueMissing(Q), "queue 'q' does not exist"),
     (QueueClosed(Q), "queue 'q' is closed: it admits no new gangs"),
+    (QueueInvalid(Q, "ParentClosed", QueueName("team")),
+     "queue 'q' is invalid: its parent queue 'team' is Closed; it admits no new gangs until "
+     "this is fixed"),
+    (QueueInvalid(Q, "WeightBelowOne", weight=0),
+     "queue 'q' is invalid: its weight is 0, and a queue needs a weight of at least 1; it "
+     "admits no new gangs until this is fixed"),
     (BeingPreempted(GangKey("ns/urgent")),
      "preempted by gang ns/urgent: waiting for its members to go"),
     (Gated(PodKey("ns/train-0"), ("a", "b"), 2),

@@ -51,21 +51,18 @@ def admission_refusal(
     """Why the gang cannot be admitted now, or None when it can.
 
     Checked against the room left after this cycle's earlier placements
-    and every reservation already promised, because admitting a gang is
+    and every reservation already promised (the capability of the gang's
+    queue and of each queue above it included), because admitting a gang is
     itself a promise: it would be broken if two admitted gangs counted on
     the same free CPUs.
     """
     if gang.min_resources.is_zero:
         return None
     need = outstanding(gang.min_resources, session.bound[gang.key])
-    queue = session.queues[gang.queue]
-    if queue.capability is not None:
-        committed = session.allocated[queue.name] + session.queue_reserved[queue.name]
-        if not queue.capability.allows(committed + need):
-            return AdmissionOverCapability(
-                gang.min_resources, queue.name, queue.capability,
-                session.allocated[queue.name], session.queue_reserved[queue.name],
-            )
+    hit = session.cap_hit(gang.queue, need)
+    if hit is not None:
+        return AdmissionOverCapability(
+            gang.min_resources, hit.queue, hit.capability, hit.allocated, hit.reserved)
     room = left_to_devices(session.reserved + need, session.inp.snapshot.devices.extended,
                            session.cluster_total)
     if not room.fits(session.free):

@@ -16,8 +16,10 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from gangsched.core.fairness import gang_order, lowest_share
+from gangsched.core.fairness import gang_order
+from gangsched.core.hierarchy import FairKey
 from gangsched.core.model import Gang, QueueName
+from gangsched.core.placement import Unplaceable
 from gangsched.core.stages.admit import admit
 from gangsched.core.stages.place import place
 from gangsched.core.stages.session import Session
@@ -49,21 +51,45 @@ def allocate(session: Session, known: list[Gang]) -> None:
     ]
     per_queue: dict[QueueName, list[Gang]] = {}
     for gang in sorted([*ordinary, *unborn], key=gang_order):
-        per_queue.setdefault(gang.queue, []).append(gang)
+        if gang.queue in session.tree.invalid:
+            refuse_invalid(session, gang)
+        else:
+            per_queue.setdefault(gang.queue, []).append(gang)
     # Reversed so the next gang of a queue is a cheap pop() from the end.
     for gangs in per_queue.values():
         gangs.reverse()
-    shares = {queue: session.share(queue) for queue in per_queue}
-    while shares:
-        name = lowest_share(shares)
+    keys = {queue: session.fair_key(queue) for queue in per_queue}
+    while keys:
+        name = min(keys, key=keys.__getitem__)
         queue_gangs = per_queue[name]
         allocated = session.allocated[name]
         _consider(session, queue_gangs.pop())
-        if queue_gangs:
-            if session.allocated[name] != allocated:  # a share moves only with its queue's room
-                shares[name] = session.share(name)
-        else:
-            del shares[name]
+        if not queue_gangs:
+            del keys[name]
+        if session.allocated[name] != allocated:  # a share moves only with its queue's room
+            _refresh(session, keys, name)
+
+
+def _refresh(session: Session, keys: dict[QueueName, FairKey], moved: QueueName) -> None:
+    """New keys for the queues whose place in the order moved with ``moved``'s room: itself,
+    and on a tree every queue under the same top-level queue (their ancestors' shares moved)."""
+    if moved in keys:
+        keys[moved] = session.fair_key(moved)
+    if session.tree.flat:
+        return
+    top = session.tree.path(moved)[0]
+    for name in keys:
+        if name != moved and session.tree.path(name)[0] == top:
+            keys[name] = session.fair_key(name)
+
+
+def refuse_invalid(session: Session, gang: Gang) -> None:
+    """A gang of a queue that has no place in the tree waits, saying why: its queue has
+    no share to order it by nor caps to check it against."""
+    reason = session.tree.invalid[gang.queue]
+    target = session.unplaceable if gang.pending else session.unadmitted
+    if gang.pending or gang.key not in session.admitted:
+        target.append(Unplaceable(gang.key, reason))
 
 
 def _consider(session: Session, gang: Gang) -> None:

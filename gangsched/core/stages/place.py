@@ -1,7 +1,8 @@
 """Placement of one gang, all or nothing, within the cycle's promises.
 
 The gang is placed on the cycle's scratch capacity first and kept only if
-the reservations of admitted gangs and its queue's capability still hold;
+the reservations of admitted gangs and the capabilities of its queue and the
+queues above it still hold;
 otherwise it is released again, so a refused gang leaves no trace: the gangs
 after it see exactly the room they would have seen without it. A gang that
 does not fit may preempt (:mod:`.preempt`), else it waits (:mod:`.starve`).
@@ -59,16 +60,14 @@ def _place_gang(session: Session, gang: Gang) -> None:
         return
 
     queue = session.queues[gang.queue]
-    if queue.capability is not None:
-        allocated_after = session.allocated[queue.name] + placed
-        reserved_after = session.queue_reserved[queue.name] - own_before + own_after
-        if not queue.capability.allows(allocated_after + reserved_after):
-            session.capacity.release(decision)
-            wait(session, gang, CapabilityExceeded(
-                queue.name, queue.capability, session.allocated[queue.name],
-                reserved_after, placed,
-            ))
-            return
+    hit = session.cap_hit(queue.name, placed + own_after - own_before)
+    if hit is not None:
+        session.capacity.release(decision)
+        wait(session, gang, CapabilityExceeded(
+            hit.queue, hit.capability, hit.allocated,
+            hit.reserved - own_before + own_after, placed,
+        ))
+        return
 
     session.placements.append(decision)
     by_key = {pod.key: pod for pod in gang.pending}

@@ -201,14 +201,11 @@ def _room_after_eviction(
     session: Session, gang: Gang, freed: Resources, placement: Placement
 ) -> bool:
     """Whether the placement found after evicting keeps every other promise:
-    reservations of admitted gangs and the gang's queue capability."""
+    reservations of admitted gangs and the capabilities of the gang's queue and those
+    above it."""
     requests = {pod.key: pod.requests for pod in gang.pending}
     placed = total(requests[pod] for pod, _ in placement.assignments)
     others = session.reserved - session.holding.get(gang.key, Resources.zero())
     if not others.fits(session.free + freed - placed):
         return False
-    queue = session.queues[gang.queue]
-    if queue.capability is None:
-        return True
-    committed = session.allocated[queue.name] + session.queue_reserved[queue.name] + placed
-    return queue.capability.allows(committed)
+    return session.cap_hit(gang.queue, placed) is None

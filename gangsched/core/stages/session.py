@@ -11,10 +11,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from fractions import Fraction
 
 from gangsched.core.backoff import BindRefusal
-from gangsched.core.fairness import dominant_share
+from gangsched.core.hierarchy import CapHit, FairKey, build_tree, cap_hit, fair_key
 from gangsched.core.holds import Hold, anywhere, describe, pinned
 from gangsched.core.model import (
     DEFAULT_QUEUE,
@@ -131,6 +130,7 @@ class Session:
         self.queues = dict(inp.queues)
         # A default queue exists without anyone creating it.
         self.queues.setdefault(DEFAULT_QUEUE, QueueSpec(DEFAULT_QUEUE))
+        self.tree = build_tree(self.queues)
 
         self.cluster_total = schedulable_total(inp.snapshot)
         self.capacity = Capacity.from_snapshot(inp.snapshot)
@@ -213,8 +213,13 @@ class Session:
             preemptions=tuple(self.preemptions),
         )
 
-    def share(self, queue: QueueName) -> Fraction:
-        return dominant_share(self.allocated[queue], self.cluster_total, self.queues[queue].weight)
+    def fair_key(self, queue: QueueName) -> FairKey:
+        """Where the queue stands in the fair order now (see core.hierarchy.fair_key)."""
+        return fair_key(self.tree, self.allocated, self.cluster_total, queue)
+
+    def cap_hit(self, queue: QueueName, extra: Resources) -> CapHit | None:
+        """The capability on the queue's path up the tree that ``extra`` more would exceed."""
+        return cap_hit(self.tree, self.allocated, self.queue_reserved, queue, extra)
 
     def admit(self, gang: Gang) -> None:
         self.admitted.add(gang.key)

@@ -1,0 +1,227 @@
+"""A queue tree on the real control plane: weights share within each level (GPU-seconds
+measured), a team's cap bounds its queues together, a queue with no place in the tree says
+why on its status and in an Event while every other queue goes on.
+
+Figures go to ``$GANGSCHED_SHARING_RESULTS`` as :mod:`tests.e2e.test_sharing`'s do.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+import pykube
+import pytest
+
+from devcluster.controlplane import LocalCluster, NodeShape
+from tests.e2e.scenario import only_nodes
+from tests.e2e.test_explain_status import gangsched_cli
+from tests.e2e.test_sharing import SAMPLE_S, flood, gpus_in_use, pending, record
+from tests.e2e.workspace import Workspace, node_of, wait_for
+
+API = "scheduling.gangsched.io/v1alpha1"
+
+
+class Queues:
+    """Queues named after the test's namespace (Queues are cluster-wide), deleted after."""
+
+    def __init__(self, cluster: LocalCluster, ws: Workspace) -> None:
+        self.cluster = cluster
+        self.prefix = ws.name
+        self.made: list[str] = []
+        self.factory = pykube.object_factory(cluster.client, API, "Queue")
+
+    def name(self, short: str) -> str:
+        return f"{self.prefix}-{short}"
+
+    def make(self, short: str, parent: str | None = None, **spec: Any) -> str:
+        if parent is not None:
+            spec["parent"] = self.name(parent)
+        self.factory(self.cluster.client, {
+            "apiVersion": API, "kind": "Queue", "metadata": {"name": self.name(short)},
+            "spec": spec,
+        }).create()
+        self.made.append(self.name(short))
+        return self.name(short)
+
+    def get(self, short: str) -> dict[str, Any]:
+        return dict(self.factory.objects(self.cluster.client).get(name=self.name(short)).obj)
+
+    def delete(self, short: str) -> None:
+        self.cluster.kubectl("delete", "queue", self.name(short), "--ignore-not-found")
+
+    def invalid(self, short: str) -> Mapping[str, Any] | None:
+        for condition in (self.get(short).get("status") or {}).get("conditions") or []:
+            if condition["type"] == "Invalid":
+                return dict(condition)
+        return None
+
+
+@pytest.fixture
+def queues(cluster: LocalCluster, ws: Workspace) -> Iterator[Queues]:
+    made = Queues(cluster, ws)
+    yield made
+    if made.made:
+        cluster.kubectl("delete", "queue", *made.made, "--ignore-not-found")
+
+
+def sample(ws: Workspace, by: Mapping[str, str], seconds: float,
+           backlogged: tuple[str, ...]) -> tuple[dict[str, float], list[dict[str, int]], float]:
+    """GPU-seconds per group of pod-name prefixes (``by``: prefix to group) over about
+    ``seconds``, each prefix of ``backlogged`` checked to still have work at every sample."""
+
+    def group(name: str) -> str:
+        return by.get(name.split("-", 1)[0], "other")
+
+    totals = dict.fromkeys(by.values(), 0.0)
+    samples: list[dict[str, int]] = []
+    first = last = time.monotonic()
+    while time.monotonic() < first + seconds:
+        time.sleep(SAMPLE_S)
+        pods = ws.pods()
+        now = time.monotonic()
+        used = gpus_in_use(pods, group)
+        for prefix in backlogged:
+            assert pending(pods, f"{prefix}-"), f"{prefix} ran out of work: not flooded"
+        for key in totals:
+            totals[key] += used.get(key, 0) * (now - last)
+        samples.append(used)
+        last = now
+    return totals, samples, last - first
+
+
+def interleaved(*floods: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """PodGroup and pod pairs of every flood in turn, so no queue is ahead by arriving first."""
+    out: list[dict[str, Any]] = []
+    for i in range(0, max(len(f) for f in floods), 2):
+        for manifests in floods:
+            out.extend(manifests[i:i + 2])
+    return out
+
+
+@pytest.mark.usefixtures("gangsched")
+def test_weights_split_within_each_level_gpu_seconds_follow_the_tree(
+    cluster: LocalCluster, ws: Workspace, queues: Queues
+) -> None:
+    # org ▸ t1 (weight 3) ▸ a, b; org ▸ t2 (weight 1) ▸ c. Deserved: a 3/8, b 3/8, c 1/4,
+    # that is 6, 6 and 4 of 16 GPUs. Flat, the three queues would get a third each.
+    only_nodes(cluster, 2, NodeShape(cpu="32", memory="128Gi", gpus=8))
+    queues.make("org")
+    queues.make("t1", "org", weight=3)
+    queues.make("t2", "org", weight=1)
+    for short, team in (("a", "t1"), ("b", "t1"), ("c", "t2")):
+        queues.make(short, team)
+    ws.create(*interleaved(*(flood(ws, queues.name(short), short, count, "2s")
+                             for short, count in (("a", 40), ("b", 40), ("c", 30)))))
+    wait_for(lambda: sum(gpus_in_use(ws.pods(), lambda n: "all").values()) == 16, timeout=30,
+             what="the three queues to fill the 16 GPUs")
+    time.sleep(2.5)
+    totals, _, window = sample(ws, {"a": "a", "b": "b", "c": "c"}, 14.0, ("a", "b", "c"))
+    record("tree_3_levels", {
+        "cluster": "2 nodes x 8 GPUs", "gang": "1 pod x 2 GPUs, runs 2 s",
+        "tree": "org > t1 (3) > a (1), b (1); org > t2 (1) > c (1)",
+        "deserved": {"a": 0.375, "b": 0.375, "c": 0.25}, "window_s": round(window, 1),
+        "gpu_seconds": {k: round(v, 1) for k, v in totals.items()},
+        "a_to_c": round(totals["a"] / totals["c"], 3),
+        "b_to_c": round(totals["b"] / totals["c"], 3),
+    })
+    for short in ("a", "b"):
+        ratio = totals[short] / totals["c"]
+        assert 1.35 <= ratio <= 1.65, f"{short}:c GPU-seconds {totals} is {ratio:.2f}, not 1.5±10%"
+    assert 0.9 <= totals["a"] / totals["b"] <= 1.1, f"a:b GPU-seconds {totals}, not 1:1"
+
+    shown = gangsched_cli(cluster, "status", "-A")
+    assert f"├─ {queues.name('t1')}" in shown and f"│  ├─ {queues.name('a')}" in shown
+    assert f"   └─ {queues.name('c')}" in shown, shown
+
+
+@pytest.mark.usefixtures("gangsched")
+def test_a_teams_cap_bounds_its_queues_together(
+    cluster: LocalCluster, ws: Workspace, queues: Queues
+) -> None:
+    # t2 weighs three times t1 but may hold 4 GPUs: c1 and c2 share those 4, and t1's
+    # queue takes the other 12 rather than leave them idle.
+    only_nodes(cluster, 2, NodeShape(cpu="32", memory="128Gi", gpus=8))
+    queues.make("org")
+    queues.make("t1", "org", weight=1)
+    queues.make("t2", "org", weight=3, capability={"nvidia.com/gpu": "4"})
+    for short, team in (("a", "t1"), ("c1", "t2"), ("c2", "t2")):
+        queues.make(short, team)
+    ws.create(*interleaved(*(flood(ws, queues.name(short), short, count, "2s")
+                             for short, count in (("a", 90), ("c1", 16), ("c2", 16)))))
+    wait_for(lambda: sum(gpus_in_use(ws.pods(), lambda n: "all").values()) == 16, timeout=30,
+             what="the queues to fill the 16 GPUs")
+    totals, samples, window = sample(ws, {"a": "t1", "c1": "c1", "c2": "c2"}, 10.0,
+                                     ("a", "c1", "c2"))
+    capped = [s.get("c1", 0) + s.get("c2", 0) for s in samples]
+    record("tree_team_cap", {
+        "cluster": "2 nodes x 8 GPUs", "team_cap_gpus": 4, "window_s": round(window, 1),
+        "gpu_seconds": {k: round(v, 1) for k, v in totals.items()},
+        "team_gpus_at_most": max(capped),
+        "utilisation": round(sum(totals.values()) / (16 * window), 3),
+    })
+    assert max(capped) == 4, f"t2's queues held {max(capped)} GPUs at most, cap 4"
+    assert sum(totals.values()) / (16 * window) >= 0.85, "the room t2 may not use went idle"
+    assert 0.8 <= totals["c1"] / totals["c2"] <= 1.25, f"c1:c2 {totals}: not an even split"
+
+
+@pytest.mark.usefixtures("gangsched")
+def test_a_queue_with_no_place_in_the_tree_says_why_and_disturbs_no_other(
+    cluster: LocalCluster, ws: Workspace, queues: Queues
+) -> None:
+    only_nodes(cluster, 1, NodeShape(cpu="32", memory="128Gi", gpus=8))
+    orphan = queues.make("orphan", "team")  # the parent does not exist yet
+    queues.make("x", "y")
+    queues.make("y", "x")
+    queues.make("shut", state="Closed")
+    queues.make("kid", "shut")
+    queues.make("fine")
+    for short in ("orphan", "x", "kid", "fine"):
+        ws.create(ws.podgroup(short, min_member=1, queue=queues.name(short)),
+                  ws.pod(f"{short}-0", cpu="100m", gpus=1, group=short))
+    wait_for(lambda: node_of(ws.pods()["fine-0"]), timeout=30, what="the fine queue's gang")
+
+    expected = {"orphan": "ParentMissing", "x": "ParentCycle", "y": "ParentCycle",
+                "kid": "ParentClosed"}
+    wait_for(lambda: all((queues.invalid(s) or {}).get("reason") == r
+                         for s, r in expected.items()),
+             timeout=30, what="each bad queue's Invalid condition")
+    assert "its parent queue" in str((queues.invalid("orphan") or {}).get("message"))
+    assert "form a cycle" in str((queues.invalid("x") or {}).get("message"))
+    assert queues.invalid("fine") is None
+
+    def warned(short: str) -> list[dict[str, Any]]:
+        events = pykube.Event.objects(cluster.client, namespace="default")
+        return [e.obj for e in events if e.obj["involvedObject"].get("kind") == "Queue"
+                and e.obj["involvedObject"].get("name") == queues.name(short)]
+
+    wait_for(lambda: any(e["reason"] == "ParentMissing" for e in warned("orphan")),
+             timeout=30, what="a Warning Event on the orphan queue")
+
+    def says(group: str, text: str) -> bool:
+        conditions = (ws.podgroup_obj(group).get("status") or {}).get("conditions") or []
+        return any(text in str(c.get("message")) for c in conditions)
+
+    wait_for(lambda: says("orphan", f"queue '{orphan}' is invalid"), timeout=30,
+             what="the orphan's PodGroup to say why it waits")
+    assert not any(node_of(ws.pods()[f"{s}-0"]) for s in ("orphan", "x", "kid"))
+
+    # Its parent created, the orphan's gang runs; deleting that parent again is reported
+    # on the child, whose running gang is not disturbed.
+    queues.make("team")
+    wait_for(lambda: node_of(ws.pods()["orphan-0"]), timeout=30, what="the orphan's gang to run")
+    wait_for(lambda: queues.invalid("orphan") is None, timeout=30,
+             what="the orphan's Invalid condition to go")
+    queues.delete("team")
+    wait_for(lambda: (queues.invalid("orphan") or {}).get("reason") == "ParentMissing",
+             timeout=30, what="the deleted parent to be reported on its child")
+    assert node_of(ws.pods()["orphan-0"]) and ws.pods()["fine-0"]
+
+
+def test_a_queue_cannot_be_its_own_parent(cluster: LocalCluster, ws: Workspace) -> None:
+    factory = pykube.object_factory(cluster.client, API, "Queue")
+    with pytest.raises(pykube.exceptions.HTTPError, match="cannot be its own parent"):
+        factory(cluster.client, {"apiVersion": API, "kind": "Queue",
+                                 "metadata": {"name": f"{ws.name}-self"},
+                                 "spec": {"parent": f"{ws.name}-self"}}).create()

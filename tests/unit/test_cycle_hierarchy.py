@@ -1,0 +1,72 @@
+"""The cycle over a queue tree: weights share within each level, a parent's cap bounds its
+children together, a queue with no place in the tree makes its gangs wait saying why."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from gangsched.core.model import Gang, QueueName, QueueSpec
+from gangsched.core.reasons import AdmissionOverCapability, CapabilityExceeded, QueueInvalid
+from gangsched.core.resources import Capability
+from tests.unit.test_cycle import cpu, cycle, gang, node, placed, reasons
+
+
+def spec(name: str, parent: str | None = None, weight: int = 1, cores: int | None = None,
+         *, open_: bool = True) -> QueueSpec:
+    return QueueSpec(QueueName(name), weight=weight, open=open_,
+                     parent=QueueName(parent) if parent else None,
+                     capability=Capability.parse({"cpu": cores}) if cores is not None else None)
+
+
+def flood(queue: str, count: int, created: float = 0.0) -> list[Gang]:
+    return [gang(f"ns/{queue}-{i}", 1, queue=queue, created=created + i) for i in range(count)]
+
+
+def test_weights_share_within_each_level_of_the_tree() -> None:
+    # t1 (weight 3) has two queues, t2 (weight 1) one, with many more queues under it:
+    # flat, t2's four queues would take 4 of 8 cores; down the tree t2 gets 2.
+    queues = [spec("org"), spec("t1", "org", 3), spec("t2", "org", 1),
+              spec("a", "t1"), spec("b", "t1"),
+              *(spec(f"c{i}", "t2") for i in range(4))]
+    gangs = [*flood("a", 8), *flood("b", 8), *(g for i in range(4) for g in flood(f"c{i}", 8))]
+    result = cycle([node("n1", 8)], gangs, queues=queues)
+    got = Counter(key.split("/")[1].split("-")[0] for key in placed(result))
+    assert (got["a"], got["b"]) == (3, 3)
+    assert sum(got[f"c{i}"] for i in range(4)) == 2
+
+
+def test_a_parents_cap_bounds_its_children_together_in_placement_and_admission() -> None:
+    queues = [spec("team", cores=3), spec("x", "team"), spec("y", "team"), spec("other")]
+    result = cycle([node("n1", 8)], [*flood("x", 4), *flood("y", 4), *flood("other", 4)],
+                   queues=queues)
+    got = Counter(key.split("/")[1].split("-")[0] for key in placed(result))
+    assert got["x"] + got["y"] == 3 and got["other"] == 4
+    waiting = [reason for key, reason in reasons(result).items() if "/other-" not in key]
+    assert len(waiting) == 5
+    assert all(isinstance(r, CapabilityExceeded) and r.queue == "team" for r in waiting)
+
+    admission = cycle([node("n1", 8)], [gang("ns/big", 1, min_member=1, min_cpu=4, queue="x")],
+                      queues=queues)
+    refused = reasons(admission)["ns/big"]
+    assert isinstance(refused, AdmissionOverCapability) and refused.queue == "team"
+    assert refused.min_resources == cpu(4)
+
+
+def test_a_queue_with_no_place_in_the_tree_makes_its_gangs_wait_and_disturbs_no_other() -> None:
+    queues = [spec("orphan", "gone"), spec("shut", open_=False), spec("kid", "shut"),
+              spec("fine")]
+    result = cycle([node("n1", 8)],
+                   [gang("ns/o", 1, queue="orphan"), gang("ns/k", 1, queue="kid"),
+                    gang("ns/f", 1, queue="fine"), gang("ns/admitted", 1, queue="orphan")],
+                   queues=queues, admitted=["ns/admitted"])
+    assert placed(result) == ["ns/f"]
+    assert reasons(result)["ns/o"] == QueueInvalid(
+        QueueName("orphan"), "ParentMissing", QueueName("gone"))
+    assert reasons(result)["ns/k"] == QueueInvalid(
+        QueueName("kid"), "ParentClosed", QueueName("shut"))
+    assert reasons(result)["ns/admitted"] == QueueInvalid(
+        QueueName("orphan"), "ParentMissing", QueueName("gone"))
+    unborn = cycle([node("n1", 8)], [gang("ns/u", 0, min_member=1, queue="orphan")],
+                   queues=queues)
+    assert [u.reason for u in unborn.unadmitted] == [
+        QueueInvalid(QueueName("orphan"), "ParentMissing", QueueName("gone"))]
