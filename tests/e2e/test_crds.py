@@ -190,6 +190,7 @@ def test_queue_defaults_apply(cluster: LocalCluster, scope: Scope) -> None:
     assert get_json(cluster, scope, "queue", name)["spec"] == {
         "weight": 1,
         "state": "Open",
+        "reclaimable": True,
         "capability": {"cpu": 8, "memory": "32Gi"},
     }
 
@@ -259,11 +260,11 @@ def test_wide_output_says_why_a_gang_waits(cluster: LocalCluster, scope: Scope) 
 
 def test_kubectl_get_queue_shows_the_printer_columns(cluster: LocalCluster, scope: Scope) -> None:
     name = f"columns-{scope.namespace}"
-    create(cluster, scope, queue(scope, name, {"weight": 3, "state": "Closed"}))
+    create(cluster, scope, queue(scope, name, {"weight": 3, "state": "Closed", "parent": "org"}))
     patch_status(cluster, "queue", name, {"running": 2, "pending": 5, "allocated": {"cpu": "6"}})
     header, row = table(cluster, "queue", name)
-    assert header == ["NAME", "STATE", "WEIGHT", "RUNNING", "PENDING", "AGE"]
-    assert row[:5] == [name, "Closed", "3", "2", "5"]
+    assert header == ["NAME", "STATE", "WEIGHT", "PARENT", "RUNNING", "PENDING", "AGE"]
+    assert row[:6] == [name, "Closed", "3", "org", "2", "5"]
 
 
 # -- invalid objects --------------------------------------------------------
@@ -364,6 +365,18 @@ BAD_SPECS = {
         ("weight",),
         -1,
         ("spec.weight: Invalid value: -1", "should be greater than or equal to 1"),
+    ),
+    "parent-not-a-name": Bad(
+        "Queue",
+        ("parent",),
+        "Team_A",
+        ("spec.parent", "parent must be the name of a Queue: lowercase letters, digits"),
+    ),
+    "reclaimable-not-a-bool": Bad(
+        "Queue",
+        ("reclaimable",),
+        "no",
+        ("spec.reclaimable: Invalid value", 'must be of type boolean'),
     ),
     "state-Paused": Bad(
         "Queue",
