@@ -9,18 +9,49 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator, Mapping
+from pathlib import Path
 from typing import Any
 
 import pykube
 import pytest
 
 from devcluster.controlplane import LocalCluster, NodeShape
+from tests.e2e.conftest import SchedulerProcess, start_gangsched, stop_gangsched
 from tests.e2e.scenario import only_nodes
 from tests.e2e.test_explain_status import gangsched_cli
-from tests.e2e.test_sharing import SAMPLE_S, flood, gpus_in_use, pending, record
+from tests.e2e.test_sharing import SAMPLE_S, gpus_in_use, pending, record
 from tests.e2e.workspace import Workspace, node_of, wait_for
 
 API = "scheduling.gangsched.io/v1alpha1"
+RUN_FOR = "4s"
+"""How long each 2-GPU gang runs: long beside the second or so between one ending and the
+next bound, which on a loaded machine would otherwise weigh on the ratios measured."""
+SCHEDULER = "gang-tree"
+
+
+@pytest.fixture(scope="module")
+def tree_scheduler(
+    cluster: LocalCluster, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[SchedulerProcess]:
+    """A scheduler of its own whose starvation threshold is past every test here: a flood
+    that waits a minute would otherwise have its oldest gang hold room, and the shares
+    measured would be the starvation bound's, not the tree's."""
+    log: Path = tmp_path_factory.mktemp("tree") / "gangsched.log"
+    running = start_gangsched(cluster, log, f"--scheduler-name={SCHEDULER}",
+                              "--starvation-seconds=600")
+    yield running
+    stop_gangsched(running)
+
+
+def flood(ws: Workspace, queue: str, role: str, gangs: int, run_for: str) -> list[dict[str, Any]]:
+    """Identical 2-GPU gangs of one pod that run ``run_for`` each, as PodGroup and pod."""
+    manifests: list[dict[str, Any]] = []
+    for i in range(gangs):
+        group = f"{role}-{i:03d}"
+        manifests.append(ws.podgroup(group, min_member=1, queue=queue))
+        manifests.append(ws.pod(f"{group}-0", cpu="100m", gpus=2, group=group,
+                                scheduler=SCHEDULER, run_for=run_for))
+    return manifests
 
 
 class Queues:
@@ -47,6 +78,11 @@ class Queues:
 
     def get(self, short: str) -> dict[str, Any]:
         return dict(self.factory.objects(self.cluster.client).get(name=self.name(short)).obj)
+
+    def open(self, *shorts: str) -> None:
+        for short in shorts:
+            self.cluster.kubectl("patch", "queue", self.name(short), "--type=merge",
+                                 "-p", '{"spec": {"state": "Open"}}')
 
     def delete(self, short: str) -> None:
         self.cluster.kubectl("delete", "queue", self.name(short), "--ignore-not-found")
@@ -100,7 +136,7 @@ def interleaved(*floods: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
-@pytest.mark.usefixtures("gangsched")
+@pytest.mark.usefixtures("tree_scheduler")
 def test_weights_split_within_each_level_gpu_seconds_follow_the_tree(
     cluster: LocalCluster, ws: Workspace, queues: Queues
 ) -> None:
@@ -111,15 +147,16 @@ def test_weights_split_within_each_level_gpu_seconds_follow_the_tree(
     queues.make("t1", "org", weight=3)
     queues.make("t2", "org", weight=1)
     for short, team in (("a", "t1"), ("b", "t1"), ("c", "t2")):
-        queues.make(short, team)
-    ws.create(*interleaved(*(flood(ws, queues.name(short), short, count, "2s")
+        queues.make(short, team, state="Closed")  # opened once every gang exists
+    ws.create(*interleaved(*(flood(ws, queues.name(short), short, count, RUN_FOR)
                              for short, count in (("a", 40), ("b", 40), ("c", 30)))))
+    queues.open("a", "b", "c")
     wait_for(lambda: sum(gpus_in_use(ws.pods(), lambda n: "all").values()) == 16, timeout=30,
              what="the three queues to fill the 16 GPUs")
-    time.sleep(2.5)
-    totals, _, window = sample(ws, {"a": "a", "b": "b", "c": "c"}, 14.0, ("a", "b", "c"))
+    time.sleep(4.5)
+    totals, _, window = sample(ws, {"a": "a", "b": "b", "c": "c"}, 20.0, ("a", "b", "c"))
     record("tree_3_levels", {
-        "cluster": "2 nodes x 8 GPUs", "gang": "1 pod x 2 GPUs, runs 2 s",
+        "cluster": "2 nodes x 8 GPUs", "gang": f"1 pod x 2 GPUs, runs {RUN_FOR}",
         "tree": "org > t1 (3) > a (1), b (1); org > t2 (1) > c (1)",
         "deserved": {"a": 0.375, "b": 0.375, "c": 0.25}, "window_s": round(window, 1),
         "gpu_seconds": {k: round(v, 1) for k, v in totals.items()},
@@ -136,7 +173,7 @@ def test_weights_split_within_each_level_gpu_seconds_follow_the_tree(
     assert f"   └─ {queues.name('c')}" in shown, shown
 
 
-@pytest.mark.usefixtures("gangsched")
+@pytest.mark.usefixtures("tree_scheduler")
 def test_a_teams_cap_bounds_its_queues_together(
     cluster: LocalCluster, ws: Workspace, queues: Queues
 ) -> None:
@@ -147,12 +184,13 @@ def test_a_teams_cap_bounds_its_queues_together(
     queues.make("t1", "org", weight=1)
     queues.make("t2", "org", weight=3, capability={"nvidia.com/gpu": "4"})
     for short, team in (("a", "t1"), ("c1", "t2"), ("c2", "t2")):
-        queues.make(short, team)
-    ws.create(*interleaved(*(flood(ws, queues.name(short), short, count, "2s")
+        queues.make(short, team, state="Closed")  # opened once every gang exists
+    ws.create(*interleaved(*(flood(ws, queues.name(short), short, count, RUN_FOR)
                              for short, count in (("a", 90), ("c1", 16), ("c2", 16)))))
+    queues.open("a", "c1", "c2")
     wait_for(lambda: sum(gpus_in_use(ws.pods(), lambda n: "all").values()) == 16, timeout=30,
              what="the queues to fill the 16 GPUs")
-    totals, samples, window = sample(ws, {"a": "t1", "c1": "c1", "c2": "c2"}, 10.0,
+    totals, samples, window = sample(ws, {"a": "t1", "c1": "c1", "c2": "c2"}, 16.0,
                                      ("a", "c1", "c2"))
     capped = [s.get("c1", 0) + s.get("c2", 0) for s in samples]
     record("tree_team_cap", {
