@@ -366,3 +366,16 @@ def test_the_allocation_carries_class_and_claim_configuration_to_the_driver() ->
         {"source": "FromClaim", "requests": ["r1"],
          "opaque": {"driver": DRIVER, "parameters": {"mig": "1g.10gb"}}},
     ]
+
+
+def test_partitions_of_shared_counters_and_devices_awaiting_binding_conditions_are_not_offered(
+) -> None:
+    """Their rules are not applied: offering them could split one GPU's counters twice or
+    bind a pod before its device is ready, so a claim for them waits short of devices."""
+    manifest = fakedriver.slice_manifest("n-0", 0)
+    devices = manifest["spec"]["devices"]
+    devices[0]["consumesCounters"] = [{"counterSet": "gpu-0", "counters": {"mem": {"value": "1"}}}]
+    devices[1]["bindingConditions"] = ["attached"]
+    _, offered = slice_from_api(manifest)
+    assert len(offered) == len(devices) - 2
+    assert {d.ref.name for d in offered}.isdisjoint({devices[0]["name"], devices[1]["name"]})

@@ -129,7 +129,9 @@ def slice_from_api(obj: Mapping[str, object]) -> SliceDevices:
 
     Slices for a node selector (not one node, not every node) offer nothing
     here: which nodes they reach is not worked out yet, and offering them
-    everywhere could allocate a device a node cannot reach.
+    everywhere could allocate a device a node cannot reach. Nor do partitions
+    consuming shared counters, or devices with binding conditions (see
+    ``_UNOFFERED``).
     """
     _, name = _name(obj, "ResourceSlice")
     where = f"ResourceSlice {name}"
@@ -143,8 +145,20 @@ def slice_from_api(obj: Mapping[str, object]) -> SliceDevices:
         return None, ()
     devices = tuple(_device(item, driver, pool, node, f"{where}: spec.devices[{index}]")
                     for index, item in enumerate(_items(spec.get("devices"),
-                                                        f"{where}: spec.devices")))
+                                                        f"{where}: spec.devices"))
+                    if not _unoffered(item))
     return node, devices
+
+
+_UNOFFERED = ("consumesCounters", "bindingConditions")
+"""Device fields whose rules are not applied here: a partition that consumes shared
+counters (two partitions of one GPU could overcommit it), and a device that must
+report conditions before its pod may be bound. Such devices are not offered, so a
+claim that needs them waits, short of devices, instead of being given one wrongly."""
+
+
+def _unoffered(raw: object) -> bool:
+    return isinstance(raw, Mapping) and any(raw.get(field) for field in _UNOFFERED)
 
 
 def _selectors(raw: object, where: str) -> tuple[str, ...]:
