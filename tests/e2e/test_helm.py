@@ -229,6 +229,9 @@ def can(cluster: LocalCluster, verb: str, resource: str, *extra: str) -> bool:
         ("patch", "persistentvolumeclaims", ("-n", "team-a")),
         ("watch", "persistentvolumes", ()),
         ("watch", "storageclasses.storage.k8s.io", ()),
+        ("watch", "csinodes.storage.k8s.io", ()),
+        ("watch", "volumeattachments.storage.k8s.io", ()),
+        ("watch", "csidrivers.storage.k8s.io", ()),
         ("create", "pods", ("--subresource=binding", "-n", "team-a")),
         ("create", "pods", ("--subresource=eviction", "-n", "team-a")),
         ("patch", "pods", ("--subresource=status", "-n", "team-a")),
@@ -266,6 +269,8 @@ def test_service_account_may_do_what_scheduling_needs(
         ("delete", "poddisruptionbudgets.policy", ("-n", "team-a")),
         ("delete", "persistentvolumeclaims", ("-n", "team-a")),
         ("create", "persistentvolumes", ()),
+        ("delete", "volumeattachments.storage.k8s.io", ()),
+        ("patch", "csinodes.storage.k8s.io", ()),
     ],
 )
 def test_service_account_may_do_nothing_more(
