@@ -71,7 +71,7 @@ from bench.scheduler import (
     run_kube,
 )
 from devcluster import fakedriver
-from devcluster.controlplane import ClusterOptions, LocalCluster, NodeShape, running_cluster
+from devcluster.controlplane import ClusterOptions, NodeShape, running_cluster
 
 RESULTS = Path(__file__).parent / "results" / "dra.json"
 RESOURCE_API = "resource.k8s.io/v1"
@@ -100,11 +100,11 @@ def with_claims(batch: Batch, dealt: dra_core.Plan) -> Batch:
 class ClaimsMade(BacklogHooks):
     """The templates before the pods; every claim made before the scheduler starts."""
 
-    def __init__(self, clients: Clients, claims: int, timeout: float) -> None:
+    def __init__(self, clients: Clients, claims: int, timeout: float, idle_s: float) -> None:
         self.clients, self.claims, self.timeout = clients, claims, timeout
+        self.idle_s = idle_s
         self.made_s: list[float] = []
-        self.started_at = 0.0
-        """Wall-clock time the last backlog's scheduler was about to start (the logs' clock)."""
+        self.idle: dict[str, Any] = {}
 
     def before_pods(self, namespace: str) -> None:
         api = self.clients.get()
@@ -122,7 +122,13 @@ class ClaimsMade(BacklogHooks):
             time.sleep(1.0)
         self.made_s.append(round(time.monotonic() - started, 1))
         say(f"{self.claims} claims made in {namespace} in {self.made_s[-1]}s")
-        self.started_at = time.time()
+
+    def before_stop(self, scheduler: Gangsched) -> None:
+        """gangsched left alone ``idle_s`` seconds once everything is bound and Running:
+        its cycles then have nothing new to place (see :func:`idle_cycles`)."""
+        since = time.time()
+        time.sleep(self.idle_s)
+        self.idle = idle_cycles(scheduler, since)
 
 
 def claims_in(clients: Clients, namespace: str) -> list[dict[str, Any]]:
@@ -151,11 +157,11 @@ def delete_backlog(clients: Clients, namespace: str, timeout: float = 600) -> fl
     return round(time.monotonic() - started, 1)
 
 
-def idle_cycles(log_path: Path, cluster: LocalCluster, since: float) -> dict[str, Any]:
-    """gangsched's cycles once every pod was bound (``since``, wall clock): nothing new to
-    place, only its own status writes and the claim controller's updates waking it; from
-    its ``cycle_done`` lines, those it decided again and those whose inputs had not moved."""
-    lines = Gangsched(cluster, log_path).log_lines("cycle_done")
+def idle_cycles(scheduler: Gangsched, since: float) -> dict[str, Any]:
+    """gangsched's cycles from ``since`` (wall clock, the log's): from its ``cycle_done``
+    lines, those whose inputs had not moved (the answer reused) and those it decided
+    again (node heartbeats, a periodic refresh)."""
+    lines = scheduler.log_lines("cycle_done")
     after = [line for line in lines
              if datetime.fromisoformat(line["timestamp"]).timestamp() > since]
     decided = [float(line["cycle_ms"]) for line in after if not line.get("reused")]
@@ -175,6 +181,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                         help="seconds to wait for one run's pods to bind")
     parser.add_argument("--contenders", default=",".join(DEFAULT_CONTENDERS),
                         help="comma-separated subset of: " + ", ".join(CONTENDERS))
+    parser.add_argument("--idle-s", type=float, default=30,
+                        help="seconds gangsched is left alone once its backlog is bound")
     parser.add_argument("--core-only", action="store_true",
                         help="the in-process figures alone, no control plane")
     parser.add_argument("--profile", action="store_true",
@@ -207,7 +215,7 @@ def run_cluster(args: argparse.Namespace, dealt: dra_core.Plan,
             report["setup"] = setup
             say(f"{args.nodes} nodes and their slices ready: {setup}")
             clients = Clients(cluster.kubeconfig)
-            hooks = ClaimsMade(clients, claims, args.timeout)
+            hooks = ClaimsMade(clients, claims, args.timeout, args.idle_s)
             runs = {
                 "gangsched_backlog": lambda: run_backlog(
                     cluster, clients, with_claims(gang_batch("dra-gang", args.gangs,
@@ -228,9 +236,7 @@ def run_cluster(args: argparse.Namespace, dealt: dra_core.Plan,
                 result = runs[name]()
                 result["devices"] = devices_allocated(clients, namespaces[name])
                 if name == "gangsched_backlog":
-                    result["cycles_after_last_bind"] = idle_cycles(
-                        workdir / "gangsched.log", cluster,
-                        hooks.started_at + float(result.get("wall_s") or 0.0))
+                    result["cycles_left_alone"] = {"seconds": args.idle_s, **hooks.idle}
                 report[name] = result
                 say(f"{name}: {result['bound']}/{pods} bound, {result.get('pods_per_s')} pods/s")
                 setup[f"delete_{name}_s"] = delete_backlog(clients, namespaces[name])
@@ -242,14 +248,15 @@ def summary(report: dict[str, Any]) -> dict[str, Any]:
     theirs = report.get("kube_scheduler_unthrottled") or {}
     mine, base = ours.get("pods_per_s"), theirs.get("pods_per_s")
     cycles = ours.get("cycles") or {}
-    idle = (ours.get("cycles_after_last_bind") or {}).get("decided_ms") or {}
+    alone = ours.get("cycles_left_alone") or {}
     core = report.get("core") or {}
     return {
         "gangsched_pods_per_s": mine, "kube_scheduler_pods_per_s": base,
         "ratio": round(mine / base, 2) if mine and base else None,
         "native_gang_pods_per_s": (report.get("native_gang") or {}).get("pods_per_s"),
         "gangsched_first_placing_cycle_ms": cycles.get("first_placing_cycle_ms"),
-        "gangsched_cycle_with_nothing_new_ms_p50": idle.get("p50"),
+        "gangsched_idle_reused_cycle_ms_p50": (alone.get("reused_ms") or {}).get("p50"),
+        "gangsched_idle_decided_cycle_ms_p50": (alone.get("decided_ms") or {}).get("p50"),
         "core_first_cycle_s": core.get("first_cycle_s"),
         "core_idle_cycle_ms": core.get("idle_cycle_ms"),
     }

@@ -196,6 +196,9 @@ class BacklogHooks:
     def before_start(self, namespace: str) -> None:
         """Called once every pod is created, before the watch and the scheduler start."""
 
+    def before_stop(self, scheduler: Gangsched) -> None:
+        """Called once every pod is bound and every PodGroup Running, gangsched still up."""
+
 
 def gang_batch(namespace: str, gangs: int, size: int) -> Batch:
     groups = [
@@ -363,6 +366,7 @@ def run_backlog(cluster: LocalCluster, clients: Clients, batch: Batch,
         # Running once the last pod is bound.
         groups_running = groups_running_after(api, batch.namespace, len(batch.podgroups))
         watch.stop()
+        hooks.before_stop(scheduler)
     finally:
         scheduler.stop()
     figures = bind_figures(watch, batch, started, None)
