@@ -275,12 +275,13 @@ class Actuator:
         failed = [o for o in done if not o.evicted]
         GANGS_PREEMPTED.inc(len(preemption.victims))
         log.info("gangs_preempted", gang=preemption.preemptor, victims=list(preemption.victims),
-                 pods=len(preemption.pods), failed=len(failed))
+                 pods=len(preemption.pods), failed=len(failed),
+                 reclaim_for=preemption.reclaim_for)
         for outcome in failed:
             log.warning("eviction_failed", pod=outcome.pod, status=outcome.status,
                         detail=outcome.detail)
         self.reporter.events.preempted(preemption.preemptor, pods_of, view.groups, view.pods,
-                                       action.preemptor_pods)
+                                       action.preemptor_pods, reclaim_for=preemption.reclaim_for)
         if failed:
             self._stranded(action, view, now, {o.pod for o in failed})
         self.trigger()

@@ -62,6 +62,8 @@ class RunOptions:
     replacement_grace_seconds: float = 60.0
     provisioning_timeout_seconds: float = 120.0
     preemption: bool = True
+    reclaim: bool = False
+    reclaim_interval_seconds: float = 10.0
     leader_elect: bool = False
     lease_namespace: str = "default"
     scheduled_events: ScheduledEvents = ScheduledEvents.GANG
@@ -208,7 +210,8 @@ def assemble(options: RunOptions, api: client.ApiClient) -> Parts:
     config_ = SchedulerConfig(policy=options.policy, starvation_s=options.starvation_seconds,
                               replacement_grace_s=options.replacement_grace_seconds,
                               provisioning_timeout_s=options.provisioning_timeout_seconds,
-                              preemption=options.preemption,
+                              preemption=options.preemption, reclaim=options.reclaim,
+                              reclaim_interval_s=options.reclaim_interval_seconds,
                               scheduled_events=options.scheduled_events)
     health = Health(stale_after_s=2 * config_.resync_s, leader_election=options.leader_elect)
     mirror = Mirror(scheduler_names=options.scheduler_names,

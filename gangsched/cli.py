@@ -94,6 +94,15 @@ def _env(flag: str) -> str:
               show_default=True,
               help="A gang that cannot fit may evict whole gangs of lower priority "
               "(Eviction API: PodDisruptionBudgets hold).")
+@click.option("--reclaim/--no-reclaim", envvar=_env("reclaim"), default=False,
+              show_default=True,
+              help="A queue below its deserved share may evict whole gangs of queues above "
+              "theirs to take back the room they borrowed (needs --preemption; a Queue with "
+              "reclaimable: false opts out).")
+@click.option("--reclaim-interval-seconds", envvar=_env("reclaim-interval-seconds"),
+              type=click.FloatRange(0), default=10.0, show_default=True,
+              help="A queue that reclaimed reclaims again only after this long: at most one "
+              "reclaim decision per queue per interval.")
 @click.option("--leader-elect/--no-leader-elect", envvar=_env("leader-elect"), default=False,
               show_default=True, help="Schedule only while holding a Lease (for replicas > 1).")
 @click.option("--lease-namespace", envvar=[_env("lease-namespace"), "POD_NAMESPACE"],
@@ -120,6 +129,8 @@ def run(
     replacement_grace_seconds: float,
     provisioning_timeout_seconds: float,
     preemption: bool,
+    reclaim: bool,
+    reclaim_interval_seconds: float,
     leader_elect: bool,
     lease_namespace: str,
     lease_name: str,
@@ -156,6 +167,8 @@ def run(
             replacement_grace_seconds=replacement_grace_seconds,
             provisioning_timeout_seconds=provisioning_timeout_seconds,
             preemption=preemption,
+            reclaim=reclaim,
+            reclaim_interval_seconds=reclaim_interval_seconds,
             leader_elect=leader_elect,
             lease_namespace=lease_namespace,
             lease_name=lease_name,

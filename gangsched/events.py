@@ -18,7 +18,7 @@ from typing import Any
 from kubernetes_asyncio import client
 
 from gangsched.binder import FIELD_MANAGER
-from gangsched.core.model import GangKey, PodKey
+from gangsched.core.model import GangKey, PodKey, QueueName
 from gangsched.core.status_bodies import EVENT_MESSAGE_LIMIT
 from gangsched.dispatcher import Answer, Call, Dispatcher, ObjectId, Rank, answer_of
 from gangsched.mirror import GroupRecord, PodRecord
@@ -113,12 +113,15 @@ class Events:
         groups: Mapping[GangKey, GroupRecord],
         pods: Mapping[PodKey, PodRecord],
         preemptor_pods: tuple[PodKey, ...],
+        reclaim_for: QueueName | None = None,
     ) -> None:
         """An Event on every victim pod and group naming the preemptor, and one on the
-        preemptor (its PodGroup, else its pods) naming every victim."""
+        preemptor (its PodGroup, else its pods) naming every victim; a reclaim says so,
+        and for which queue."""
         names = ", ".join(sorted(victims))
+        why = f" reclaiming for queue {reclaim_for}" if reclaim_for else ""
         for victim, members in victims.items():
-            message = f"Preempted by gang {preemptor}: evicted whole ({len(members)} pods)"
+            message = f"Preempted by gang {preemptor}{why}: evicted whole ({len(members)} pods)"
             for pod in members:
                 record = pods.get(pod)
                 if record is not None:
@@ -126,7 +129,9 @@ class Events:
             group = groups.get(victim)
             if group is not None:
                 self.on_group(group, "Preempted", message)
-        message = f"Preempting {len(victims)} gang(s) of lower priority to make room: {names}"
+        message = (f"Reclaiming room queue {reclaim_for} deserves: evicting {len(victims)} "
+                   f"gang(s) of queues above their deserved share: {names}" if reclaim_for else
+                   f"Preempting {len(victims)} gang(s) of lower priority to make room: {names}")
         group = groups.get(preemptor)
         if group is not None:
             self.on_group(group, "Preempting", message)

@@ -88,6 +88,9 @@ class SchedulerConfig:
     provisioning_timeout_s: float = 120.0
     """How long a placed gang waits for its claims to be provisioned (core.provisioning)."""
     preemption: bool = True
+    reclaim: bool = False
+    """Queues below their deserved share reclaim from queues above (core.stages.reclaim)."""
+    reclaim_interval_s: float = 10.0
     preemption_timeout_s: float = 60.0
     """A preemptor not placed this long after its victims were evicted stops holding room."""
     unevictable_s: float = 15.0
@@ -125,6 +128,7 @@ class SchedulerConfig:
             preemption_timeout_s=self.preemption_timeout_s, reason_hold_s=self.reason_hold_s,
             pacing=Pacing(settle_s=self.settle_s, pod_report_s=self.pod_report_s),
             provisioning=ProvisionLimits(timeout_s=self.provisioning_timeout_s),
+            reclaim=self.reclaim, reclaim_interval_s=self.reclaim_interval_s,
         )
 
 

@@ -24,6 +24,9 @@ The flow, in the spirit of Volcano's allocate action:
    (:mod:`gangsched.core.preemption`). One preemption is under way at a time:
    while its victims go, the preemptor is placed before any other gang and
    holds its room, and no victim is chosen twice.
+7. A gang of a queue below its deserved share that still does not fit may
+   reclaim: evict whole gangs of queues above theirs, by the same path
+   (:mod:`gangsched.core.stages.reclaim`), when the shell asks for it.
 
 Each step is a stage module of :mod:`gangsched.core.stages` over one
 :class:`~gangsched.core.stages.session.Session`; this module only calls

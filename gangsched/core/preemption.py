@@ -29,7 +29,16 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import combinations
 
-from gangsched.core.model import DisruptionBudget, Gang, GangKey, NodeName, Pod, PodKey, Policy
+from gangsched.core.model import (
+    DisruptionBudget,
+    Gang,
+    GangKey,
+    NodeName,
+    Pod,
+    PodKey,
+    Policy,
+    QueueName,
+)
 from gangsched.core.nodefit import requirement_matches
 from gangsched.core.placement import Capacity, Decision, Placement, Snapshot
 from gangsched.core.resources import Resources
@@ -85,6 +94,9 @@ class Preemption:
     victims: tuple[GangKey, ...]
     pods: tuple[PodKey, ...]
     placement: Placement
+    reclaim_for: QueueName | None = None
+    """The preemptor's queue when the victims are evicted to reclaim room it deserves
+    (core.stages.reclaim), not for priority."""
 
 
 RoomCheck = Callable[[Resources, Placement], bool]

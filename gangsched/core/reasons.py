@@ -533,6 +533,9 @@ class Preempting:
     victims: tuple[GangKey, ...]
     hold: Resources
     cause: Reason
+    reclaim_for: QueueName | None = None
+    """Set when the victims are evicted to reclaim room for this queue, below its deserved
+    share, from queues above theirs, not for priority."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -911,6 +914,10 @@ def _holding_text(reason: Starving | TooBigToHold | Preempting | AwaitingVictims
         case TooBigToHold():
             return (f"{_urgency_text(reason.urgency)} but needs {reason.need}, more than the "
                     f"schedulable nodes have ({reason.cluster_total})")
+        case Preempting() if reason.reclaim_for is not None:
+            return (f"reclaiming room for queue {reason.reclaim_for!r}, below its deserved "
+                    f"share: evicting {len(reason.victims)} gang(s) of queues above theirs "
+                    f"({', '.join(reason.victims)}); holding {reason.hold} for it")
         case Preempting():
             return (f"preempting {len(reason.victims)} gang(s) of lower priority "
                     f"({', '.join(reason.victims)}); holding {reason.hold} for it")

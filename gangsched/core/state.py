@@ -75,12 +75,15 @@ class State:
     """Gangs placed whose WaitForFirstConsumer claims are being provisioned (core.provisioning)."""
     cycles: int = 0
     """Full cycles run: what is remembered of written objects is pruned every so many."""
+    reclaimed_at: Mapping[QueueName, float] = field(default_factory=dict)
+    """When each queue last reclaimed, while its reclaim interval lasts (core.stages.reclaim)."""
 
     def decision_inputs(self) -> tuple[object, ...]:
         """What a cycle decides from: equal before and after a cycle, and with the
         cluster unchanged, the next cycle would decide the same again."""
         return (self.admitted, frozenset(self.waiting_since), self.finished_uids, self.holds,
-                self.preempting, self.unevictable, self.bind_refusals, self.provisioning)
+                self.preempting, self.unevictable, self.bind_refusals, self.provisioning,
+                frozenset(self.reclaimed_at))
 
 
 def bind_refused(state: State, pod: PodKey, *, now: float, status: int, message: str) -> State:

@@ -47,6 +47,11 @@ class StepConfig:
     pacing: Pacing = field(default_factory=Pacing)
     provisioning: ProvisionLimits = field(default_factory=ProvisionLimits)
     """How long a placed gang waits for its claims to be provisioned, and then backs off."""
+    reclaim: bool = False
+    """Whether queues below their deserved share reclaim room from queues above theirs
+    (core.stages.reclaim); it needs ``preemption``."""
+    reclaim_interval_s: float = 10.0
+    """A queue that reclaimed reclaims again only after this long."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,14 +79,17 @@ def step(state: State, view: StepView, now: float, config: StepConfig) -> Steppe
     gathered = gathering.gathered
     holds, seats, notes = held_rooms(state, view, gathering, now, config)
     preempting, unevictable, ended = settle_preemptions(state, gathered, now, config)
-    result = run_cycle(cycle_input(
+    reclaimed = {queue: at for queue, at in state.reclaimed_at.items()
+                 if now - at < config.reclaim_interval_s}
+    result = run_cycle(replace(cycle_input(
         view.cluster, gathered, admitted=state.admitted, waiting_since=state.waiting_since, now=now,
         policy=config.policy, starvation_s=config.starvation_s, holds=holds,
         preemption=config.preemption,
         preempting={k: v.victims for k, v in preempting.items()},
         unevictable=frozenset(k for k, until in unevictable.items() if until > now),
         bind_refusals=refusals, budgets=view.budgets,
-    ))
+    ), reclaim=config.reclaim and config.preemption, reclaim_paused=frozenset(reclaimed)))
+    reclaimed.update((p.reclaim_for, now) for p in result.preemptions if p.reclaim_for)
     result, claim_writes, provisioning = provision_first(
         result, gathered.gangs, view.cluster.storage, state.provisioning, now, config.provisioning)
     # PodGroups refused admission before they have pods wait too: their
@@ -95,6 +103,7 @@ def step(state: State, view: StepView, now: float, config: StepConfig) -> Steppe
         finished_uids=gathering.finished_uids, holds=holds, seats=seats,
         unevictable=unevictable, bind_refusals=refusals, reported=reported,
         logged_reasons=shown, cycles=state.cycles + 1, provisioning=provisioning,
+        reclaimed_at=reclaimed,
     )
     thresholds = threshold_moments(state, view, preempting, reasons, config)
     preempting, acts = hand_out(result, gathered, preempting, now)
@@ -246,6 +255,7 @@ def threshold_moments(
     moments.extend(hold.until for hold in state.holds)
     moments.extend(flight.since + config.preemption_timeout_s for flight in preempting.values())
     moments.extend(state.unevictable.values())
+    moments.extend(at + config.reclaim_interval_s for at in state.reclaimed_at.values())
     moments.extend(refusal.until for refusal in state.bind_refusals.values())
     for provisioning in state.provisioning.values():
         moments.append(provisioning.since + config.provisioning.timeout_s)

@@ -265,3 +265,94 @@ def test_a_queue_cannot_be_its_own_parent(cluster: LocalCluster, ws: Workspace) 
         factory(cluster.client, {"apiVersion": API, "kind": "Queue",
                                  "metadata": {"name": f"{ws.name}-self"},
                                  "spec": {"parent": f"{ws.name}-self"}}).create()
+
+
+RECLAIMER = "gang-reclaim"
+RECLAIM_INTERVAL_S = 3.0
+RECLAIM_BOUND_S = 25.0
+"""B needs two reclaim decisions: one at once, one an interval later, each then waiting for
+its victims' pods to go and its own to bind (a few seconds each on a loaded machine)."""
+
+
+@pytest.fixture(scope="module")
+def reclaim_scheduler(
+    cluster: LocalCluster, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[SchedulerProcess]:
+    log: Path = tmp_path_factory.mktemp("reclaim") / "gangsched.log"
+    running = start_gangsched(cluster, log, f"--scheduler-name={RECLAIMER}", "--reclaim",
+                              f"--reclaim-interval-seconds={RECLAIM_INTERVAL_S:g}",
+                              "--starvation-seconds=600")
+    yield running
+    stop_gangsched(running)
+
+
+def gangs_of(ws: Workspace, role: str, count: int, pods: int, gpus: int, queue: str) -> None:
+    for i in range(count):
+        group = f"{role}-{i}"
+        ws.create(ws.podgroup(group, min_member=pods, queue=queue))
+        ws.create(*(ws.pod(f"{group}-{k}", cpu="100m", gpus=gpus, group=group,
+                           scheduler=RECLAIMER) for k in range(pods)))
+
+
+def live_members(ws: Workspace, role: str) -> dict[str, int]:
+    """Bound, not deleting, pods per gang of ``role``."""
+    members: dict[str, int] = {}
+    for name, pod in ws.pods().items():
+        if name.startswith(f"{role}-") and node_of(pod) and not pod["metadata"].get(
+                "deletionTimestamp"):
+            group = name.rsplit("-", 1)[0]
+            members[group] = members.get(group, 0) + 1
+    return members
+
+
+def borrowed_everything(cluster: LocalCluster, ws: Workspace, queues: Queues,
+                        reclaimable: bool) -> None:
+    """A (weight 1) runs eight gangs of two 1-GPU pods on all 16 GPUs while B is empty."""
+    only_nodes(cluster, 2, NodeShape(cpu="32", memory="128Gi", gpus=8))
+    queues.make("a", reclaimable=reclaimable)
+    queues.make("b")
+    gangs_of(ws, "a", 8, 2, 1, queues.name("a"))
+    wait_for(lambda: sum(live_members(ws, "a").values()) == 16, timeout=60,
+             what="A's gangs to take all 16 GPUs")
+
+
+@pytest.mark.usefixtures("reclaim_scheduler")
+def test_a_queue_below_its_share_reclaims_whole_gangs_of_the_queue_that_borrowed(
+    cluster: LocalCluster, ws: Workspace, queues: Queues
+) -> None:
+    borrowed_everything(cluster, ws, queues, reclaimable=True)
+    started = time.monotonic()
+    gangs_of(ws, "b", 2, 2, 2, queues.name("b"))  # two gangs of 4 GPUs: B's share is 8
+    wait_for(lambda: sum(live_members(ws, "b").values()) == 4, timeout=RECLAIM_BOUND_S + 30,
+             what="B's gangs to run")
+    reached = time.monotonic() - started
+    time.sleep(2 * RECLAIM_INTERVAL_S)  # and nothing more is taken once B has its share
+    a, b = live_members(ws, "a"), live_members(ws, "b")
+    record("reclaim", {
+        "cluster": "2 nodes x 8 GPUs", "a": "8 gangs x 2 pods x 1 GPU, weight 1",
+        "b": "2 gangs x 2 pods x 2 GPUs, weight 1", "interval_s": RECLAIM_INTERVAL_S,
+        "b_at_share_after_s": round(reached, 1), "bound_s": RECLAIM_BOUND_S,
+        "a_gangs_left": len(a),
+    })
+    assert reached <= RECLAIM_BOUND_S, f"B reached its share after {reached:.1f}s"
+    assert b == {"b-0": 2, "b-1": 2}, "none of B's gangs was evicted"
+    assert len(a) == 4 and set(a.values()) == {2}, f"A kept whole gangs on its 8 GPUs: {a}"
+    gone = set(f"a-{i}" for i in range(8)) - set(a)
+    assert all(not any(n.startswith(f"{g}-") for n in ws.pods()) for g in gone), (
+        "every evicted gang went whole")
+
+    def reclaimed_event(group: str) -> bool:
+        return any("reclaiming for queue" in str(e.get("message")) for e in ws.events(group))
+
+    assert all(reclaimed_event(group) for group in gone)
+
+
+@pytest.mark.usefixtures("reclaim_scheduler")
+def test_an_opted_out_queue_is_never_reclaimed_from(
+    cluster: LocalCluster, ws: Workspace, queues: Queues
+) -> None:
+    borrowed_everything(cluster, ws, queues, reclaimable=False)
+    gangs_of(ws, "b", 2, 2, 2, queues.name("b"))
+    time.sleep(RECLAIM_BOUND_S)
+    assert sum(live_members(ws, "a").values()) == 16
+    assert not live_members(ws, "b")

@@ -5,7 +5,8 @@ the reservations of admitted gangs and the capabilities of its queue and the
 queues above it still hold;
 otherwise it is released again, so a refused gang leaves no trace: the gangs
 after it see exactly the room they would have seen without it. A gang that
-does not fit may preempt (:mod:`.preempt`), else it waits (:mod:`.starve`).
+does not fit may preempt (:mod:`.preempt`), or reclaim room its queue deserves
+(:mod:`.reclaim`), else it waits (:mod:`.starve`).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from gangsched.core.placement import Placement, Unplaceable
 from gangsched.core.reasons import CapabilityExceeded, HeldForStarving, ReservedByAdmitted
 from gangsched.core.resources import Resources
 from gangsched.core.stages.preempt import preempt
+from gangsched.core.stages.reclaim import reclaim
 from gangsched.core.stages.session import Session, outstanding, total
 from gangsched.core.stages.starve import wait
 from gangsched.core.topology import place_in_one_domain
@@ -37,7 +39,7 @@ def _place_gang(session: Session, gang: Gang) -> None:
         starving = session.starving
         if starving is not None and session.pins and _fits_unpinned(session, gang):
             reason = HeldForStarving(starving, session.pinned[starving], session.pinned_nodes())
-        if not preempt(session, gang, reason):
+        if not preempt(session, gang, reason) and not reclaim(session, gang, reason):
             wait(session, gang, reason)
         return
     session.fits_unpinned.clear()  # room moved

@@ -41,11 +41,11 @@ def preempt(session: Session, gang: Gang, reason: Reason) -> bool:
     """
     victims = session.inp.preempting.get(gang.key)
     if victims is not None:
-        hold = _hold_for_preemptor(session, gang, victims, _placement_after(session, gang, victims))
+        hold = hold_for_preemptor(session, gang, victims, _placement_after(session, gang, victims))
         waiting = AwaitingVictims(tuple(sorted(victims)), hold, reason)
         session.unplaceable.append(Unplaceable(gang.key, waiting))
         return True
-    if not _may_preempt(session, gang):
+    if not may_preempt(session, gang):
         return False
     candidates = _candidates(session, gang)
     if not candidates:
@@ -54,14 +54,14 @@ def preempt(session: Session, gang: Gang, reason: Reason) -> bool:
     policy = gang.policy or session.inp.policy
 
     def room(freed: Resources, placement: Placement) -> bool:
-        return _room_after_eviction(session, gang, freed, placement)
+        return room_after_eviction(session, gang, freed, placement)
 
     if gang.topology_keys:
         chosen = choose_victims_in_one_domain(
-            _snapshot_with_placed(session), gang, candidates, session.domains_of(gang), policy,
+            snapshot_with_placed(session), gang, candidates, session.domains_of(gang), policy,
             room=room, budgets=budgets)
     else:
-        chosen = choose_victims(_snapshot_with_placed(session), gang, candidates, policy,
+        chosen = choose_victims(snapshot_with_placed(session), gang, candidates, policy,
                                 room=room, budgets=budgets)
     if chosen is None:
         protected = protected_by_budgets(candidates, budgets)
@@ -71,12 +71,12 @@ def preempt(session: Session, gang: Gang, reason: Reason) -> bool:
         wait(session, gang, ProtectedByBudget(tuple(sorted(protected)), names, reason))
         return True
     session.preemptions.append(chosen)
-    hold = _hold_for_preemptor(session, gang, chosen.victims, chosen.placement)
+    hold = hold_for_preemptor(session, gang, chosen.victims, chosen.placement)
     session.unplaceable.append(Unplaceable(gang.key, Preempting(chosen.victims, hold, reason)))
     return True
 
 
-def _hold_for_preemptor(
+def hold_for_preemptor(
     session: Session, gang: Gang, victims: Collection[GangKey], placement: Placement | None
 ) -> Resources:
     """Hold the preemptor's room, so the gangs after it cannot take what is evicted for it.
@@ -100,7 +100,7 @@ def _placement_after(
 ) -> Placement | None:
     """Where the preemptor goes once the victims' pods still running are gone."""
     going = [pod for victim in victims for pod in session.inp.bound_pods.get(victim, ())]
-    capacity = Capacity.from_snapshot(shifted(_snapshot_with_placed(session), remove=going))
+    capacity = Capacity.from_snapshot(shifted(snapshot_with_placed(session), remove=going))
     policy = gang.policy or session.inp.policy
     decision = (
         place_in_one_domain(capacity, gang, policy, session.domains_of(gang))
@@ -149,7 +149,7 @@ def _hold_on_nodes(
     return Resources.sum(wanted.values())
 
 
-def _may_preempt(session: Session, gang: Gang) -> bool:
+def may_preempt(session: Session, gang: Gang) -> bool:
     """One preemption at a time: a second chosen while the first's victims are still
     going would see their room as taken and evict more than needed. A partly bound
     gang may preempt for the members it lacks, a topology gang inside one domain."""
@@ -161,7 +161,7 @@ def _may_preempt(session: Session, gang: Gang) -> bool:
     )
 
 
-def _snapshot_with_placed(session: Session) -> Snapshot:
+def snapshot_with_placed(session: Session) -> Snapshot:
     """The snapshot with this cycle's placements and the rooms held for other gangs'
     replacements counted, as the placement after an eviction will find them.
 
@@ -197,7 +197,7 @@ def _candidates(session: Session, gang: Gang) -> list[Candidate]:
     ]
 
 
-def _room_after_eviction(
+def room_after_eviction(
     session: Session, gang: Gang, freed: Resources, placement: Placement
 ) -> bool:
     """Whether the placement found after evicting keeps every other promise:

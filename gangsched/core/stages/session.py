@@ -11,9 +11,17 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from fractions import Fraction
 
 from gangsched.core.backoff import BindRefusal
-from gangsched.core.hierarchy import CapHit, FairKey, build_tree, cap_hit, fair_key
+from gangsched.core.hierarchy import (
+    CapHit,
+    FairKey,
+    build_tree,
+    cap_hit,
+    deserved_shares,
+    fair_key,
+)
 from gangsched.core.holds import Hold, anywhere, describe, pinned
 from gangsched.core.model import (
     DEFAULT_QUEUE,
@@ -66,6 +74,11 @@ class CycleInput:
     """PodDisruptionBudgets: victims are chosen so that none of them is exceeded."""
     bind_refusals: Mapping[PodKey, BindRefusal] = field(default_factory=dict)
     """Pods whose last bind the API server refused: their gangs wait out the backoff."""
+    reclaim: bool = False
+    """Whether a queue below its deserved share may evict gangs of queues above theirs
+    (see core.stages.reclaim); it needs ``preemption`` too."""
+    reclaim_paused: frozenset[QueueName] = frozenset()
+    """Queues that reclaimed lately: they reclaim no more until their interval is over."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,6 +144,7 @@ class Session:
         # A default queue exists without anyone creating it.
         self.queues.setdefault(DEFAULT_QUEUE, QueueSpec(DEFAULT_QUEUE))
         self.tree = build_tree(self.queues)
+        self._deserved: Mapping[QueueName, Fraction] | None = None
 
         self.cluster_total = schedulable_total(inp.snapshot)
         self.capacity = Capacity.from_snapshot(inp.snapshot)
@@ -212,6 +226,13 @@ class Session:
             },
             preemptions=tuple(self.preemptions),
         )
+
+    def deserved(self) -> Mapping[QueueName, Fraction]:
+        """Every valid queue's deserved share among the queues with gangs, worked out once
+        per cycle and only when a reclaim asks for it."""
+        if self._deserved is None:
+            self._deserved = deserved_shares(self.tree, {gang.queue for gang in self.gangs})
+        return self._deserved
 
     def fair_key(self, queue: QueueName) -> FairKey:
         """Where the queue stands in the fair order now (see core.hierarchy.fair_key)."""

@@ -1,0 +1,126 @@
+"""Reclaim: a queue below its deserved share takes back room that queues above theirs borrowed.
+
+In the spirit of Volcano's reclaim action. A queue's deserved share
+(:func:`gangsched.core.hierarchy.deserved_shares`) is a floor, not a cap:
+while another queue is idle its room is lent to the queues that want it.
+When a gang of a queue below its share then does not fit, and no gang of
+lower priority may make room, it may evict whole gangs of queues that hold
+more than their share, through the same victim search and the same eviction
+as preemption (PodDisruptionBudgets hold, one preemption under way at a
+time). Priority does not decide between queues here; among the borrowers'
+gangs the lowest priority, then the youngest, still go first.
+
+Never a gang of a queue at or under its share: every victim's queue keeps
+at least its deserved share after the eviction, and the reclaiming queue
+may not pass its own by the gang it places, so room taken back is never
+taken back again the other way. A queue with ``reclaimable: false`` is
+never reclaimed from. How fast: a queue that reclaimed does not reclaim
+again for ``--reclaim-interval-seconds`` (the step passes such queues as
+``reclaim_paused``), so at most one reclaim decision per queue per interval.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import replace
+from fractions import Fraction
+
+from gangsched.core.fairness import dominant_share
+from gangsched.core.model import Gang, GangKey, QueueName
+from gangsched.core.placement import Placement, Unplaceable
+from gangsched.core.preemption import Candidate, choose_victims, choose_victims_in_one_domain
+from gangsched.core.reasons import Preempting, Reason
+from gangsched.core.resources import Resources
+from gangsched.core.stages.preempt import (
+    hold_for_preemptor,
+    may_preempt,
+    room_after_eviction,
+    snapshot_with_placed,
+)
+from gangsched.core.stages.session import Session, pending_need
+
+
+def reclaim(session: Session, gang: Gang, reason: Reason) -> bool:
+    """Start a reclaim for the gang when its queue is below its deserved share and queues
+    above theirs hold gangs whose eviction makes it fit; True when one starts."""
+    if not _may_reclaim(session, gang):
+        return False
+    deserved = session.deserved()
+    need = pending_need(gang, session.bound[gang.key])
+    if _share(session, session.allocated[gang.queue] + need) > deserved[gang.queue]:
+        return False  # placed, it would hold more than its queue deserves
+    candidates = _borrowed(session, gang, deserved)
+    if not candidates:
+        return False
+    # choose_victims takes only gangs of lower priority: here every borrower's gang may go.
+    outranking = replace(gang, priority=max(gang.priority, *(c.priority for c in candidates)) + 1)
+    policy = gang.policy or session.inp.policy
+
+    def room(freed: Resources, placement: Placement) -> bool:
+        return room_after_eviction(session, gang, freed, placement)
+
+    if gang.topology_keys:
+        chosen = choose_victims_in_one_domain(
+            snapshot_with_placed(session), outranking, candidates, session.domains_of(gang),
+            policy, room=room, budgets=session.inp.budgets)
+    else:
+        chosen = choose_victims(snapshot_with_placed(session), outranking, candidates, policy,
+                                room=room, budgets=session.inp.budgets)
+    if chosen is None or not _keeps_shares(session, chosen.victims, candidates, deserved):
+        return False
+    session.preemptions.append(replace(chosen, reclaim_for=gang.queue))
+    hold = hold_for_preemptor(session, gang, chosen.victims, chosen.placement)
+    session.unplaceable.append(
+        Unplaceable(gang.key, Preempting(chosen.victims, hold, reason, reclaim_for=gang.queue)))
+    return True
+
+
+def _may_reclaim(session: Session, gang: Gang) -> bool:
+    return (
+        session.inp.reclaim
+        and gang.queue not in session.inp.reclaim_paused
+        and gang.queue in session.tree.paths
+        and may_preempt(session, gang)
+    )
+
+
+def _share(session: Session, held: Resources) -> Fraction:
+    return dominant_share(held, session.cluster_total, 1)
+
+
+def _borrowed(
+    session: Session, gang: Gang, deserved: Mapping[QueueName, Fraction]
+) -> list[Candidate]:
+    """Running gangs of reclaimable queues above their deserved share that each leave
+    their queue at or above it when evicted."""
+    placed = {placement.gang for placement in session.placements}
+    found = []
+    for other in session.evictable:
+        queue = other.queue
+        if (queue == gang.queue or queue not in deserved or other.key in placed
+                or not session.queues[queue].reclaimable):
+            continue
+        candidate = Candidate(other.key, other.priority, other.created,
+                              tuple(session.inp.bound_pods[other.key]))
+        held = session.allocated[queue]
+        if _share(session, held - candidate.requests) >= deserved[queue]:
+            found.append(candidate)
+    return found
+
+
+def _keeps_shares(
+    session: Session, victims: tuple[GangKey, ...], candidates: list[Candidate],
+    deserved: Mapping[QueueName, Fraction],
+) -> bool:
+    """Whether every victim's queue still holds its deserved share once all of them go:
+    each alone does, several of one queue together may not."""
+    by_key = {candidate.gang: candidate for candidate in candidates}
+    queues = {gang.key: gang.queue for gang in session.evictable}
+    freed: dict[QueueName, Resources] = {}
+    for victim in victims:
+        queue = queues[victim]
+        freed[queue] = freed.get(queue, Resources.zero()) + by_key[victim].requests
+    return all(
+        _share(session, session.allocated[queue] - amount) >= deserved[queue]
+        for queue, amount in freed.items()
+    )

@@ -1,0 +1,105 @@
+"""Reclaim inside the cycle: a queue below its deserved share evicts whole gangs of queues
+above theirs, never of a queue at or under its share, never of an opted-out queue, and not
+again while its interval lasts."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import replace
+
+from gangsched.core.cycle import CycleInput, CycleResult, run_cycle
+from gangsched.core.model import Gang, GangKey, Pod, Policy, QueueName, QueueSpec
+from gangsched.core.placement import Snapshot
+from gangsched.core.reasons import Preempting, render
+from gangsched.core.resources import Resources
+from tests.unit.test_cycle import gang, node, pod, reasons
+
+A, B, C = QueueName("a"), QueueName("b"), QueueName("c")
+NODES = [node("n1", 4), node("n2", 4)]
+
+
+def running(key: str, queue: QueueName, on: str, *, priority: int = 0,
+            created: float = 0.0) -> tuple[Gang, tuple[Pod, ...]]:
+    """A gang of two 1-CPU members bound on ``on``."""
+    members = tuple(pod(f"{key}-{i}", 1, gang=key, on=on) for i in range(2))
+    return (Gang(GangKey(key), 2, (), bound=2, queue=queue, priority=priority,
+                 created=created), members)
+
+
+def cycle(everyone: Iterable[tuple[Gang, tuple[Pod, ...]]], waiting: Iterable[Gang],
+          queues: Iterable[QueueSpec], *, reclaim: bool = True,
+          paused: frozenset[QueueName] = frozenset()) -> CycleResult:
+    gangs = list(everyone)
+    return run_cycle(CycleInput(
+        snapshot=Snapshot.build(NODES, [p for _, members in gangs for p in members]),
+        gangs=(*(g for g, _ in gangs), *waiting),
+        bound_requests={g.key: Resources.sum(p.requests for p in members) for g, members in gangs},
+        queues={spec.name: spec for spec in queues},
+        admitted=frozenset(), waiting_since={}, now=1000.0, policy=Policy.BINPACK,
+        bound_pods={g.key: members for g, members in gangs},
+        preemption=True, reclaim=reclaim, reclaim_paused=paused,
+    ))
+
+
+def a_holds_everything(priority: int = 0) -> list[tuple[Gang, tuple[Pod, ...]]]:
+    """Queue a's four gangs fill both nodes: it borrowed b's half while b was empty."""
+    return [running(f"ns/a-{i}", A, f"n{1 + i // 2}", priority=priority, created=i)
+            for i in range(4)]
+
+
+def test_a_queue_below_its_share_reclaims_whole_gangs_of_the_queue_above() -> None:
+    # b's gang has higher priority than nothing: reclaim, not preemption, makes its room.
+    result = cycle(a_holds_everything(priority=5), [gang("ns/b-0", 2, queue="b")],
+                   [QueueSpec(A), QueueSpec(B)])
+    (chosen,) = result.preemptions
+    assert chosen.reclaim_for == "b" and chosen.preemptor == "ns/b-0"
+    assert chosen.victims == ("ns/a-3",), "the youngest of a's gangs, whole"
+    reason = reasons(result)["ns/b-0"]
+    assert isinstance(reason, Preempting) and reason.reclaim_for == "b"
+    assert render(reason).startswith("reclaiming room for queue 'b', below its deserved share")
+
+
+def test_a_queue_is_never_taken_below_its_share_nor_a_queue_past_its_own() -> None:
+    # a holds 6 of 8 CPUs, b 2: b deserves 4, so it may reclaim 2 more, not 4 (that would
+    # put it past its share), and a may go down to its 4, not below.
+    gangs = [running("ns/a-0", A, "n1"), running("ns/a-1", A, "n1"),
+             running("ns/a-2", A, "n2"), running("ns/b-run", B, "n2")]
+    small = cycle(gangs, [gang("ns/b-0", 2, queue="b")], [QueueSpec(A), QueueSpec(B)])
+    (taken,) = small.preemptions
+    assert len(taken.victims) == 1 and taken.victims[0].startswith("ns/a-")
+    big = cycle(gangs, [gang("ns/b-big", 4, queue="b")], [QueueSpec(A), QueueSpec(B)])
+    assert big.preemptions == ()
+    # Three queues: a holds 6, c 2; b deserves a third. c is under its share: never a victim.
+    three = cycle([*gangs[:3], running("ns/c-run", C, "n2")], [gang("ns/b-0", 2, queue="b")],
+                  [QueueSpec(A), QueueSpec(B), QueueSpec(C)])
+    (taken,) = three.preemptions
+    assert len(taken.victims) == 1 and taken.victims[0].startswith("ns/a-")
+
+
+def test_an_opted_out_queue_is_never_reclaimed_from() -> None:
+    result = cycle(a_holds_everything(), [gang("ns/b-0", 2, queue="b")],
+                   [QueueSpec(A, reclaimable=False), QueueSpec(B)])
+    assert result.preemptions == ()
+    assert not isinstance(reasons(result)["ns/b-0"], Preempting)
+
+
+def test_reclaim_is_off_unless_asked_and_paused_after_a_queue_reclaimed() -> None:
+    specs = [QueueSpec(A), QueueSpec(B)]
+    assert cycle(a_holds_everything(), [gang("ns/b-0", 2, queue="b")], specs,
+                 reclaim=False).preemptions == ()
+    assert cycle(a_holds_everything(), [gang("ns/b-0", 2, queue="b")], specs,
+                 paused=frozenset({B})).preemptions == ()
+
+
+def test_weights_and_the_tree_set_what_a_queue_deserves() -> None:
+    # b weighs 3 against a's 1: it deserves 6 of 8 CPUs and may take 4 back in one go.
+    result = cycle(a_holds_everything(), [gang("ns/b-0", 4, queue="b")],
+                   [QueueSpec(A), QueueSpec(B, weight=3)])
+    (chosen,) = result.preemptions
+    assert len(chosen.victims) == 2
+    # Under a team whose other queue is idle, b deserves what the team does: half.
+    tree = [QueueSpec(QueueName("team")), QueueSpec(A),
+            replace(QueueSpec(B), parent=QueueName("team")),
+            replace(QueueSpec(C), parent=QueueName("team"))]
+    under_team = cycle(a_holds_everything(), [gang("ns/b-0", 4, queue="b")], tree)
+    assert len(under_team.preemptions[0].victims) == 2
