@@ -5,6 +5,10 @@ from __future__ import annotations
 
 from collections import Counter
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from gangsched.core.hierarchy import build_tree
 from gangsched.core.model import Gang, QueueName, QueueSpec
 from gangsched.core.reasons import AdmissionOverCapability, CapabilityExceeded, QueueInvalid
 from gangsched.core.resources import Capability
@@ -70,3 +74,37 @@ def test_a_queue_with_no_place_in_the_tree_makes_its_gangs_wait_and_disturbs_no_
                    queues=queues)
     assert [u.reason for u in unborn.unadmitted] == [
         QueueInvalid(QueueName("orphan"), "ParentMissing", QueueName("gone"))]
+
+
+@st.composite
+def capped_trees(draw: st.DrawFn) -> list[QueueSpec]:
+    """Random trees of up to six queues, each parent made before its children, some capped."""
+    queues: list[QueueSpec] = []
+    for i in range(draw(st.integers(1, 6))):
+        parent = draw(st.sampled_from([None, *(q.name for q in queues)]))
+        cores = draw(st.none() | st.integers(0, 8))
+        queues.append(spec(f"q{i}", parent, draw(st.integers(1, 4)), cores))
+    return queues
+
+
+@settings(max_examples=60, deadline=None)
+@given(capped_trees(), st.data())
+def test_no_cap_anywhere_in_the_tree_is_exceeded_by_what_a_cycle_places(
+    queues: list[QueueSpec], data: st.DataObject
+) -> None:
+    names = [q.name for q in queues]
+    gangs = [gang(f"ns/g{i}", data.draw(st.integers(1, 3)), data.draw(st.integers(1, 2)),
+                  queue=data.draw(st.sampled_from(names)), created=i)
+             for i in range(data.draw(st.integers(1, 12)))]
+    result = cycle([node("n1", 8), node("n2", 8)], gangs, queues=queues)
+    tree = build_tree({q.name: q for q in queues})
+    by_key = {g.key: g for g in gangs}
+    used = {name: 0 for name in names}
+    for placement in result.placements:
+        queue = by_key[placement.gang].queue
+        used[queue] += sum(p.requests.get("cpu") for p in by_key[placement.gang].pending
+                           if p.key in {k for k, _ in placement.assignments})
+    for q in queues:
+        if q.capability is not None:
+            held = sum(used[name] for name in tree.below[q.name])
+            assert q.capability.allows(cpu(held // 1000)), (q.name, held)
