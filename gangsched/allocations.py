@@ -38,7 +38,7 @@ from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from gangsched.binder import FIELD_MANAGER
-from gangsched.core.dra.extended import claim_manifest
+from gangsched.core.dra.extended import ExtendedClaim, claim_manifest
 from gangsched.core.dra.parse import allocation_to_api
 from gangsched.core.dra.placing import ClaimWrite
 from gangsched.dispatcher import Answer, Call, Dispatcher, Rank, answer_of, status_message
@@ -103,9 +103,24 @@ class ClaimWriter:
                             detail=answer.detail[:200])
 
     async def _write_one(self, write: ClaimWrite) -> Answer:
-        if write.create is not None:
+        if write.create is not None and not write.uid:
             return await self._write_extended(write)
-        return await self._allocate(write, *write.claim.split("/", 1))
+        namespace, name = write.claim.split("/", 1)
+        answer = await self._allocate(write, namespace, name)
+        if answer.accepted and write.create is not None:
+            # A pod's claim an earlier attempt made and left unallocated.
+            answer = await self._name_in_pod(namespace, name, write.create)
+        return answer
+
+    async def _name_in_pod(self, namespace: str, name: str, claim: ExtendedClaim) -> Answer:
+        """The pod's ``status.extendedResourceClaimStatus``: which request of its claim
+        serves which container's resource, for the kubelet."""
+        return await answer_of(self._core.patch_namespaced_pod_status(
+            claim.pod, namespace, {"status": {"extendedResourceClaimStatus": {
+                "resourceClaimName": name,
+                "requestMappings": [{"containerName": m.container, "resourceName": m.resource,
+                                     "requestName": m.request} for m in claim.mappings],
+            }}}, field_manager=FIELD_MANAGER, _preload_content=False))
 
     async def _write_extended(self, write: ClaimWrite) -> Answer:
         """Create the pod's claim, allocate and reserve it, name it in the pod's status; a
@@ -126,12 +141,7 @@ class ClaimWriter:
         allocated = await self._allocate(write, namespace, name,
                                          str(metadata.get("resourceVersion") or ""))
         if allocated.accepted:
-            allocated = await answer_of(self._core.patch_namespaced_pod_status(
-                create.pod, namespace, {"status": {"extendedResourceClaimStatus": {
-                    "resourceClaimName": name,
-                    "requestMappings": [{"containerName": m.container, "resourceName": m.resource,
-                                         "requestName": m.request} for m in create.mappings],
-                }}}, field_manager=FIELD_MANAGER, _preload_content=False))
+            allocated = await self._name_in_pod(namespace, name, create)
         if not allocated.accepted:
             await self._delete_extended(namespace, name)
             return allocated
@@ -144,7 +154,7 @@ class ClaimWriter:
         version = write.resource_version if version is None else version
         status: dict[str, Any] = {"reservedFor": _reserved(write)}
         if write.allocation is not None:
-            if write.create is None:
+            if write.create is None or write.uid:  # a claim created now has the finalizer
                 answer, version = await self._protect(namespace, name, version)
                 if not answer.accepted:
                     return answer
@@ -199,7 +209,7 @@ class ClaimWriter:
 
     async def _undo_one(self, write: ClaimWrite) -> Answer:
         namespace, name = write.claim.split("/", 1)
-        if write.create is not None:
+        if write.create is not None and not write.uid:
             made = self._created.pop(write.claim, None)
             if made is None:
                 return Answer(404, f"no claim was made for pod {write.create.pod}")

@@ -118,7 +118,8 @@ class DeviceCache:
             allocation = write.allocation or (before.allocation if before else None)
             reserved = (*(before.reserved if before else ()),
                         *(consumer.uid for consumer in write.consumers))
-            made_for = write.create.pod_uid if write.create is not None else ""
+            made_for = write.create.pod_uid if write.create is not None and not write.uid \
+                else ""
             self.assumed[write.claim] = _Assumed(allocation, reserved, made_for)
         self._changed(bool(writes))
 

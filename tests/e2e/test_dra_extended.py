@@ -16,6 +16,8 @@ from devcluster import fakedriver
 from devcluster.controlplane import LocalCluster
 from gangsched.allocations import ClaimWriter
 from gangsched.app import api_client
+from gangsched.core.dra.devices import ClaimRequest, Request
+from gangsched.core.dra.extended import ExtendedClaim, claim_manifest
 from gangsched.core.kubeobjects import node_from_api, pod_from_api
 from gangsched.core.model import Gang, GangKey
 from gangsched.core.placement import Capacity, Placement, Snapshot
@@ -23,6 +25,7 @@ from gangsched.dispatcher import Dispatcher
 from tests.e2e import dra_oracle
 from tests.e2e.test_dra import claims, condition_message, devices_of, gpu_nodes, members
 from tests.e2e.test_explain_status import gangsched_cli
+from tests.e2e.test_gated_pods import set_gates
 from tests.e2e.workspace import Workspace, bound, node_of, wait_for
 
 __all__ = ["gpu_nodes"]  # the fixture, shared with the claims' tests
@@ -186,3 +189,31 @@ async def test_a_write_refused_half_way_leaves_nothing_and_undo_takes_back_the_r
     assert again["metadata"]["name"] != claim["metadata"]["name"]
     assert ws.pods()["kept"]["status"]["extendedResourceClaimStatus"][
         "resourceClaimName"] == again["metadata"]["name"]
+
+
+@pytest.mark.usefixtures("extended_class", "gangsched")
+def test_a_claim_left_unallocated_for_a_pod_is_allocated_and_no_second_is_made(
+    ws: Workspace,
+) -> None:
+    """An attempt stopped between making a pod's claim and allocating it (a restart):
+    the scheduler allocates that claim for the pod and names it in the pod's status."""
+    manifest = asking(ws.pod("solo"), 2)
+    manifest["spec"]["schedulingGates"] = [{"name": "example.com/hold"}]
+    ws.create(manifest)
+    pod = ws.pods()["solo"]
+    left = claim_manifest(ws.name, ExtendedClaim("solo", pod["metadata"]["uid"], (
+        ClaimRequest("container-0-request-0", (Request("container-0-request-0", CLASS,
+                                                       count=2),)),), ()))
+    left["metadata"] = {**left["metadata"],  # type: ignore[dict-item]
+                        "name": "solo-extended-resources-left"}
+    ws.create(left)
+    set_gates(ws, "solo")
+    wait_for(lambda: bound([ws.pods()["solo"]]), timeout=30, what="the pod bound")
+    [claim] = claims(ws)
+    assert claim["metadata"]["name"] == "solo-extended-resources-left"
+    assert {pool for pool, _ in devices_of(claim)} == {node_of(ws.pods()["solo"])}
+    assert len(devices_of(claim)) == 2
+    assert ws.pods()["solo"]["status"]["extendedResourceClaimStatus"] == {
+        "resourceClaimName": "solo-extended-resources-left",
+        "requestMappings": [{"containerName": "main", "resourceName": RESOURCE,
+                             "requestName": "container-0-request-0"}]}

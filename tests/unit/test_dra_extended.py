@@ -194,11 +194,27 @@ def made_claim(status: Mapping[str, Any] | None = None) -> dict[str, Any]:
             "status": dict(status or {})}
 
 
-def test_a_claim_made_for_the_pod_but_not_allocated_makes_it_wait_for_no_second_one() -> None:
+def test_a_claim_made_for_the_pod_and_left_unallocated_is_allocated_rather_than_a_second(
+) -> None:
+    """An attempt stopped between making the claim and allocating it (a restart): the
+    next one allocates that claim, reserves it, and names it in the pod's status."""
     decision = Capacity(snapshot(["n-0"], claims=[made_claim()])).place(
         gang("ns/g", [gpu_pod("p")]))
+    assert isinstance(decision, Placement)
+    (write,) = decision.claims
+    assert (write.claim, write.uid) == ("ns/p-extended-resources-x1", "c")
+    assert write.allocation is not None and len(write.allocation.devices) == 2
+    assert write.consumers == (Consumer("p", "uid-p"),)
+    assert write.create is not None and write.create.mappings == (
+        RequestMapping("main", RESOURCE, "container-0-request-1"),)
+
+
+def test_a_claim_made_for_the_pod_and_being_deleted_makes_it_wait() -> None:
+    going = made_claim()
+    going["metadata"] = {**going["metadata"], "deletionTimestamp": "2026-01-01T00:00:00Z"}
+    decision = Capacity(snapshot(["n-0"], claims=[going])).place(gang("ns/g", [gpu_pod("p")]))
     assert isinstance(decision, Unplaceable) and isinstance(decision.reason, ClaimNotReady)
-    assert "ns/p-extended-resources-x1" in render(decision.reason)
+    assert "ns/p-extended-resources-x1 is being deleted" in render(decision.reason)
 
 
 def test_a_claim_made_and_allocated_for_the_pod_keeps_it_on_its_node_with_no_new_write() -> None:

@@ -63,8 +63,9 @@ class ClaimWrite:
     allocation: Allocation | None
     consumers: tuple[Consumer, ...]
     create: ExtendedClaim | None = None
-    """A pod's extended resource claim, created first (``claim`` is then only its
-    generated name's prefix, and ``uid`` empty)."""
+    """A pod's extended resource claim, named in the pod's status once allocated; created
+    first when ``uid`` is empty (``claim`` is then only its generated name's prefix),
+    else one an earlier attempt made and left unallocated."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -157,15 +158,21 @@ class _Gang:
         if not served:
             return pod.requests, None
         own = pod.requests - Resources.of({name: pod.requests.get(name) for name in served})
-        if pod.uid in self.inventory.extended_claims:
+        fresh = extended_claim(pod, served, self.inventory.extended)
+        key = self.inventory.extended_claims.get(pod.uid)
+        if key is None:
+            return own, fresh
+        made = self.inventory.claims[key]
+        if made.allocation is not None:
             return own, None
-        return own, extended_claim(pod, served, self.inventory.extended)
+        return own, (made, replace(fresh[1], requests=made.requests))
 
     def made_for(self, pod: Pod) -> Claim | ClaimNotReady | None:
-        """The claim made for the pod's extended resources by an earlier attempt whose
-        bind did not go through: allocated and reserved for the pod, it keeps the pod on
-        its node as any allocated claim does; caught half made, the pod waits until it
-        is allocated or gone rather than get a second one."""
+        """The claim an earlier attempt made for the pod's extended resources. Allocated
+        and reserved for the pod (its bind did not go through), it keeps the pod on its
+        node as any allocated claim does; left unallocated (the attempt stopped half
+        way), it is allocated now rather than a second one made (see
+        :meth:`extended_on`)."""
         if not pod.extended_requests or not self.inventory.extended_claims:
             return None
         key = self.inventory.extended_claims.get(pod.uid)
@@ -174,9 +181,9 @@ class _Gang:
         claim = self.inventory.claims[key]
         if claim.deleting:
             return ClaimNotReady(pod.key, key, "is being deleted")
-        if claim.allocation is None or pod.uid not in claim.reserved_for:
+        if claim.allocation is not None and pod.uid not in claim.reserved_for:
             return ClaimNotReady(pod.key, key, "was made for the pod's extended resources "
-                                 "and is not allocated for it yet")
+                                 "and is allocated, but not reserved for it")
         return claim
 
     def take(self, pod: Pod, node: NodeName, found: NodeAllocation | None,
@@ -225,11 +232,11 @@ class _Gang:
         claims = self.inventory.claims
         found = []
         for key in keys:
-            create = self.created.get(key)
-            uid, version = (claims[key].uid, claims[key].resource_version) if create is None \
+            claim = claims.get(key)
+            uid, version = (claim.uid, claim.resource_version) if claim is not None \
                 else ("", "")
             found.append(ClaimWrite(key, uid, version, self.new.get(key),
-                                    tuple(self.reserve.get(key, ())), create))
+                                    tuple(self.reserve.get(key, ())), self.created.get(key)))
         return tuple(found)
 
 
@@ -267,8 +274,8 @@ def _place_pod(state: _Gang, pod: Pod, room: NodeRoom, policy: Policy
     made = state.made_for(pod)
     if isinstance(made, ClaimNotReady):
         return made
-    if made is not None:
-        claims.append(made)
+    if made is not None and made.allocation is not None:
+        claims.append(made)  # keeps the pod on its node
     to_allocate = [claim for claim in claims if claim.key not in state.allocated]
     least = _least_devices(to_allocate)
     offering = [node for node in room.allowed(pod)
@@ -332,8 +339,8 @@ def _claims_reason(gang: Gang, pod: Pod, state: _Gang, room: NodeRoom, placed: i
     made = state.made_for(pod)
     if isinstance(made, ClaimNotReady):
         return made
-    if made is not None:
-        claims.append(made)
+    if made is not None and made.allocation is not None:
+        claims.append(made)  # keeps the pod on its node
     nodes = []
     extended: tuple[Claim, ExtendedClaim] | None = None
     for node in room.allowed(pod):
@@ -357,8 +364,9 @@ def _claims_reason(gang: Gang, pod: Pod, state: _Gang, room: NodeRoom, placed: i
     offer = _offer(gang, pod, blamed, state, nodes, placed, minimum)
     if extended is not None and blamed is extended[0] and isinstance(offer, DevicesShort):
         asked = offer.request
-        offer = replace(offer, claim="", resource=next(
-            m.resource for m in extended[1].mappings if m.request == asked))
+        resource = next((m.resource for m in extended[1].mappings if m.request == asked), None)
+        if resource is not None:
+            offer = replace(offer, claim="", resource=resource)
     bad = state.inventory.bad_slices
     unreadable = next((bad[node] for node in nodes if node in bad), None)
     if isinstance(offer, DevicesShort) and unreadable is not None:
