@@ -20,6 +20,7 @@ from demo.contenders import Contender
 from demo.timeline import JOB_LABEL
 from devcluster import fakedriver
 from devcluster.controlplane import NodeShape
+from devcluster.fakedriver import claim_template, claiming
 from tests.e2e.workspace import Workspace, node_of, phase_of
 
 Pods = Mapping[str, Mapping[str, Any]]
@@ -144,6 +145,29 @@ class GpuBlocker:
         return int(self.done)
 
 
+class _Trains(Protocol):
+    ws: Workspace
+    jobs: int
+    all_running: dict[str, float]
+    done: set[str]
+
+    def _names(self, job: str) -> list[str]: ...
+
+
+def _train(scenario: _Trains, pods: Pods, now: float, prefix: str) -> None:
+    """Each job ``<prefix>-<j>`` trains for TRAIN_S once all its workers run, then ends."""
+    for j in range(scenario.jobs):
+        job = f"{prefix}-{j}"
+        names = scenario._names(job)
+        if job in scenario.done or not _running(pods, names):
+            continue
+        started = scenario.all_running.setdefault(job, now)
+        if now - started >= TRAIN_S:
+            for name in names:
+                scenario.ws.finish_pod(name)
+            scenario.done.add(job)
+
+
 @dataclass
 class Training:
     """Three jobs of 4 one-GPU workers each, created interleaved, on 2 nodes x 2 GPUs."""
@@ -172,42 +196,15 @@ class Training:
                 self.ws.create(_pod(self.ws, self.contender, f"{job}-worker-{i}", job, gpus=1))
 
     def step(self, pods: Pods, now: float) -> None:
-        for j in range(self.jobs):
-            job = f"job-{j}"
-            names = self._names(job)
-            if job in self.done or not _running(pods, names):
-                continue
-            started = self.all_running.setdefault(job, now)
-            if now - started >= TRAIN_S:
-                for name in names:
-                    self.ws.finish_pod(name)
-                self.done.add(job)
+        _train(self, pods, now, "job")
 
     def finished(self) -> int:
         return len(self.done)
 
 
-RESOURCE_API = "resource.k8s.io/v1"
+RESOURCE_API = fakedriver.RESOURCE_API
 CLIQUE_GPUS = 4
 """The fake driver's NVLink clique: half of a node's 8 GPUs."""
-
-
-def claim_template(ws: Workspace, name: str, count: int, one_clique: bool) -> dict[str, Any]:
-    """A ResourceClaimTemplate asking ``count`` fake GPUs, all of one clique if asked."""
-    devices: dict[str, Any] = {"requests": [{"name": "gpus", "exactly": {
-        "deviceClassName": fakedriver.DEVICE_CLASS, "count": count}}]}
-    if one_clique:
-        devices["constraints"] = [{"matchAttribute": f"{fakedriver.DRIVER}/clique"}]
-    return {"apiVersion": RESOURCE_API, "kind": "ResourceClaimTemplate",
-            "metadata": {"name": name, "namespace": ws.name},
-            "spec": {"spec": {"devices": devices}}}
-
-
-def claiming(pod: dict[str, Any], template: str) -> dict[str, Any]:
-    """The pod with one claim, made from the template by the resource-claim controller."""
-    pod["spec"]["resourceClaims"] = [{"name": "gpus", "resourceClaimTemplateName": template}]
-    pod["spec"]["containers"][0]["resources"]["claims"] = [{"name": "gpus"}]
-    return pod
 
 
 @dataclass
@@ -242,8 +239,8 @@ class Cliques:
                                  list[dict[str, Any]]]:
         """The claim templates, the serving pods, and the jobs' PodGroups and workers
         (workers created side by side, as operators create them)."""
-        templates = [claim_template(self.ws, "one-gpu", 1, one_clique=False),
-                     claim_template(self.ws, "clique", CLIQUE_GPUS, one_clique=True)]
+        templates = [claim_template(self.ws.name, "one-gpu", 1),
+                     claim_template(self.ws.name, "clique", CLIQUE_GPUS, one_clique=True)]
         serving = [claiming(_pod(self.ws, self.contender, f"serving-{i}", None), "one-gpu")
                    for i in range(self.serving)]
         for pod in serving:
@@ -266,16 +263,7 @@ class Cliques:
                 self.ws.create(*self.manifests()[2])
                 self.jobs_created = True
             return
-        for j in range(self.jobs):
-            job = f"cliques-{j}"
-            names = self._names(job)
-            if job in self.done or not _running(pods, names):
-                continue
-            started = self.all_running.setdefault(job, now)
-            if now - started >= TRAIN_S:
-                for name in names:
-                    self.ws.finish_pod(name)
-                self.done.add(job)
+        _train(self, pods, now, "cliques")
 
     def finished(self) -> int:
         return len(self.done)

@@ -84,6 +84,31 @@ def device_class_manifest() -> dict[str, Any]:
     }
 
 
+RESOURCE_API = "resource.k8s.io/v1"
+
+
+def claim_template(namespace: str, name: str, count: int, *, one_clique: bool = False,
+                   selector: str | None = None) -> dict[str, Any]:
+    """A ResourceClaimTemplate asking ``count`` of the fake GPUs: all of one NVLink clique
+    if asked, and only those a CEL ``selector`` accepts if one is given."""
+    request: dict[str, Any] = {"deviceClassName": DEVICE_CLASS, "count": count}
+    if selector:
+        request["selectors"] = [{"cel": {"expression": selector}}]
+    devices: dict[str, Any] = {"requests": [{"name": "gpus", "exactly": request}]}
+    if one_clique:
+        devices["constraints"] = [{"matchAttribute": f"{DRIVER}/clique"}]
+    return {"apiVersion": RESOURCE_API, "kind": "ResourceClaimTemplate",
+            "metadata": {"name": name, "namespace": namespace},
+            "spec": {"spec": {"devices": devices}}}
+
+
+def claiming(pod: dict[str, Any], template: str) -> dict[str, Any]:
+    """The pod with one claim, made from the template by the resource-claim controller."""
+    pod["spec"]["resourceClaims"] = [{"name": "gpus", "resourceClaimTemplateName": template}]
+    pod["spec"]["containers"][0]["resources"]["claims"] = [{"name": "gpus"}]
+    return pod
+
+
 def _kind(client: pykube.HTTPClient, kind: str) -> type[pykube.objects.APIObject]:
     return pykube.object_factory(client, API_VERSION, kind)  # type: ignore[no-any-return]
 

@@ -12,12 +12,13 @@ import pytest
 
 from devcluster import fakedriver
 from devcluster.controlplane import LocalCluster, NodeShape
+from devcluster.fakedriver import claiming
 from tests.e2e import dra_oracle, oracle
 from tests.e2e.test_explain_status import gangsched_cli
 from tests.e2e.workspace import Workspace, bound, node_of, wait_for
 
 DRA_NODES = NodeShape(cpu="16", memory="64Gi")
-RESOURCE_API = "resource.k8s.io/v1"
+RESOURCE_API = fakedriver.RESOURCE_API
 
 
 @pytest.fixture
@@ -42,23 +43,8 @@ def _allocated_on(cluster: LocalCluster, nodes: list[str]) -> list[str]:
 
 def claim_template(ws: Workspace, name: str, count: int, *,
                    one_clique: bool = False, selector: str | None = None) -> dict[str, Any]:
-    """A ResourceClaimTemplate asking ``count`` GPUs, in one clique if asked."""
-    request: dict[str, Any] = {"deviceClassName": fakedriver.DEVICE_CLASS, "count": count}
-    if selector:
-        request["selectors"] = [{"cel": {"expression": selector}}]
-    devices: dict[str, Any] = {"requests": [{"name": "gpus", "exactly": request}]}
-    if one_clique:
-        devices["constraints"] = [{"matchAttribute": f"{fakedriver.DRIVER}/clique"}]
-    return {"apiVersion": RESOURCE_API, "kind": "ResourceClaimTemplate",
-            "metadata": {"name": name, "namespace": ws.name},
-            "spec": {"spec": {"devices": devices}}}
-
-
-def claiming(pod: dict[str, Any], template: str) -> dict[str, Any]:
-    """The pod with one claim made from the template."""
-    pod["spec"]["resourceClaims"] = [{"name": "gpus", "resourceClaimTemplateName": template}]
-    pod["spec"]["containers"][0]["resources"]["claims"] = [{"name": "gpus"}]
-    return pod
+    return fakedriver.claim_template(ws.name, name, count, one_clique=one_clique,
+                                     selector=selector)
 
 
 def claims(ws: Workspace) -> list[dict[str, Any]]:
