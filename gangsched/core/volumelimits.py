@@ -56,7 +56,6 @@ from gangsched.core.volumes import Storage
 
 __all__ = [
     "NO_LIMIT",
-    "VolumeLimits",
     "limit_volumes",
     "limited_snapshot",
     "pod_volumes",

@@ -12,22 +12,37 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from gangsched.core.cycle import CycleInput, run_cycle
 from gangsched.core.intree import from_source
 from gangsched.core.kubeobjects import pod_from_api
 from gangsched.core.model import (
+    DEFAULT_QUEUE,
     AttachedVolume,
     Claim,
+    ClaimRef,
+    CsiNode,
+    Gang,
     GangKey,
+    Node,
     NodeName,
+    Pod,
+    PodKey,
+    Policy,
+    QueueSpec,
     StorageClassSpec,
     Volume,
+    VolumeAttachmentSpec,
 )
 from gangsched.core.placement import Placement
 from gangsched.core.reasons import DoesNotFit, render
-from gangsched.core.resources import VOLUME_LIMIT_PREFIX
-from gangsched.core.volumelimits import pod_volumes
+from gangsched.core.resources import VOLUME_LIMIT_PREFIX, Resources
+from gangsched.core.snapshot import Snapshot
+from gangsched.core.volumelimits import limit_volumes, limited_snapshot, pod_volumes
 from gangsched.core.volumes import Storage
+from tests.unit.test_cycle import node as plain_node
 from tests.unit.test_decisions import assert_same, both, reasons
 from tests.unit.test_simulate import nodes, pod, podgroup
 
@@ -225,3 +240,63 @@ def test_in_tree_sources_are_translated_as_csi_translation_lib_does(
 ) -> None:
     found = from_source(source, zones)
     assert (found.handle if found is not None else None) == handle
+
+
+@st.composite
+def limited_clusters(draw: st.DrawFn) -> tuple[list[Node], list[Gang], Storage]:
+    """Nodes whose CSINodes limit EBS (or not), some volumes already attached there, and
+    gangs whose pods each mount a few volumes of their own."""
+    nodes = [plain_node(f"n{i}", 8) for i in range(draw(st.integers(1, 4)))]
+    csi_nodes = {}
+    attachments = {}
+    volumes: dict[str, Volume] = {}
+    claims: dict[str, Claim] = {}
+
+    def new_volume(name: str) -> str:
+        volumes[name] = Volume(name, attached=AttachedVolume(EBS, f"vol-{name}"), csi=True)
+        claims[f"ns/{name}"] = Claim(f"ns/{name}", volume_name=name, bound=True)
+        return name
+
+    for n in nodes:
+        limit = draw(st.one_of(st.none(), st.integers(0, 4)))
+        if limit is not None:
+            csi_nodes[n.name] = CsiNode(n.name, (EBS,), ((EBS, limit),))
+        for i in range(draw(st.integers(0, 2))):
+            name = new_volume(f"{n.name}-held-{i}")
+            attachments[name] = VolumeAttachmentSpec(name, n.name, EBS, name)
+    gangs = []
+    for g in range(draw(st.integers(1, 3))):
+        pods = []
+        for p in range(draw(st.integers(1, 4))):
+            refs = tuple(ClaimRef(new_volume(f"g{g}-p{p}-{v}"))
+                         for v in range(draw(st.integers(0, 3))))
+            pods.append(Pod(PodKey(f"ns/g{g}-{p}"), Resources.of({"cpu": 100, "pods": 1}),
+                            gang=GangKey(f"ns/g{g}"), claims=refs))
+        gangs.append(Gang(GangKey(f"ns/g{g}"), min_member=len(pods), pending=tuple(pods)))
+    return nodes, gangs, Storage(claims, volumes, csi_nodes=csi_nodes, attachments=attachments)
+
+
+@settings(max_examples=150, deadline=None)
+@given(limited_clusters())
+def test_no_node_is_given_more_volumes_than_its_limit_and_gangs_go_whole(
+    instance: tuple[list[Node], list[Gang], Storage],
+) -> None:
+    nodes, gangs, storage = instance
+    limited, limits = limit_volumes(gangs, storage)
+    snapshot = limited_snapshot(Snapshot.build(nodes, ()), limits, storage)
+    result = run_cycle(CycleInput(
+        snapshot=snapshot, gangs=limited, bound_requests={},
+        queues={DEFAULT_QUEUE: QueueSpec(DEFAULT_QUEUE)}, admitted=frozenset(),
+        waiting_since={}, now=1000.0, policy=Policy.BINPACK))
+    volumes_of = {pod.key: len(pod.claims) for gang in gangs for pod in gang.pending}
+    size = {gang.key: len(gang.pending) for gang in gangs}
+    held = {n.name: sum(a.node == n.name for a in storage.attachments.values()) for n in nodes}
+    given = dict.fromkeys(held, 0)
+    for placement in result.placements:
+        assert len(placement.assignments) == size[placement.gang]
+        for member, name in placement.assignments:
+            given[name] += volumes_of[member]
+    for name, count in given.items():
+        csi_node = storage.csi_nodes.get(name)
+        if count and csi_node is not None:
+            assert held[name] + count <= dict(csi_node.limits)[EBS], (name, held, given)
