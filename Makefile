@@ -16,7 +16,7 @@ PYTEST_ARGS ?=
 ACTIONLINT_VERSION ?= v1.7.12
 ACTIONLINT := $(HOME)/.cache/gangsched/actionlint-$(ACTIONLINT_VERSION)/actionlint
 
-.PHONY: test unit e2e lint lock docs actionlint image binaries cluster-up cluster-down demo kind-demo bench bench-core bench-scenarios bench-scheduler bench-latency bench-scale bench-soak bench-oracle bench-full-cycle bench-dra bench-dra-oracle bench-rules clean
+.PHONY: test unit e2e lint lock docs actionlint image binaries cluster-up cluster-down demo kind-demo bench bench-core bench-scenarios bench-scheduler bench-latency bench-scale bench-soak bench-oracle bench-full-cycle bench-eta bench-dra bench-dra-oracle bench-rules clean
 
 LOCK := requirements.lock
 
@@ -118,6 +118,10 @@ bench-rules: $(VENV)/.installed binaries
 
 bench-full-cycle: $(VENV)/.installed
 	$(BIN)/python -m bench.full_cycle
+
+## Estimated starts against actual starts, and backfill on and off, in-process over the step.
+bench-eta: $(VENV)/.installed
+	$(BIN)/python -m bench.eta
 
 bench-oracle: $(VENV)/.installed binaries
 	$(BIN)/python -m bench.fit_oracle

@@ -24,6 +24,7 @@ from typing import Any
 
 from bench.harness import gang_manifests, machine, write_report
 from gangsched.core.model import Flavor
+from gangsched.core.runtimes import RUNTIME_ANNOTATION
 from gangsched.core.state import State
 from gangsched.core.step import StepConfig, step
 from gangsched.core.view import StepView
@@ -45,14 +46,19 @@ def node(name: str) -> dict[str, Any]:
     }
 
 
-def fill(mirror: Mirror, nodes: int, gangs: int) -> dict[str, dict[str, Any]]:
-    """The cluster in the mirror; the pods by key, to be reported bound later."""
+def fill(mirror: Mirror, nodes: int, gangs: int,
+         runtimes: bool = False) -> dict[str, dict[str, Any]]:
+    """The cluster in the mirror; the pods by key, to be reported bound later. With
+    ``runtimes`` each PodGroup states an expected runtime (5 to 35 minutes), so every
+    cycle forecasts the waiting gangs' starts (core.forecast)."""
     feed = Feed(mirror)
     feed.replace("nodes", [node(f"node-{i}") for i in range(nodes)])
     pods: dict[str, dict[str, Any]] = {}
     for index in range(gangs):
         group, *members = gang_manifests("scale", f"gang-{index}", 8)
         group["metadata"].update(uid=f"group-{index}", creationTimestamp=CREATED)
+        if runtimes:
+            group["metadata"]["annotations"] = {RUNTIME_ANNOTATION: f"{300 + index % 61 * 30}s"}
         feed.upsert_group(Flavor.GANGSCHED, group)
         for member in members:
             meta = member["metadata"]
@@ -73,11 +79,14 @@ def main() -> None:
     parser.add_argument("--nodes", type=int, default=5000)
     parser.add_argument("--gangs", type=int, default=2500)
     parser.add_argument("--cycles", type=int, default=15)
+    parser.add_argument("--runtimes", action="store_true",
+                        help="PodGroups state expected runtimes: the estimated starts of the "
+                             "waiting gangs are forecast, not all unknown.")
     parser.add_argument("--output", type=Path, default=RESULTS)
     args = parser.parse_args()
     gc.set_threshold(20_000, 20, 50)  # as `gangsched run` sets it
     mirror = Mirror(scheduler_names=frozenset({"gang"}))
-    pods = fill(mirror, args.nodes, args.gangs)
+    pods = fill(mirror, args.nodes, args.gangs, args.runtimes)
     gc.freeze()
     config, now = StepConfig(), 1000.0
     started = time.process_time()

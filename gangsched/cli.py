@@ -308,7 +308,7 @@ def status(namespace: str | None, all_namespaces: bool, kubeconfig: str | None,
         # Without nodes the cycle's reasons would be about an empty cluster: keep
         # what the scheduler, which sees every node, wrote on each PodGroup.
         decision = dataclasses.replace(decision, result=dataclasses.replace(
-            decision.result, unplaceable=(), unadmitted=()))
+            decision.result, unplaceable=(), unadmitted=()), estimates={})
     queues, groups = views.status_rows(view, decision, now)
     if scope is not None:
         queues = []
@@ -423,10 +423,11 @@ def explain(target: str, namespace: str | None, kubeconfig: str | None, context:
     explanation = explain_gang(decision.input, decision.result, key)
     if explanation is None:
         _fail(LookupError(f"{what}: PodGroup {key} has finished or is invalid"))
+    estimate = decision.estimates.get(key)
     if output in ("json", "yaml"):
-        _print_data(views.explanation_json(explanation), output)
+        _print_data(views.explanation_json(explanation, estimate), output)
     else:
-        views.print_explanation(Console(), explanation, what)
+        views.print_explanation(Console(), explanation, what, estimate)
     running = (explanation.verdict is Verdict.IDLE
                and explanation.bound >= explanation.min_member)
     sys.exit(0 if running else EXIT_WAITING)
@@ -472,11 +473,15 @@ def _explain_from_status(objects: ClusterObjects, group: bool, namespace: str, n
 @click.option("--default-run-seconds", type=click.FloatRange(0, min_open=True), default=60.0,
               show_default=True,
               help="How long a pod runs when it has no kwok.gangsched.io/run-for annotation.")
+@click.option("--backfill/--no-backfill", default=True, show_default=True,
+              help="Whether gangs known to end before a starving gang's reservation may "
+                   "use the room kept for it.")
 @_kube_options
 @_decision_options
 def simulate(files: tuple[Path, ...], from_cluster: bool, default_run_seconds: float,
-             kubeconfig: str | None, context: str | None, scheduler_names: tuple[str, ...],
-             policy: str, starvation_seconds: float, output: str) -> None:
+             backfill: bool, kubeconfig: str | None, context: str | None,
+             scheduler_names: tuple[str, ...], policy: str, starvation_seconds: float,
+             output: str) -> None:
     """What gangsched would do, offline: which gangs run now, where, and in what order
     the rest follow as pods finish. Nothing is written anywhere."""
     from rich.console import Console
@@ -498,7 +503,8 @@ def simulate(files: tuple[Path, ...], from_cluster: bool, default_run_seconds: f
     simulation = run_simulation(objects, scheduler_names=frozenset(scheduler_names),
                                 policy=Policy(policy),
                                 starvation_s=starvation_seconds,
-                                default_run_s=default_run_seconds, now=now)
+                                default_run_s=default_run_seconds, now=now,
+                                backfill=backfill)
     if output in ("json", "yaml"):
         _print_data(simulation.as_json(), output)
     else:

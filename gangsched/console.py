@@ -19,6 +19,7 @@ from rich.table import Table
 from gangsched.core.cycle import schedulable_total
 from gangsched.core.explain import Explanation
 from gangsched.core.fairness import dominant_share
+from gangsched.core.forecast import Estimate
 from gangsched.core.groups import MemberCounts
 from gangsched.core.hierarchy import QueueTree, build_tree, deserved_shares, subtree_total
 from gangsched.core.model import DEFAULT_QUEUE, GangKey, QueueName
@@ -75,6 +76,8 @@ class GroupRow:
     min_resources: dict[str, str]
     waiting_seconds: float | None
     reason: str
+    estimated_start: str | None = None
+    """RFC 3339 or ``Unknown`` while it waits (core.forecast); None otherwise."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,6 +121,8 @@ def status_rows(
         elif phase == "Running":
             running[queue] = running.get(queue, 0) + 1
         reason = record.error or reasons.get(key) or _status_message(record.status)
+        estimate = decision.estimates.get(key)
+        written = record.status.get("estimatedStart")
         groups.append(GroupRow(
             group=key,
             flavor=FLAVOR_NAMES.get(record.flavor.group, record.flavor.group),
@@ -129,6 +134,8 @@ def status_rows(
             min_resources=quantities(spec.min_resources) if spec is not None else {},
             waiting_seconds=round(now - spec.created, 1) if waiting and spec is not None else None,
             reason=reason,
+            estimated_start=(estimate.text if estimate is not None
+                             else str(written) if waiting and written else None),
         ))
     allocated: dict[QueueName, Resources] = {}
     for gang in decision.gathered.gangs:
@@ -241,11 +248,12 @@ def print_status(console: Console, queues: list[QueueRow], groups: list[GroupRow
             console.print(f"[bold]queue {q.queue}[/bold]: {q.invalid}", highlight=False)
     table = Table(title="PodGroups", box=box.SIMPLE_HEAD, title_justify="left")
     for column in ("PODGROUP", "FLAVOR", "QUEUE", "PHASE", "BOUND/MIN", "PENDING",
-                   "MIN RESOURCES", "WAITING"):
+                   "MIN RESOURCES", "WAITING", "ESTIMATED START"):
         table.add_column(column, overflow="fold")
     for g in groups:
         table.add_row(g.group, g.flavor, g.queue, g.phase, f"{g.bound}/{g.min_member}",
-                      str(g.pending), _amounts(g.min_resources), _duration(g.waiting_seconds))
+                      str(g.pending), _amounts(g.min_resources), _duration(g.waiting_seconds),
+                      g.estimated_start or "-")
     if not groups:
         console.print("No PodGroups.")
         return
@@ -259,10 +267,14 @@ def print_status(console: Console, queues: list[QueueRow], groups: list[GroupRow
 # ---- explain -----------------------------------------------------------------------------
 
 
-def explanation_json(explanation: Explanation) -> dict[str, Any]:
+def explanation_json(explanation: Explanation,
+                     estimate: Estimate | None = None) -> dict[str, Any]:
     return {
         "gang": explanation.gang,
         "verdict": explanation.verdict.value,
+        "estimatedStart": estimate.text if estimate is not None else None,
+        "estimateUnknownBecause": (estimate.unknown.value if estimate is not None
+                                   and estimate.unknown is not None else None),
         "reason": render(explanation.reason) if explanation.reason is not None else None,
         "code": code_of(explanation.reason) if explanation.reason is not None else None,
         "minMember": explanation.min_member,
@@ -294,12 +306,15 @@ def explanation_json(explanation: Explanation) -> dict[str, Any]:
     }
 
 
-def print_explanation(console: Console, explanation: Explanation, what: str) -> None:
+def print_explanation(console: Console, explanation: Explanation, what: str,
+                      estimate: Estimate | None = None) -> None:
     e = explanation
     console.print(f"[bold]{what}[/bold]: gang {e.gang}, queue {e.queue}: [bold]{e.verdict}[/bold]")
     console.print(f"  minMember {e.min_member}, bound {e.bound}, pending {e.pending}")
     if e.reason is not None:
         console.print(f"  why: {render(e.reason)}", highlight=False)
+    if estimate is not None:
+        console.print(f"  expected to start: {estimate.explained}", highlight=False)
     if e.assignments:
         placed = ", ".join(f"{pod.split('/', 1)[1]} → {node}" for pod, node in e.assignments)
         console.print(f"  would be placed: {placed}", highlight=False)
@@ -331,15 +346,17 @@ def print_explanation(console: Console, explanation: Explanation, what: str) -> 
 def print_simulation(console: Console, simulation: Simulation) -> None:
     table = Table(title="Gangs in the order gangsched places them", box=box.SIMPLE_HEAD,
                   title_justify="left")
-    for column in ("#", "GANG", "STARTS", "ENDS", "NODES"):
+    for column in ("#", "GANG", "STARTS", "ENDS", "ESTIMATED", "NODES"):
         table.add_column(column, overflow="fold")
     for number, run in enumerate(simulation.runs, 1):
+        estimated = run.estimated_start_s
         nodes: dict[str, int] = {}
         for _, node in run.nodes:
             nodes[node] = nodes.get(node, 0) + 1
         table.add_row(
             str(number), run.gang, "now" if run.start_s == 0 else f"+{run.start_s:g}s",
             "-" if run.end_s is None else f"+{run.end_s:g}s",
+            "-" if estimated is None else f"+{estimated:g}s",
             ", ".join(f"{node} ({count} pods)" if count > 1 else node
                       for node, count in nodes.items()),
         )

@@ -13,9 +13,10 @@ knowing no such state, calls :func:`decide`, which does the same with none.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from gangsched.core.cycle import CycleInput, CycleResult, run_cycle
+from gangsched.core.forecast import Estimate, forecast, known_starts
 from gangsched.core.gangs import Gathered
 from gangsched.core.model import GangKey, Policy
 from gangsched.core.view import cycle_input, gather_view
@@ -28,6 +29,8 @@ class Decision:
     input: CycleInput
     result: CycleResult
     finished_uids: frozenset[str]
+    estimates: Mapping[GangKey, Estimate]
+    """When each gang the cycle left waiting is expected to start (core.forecast)."""
 
 
 def decide(
@@ -40,10 +43,25 @@ def decide(
     now: float,
     policy: Policy,
     starvation_s: float,
+    estimated_starts: Mapping[GangKey, float] | None = None,
+    backfill: bool = True,
 ) -> Decision:
-    """Gather the view's gangs and run the pure cycle over them, holding no departed rooms."""
+    """Gather the view's gangs and run the pure cycle over them, holding no departed rooms,
+    and forecast when the gangs left waiting start.
+
+    ``estimated_starts`` are the last decision's (a starving gang's is its
+    reservation); None, for a caller that keeps none, decides twice, the second
+    time with the first's estimates, as the scheduler's next cycle would.
+    """
     gathering = gather_view(view, finished_uids, priority_classes)
     inp = cycle_input(view, gathering.gathered, admitted=admitted, waiting_since=waiting_since,
-                      now=now, policy=policy, starvation_s=starvation_s)
-    return Decision(gathered=gathering.gathered, input=inp, result=run_cycle(inp),
-                    finished_uids=gathering.finished_uids)
+                      now=now, policy=policy, starvation_s=starvation_s,
+                      estimated_starts=estimated_starts, backfill=backfill)
+    result = run_cycle(inp)
+    estimates = forecast(inp, result)
+    if estimated_starts is None and known_starts(estimates):
+        inp = replace(inp, estimated_starts=known_starts(estimates))
+        result = run_cycle(inp)
+        estimates = forecast(inp, result)
+    return Decision(gathered=gathering.gathered, input=inp, result=result,
+                    finished_uids=gathering.finished_uids, estimates=estimates)

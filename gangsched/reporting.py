@@ -68,6 +68,8 @@ class Reporter:
         self._asked: dict[ObjectId, Mapping[str, Any]] = {}
         """The status last asked for, per group and queue: an unchanged one is not asked
         again (the dispatcher retries one that failed until it is accepted)."""
+        self._runtime_told: dict[ObjectId, str] = {}
+        """The unreadable expected runtime last told of per group, told once in an Event."""
 
     # ---- plumbing -------------------------------------------------------------
     def queued(self) -> int:
@@ -164,6 +166,7 @@ class Reporter:
             previous_conditions=group.status.get("conditions") or [], now=now_iso(),
         )
         object_id = _group_id(group)
+        self._tell_runtime_problem(group, object_id, status.runtime_problem)
         previous = self._asked.get(object_id)
         if previous == body:
             return
@@ -176,6 +179,16 @@ class Reporter:
             self.events.on_group(group, status.reason, status.message, type_="Warning", paced=True)
         elif old_phase != body.get("phase") and status.phase in (Phase.RUNNING, Phase.INQUEUE):
             self.events.on_group(group, status.reason, status.message)
+
+    def _tell_runtime_problem(self, group: GroupRecord, object_id: ObjectId,
+                              problem: str | None) -> None:
+        """A Warning Event when the group's (or a member's) expected runtime cannot be read:
+        every flavour gets it, though only ours has a status condition for it."""
+        if problem is None:
+            self._runtime_told.pop(object_id, None)
+        elif self._runtime_told.get(object_id) != problem:
+            self._runtime_told[object_id] = problem
+            self.events.on_group(group, "InvalidRuntime", problem, type_="Warning", paced=True)
 
     def _patch_group_status(self, group: GroupRecord, object_id: ObjectId,
                             body: Mapping[str, Any]) -> None:
@@ -202,6 +215,8 @@ class Reporter:
         for object_id in [k for k in self._asked if not k.startswith("queue/")]:
             if object_id not in live:
                 del self._asked[object_id]
+        for object_id in [k for k in self._runtime_told if k not in live]:
+            del self._runtime_told[object_id]
         live.update(object_id_of(record.uid, "pod", key) for key, record in pods.items())
         self._dispatcher.retain(lambda object_id: object_id in live
                                 or object_id.startswith("queue/"))

@@ -22,7 +22,7 @@ import contextlib
 import os
 import platform
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 import structlog
@@ -34,8 +34,9 @@ from gangsched.actuator import ScheduledEvents as ScheduledEvents
 from gangsched.allocations import ClaimWriter
 from gangsched.binder import Binder
 from gangsched.core.cycle import CycleResult
+from gangsched.core.forecast import Estimate
 from gangsched.core.hierarchy import build_tree
-from gangsched.core.model import Policy
+from gangsched.core.model import GangKey, Policy
 from gangsched.core.provisioning import ProvisionLimits
 from gangsched.core.report_plan import Pacing
 from gangsched.core.state import State
@@ -57,6 +58,17 @@ CYCLE_SECONDS = Histogram(
     buckets=(0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5),
 )
 GANGS_WAITING = Gauge("gangsched_gangs_waiting", "Gangs with pending pods not placed")
+ESTIMATED_START = Gauge(
+    "gangsched_gang_estimated_start_timestamp_seconds",
+    "When a waiting gang is expected to start (seconds since the epoch); gangs whose start "
+    "is unknown have none",
+    ["gang"],
+)
+GANGS_ESTIMATED = Gauge(
+    "gangsched_waiting_gangs_estimated",
+    "Waiting gangs by whether their start can be estimated (known) or not (unknown)",
+    ["estimate"],
+)
 WRITE_QUEUE_DEPTH = Gauge(
     "gangsched_write_queue_depth",
     "Status writes and Events waiting to go out to the API server (at most one per object)",
@@ -253,7 +265,10 @@ class Scheduler:
                        self.config.step_config(self.evictor is not None))
         elapsed = time.perf_counter() - started
         self._count(elapsed, stepped.result)
+        published = self.state.estimates
         self.state = stepped.state
+        if stepped.state.estimates is not published:
+            publish_estimates(published, stepped.state.estimates)
         self.actuator.carry_out(stepped.actions, view, now, cycle=self._cycle_no,
                                 cycle_ms=round(elapsed * 1000, 2))
         self._settle(inputs, stepped.result, stepped.thresholds, now)
@@ -311,3 +326,17 @@ class Scheduler:
         CYCLE_SECONDS.observe(elapsed)
         GANGS_WAITING.set(len(result.unplaceable))
         self.on_cycle()
+
+
+def publish_estimates(before: Mapping[GangKey, Estimate], now: Mapping[GangKey, Estimate]) -> None:
+    """The estimated starts as metrics: one series per waiting gang with a known start,
+    removed once it starts, goes or its start turns unknown."""
+    for gang, estimate in now.items():
+        if estimate.at is not None:
+            ESTIMATED_START.labels(gang).set(estimate.at)
+    for gang, estimate in before.items():
+        if estimate.at is not None and (gang not in now or now[gang].at is None):
+            ESTIMATED_START.remove(gang)
+    known = sum(1 for estimate in now.values() if estimate.at is not None)
+    GANGS_ESTIMATED.labels("known").set(known)
+    GANGS_ESTIMATED.labels("unknown").set(len(now) - known)

@@ -12,29 +12,20 @@ the reason the last step gave.
 from __future__ import annotations
 
 import copy
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from gangsched.clusterobjects import ClusterObjects, admitted_groups
+from gangsched.core.forecast import known_starts
 from gangsched.core.model import GangKey, NodeName, PodKey, Policy
 from gangsched.core.reasons import Reason, code_of, render
+from gangsched.core.runtimes import parse_duration
 from gangsched.decisions import decide
 from gangsched.feed import Feed
 
 RUN_FOR = "kwok.gangsched.io/run-for"
-_DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h)")
-_UNIT = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
 MAX_STEPS = 10_000
-
-
-def parse_duration(text: str) -> float | None:
-    """A Go duration such as ``90s`` or ``1m30s``; None when it is not one."""
-    parts = _DURATION.findall(text)
-    if not parts or "".join(n + u for n, u in parts) != text.strip():
-        return None
-    return sum(float(number) * _UNIT[unit] for number, unit in parts)
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,6 +35,9 @@ class GangRun:
     end_s: float | None
     """When its last pod placed at ``start_s`` finishes; None if some never finish."""
     nodes: tuple[tuple[PodKey, NodeName], ...]
+    estimated_start_s: float | None = None
+    """The start first estimated for it while it waited (core.forecast); None when it
+    never waited or its start was unknown then."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,6 +53,7 @@ class Simulation:
         return {
             "runs": [
                 {"gang": r.gang, "startSeconds": r.start_s, "endSeconds": r.end_s,
+                 "estimatedStartSeconds": r.estimated_start_s,
                  "pods": [{"pod": pod, "node": node} for pod, node in r.nodes]}
                 for r in self.runs
             ],
@@ -87,7 +82,14 @@ def simulate(
     starvation_s: float,
     default_run_s: float,
     now: float,
+    backfill: bool = True,
 ) -> Simulation:
+    """Replay the scheduler's decisions on a clock that jumps from one pod's end to the next.
+
+    Between steps it carries what the scheduler carries that placement reads:
+    admissions, waiting times and the estimated starts (a starving gang's is
+    its reservation, which gangs known to end before it may backfill into).
+    """
     objects = copy.deepcopy(objects)
     pods: dict[PodKey, dict[str, Any]] = {_key(p): p for p in objects.pods}
     mirror = objects.mirror(scheduler_names)
@@ -112,13 +114,19 @@ def simulate(
     finished_uids: frozenset[str] = frozenset()
     runs: list[GangRun] = []
     reasons: dict[GangKey, Reason] = {}
+    first_estimates: dict[GangKey, float | None] = {}
+    estimated: dict[GangKey, float] = {}
     at = 0.0
     for _ in range(MAX_STEPS):
         decision = decide(
             mirror.view(), admitted=admitted, waiting_since=waiting_since,
             finished_uids=finished_uids, priority_classes=mirror.priority_classes,
             now=now + at, policy=policy, starvation_s=starvation_s,
+            estimated_starts=estimated, backfill=backfill,
         )
+        estimated = known_starts(decision.estimates)
+        for gang, estimate in decision.estimates.items():
+            first_estimates.setdefault(gang, None if estimate.at is None else estimate.at - now)
         result = decision.result
         admitted, finished_uids = result.admitted, decision.finished_uids
         reasons = {u.gang: u.reason for u in (*result.unplaceable, *result.unadmitted)}
@@ -135,7 +143,7 @@ def simulate(
                     ends.append(clock.ends[pod_key])
             complete = len(ends) == len(placement.assignments)
             runs.append(GangRun(placement.gang, at, max(ends) if complete and ends else None,
-                                placement.assignments))
+                                placement.assignments, first_estimates.get(placement.gang)))
         if result.placements:
             continue  # a placement can change admission and reservations: decide again now
         if not clock.ends:

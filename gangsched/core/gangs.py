@@ -254,6 +254,7 @@ class _Tally:
             preemptible=spec is None or spec.preemptible,
             group_claims=spec.resource_claims if spec and not solo else (),
             group_uid=spec.uid if spec else "",
+            expected_runtime=spec.expected_runtime if spec else None,
         )
 
 

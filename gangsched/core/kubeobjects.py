@@ -67,6 +67,7 @@ from gangsched.core.resources import (
     Resources,
     device_backable,
 )
+from gangsched.core.runtimes import read_runtime
 
 __all__ = [
     "COSCHEDULING_LABEL", "GROUP_LABEL", "POLICY_ANNOTATION", "PREEMPTIBLE_ANNOTATIONS",
@@ -220,6 +221,9 @@ def pod_from_api(obj: Mapping[str, Any]) -> Pod:
     disks = inline_disks(
         _mapping(item, where, f"spec.volumes[{index}]")
         for index, item in enumerate(_list(spec.get("volumes"), where, "spec.volumes")))
+    runtime, runtime_problem = read_runtime(_annotations(meta))
+    deadline = spec.get("activeDeadlineSeconds")
+    started = status.get("startTime")
     return Pod(
         key=PodKey(f"{namespace}/{name}"),
         requests=_effective_requests(spec, status, where),
@@ -246,6 +250,11 @@ def pod_from_api(obj: Mapping[str, Any]) -> Pod:
         uid=str(meta.get("uid") or ""),
         extended_requests=_extended_requests(spec, where),
         inline_volumes=_inline_volumes(spec, where),
+        expected_runtime=runtime,
+        active_deadline=(float(_positive(deadline, where, "spec.activeDeadlineSeconds", None))
+                         if deadline is not None else None),
+        started=timestamp(started, where, "status.startTime") if started else None,
+        runtime_problem=runtime_problem,
     )
 
 
@@ -929,6 +938,7 @@ def group_from_api(obj: RawObject, flavor: Flavor) -> GroupSpec:
     if timeout is not None and (not isinstance(timeout, int) or timeout < 0):
         raise ObjectError(f"podgroup {key}: scheduleTimeoutSeconds {timeout!r} is not ≥ 0")
     priority_class = spec.get("priorityClassName") or None
+    runtime, runtime_problem = read_runtime(_annotations(meta))
     return GroupSpec(
         key=key,
         flavor=flavor,
@@ -940,6 +950,8 @@ def group_from_api(obj: RawObject, flavor: Flavor) -> GroupSpec:
         timeout_seconds=timeout,
         priority_class=str(priority_class) if priority_class else None,
         preemptible=_preemptible(meta),
+        expected_runtime=runtime,
+        runtime_problem=runtime_problem,
     )
 
 
@@ -983,6 +995,7 @@ def _native_group(
     if not queue and isinstance(workload_ref, Mapping) and workload_ref.get("workloadName"):
         workload = f"{key.split('/', 1)[0]}/{workload_ref['workloadName']}"
     priority_class = spec.get("priorityClassName") or None
+    runtime, runtime_problem = read_runtime(annotations)
     return GroupSpec(
         key=key,
         flavor=Flavor.NATIVE,
@@ -1000,6 +1013,8 @@ def _native_group(
         preemptible=_preemptible(meta),
         resource_claims=_group_claims(spec, where),
         uid=str(meta.get("uid") or ""),
+        expected_runtime=runtime,
+        runtime_problem=runtime_problem,
     )
 
 

@@ -434,6 +434,15 @@ class Pod:
     inline_volumes: tuple[AttachedVolume, ...] = ()
     """Its inline in-tree volumes of plugins migrated to CSI (``awsElasticBlockStore``...),
     which count against their driver's node limit as claims' volumes do."""
+    expected_runtime: float | None = None
+    """Seconds it is expected to run once started, from its
+    ``scheduling.gangsched.io/expected-runtime`` annotation (core.runtimes)."""
+    active_deadline: float | None = None
+    """``spec.activeDeadlineSeconds``: the kubelet ends it this long after it started."""
+    started: float | None = None
+    """``status.startTime``, once the kubelet has started it."""
+    runtime_problem: str | None = None
+    """Why its expected-runtime annotation was not read (negative, not a duration)."""
 
     @property
     def namespace(self) -> str:
@@ -514,6 +523,9 @@ class Gang:
     are the group's, allocated once and reserved for the PodGroup."""
     group_uid: str = ""
     """The PodGroup's UID, which those claims' ``reservedFor`` names."""
+    expected_runtime: float | None = None
+    """Seconds its PodGroup's expected-runtime annotation says its members run; a
+    member's own annotation or deadline says more (core.runtimes)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -568,6 +580,10 @@ class GroupSpec:
     resource_claims: tuple[GroupClaim, ...] = ()
     """Native ``spec.resourceClaims``: claims the group's pods share."""
     uid: str = ""
+    expected_runtime: float | None = None
+    """Its ``scheduling.gangsched.io/expected-runtime`` annotation, in seconds."""
+    runtime_problem: str | None = None
+    """Why that annotation was not read: the group is scheduled as if it had none."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -39,6 +39,7 @@ from gangsched.core.resources import (
     format_amount,
     resource_words,
 )
+from gangsched.core.runtimes import moment_text
 
 __all__ = [
     "AdmissionNoRoom",
@@ -512,6 +513,9 @@ class Starving:
     cause: Reason
     nodes: tuple[NodeName, ...] = ()
     """The nodes whose free room is kept for it: where it would land first as they free."""
+    at: float | None = None
+    """Its reservation: when it is expected to start (core.forecast). Gangs expected to
+    end before then may use the room kept for it (EASY backfill)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -910,7 +914,9 @@ def _holding_text(reason: Starving | TooBigToHold | Preempting | AwaitingVictims
     match reason:
         case Starving():
             where = f" on {_some(reason.nodes)}" if reason.nodes else ""
-            return f"{_urgency_text(reason.urgency)}: holding {reason.hold} for it{where}"
+            when = (f", reserved from {moment_text(reason.at)} (gangs ending before may use it)"
+                    if reason.at is not None else "")
+            return f"{_urgency_text(reason.urgency)}: holding {reason.hold} for it{where}{when}"
         case TooBigToHold():
             return (f"{_urgency_text(reason.urgency)} but needs {reason.need}, more than the "
                     f"schedulable nodes have ({reason.cluster_total})")

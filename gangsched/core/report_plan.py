@@ -25,6 +25,7 @@ from gangsched.core.actions import (
 )
 from gangsched.core.cycle import CycleResult, schedulable_total
 from gangsched.core.fairness import dominant_share
+from gangsched.core.forecast import Estimate
 from gangsched.core.gangs import Gathered
 from gangsched.core.groups import Flavor, GroupStatus, MemberCounts, Phase, group_status
 from gangsched.core.hierarchy import QueueTree, build_tree, deserved_shares
@@ -68,6 +69,7 @@ def plan_reports(
     pacing: Pacing,
     cycle: int,
     served_before: frozenset[QueueName] = frozenset(),
+    estimates: Mapping[GangKey, Estimate] | None = None,
 ) -> ReportPlan:
     """Every report of one full cycle; ``reasons`` are the texts to report per gang."""
     cluster = view.cluster
@@ -75,7 +77,8 @@ def plan_reports(
     actions.extend(unplaceable_pods(cluster, gathered))
     actions.extend(MarkInvalid(pod, error) for pod, error in view.bad_pods.items())
     statuses, group_actions = group_statuses(cluster, gathered, result, reasons,
-                                             waiting_since=waiting_since, now=now)
+                                             waiting_since=waiting_since, now=now,
+                                             estimates=estimates or {})
     actions.extend(group_actions)
     served = frozenset(g.queue for g in gathered.gangs if g.queue in cluster.queues)
     actions.extend(queue_statuses(cluster, gathered, statuses,
@@ -142,6 +145,7 @@ def group_statuses(
     *,
     waiting_since: Mapping[GangKey, float],
     now: float,
+    estimates: Mapping[GangKey, Estimate] | None = None,
 ) -> tuple[dict[GangKey, GroupStatus], list[Action]]:
     """The whole status of every group this scheduler serves, and invalid groups marked."""
     placed = {p.gang for p in result.placements}
@@ -155,6 +159,7 @@ def group_statuses(
             placed = placed | {owner}
     statuses: dict[GangKey, GroupStatus] = {}
     actions: list[Action] = []
+    problems = runtime_problems(gathered)
     for key, group in view.groups.items():
         if group.spec is None:
             if group.flavor is not Flavor.NATIVE or key in gathered.orphans:
@@ -176,6 +181,8 @@ def group_statuses(
             waited_seconds=now - waiting_since.get(key, now),
             binding=key in placed,
             holding=result.holding.get(key),
+            estimated_start=_estimate_text((estimates or {}).get(key)),
+            runtime_problem=group.spec.runtime_problem or problems.get(key),
         )
         statuses[key] = status
         actions.append(WriteGroupStatus(key, status, group.spec.generation))
@@ -191,6 +198,22 @@ def _queue_status(
         problem=problem.problem if problem is not None else None,
         problem_message=render(problem) if problem is not None else "",
     )
+
+
+def _estimate_text(estimate: Estimate | None) -> str | None:
+    return None if estimate is None else estimate.text
+
+
+def runtime_problems(gathered: Gathered) -> dict[GangKey, str]:
+    """The first member of each gang whose expected-runtime annotation could not be read,
+    and why: its group's status says so, as the pod itself has no place for it."""
+    found: dict[GangKey, str] = {}
+    members = [(g.key, pod) for g in gathered.gangs for pod in g.pending]
+    members.extend((key, pod) for key, pods in gathered.bound_pods.items() for pod in pods)
+    for key, pod in members:
+        if pod.runtime_problem is not None and key not in found:
+            found[key] = f"pod {pod.key}: {pod.runtime_problem}"
+    return found
 
 
 def queue_statuses(

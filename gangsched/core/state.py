@@ -18,6 +18,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 
 from gangsched.core.backoff import BindRefusal, refused
+from gangsched.core.forecast import Estimate, known_starts
 from gangsched.core.holds import Hold, Seat
 from gangsched.core.model import GangKey, PodKey, QueueName
 from gangsched.core.reasons import Reported
@@ -77,13 +78,25 @@ class State:
     """Full cycles run: what is remembered of written objects is pruned every so many."""
     reclaimed_at: Mapping[QueueName, float] = field(default_factory=dict)
     """When each queue last reclaimed, while its reclaim interval lasts (core.stages.reclaim)."""
+    estimates: Mapping[GangKey, Estimate] = field(default_factory=dict)
+    """When each waiting gang is expected to start (core.forecast); the starving gang's
+    estimate is the time of its reservation in the next cycle."""
+    forecast_from: tuple[object, ...] = ()
+    """What ``estimates`` were forecast from (``forecast.fingerprint``): recomputed only
+    when it moves."""
+    forecast_at: float | None = None
+    """When ``estimates`` were forecast: not again within ``ForecastLimits.min_interval_s``."""
+    forecast_stale: bool = False
+    """The last cycle moved what ``estimates`` were made from, and the forecast was put
+    off (``ForecastLimits.throttle_gangs``): the next cycle reserves by none of them."""
 
     def decision_inputs(self) -> tuple[object, ...]:
         """What a cycle decides from: equal before and after a cycle, and with the
         cluster unchanged, the next cycle would decide the same again."""
         return (self.admitted, frozenset(self.waiting_since), self.finished_uids, self.holds,
                 self.preempting, self.unevictable, self.bind_refusals, self.provisioning,
-                frozenset(self.reclaimed_at))
+                frozenset(self.reclaimed_at),
+                frozenset(known_starts(self.estimates).items()), self.forecast_stale)
 
 
 def bind_refused(state: State, pod: PodKey, *, now: float, status: int, message: str) -> State:

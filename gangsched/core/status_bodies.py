@@ -52,6 +52,10 @@ class GroupStatus:
     message: str
     observed_generation: int = 0
     """The group's ``metadata.generation`` this verdict was reached on."""
+    estimated_start: str | None = None
+    """When it is expected to start, RFC 3339, or ``Unknown``; None once it does not wait."""
+    runtime_problem: str | None = None
+    """Why its expected runtime (or a member's) could not be read: it counts as unknown."""
 
 
 def group_status(
@@ -63,6 +67,8 @@ def group_status(
     waited_seconds: float,
     binding: bool = False,
     holding: str | None = None,
+    estimated_start: str | None = None,
+    runtime_problem: str | None = None,
 ) -> GroupStatus:
     """The phase a group is in and why, from its members and the last cycle's verdict.
 
@@ -80,7 +86,9 @@ def group_status(
                                       waiting_reason=waiting_reason,
                                       waited_seconds=waited_seconds, binding=binding,
                                       holding=holding)
-    return GroupStatus(phase, counts, reason, message, spec.generation)
+    waits = phase in (Phase.PENDING, Phase.INQUEUE, Phase.UNSCHEDULABLE) and reason != "Binding"
+    return GroupStatus(phase, counts, reason, message, spec.generation,
+                       estimated_start if waits else None, runtime_problem)
 
 
 def _verdict(
@@ -188,6 +196,8 @@ def status_body(
             "succeeded": counts.succeeded,
             "failed": counts.failed,
             "observedGeneration": observed_generation,
+            # null, not left out: the merge patch must remove an estimate that no longer holds
+            "estimatedStart": status.estimated_start,
             "conditions": [{
                 "type": "Scheduled",
                 "status": scheduled,
@@ -196,7 +206,7 @@ def status_body(
                 "observedGeneration": observed_generation,
                 "lastTransitionTime": transition_time(previous_conditions, "Scheduled",
                                                       scheduled, now),
-            }],
+            }, *_runtime_conditions(status, observed_generation, previous_conditions, now)],
         }
     if flavor is Flavor.COSCHEDULING:
         return {
@@ -213,6 +223,25 @@ def status_body(
         "failed": counts.failed,
         "conditions": _volcano_conditions(status, message, previous_conditions, now),
     }
+
+
+RUNTIME_CONDITION = "ExpectedRuntime"
+
+
+def _runtime_conditions(
+    status: GroupStatus, observed_generation: int,
+    previous: Sequence[Mapping[str, Any]], now: str,
+) -> list[dict[str, Any]]:
+    """``ExpectedRuntime=False`` while a stated runtime cannot be read, none otherwise:
+    the estimated starts that depend on it are unknown, and the author should know why."""
+    if status.runtime_problem is None:
+        return []
+    return [{
+        "type": RUNTIME_CONDITION, "status": "False", "reason": "InvalidRuntime",
+        "message": status.runtime_problem[:MESSAGE_LIMIT],
+        "observedGeneration": observed_generation,
+        "lastTransitionTime": transition_time(previous, RUNTIME_CONDITION, "False", now),
+    }]
 
 
 def _volcano_conditions(

@@ -19,7 +19,8 @@ from dataclasses import dataclass, field, replace
 from typing import TypeVar
 
 from gangsched.core.actions import Action, Bind, Evict, LogDecision
-from gangsched.core.cycle import CycleResult, run_cycle
+from gangsched.core.cycle import CycleInput, CycleResult, run_cycle
+from gangsched.core.forecast import ForecastLimits, fingerprint, forecast, known_starts
 from gangsched.core.gangs import Gathered
 from gangsched.core.holds import GroupLife, Hold, Seat, seats_of, update_holds
 from gangsched.core.model import DEFAULT_QUEUE, GangKey, PodKey, Policy
@@ -52,6 +53,10 @@ class StepConfig:
     (core.stages.reclaim); it needs ``preemption``."""
     reclaim_interval_s: float = 10.0
     """A queue that reclaimed reclaims again only after this long."""
+    forecast: ForecastLimits = field(default_factory=ForecastLimits)
+    """How far the estimated starts of waiting gangs look ahead (core.forecast)."""
+    backfill: bool = True
+    """Whether gangs that end before the starving gang's reservation may use its room."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,15 +86,19 @@ def step(state: State, view: StepView, now: float, config: StepConfig) -> Steppe
     preempting, unevictable, ended = settle_preemptions(state, gathered, now, config)
     reclaimed = {queue: at for queue, at in state.reclaimed_at.items()
                  if now - at < config.reclaim_interval_s}
-    result = run_cycle(replace(cycle_input(
+    inp = replace(cycle_input(
         view.cluster, gathered, admitted=state.admitted, waiting_since=state.waiting_since, now=now,
         policy=config.policy, starvation_s=config.starvation_s, holds=holds,
         preemption=config.preemption,
         preempting={k: v.victims for k, v in preempting.items()},
         unevictable=frozenset(k for k, until in unevictable.items() if until > now),
         bind_refusals=refusals, budgets=view.budgets,
-    ), reclaim=config.reclaim and config.preemption, reclaim_paused=frozenset(reclaimed)))
+        estimated_starts={} if state.forecast_stale else known_starts(state.estimates),
+        backfill=config.backfill,
+    ), reclaim=config.reclaim and config.preemption, reclaim_paused=frozenset(reclaimed))
+    result = run_cycle(inp)
     reclaimed.update((p.reclaim_for, now) for p in result.preemptions if p.reclaim_for)
+    forecast_state = estimated_starts(state, inp, result, config)
     result, claim_writes, provisioning = provision_first(
         result, gathered.gangs, view.cluster.storage, state.provisioning, now, config.provisioning)
     # PodGroups refused admission before they have pods wait too: their
@@ -104,12 +113,15 @@ def step(state: State, view: StepView, now: float, config: StepConfig) -> Steppe
         unevictable=unevictable, bind_refusals=refusals, reported=reported,
         logged_reasons=shown, cycles=state.cycles + 1, provisioning=provisioning,
         reclaimed_at=reclaimed,
+        estimates=forecast_state.estimates, forecast_from=forecast_state.forecast_from,
+        forecast_at=forecast_state.forecast_at, forecast_stale=forecast_state.forecast_stale,
     )
     thresholds = threshold_moments(state, view, preempting, reasons, config)
     preempting, acts = hand_out(result, gathered, preempting, now)
     plan = plan_reports(view, gathered, result, shown, waiting_since=waiting_since,
                         previous=state.pod_reports, now=now, pacing=config.pacing,
-                        cycle=state.cycles, served_before=state.queues_served)
+                        cycle=state.cycles, served_before=state.queues_served,
+                        estimates=state.estimates)
     waiting = waiting_logs(gathered, shown, logged)
     return Stepped(
         state=replace(state, preempting=preempting, pod_reports=plan.pod_reports,
@@ -119,6 +131,29 @@ def step(state: State, view: StepView, now: float, config: StepConfig) -> Steppe
         thresholds=thresholds,
         gangs=len(gathered.gangs),
     )
+
+
+def estimated_starts(
+    state: State, inp: CycleInput, result: CycleResult, config: StepConfig
+) -> State:
+    """When each waiting gang is expected to start (core.forecast), forecast again only
+    when what the last forecast was made from moved, and not within
+    ``min_interval_s`` of the last: most cycles reuse it."""
+    if not result.unplaceable:
+        return replace(state, estimates={}, forecast_from=(), forecast_stale=False)
+    made_from = fingerprint(inp, result)
+    if made_from and made_from == state.forecast_from:
+        return replace(state, forecast_stale=False)
+    limits, at = config.forecast, state.forecast_at
+    if (made_from and at is not None and len(inp.gangs) > limits.throttle_gangs
+            and inp.now - at < limits.min_interval_s):
+        waiting = {u.gang for u in result.unplaceable}
+        return replace(state, forecast_stale=True, estimates={
+            gang: estimate for gang, estimate in state.estimates.items() if gang in waiting})
+    estimates = forecast(inp, result, limits)
+    return replace(state, estimates=state.estimates if estimates == state.estimates
+                   else estimates, forecast_from=made_from, forecast_stale=False,
+                   forecast_at=inp.now if made_from else at)
 
 
 def forget_replaced_groups(state: State, view: StepView) -> State:
@@ -253,6 +288,9 @@ def threshold_moments(
         ):
             moments.append(since + group.spec.timeout_seconds)
     moments.extend(hold.until for hold in state.holds)
+    if state.forecast_stale and state.forecast_at is not None:
+        # A forecast put off by its minimum interval is made once the interval ends.
+        moments.append(state.forecast_at + config.forecast.min_interval_s)
     moments.extend(flight.since + config.preemption_timeout_s for flight in preempting.values())
     moments.extend(state.unevictable.values())
     moments.extend(at + config.reclaim_interval_s for at in state.reclaimed_at.values())

@@ -174,6 +174,8 @@ def cycle_input(
     unevictable: frozenset[GangKey] = frozenset(),
     bind_refusals: Mapping[PodKey, BindRefusal] | None = None,
     budgets: tuple[DisruptionBudget, ...] = (),
+    estimated_starts: Mapping[GangKey, float] | None = None,
+    backfill: bool = True,
 ) -> CycleInput:
     """The cycle's input; preemption is the running scheduler's alone (it evicts), so the
     CLI's answers say what placement does without it."""
@@ -197,6 +199,8 @@ def cycle_input(
         unevictable=unevictable,
         bind_refusals=bind_refusals or {},
         budgets=budgets,
+        estimated_starts=estimated_starts or {},
+        backfill=backfill,
     )
 
 

@@ -124,6 +124,16 @@ def table(cluster: LocalCluster, *args: str) -> list[list[str]]:
     return [line.split() for line in out.splitlines() if line.strip()]
 
 
+def cell(cluster: LocalCluster, column: str, *args: str) -> str:
+    """One column of the one row `kubectl get` prints, cut where the header puts it (an
+    empty cell leaves nothing for a split to find)."""
+    header, row = cluster.kubectl("get", *args).stdout.splitlines()[:2]
+    start = header.index(column)
+    after = header[start + len(column):]
+    width = len(column) + len(after) - len(after.lstrip())
+    return row[start:start + width].strip()
+
+
 # -- installation -----------------------------------------------------------
 
 
@@ -239,8 +249,21 @@ def test_kubectl_get_gpg_shows_the_printer_columns(cluster: LocalCluster, scope:
     status: Manifest = {"phase": "Running", "scheduled": 3, "running": 2}
     patch_status(cluster, "gpg", "spark-1", status, namespace=scope.namespace)
     header, row = table(cluster, "gpg", "spark-1", "-n", scope.namespace)
-    assert header == ["NAME", "PHASE", "MINMEMBER", "SCHEDULED", "RUNNING", "QUEUE", "AGE"]
+    assert header == ["NAME", "PHASE", "MINMEMBER", "SCHEDULED", "RUNNING", "QUEUE",
+                      "ESTIMATED-START", "AGE"]
+    # A running group has no estimate: its cell is empty.
     assert row[:6] == ["spark-1", "Running", "3", "3", "2", "spark"]
+    assert cell(cluster, "ESTIMATED-START", "gpg", "spark-1", "-n", scope.namespace) == ""
+
+
+def test_kubectl_get_gpg_says_when_a_waiting_gang_is_expected_to_start(
+    cluster: LocalCluster, scope: Scope
+) -> None:
+    for name, estimate in (("later", "2030-01-01T10:00:00Z"), ("unknown", "Unknown")):
+        create(cluster, scope, podgroup(name, {"minMember": 2}))
+        patch_status(cluster, "gpg", name, {"phase": "Inqueue", "estimatedStart": estimate},
+                     namespace=scope.namespace)
+        assert cell(cluster, "ESTIMATED-START", "gpg", name, "-n", scope.namespace) == estimate
 
 
 def test_wide_output_says_why_a_gang_waits(cluster: LocalCluster, scope: Scope) -> None:
@@ -446,6 +469,10 @@ BAD_STATUSES = {
     "running-negative": (
         {"running": -1},
         ("status.running: Invalid value: -1", "should be greater than or equal to 0"),
+    ),
+    "estimatedStart-not-a-time": (
+        {"estimatedStart": "soon"},
+        ("status.estimatedStart", "an RFC 3339 time in UTC, or Unknown"),
     ),
     "condition-status-Maybe": (
         {

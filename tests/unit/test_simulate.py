@@ -10,7 +10,7 @@ import yaml
 from click.testing import CliRunner
 
 from gangsched.cli import main
-from gangsched.simulation import parse_duration
+from gangsched.core.runtimes import parse_duration
 
 
 def nodes(count: int, cpu: str, gpus: int = 0) -> list[dict[str, Any]]:

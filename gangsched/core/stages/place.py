@@ -13,8 +13,9 @@ from __future__ import annotations
 
 from gangsched.core.model import Gang
 from gangsched.core.placement import Placement, Unplaceable
-from gangsched.core.reasons import CapabilityExceeded, HeldForStarving, ReservedByAdmitted
+from gangsched.core.reasons import CapabilityExceeded, HeldForStarving, Reason, ReservedByAdmitted
 from gangsched.core.resources import Resources
+from gangsched.core.runtimes import backfills
 from gangsched.core.stages.preempt import preempt
 from gangsched.core.stages.reclaim import reclaim
 from gangsched.core.stages.session import Session, outstanding, total
@@ -35,6 +36,8 @@ def place(session: Session, gang: Gang) -> None:
 def _place_gang(session: Session, gang: Gang) -> None:
     decision = _decide(session, gang)
     if isinstance(decision, Unplaceable):
+        if _backfill(session, gang):
+            return
         reason = decision.reason
         starving = session.starving
         if starving is not None and session.pins and _fits_unpinned(session, gang):
@@ -42,7 +45,21 @@ def _place_gang(session: Session, gang: Gang) -> None:
         if not preempt(session, gang, reason) and not reclaim(session, gang, reason):
             wait(session, gang, reason)
         return
-    session.fits_unpinned.clear()  # room moved
+    refusal = _keep(session, gang, decision)
+    if refusal is not None and not _backfill(session, gang):
+        wait(session, gang, refusal)
+
+
+def _keep(
+    session: Session, gang: Gang, decision: Placement,
+    spare: Resources | None = None, freed: Resources | None = None,
+) -> Reason | None:
+    """Keep the placement if the reservations of admitted gangs and the queue's capability
+    still hold, else give its room back and say why; None when it is kept.
+
+    ``spare`` is held room the gang may use anyway (a starving gang's, for a gang that
+    backfills), ``freed`` room given back to the capacity but not yet to ``session.free``.
+    """
     requests = {pod.key: pod.requests for pod in gang.pending}
     placed = total(requests[pod] for pod, _ in decision.assignments)
     bound_after = session.bound[gang.key] + placed
@@ -53,24 +70,21 @@ def _place_gang(session: Session, gang: Gang) -> None:
         else Resources.zero()
     )
     # Subtracting is exact: a pod only lands where it fits.
-    free_after = session.free - placed
+    free_after = session.free + (freed or Resources.zero()) - placed
 
-    others = session.reserved - own_before
+    others = session.reserved - own_before - (spare or Resources.zero())
     if not others.fits(free_after):
         session.capacity.release(decision)
-        wait(session, gang, _reserved_reason(session, gang, others, placed, free_after))
-        return
+        return _reserved_reason(session, gang, others, placed, free_after)
 
     queue = session.queues[gang.queue]
     hit = session.cap_hit(queue.name, placed + own_after - own_before)
     if hit is not None:
         session.capacity.release(decision)
-        wait(session, gang, CapabilityExceeded(
-            hit.queue, hit.capability, hit.allocated,
-            hit.reserved - own_before + own_after, placed,
-        ))
-        return
+        return CapabilityExceeded(hit.queue, hit.capability, hit.allocated,
+                                  hit.reserved - own_before + own_after, placed)
 
+    session.fits_unpinned.clear()  # room moved
     session.placements.append(decision)
     by_key = {pod.key: pod for pod in gang.pending}
     session.placed_pods.extend(
@@ -80,6 +94,33 @@ def _place_gang(session: Session, gang: Gang) -> None:
     session.bound[gang.key] = bound_after
     session.allocated[queue.name] = session.allocated[queue.name] + placed
     session.hold(gang, own_after)
+    return None
+
+
+def _backfill(session: Session, gang: Gang) -> bool:
+    """Place the gang in the room held for the starving gang, if it is expected to end
+    before that gang's reservation (EASY backfill); True when it was placed.
+
+    The reservation is the starving gang's estimated start (core.forecast): a
+    gang gone by then leaves the room as it found it, so the starving gang
+    starts no later, and the room does not stand idle meanwhile. A gang of
+    unknown runtime never backfills. What the gang leaves of the pinned room
+    stays pinned.
+    """
+    starving = session.starving
+    inp = session.inp
+    if (not inp.backfill or starving is None or starving == gang.key
+            or not backfills(gang, inp.now, inp.estimated_starts.get(starving))):
+        return False
+    freed = session.unpin()
+    decision = _decide(session, gang)
+    kept = isinstance(decision, Placement) and _keep(
+        session, gang, decision,
+        spare=session.holding.get(starving, Resources.zero())
+        - session.pinned.get(starving, Resources.zero()),
+        freed=freed) is None
+    session.repin(starving)
+    return kept
 
 
 def _decide(session: Session, gang: Gang) -> Placement | Unplaceable:

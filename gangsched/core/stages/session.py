@@ -79,6 +79,12 @@ class CycleInput:
     (see core.stages.reclaim); it needs ``preemption`` too."""
     reclaim_paused: frozenset[QueueName] = frozenset()
     """Queues that reclaimed lately: they reclaim no more until their interval is over."""
+    estimated_starts: Mapping[GangKey, float] = field(default_factory=dict)
+    """When waiting gangs are expected to start (core.forecast): the starving gang's is
+    the time of its reservation, which a gang may backfill before."""
+    backfill: bool = True
+    """Whether a gang whose expected end comes before the starving gang's reservation may
+    use the room held for it (EASY backfill)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -311,6 +317,33 @@ class Session:
             for placement, room in self.pins:
                 (pod, node), = placement.assignments
                 self.capacity.take(placement.gang, pod, node, room)
+
+    def unpin(self) -> Resources:
+        """Give the pinned room back to the capacity (not to ``free``) for a gang that
+        may backfill into it; :meth:`repin` pins again what is left. Returns the room."""
+        for placement, _ in self.pins:
+            self.capacity.release(placement)
+        return Resources.sum(room for _, room in self.pins)
+
+    def repin(self, starving: GangKey) -> None:
+        """Pin again, after :meth:`unpin`, what is still free of each pin: all of it unless
+        a gang backfilled into it. The starving gang's hold keeps its total; the part no
+        longer pinned is held in the cluster's total instead."""
+        pins, self.pins = self.pins, []
+        for placement, room in pins:
+            (pod, node), = placement.assignments
+            free = self.capacity.free(node)
+            share = Resources.of({name: min(amount, max(0, free.get(name)))
+                                  for name, amount in room.items()})
+            if not share.is_zero:
+                self.pins.append((self.capacity.take(placement.gang, pod, node, share), share))
+        was = Resources.sum(room for _, room in pins)
+        now = Resources.sum(room for _, room in self.pins)
+        if now == was:
+            return
+        self.free = self.free + was - now
+        gang = next(g for g in self.gangs if g.key == starving)
+        self.hold(gang, self.holding.get(starving, Resources.zero()), now)
 
     def release_holds(self, gang: GangKey) -> list[Hold]:
         released = []

@@ -47,7 +47,8 @@ def wait(session: Session, gang: Gang, reason: Reason) -> None:
             session.starving = gang.key
             taken, nodes = pin_room(session, gang)
             session.hold(gang, hold, taken)
-            reason = Starving(_urgency(session, gang), hold, reason, nodes)
+            reason = Starving(_urgency(session, gang), hold, reason, nodes,
+                              inp.estimated_starts.get(gang.key))
         else:
             reason = TooBigToHold(_urgency(session, gang), hold, session.cluster_total, reason)
     session.unplaceable.append(Unplaceable(gang.key, reason))

@@ -1,0 +1,287 @@
+"""When each waiting gang is expected to start: the cycle itself, run forward in time.
+
+Users ask "when will my gang start?". The honest answer comes from the same
+decisions the scheduler will take, not from a second, simpler scheduler that
+would disagree with it: from the cycle's input and answer, the running gangs
+end at their expected ends (:mod:`gangsched.core.runtimes`), and at each such
+moment :func:`~gangsched.core.cycle.run_cycle` decides again over the room
+they free, with the clock at that moment (so starvation, reservations and
+backfill play out as they will). The moment a waiting gang is placed is its
+estimated start.
+
+What is not known is said: a gang still waiting once every gang of known
+runtime has ended, while a gang of unknown runtime still runs, has an unknown
+start, and so does one beyond the forecast's bounds. Preemption is left out
+(what it would evict is not decided before it happens), and so are the
+devices of ended gangs' claims.
+
+The cost is bounded: at most ``max_steps`` cycles, within ``horizon_s``, and
+the step recomputes only when :func:`fingerprint` moved.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass, replace
+from enum import StrEnum
+
+from gangsched.core.cycle import CycleInput, CycleResult, run_cycle
+from gangsched.core.model import Gang, GangKey, NodeName, Pod, PodKey
+from gangsched.core.placement import Placement, Snapshot
+from gangsched.core.resources import Resources
+from gangsched.core.runtimes import expected_end, moment_text, pod_runtime
+from gangsched.core.snapshot import NodeUsage
+
+
+@dataclass(frozen=True, slots=True)
+class ForecastLimits:
+    max_steps: int = 24
+    """Moments at which running gangs end that the forecast decides again at, at most."""
+    min_interval_s: float = 30.0
+    throttle_gangs: int = 500
+    """With more gangs than this, a forecast is made again, when what it was made from
+    moved, at most every ``min_interval_s``: on a large busy cluster each costs up to
+    ``max_steps`` cycles, and something moves every cycle. Meanwhile the last estimates
+    stand (a gang that began to wait since has none), and nobody backfills: a
+    reservation that may have moved earlier is no safe bound."""
+    horizon_s: float = 7 * 24 * 3600.0
+    """How far ahead it looks."""
+    resolution_s: float = 5.0
+    relative_resolution: float = 0.05
+    """Gangs ending within ``max(resolution_s, relative_resolution * how far ahead)`` of
+    the next end are taken to end together, at the last of them: the steps grow with the
+    distance, so a forecast of hundreds of ends costs a few dozen cycles, and an estimate
+    is late by at most that part of the wait."""
+
+
+class Unknown(StrEnum):
+    """Why a waiting gang has no estimated start."""
+
+    RUNTIME = "it waits behind running gangs with no expected runtime"
+    HORIZON = "not placed within the forecast's bounds"
+    NOT_PLACED = "not placed even once every gang with an expected runtime has ended"
+
+
+UNKNOWN = "Unknown"
+"""What a status, ``gangsched status`` and ``explain`` say for an unknown start."""
+
+
+@dataclass(frozen=True, slots=True)
+class Estimate:
+    """A waiting gang's estimated start (seconds since the epoch), or why it is unknown."""
+
+    at: float | None
+    unknown: Unknown | None = None
+
+    @property
+    def text(self) -> str:
+        """RFC 3339 to the second (what ``status.estimatedStart`` holds), or ``Unknown``."""
+        if self.at is None:
+            return UNKNOWN
+        return moment_text(self.at)
+
+    @property
+    def explained(self) -> str:
+        """The estimate in words, for ``explain`` and ``status``."""
+        return self.text if self.unknown is None else f"{UNKNOWN}: {self.unknown.value}"
+
+
+@dataclass
+class _World:
+    """The cluster as the forecast moves it forward: what runs, where, until when."""
+
+    inp: CycleInput
+    nodes: dict[NodeName, NodeUsage]
+    gangs: dict[GangKey, Gang]
+    bound_pods: dict[GangKey, tuple[Pod, ...]]
+    bound_requests: dict[GangKey, Resources]
+    ends: dict[GangKey, float | None]
+    ended: set[PodKey]
+    placed: list[Pod]
+
+    def run(self, placement: Placement, at: float) -> None:
+        """The placed pods run from ``at``; the gang ends when its last pod does."""
+        gang = self.gangs[placement.gang]
+        by_key = {pod.key: pod for pod in gang.pending}
+        pods = [replace(by_key[key], node_name=node, started=at)
+                for key, node in placement.assignments]
+        for pod in pods:
+            node = pod.node_name
+            assert node is not None
+            usage = self.nodes[node]
+            self.nodes[node] = NodeUsage(usage.node, usage.requested + pod.requests)
+        placed_keys = {pod.key for pod in pods}
+        self.gangs[gang.key] = replace(
+            gang, pending=tuple(p for p in gang.pending if p.key not in placed_keys),
+            bound=gang.bound + len(pods),
+            bound_on=gang.bound_on | {p.node_name for p in pods if p.node_name is not None})
+        self.bound_pods[gang.key] = (*self.bound_pods.get(gang.key, ()), *pods)
+        self.bound_requests[gang.key] = self.bound_requests.get(
+            gang.key, Resources.zero()) + Resources.sum(p.requests for p in pods)
+        self.placed.extend(pods)
+        before = self.ends.get(gang.key, at)
+        runtime = _longest_of(pods, gang.expected_runtime)
+        self.ends[gang.key] = (None if runtime is None or before is None
+                               else max(before, at + runtime))
+
+    def end(self, gang: GangKey) -> None:
+        """The gang ended: its pods free their room, and it leaves the cluster."""
+        for pod in self.bound_pods.pop(gang, ()):
+            node = pod.node_name
+            if node is not None and node in self.nodes:
+                usage = self.nodes[node]
+                self.nodes[node] = NodeUsage(usage.node, usage.requested - pod.requests)
+            self.ended.add(pod.key)
+        self.gangs.pop(gang, None)
+        self.bound_requests.pop(gang, None)
+        self.ends.pop(gang, None)
+
+    def input_at(self, at: float, admitted: frozenset[GangKey]) -> CycleInput:
+        base = self.inp.snapshot
+        return replace(
+            self.inp,
+            snapshot=Snapshot(dict(self.nodes), seated=_seated(base, self.ended, self.placed),
+                              devices=base.devices),
+            gangs=tuple(self.gangs.values()),
+            bound_requests=dict(self.bound_requests),
+            bound_pods=dict(self.bound_pods),
+            admitted=admitted,
+            now=at,
+            holds=tuple(hold for hold in self.inp.holds if hold.until > at),
+            preemption=False,
+            preempting={},
+            reclaim=False,
+        )
+
+
+def running_ends(inp: CycleInput) -> dict[GangKey, float | None]:
+    """When each gang with members on nodes is expected to end (None: unknown)."""
+    runtimes = {gang.key: gang.expected_runtime for gang in inp.gangs}
+    return {
+        key: expected_end(pods, runtimes.get(key), inp.now)
+        for key, pods in inp.bound_pods.items() if pods
+    }
+
+
+def fingerprint(inp: CycleInput, result: CycleResult) -> tuple[object, ...]:
+    """What the forecast is made from, but the clock: equal fingerprints, equal forecasts.
+
+    A running gang past its expected end is expected to end any moment, so
+    the set of those is in it too (it changes once per gang, not every cycle).
+    The estimates the cycle reserved by are not: they come from the last
+    forecast, and would make every forecast differ from the one before.
+    Empty when no end is known: then there is nothing to run forward.
+    """
+    ends = running_ends(inp)
+    if not _any_end_known(inp, result, ends):
+        return ()  # nothing to forecast: the forecast is cheap, and made every time
+    runtimes = {gang.key: gang.expected_runtime for gang in inp.gangs}
+    return (
+        tuple((g.key, tuple(p.key for p in g.pending), g.bound, g.expected_runtime)
+              for g in inp.gangs),
+        frozenset(inp.snapshot.nodes.items()),
+        tuple((key, tuple((p.key, p.started, pod_runtime(p, runtimes.get(key))) for p in pods))
+              for key, pods in sorted(inp.bound_pods.items())),
+        frozenset(key for key, end in ends.items() if end is not None and end <= inp.now),
+        tuple(placement.gang for placement in result.placements),
+        result.admitted,
+        frozenset(hold.pod.key for hold in inp.holds),
+    )
+
+
+def forecast(
+    inp: CycleInput, result: CycleResult, limits: ForecastLimits = ForecastLimits()
+) -> dict[GangKey, Estimate]:
+    """The estimated start of every gang the cycle left waiting, from its input and answer."""
+    waiting = {u.gang for u in result.unplaceable}
+    if not waiting:
+        return {}
+    ends = running_ends(inp)
+    if not _any_end_known(inp, result, ends):
+        # Nothing ends that is known to: no cycle to run (the common case where no
+        # runtimes are stated costs next to nothing).
+        blocked = bool(ends) or bool(result.placements)
+        return {gang: Estimate(None, Unknown.RUNTIME if blocked else Unknown.NOT_PLACED)
+                for gang in sorted(waiting)}
+    world = _World(
+        inp=inp, nodes=dict(inp.snapshot.nodes), gangs={g.key: g for g in inp.gangs},
+        bound_pods={k: v for k, v in inp.bound_pods.items() if v},
+        bound_requests=dict(inp.bound_requests), ends=ends, ended=set(), placed=[],
+    )
+    for placement in result.placements:
+        world.run(placement, inp.now)
+    admitted = result.admitted
+    starts: dict[GangKey, float] = {}
+    bounded = False
+    for _ in range(limits.max_steps):
+        known = [end for end in world.ends.values() if end is not None]
+        if not known or waiting <= starts.keys():
+            break
+        first = min(known)
+        at = max(end for end in known if end <= first + max(
+            limits.resolution_s, limits.relative_resolution * (first - inp.now)))
+        if at > inp.now + limits.horizon_s:
+            bounded = True
+            break
+        for gang in [key for key, end in world.ends.items() if end is not None and end <= at]:
+            world.end(gang)
+        answer = run_cycle(world.input_at(at, admitted))
+        admitted = answer.admitted
+        for placement in answer.placements:
+            if placement.gang in waiting and placement.gang not in starts:
+                starts[placement.gang] = at
+            world.run(placement, at)
+    else:
+        bounded = any(end is not None for end in world.ends.values())
+    blocked = any(end is None for end in world.ends.values())
+    estimates = {}
+    for gang in sorted(waiting):
+        if gang in starts:
+            estimates[gang] = Estimate(starts[gang])
+        else:
+            estimates[gang] = Estimate(None, Unknown.RUNTIME if blocked
+                                       else Unknown.HORIZON if bounded else Unknown.NOT_PLACED)
+    return estimates
+
+
+def _any_end_known(
+    inp: CycleInput, result: CycleResult, ends: Mapping[GangKey, float | None]
+) -> bool:
+    """Whether some running gang, or one placed now, is expected to end at a known time."""
+    if any(end is not None for end in ends.values()):
+        return True
+    gangs = {gang.key: gang for gang in inp.gangs} if result.placements else {}
+    for placement in result.placements:
+        gang = gangs[placement.gang]
+        placed = {key for key, _ in placement.assignments}
+        if _longest_of((p for p in gang.pending if p.key in placed),
+                       gang.expected_runtime) is not None:
+            return True
+    return False
+
+
+def _longest_of(pods: Iterable[Pod], group_runtime: float | None) -> float | None:
+    longest = 0.0
+    for pod in pods:
+        runtime = pod_runtime(pod, group_runtime)
+        if runtime is None:
+            return None
+        longest = max(longest, runtime)
+    return longest
+
+
+def _seated(
+    base: Snapshot, ended: set[PodKey], placed: list[Pod]
+) -> Callable[[], Iterator[Pod]]:
+    """The pods on the nodes at a moment of the forecast, read only if a rule asks."""
+    gone, added = frozenset(ended), tuple(placed)
+
+    def pods() -> Iterator[Pod]:
+        yield from (pod for pod in base.pods if pod.key not in gone)
+        yield from added
+    return pods
+
+
+def known_starts(estimates: Mapping[GangKey, Estimate]) -> dict[GangKey, float]:
+    """The estimates that are times: what the next cycle reserves by."""
+    return {gang: estimate.at for gang, estimate in estimates.items() if estimate.at is not None}
