@@ -13,7 +13,7 @@ from typing import Any
 from devcluster.controlplane import LocalCluster, NodeShape, free_port
 from gangsched import __version__
 from tests.e2e.conftest import start_gangsched, stop_gangsched
-from tests.e2e.workspace import Workspace, node_of, wait_for
+from tests.e2e.workspace import Workspace, node_of, phase_of, wait_for
 
 
 def get(port: int, path: str) -> tuple[int, str]:
@@ -38,7 +38,7 @@ def queue_conditions(cluster: LocalCluster, queue: str) -> dict[str, dict[str, A
 
 
 def assert_queue_conditions_follow_its_state(cluster: LocalCluster, port: int,
-                                             queue: str) -> None:
+                                             queue: str, ws: Workspace) -> None:
     """Open while open, with a transition time that stays while it stays open; Closed once
     closed, beside the counts of the same status."""
     opened = wait_for(lambda: queue_conditions(cluster, queue).get("Open"), timeout=15,
@@ -64,7 +64,10 @@ def assert_queue_conditions_follow_its_state(cluster: LocalCluster, port: int,
     try:
         wait_for(counted, timeout=90, what="the Queue to count the bound gang running")
     except AssertionError as error:
-        raise AssertionError(f"{error}; (running, allocated cpu) last seen {seen[-1:]}") from None
+        group = (ws.podgroup_obj("fits").get("status") or {}).get("phase")
+        phases = {name: phase_of(pod) for name, pod in ws.pods().items()}
+        raise AssertionError(f"{error}; (running, allocated cpu) last seen {seen[-1:]}; "
+                             f"pod phases {phases}; the PodGroup's phase {group}") from None
     share = metric(get(port, "/metrics")[1], "gangsched_queue_weight_share", queue=queue)
     cluster.kubectl("patch", "queue", queue, "--type=merge", "-p", '{"spec":{"weight":2}}')
     wait_for(lambda: metric(get(port, "/metrics")[1], "gangsched_queue_weight_share",
@@ -121,7 +124,7 @@ def test_probes_answer_on_their_own_paths_and_metrics_count_gangs(
         assert 0 < (metric(text, "gangsched_queue_weight_share", queue=queue) or 0) < 1
         assert metric(text, "gangsched_build_info", python=platform.python_version(),
                       version=__version__) == 1.0
-        assert_queue_conditions_follow_its_state(cluster, port, queue)
+        assert_queue_conditions_follow_its_state(cluster, port, queue, ws)
     finally:
         assert stop_gangsched(running) == 0
         cluster.ensure_nodes(0, prefix="probe")
