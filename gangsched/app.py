@@ -64,6 +64,7 @@ class RunOptions:
     preemption: bool = True
     reclaim: bool = False
     reclaim_interval_seconds: float = 10.0
+    backfill: bool = True
     leader_elect: bool = False
     lease_namespace: str = "default"
     scheduled_events: ScheduledEvents = ScheduledEvents.GANG
@@ -212,6 +213,7 @@ def assemble(options: RunOptions, api: client.ApiClient) -> Parts:
                               provisioning_timeout_s=options.provisioning_timeout_seconds,
                               preemption=options.preemption, reclaim=options.reclaim,
                               reclaim_interval_s=options.reclaim_interval_seconds,
+                              backfill=options.backfill,
                               scheduled_events=options.scheduled_events)
     health = Health(stale_after_s=2 * config_.resync_s, leader_election=options.leader_elect)
     mirror = Mirror(scheduler_names=options.scheduler_names,

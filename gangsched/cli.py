@@ -103,6 +103,10 @@ def _env(flag: str) -> str:
               type=click.FloatRange(0), default=10.0, show_default=True,
               help="A queue that reclaimed reclaims again only after this long: at most one "
               "reclaim decision per queue per interval.")
+@click.option("--backfill/--no-backfill", envvar=_env("backfill"), default=True,
+              show_default=True,
+              help="A gang expected to end before the starving gang's estimated start may use "
+              "the room kept for it (EASY backfill; gangs of unknown runtime never do).")
 @click.option("--leader-elect/--no-leader-elect", envvar=_env("leader-elect"), default=False,
               show_default=True, help="Schedule only while holding a Lease (for replicas > 1).")
 @click.option("--lease-namespace", envvar=[_env("lease-namespace"), "POD_NAMESPACE"],
@@ -131,6 +135,7 @@ def run(
     preemption: bool,
     reclaim: bool,
     reclaim_interval_seconds: float,
+    backfill: bool,
     leader_elect: bool,
     lease_namespace: str,
     lease_name: str,
@@ -169,6 +174,7 @@ def run(
             preemption=preemption,
             reclaim=reclaim,
             reclaim_interval_seconds=reclaim_interval_seconds,
+            backfill=backfill,
             leader_elect=leader_elect,
             lease_namespace=lease_namespace,
             lease_name=lease_name,

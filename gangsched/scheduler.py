@@ -103,6 +103,8 @@ class SchedulerConfig:
     reclaim: bool = False
     """Queues below their deserved share reclaim from queues above (core.stages.reclaim)."""
     reclaim_interval_s: float = 10.0
+    backfill: bool = True
+    """A gang known to end before the starving gang's reservation may use its room."""
     preemption_timeout_s: float = 60.0
     """A preemptor not placed this long after its victims were evicted stops holding room."""
     unevictable_s: float = 15.0
@@ -141,6 +143,7 @@ class SchedulerConfig:
             pacing=Pacing(settle_s=self.settle_s, pod_report_s=self.pod_report_s),
             provisioning=ProvisionLimits(timeout_s=self.provisioning_timeout_s),
             reclaim=self.reclaim, reclaim_interval_s=self.reclaim_interval_s,
+            backfill=self.backfill,
         )
 
 

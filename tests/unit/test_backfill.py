@@ -9,6 +9,7 @@ from gangsched.core.cycle import CycleInput, run_cycle
 from gangsched.core.forecast import forecast
 from gangsched.core.model import GangKey
 from gangsched.core.reasons import HeldForStarving, Starving
+from gangsched.scheduler import SchedulerConfig
 from tests.unit.test_forecast import node, running, waiting, world
 
 BIG = GangKey("big")
@@ -64,3 +65,9 @@ def test_the_starving_gang_starts_no_later_for_the_backfill() -> None:
     without = cluster(("short", 50.0), backfill=False)
     starts = [forecast(inp, run_cycle(inp))[BIG].at for inp in (with_backfill, without)]
     assert starts == [100.0, 100.0]
+
+
+def test_the_schedulers_no_backfill_setting_reaches_the_step() -> None:
+    """``gangsched run --no-backfill`` (chart value ``backfill: false``) turns it off."""
+    assert SchedulerConfig().step_config(evicts=True).backfill is True
+    assert SchedulerConfig(backfill=False).step_config(evicts=True).backfill is False
