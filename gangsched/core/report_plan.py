@@ -80,7 +80,11 @@ def plan_reports(
                                              waiting_since=waiting_since, now=now,
                                              estimates=estimates or {})
     actions.extend(group_actions)
-    served = frozenset(g.queue for g in gathered.gangs if g.queue in cluster.queues)
+    # A queue is served by the scheduler whose pods its gangs hold: a PodGroup whose pods
+    # another scheduler places is a gang here too, with none of them, and must not make
+    # this one write its counts over that one's.
+    served = frozenset(g.queue for g in gathered.gangs
+                       if g.queue in cluster.queues and g.key in gathered.counts)
     actions.extend(queue_statuses(cluster, gathered, statuses,
                                   counted=served | served_before, settled=view.queues_settled))
     if cycle % FORGET_EVERY == 0:

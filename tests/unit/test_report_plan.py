@@ -147,3 +147,15 @@ def test_a_queue_without_our_gangs_gets_only_its_conditions_and_only_until_they_
             of_type(gone.actions, WriteQueueStatus)] == [(DEFAULT, True, 0)]
     after = step(gone.state, emptied, 1003.0, CONFIG)
     assert of_type(after.actions, WriteQueueStatus) == []
+
+
+def test_a_podgroup_whose_pods_another_scheduler_places_leaves_its_queues_counts_alone(
+) -> None:
+    """Every scheduler sees every PodGroup; the one without a pod of the group must not
+    write its counts (nothing running there) over those of the one that bound them."""
+    theirs = group("theirs", 2)
+    alone = view([node("n1", 4)], [], [theirs])
+    fresh = step(State(), alone, 1000.0, CONFIG)
+    assert [(a.queue, a.counts) for a in of_type(fresh.actions, WriteQueueStatus)] == [
+        (DEFAULT, False)]
+    assert fresh.state.queues_served == frozenset()
