@@ -163,16 +163,19 @@ def running_ends(inp: CycleInput) -> dict[GangKey, float | None]:
     }
 
 
-def fingerprint(inp: CycleInput, result: CycleResult) -> tuple[object, ...]:
+def fingerprint(
+    inp: CycleInput, result: CycleResult, ends: Mapping[GangKey, float | None] | None = None
+) -> tuple[object, ...]:
     """What the forecast is made from, but the clock: equal fingerprints, equal forecasts.
 
     A running gang past its expected end is expected to end any moment, so
     the set of those is in it too (it changes once per gang, not every cycle).
     The estimates the cycle reserved by are not: they come from the last
     forecast, and would make every forecast differ from the one before.
-    Empty when no end is known: then there is nothing to run forward.
+    Empty when no end is known: then there is nothing to run forward. ``ends`` are
+    :func:`running_ends` of the input, when the caller has them already.
     """
-    ends = running_ends(inp)
+    ends = running_ends(inp) if ends is None else ends
     if not _any_end_known(inp, result, ends):
         return ()  # nothing to forecast: the forecast is cheap, and made every time
     runtimes = {gang.key: gang.expected_runtime for gang in inp.gangs}
@@ -190,14 +193,21 @@ def fingerprint(inp: CycleInput, result: CycleResult) -> tuple[object, ...]:
 
 
 def forecast(
-    inp: CycleInput, result: CycleResult, limits: ForecastLimits = ForecastLimits()
+    inp: CycleInput, result: CycleResult, limits: ForecastLimits = ForecastLimits(),
+    ends: Mapping[GangKey, float | None] | None = None, *, any_known: bool | None = None,
 ) -> dict[GangKey, Estimate]:
-    """The estimated start of every gang the cycle left waiting, from its input and answer."""
+    """The estimated start of every gang the cycle left waiting, from its input and answer.
+
+    ``ends`` (:func:`running_ends`) and ``any_known`` (whether some end is known, as an
+    empty :func:`fingerprint` says it is not) spare a caller that has them the work again.
+    """
     waiting = {u.gang for u in result.unplaceable}
     if not waiting:
         return {}
-    ends = running_ends(inp)
-    if not _any_end_known(inp, result, ends):
+    ends = running_ends(inp) if ends is None else ends
+    if any_known is None:
+        any_known = _any_end_known(inp, result, ends)
+    if not any_known:
         # Nothing ends that is known to: no cycle to run (the common case where no
         # runtimes are stated costs next to nothing).
         blocked = bool(ends) or bool(result.placements)
@@ -206,7 +216,7 @@ def forecast(
     world = _World(
         inp=inp, nodes=dict(inp.snapshot.nodes), gangs={g.key: g for g in inp.gangs},
         bound_pods={k: v for k, v in inp.bound_pods.items() if v},
-        bound_requests=dict(inp.bound_requests), ends=ends, ended=set(), placed=[],
+        bound_requests=dict(inp.bound_requests), ends=dict(ends), ended=set(), placed=[],
     )
     for placement in result.placements:
         world.run(placement, inp.now)

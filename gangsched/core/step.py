@@ -20,7 +20,13 @@ from typing import TypeVar
 
 from gangsched.core.actions import Action, Bind, Evict, LogDecision
 from gangsched.core.cycle import CycleInput, CycleResult, run_cycle
-from gangsched.core.forecast import ForecastLimits, fingerprint, forecast, known_starts
+from gangsched.core.forecast import (
+    ForecastLimits,
+    fingerprint,
+    forecast,
+    known_starts,
+    running_ends,
+)
 from gangsched.core.gangs import Gathered
 from gangsched.core.holds import GroupLife, Hold, Seat, seats_of, update_holds
 from gangsched.core.model import DEFAULT_QUEUE, GangKey, PodKey, Policy
@@ -141,7 +147,8 @@ def estimated_starts(
     ``min_interval_s`` of the last: most cycles reuse it."""
     if not result.unplaceable:
         return replace(state, estimates={}, forecast_from=(), forecast_stale=False)
-    made_from = fingerprint(inp, result)
+    ends = running_ends(inp)
+    made_from = fingerprint(inp, result, ends)
     if made_from and made_from == state.forecast_from:
         return replace(state, forecast_stale=False)
     limits, at = config.forecast, state.forecast_at
@@ -150,7 +157,7 @@ def estimated_starts(
         waiting = {u.gang for u in result.unplaceable}
         return replace(state, forecast_stale=True, estimates={
             gang: estimate for gang, estimate in state.estimates.items() if gang in waiting})
-    estimates = forecast(inp, result, limits)
+    estimates = forecast(inp, result, limits, ends, any_known=bool(made_from))
     return replace(state, estimates=state.estimates if estimates == state.estimates
                    else estimates, forecast_from=made_from, forecast_stale=False,
                    forecast_at=inp.now if made_from else at)
