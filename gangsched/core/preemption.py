@@ -189,8 +189,9 @@ def choose_victims(
     """The fewest, lowest-priority whole gangs whose eviction lets ``preemptor`` fit and
     spends no PodDisruptionBudget of ``budgets`` beyond what it allows.
 
-    Only candidates of strictly lower priority are considered; the caller
-    has already left out gangs that may not be evicted. None when no set of
+    The caller chooses who may go (preemption: gangs of strictly lower
+    priority; reclaim: gangs of queues above their share) and has left out
+    gangs that may not be evicted. None when no set of
     them would do, or when the preemptor may not preempt at all. A partly
     bound preemptor needs room for the members it lacks, not for all.
     """
@@ -198,8 +199,7 @@ def choose_victims(
         return None
     protected = protected_by_budgets(candidates, budgets)
     pool = sorted(
-        (c for c in candidates
-         if c.priority < preemptor.priority and c.pods and c.gang not in protected),
+        (c for c in candidates if c.pods and c.gang not in protected),
         key=lambda c: c.order,
     )
     if not pool:

@@ -81,12 +81,6 @@ def test_nothing_evicted_when_even_all_victims_would_not_do() -> None:
     assert choose_victims(cluster(small, nodes), urgent(1, gpu=4), small) is None
 
 
-def test_equal_or_higher_priority_is_never_a_victim() -> None:
-    nodes = gpu_nodes(1, gpus=2)
-    peer = running("ns/peer", ["n0", "n0"], priority=100)
-    assert choose_victims(cluster([peer], nodes), urgent(1), [peer]) is None
-
-
 def test_a_gang_that_may_not_preempt_evicts_nothing() -> None:
     nodes = gpu_nodes(1, gpus=2)
     low = running("ns/low", ["n0", "n0"])
@@ -162,11 +156,13 @@ def fits_without(snapshot: Snapshot, preemptor: Gang, victims: tuple[Candidate, 
 def chosen_for(
     instance: tuple[Snapshot, Gang, list[Candidate]],
 ) -> tuple[Snapshot, Gang, list[Candidate], Preemption | None]:
-    """The instance and the victims chosen for it; only gangs that do not fit as they
-    are, since preemption is for them."""
+    """The instance and the victims chosen for it among the gangs of lower priority, as the
+    preemption stage offers them; only gangs that do not fit as they are, since
+    preemption is for them."""
     snapshot, preemptor, candidates = instance
     assume(not fits_without(snapshot, preemptor, ()))
-    return snapshot, preemptor, candidates, choose_victims(snapshot, preemptor, candidates)
+    lower = [c for c in candidates if c.priority < preemptor.priority]
+    return snapshot, preemptor, candidates, choose_victims(snapshot, preemptor, lower)
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -20,6 +20,7 @@ from gangsched.core.model import Gang, GangKey, NodeName, Pod, PodKey
 from gangsched.core.placement import Capacity, Placement, Snapshot, Unplaceable
 from gangsched.core.preemption import (
     Candidate,
+    Preemption,
     choose_victims,
     choose_victims_in_one_domain,
     protected_by_budgets,
@@ -50,21 +51,9 @@ def preempt(session: Session, gang: Gang, reason: Reason) -> bool:
     candidates = _candidates(session, gang)
     if not candidates:
         return False
-    budgets = session.inp.budgets
-    policy = gang.policy or session.inp.policy
-
-    def room(freed: Resources, placement: Placement) -> bool:
-        return room_after_eviction(session, gang, freed, placement)
-
-    if gang.topology_keys:
-        chosen = choose_victims_in_one_domain(
-            snapshot_with_placed(session), gang, candidates, session.domains_of(gang), policy,
-            room=room, budgets=budgets)
-    else:
-        chosen = choose_victims(snapshot_with_placed(session), gang, candidates, policy,
-                                room=room, budgets=budgets)
+    chosen = victims_for(session, gang, candidates)
     if chosen is None:
-        protected = protected_by_budgets(candidates, budgets)
+        protected = protected_by_budgets(candidates, session.inp.budgets)
         if not protected:
             return False
         names = tuple(sorted({key for keys in protected.values() for key in keys}))
@@ -182,6 +171,23 @@ def snapshot_with_placed(session: Session) -> Snapshot:
         snapshot = shifted(session.inp.snapshot, add=[*placed, *held])
     session.with_placed = (len(session.placed_pods), held, snapshot)
     return snapshot
+
+
+def victims_for(session: Session, gang: Gang, candidates: list[Candidate]) -> Preemption | None:
+    """The fewest whole gangs of ``candidates`` whose eviction lets the gang fit, within one
+    of its domains if it asks for one, keeping every other promise of the cycle."""
+    policy = gang.policy or session.inp.policy
+
+    def room(freed: Resources, placement: Placement) -> bool:
+        return room_after_eviction(session, gang, freed, placement)
+
+    budgets = session.inp.budgets
+    if gang.topology_keys:
+        return choose_victims_in_one_domain(
+            snapshot_with_placed(session), gang, candidates, session.domains_of(gang), policy,
+            room=room, budgets=budgets)
+    return choose_victims(snapshot_with_placed(session), gang, candidates, policy,
+                          room=room, budgets=budgets)
 
 
 def _candidates(session: Session, gang: Gang) -> list[Candidate]:

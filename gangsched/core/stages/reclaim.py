@@ -27,16 +27,11 @@ from fractions import Fraction
 
 from gangsched.core.fairness import dominant_share
 from gangsched.core.model import Gang, GangKey, QueueName
-from gangsched.core.placement import Placement, Unplaceable
-from gangsched.core.preemption import Candidate, choose_victims, choose_victims_in_one_domain
+from gangsched.core.placement import Unplaceable
+from gangsched.core.preemption import Candidate
 from gangsched.core.reasons import Preempting, Reason
 from gangsched.core.resources import Resources
-from gangsched.core.stages.preempt import (
-    hold_for_preemptor,
-    may_preempt,
-    room_after_eviction,
-    snapshot_with_placed,
-)
+from gangsched.core.stages.preempt import hold_for_preemptor, may_preempt, victims_for
 from gangsched.core.stages.session import Session, pending_need
 
 
@@ -52,20 +47,7 @@ def reclaim(session: Session, gang: Gang, reason: Reason) -> bool:
     candidates = _borrowed(session, gang, deserved)
     if not candidates:
         return False
-    # choose_victims takes only gangs of lower priority: here every borrower's gang may go.
-    outranking = replace(gang, priority=max(gang.priority, *(c.priority for c in candidates)) + 1)
-    policy = gang.policy or session.inp.policy
-
-    def room(freed: Resources, placement: Placement) -> bool:
-        return room_after_eviction(session, gang, freed, placement)
-
-    if gang.topology_keys:
-        chosen = choose_victims_in_one_domain(
-            snapshot_with_placed(session), outranking, candidates, session.domains_of(gang),
-            policy, room=room, budgets=session.inp.budgets)
-    else:
-        chosen = choose_victims(snapshot_with_placed(session), outranking, candidates, policy,
-                                room=room, budgets=session.inp.budgets)
+    chosen = victims_for(session, gang, candidates)  # every borrower's gang may go
     if chosen is None or not _keeps_shares(session, chosen.victims, candidates, deserved):
         return False
     session.preemptions.append(replace(chosen, reclaim_for=gang.queue))
