@@ -275,10 +275,18 @@ def _fill_then_cliques(ws: Workspace, scheduler: str, tag: str) -> tuple[int, se
     for i in range(4):
         ws.create(claiming(ws.pod(f"{tag}-four-{i}", scheduler=scheduler), "clique"))
 
+    def decided(pod: dict[str, Any]) -> bool:
+        """Bound, or refused for want of devices: not waiting for the resource-claim
+        controller to make the pod's claim from its template (both schedulers say so
+        while it does, and the pod may bind a moment later)."""
+        said = condition_message(pod)
+        waiting_for_claim = "not created yet" in said or "to create the resourceclaim" in said
+        return bool(node_of(pod)) or (
+            ("Unschedulable" in str(pod.get("status")) or "ResourceClaim" in said)
+            and not waiting_for_claim)
+
     def settled() -> bool:
-        pods = members(ws, f"{tag}-four")
-        return all(node_of(p) or "Unschedulable" in str(p.get("status")) or
-                   "ResourceClaim" in condition_message(p) for p in pods)
+        return all(decided(pod) for pod in members(ws, f"{tag}-four"))
     wait_for(settled, timeout=30, what=f"{scheduler} to decide the four-GPU pods")
     return len(bound(members(ws, f"{tag}-four"))), broken
 
