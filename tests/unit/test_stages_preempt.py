@@ -100,6 +100,15 @@ def test_gangs_of_equal_or_higher_priority_or_opted_out_are_never_victims() -> N
     assert waiting(s) == {}, "a gang that preempts nobody is left to wait like any other"
 
 
+def test_a_gang_of_equal_priority_is_no_victim_even_where_evicting_it_alone_would_do() -> None:
+    """The fewest victims are sought among the gangs of lower priority only: here two of
+    them go, not the one gang of the preemptor's own priority that would free a node."""
+    everyone = [running("ns/equal", "n1", 4, priority=10),
+                running("ns/low-0", "n2", priority=0), running("ns/low-1", "n2", priority=0)]
+    s, _ = preempted(everyone, gang("ns/urgent", 4, priority=10))
+    assert [set(p.victims) for p in s.preemptions] == [{"ns/low-0", "ns/low-1"}]
+
+
 def test_no_victim_is_chosen_while_another_preemption_is_under_way() -> None:
     s, accounted = preempted(full(), gang("ns/urgent", 4, priority=10),
                              preempting={"ns/first": ["ns/low-0"]})
