@@ -277,13 +277,12 @@ def _fill_then_cliques(ws: Workspace, scheduler: str, tag: str) -> tuple[int, se
 
     def decided(pod: dict[str, Any]) -> bool:
         """Bound, or refused for want of devices: not waiting for the resource-claim
-        controller to make the pod's claim from its template (both schedulers say so
-        while it does, and the pod may bind a moment later)."""
+        controller to make the pod's claim from its template (both schedulers say the
+        claim is "not created yet" while it does, and the pod may bind a moment later)."""
         said = condition_message(pod)
-        waiting_for_claim = "not created yet" in said or "to create the resourceclaim" in said
         return bool(node_of(pod)) or (
             ("Unschedulable" in str(pod.get("status")) or "ResourceClaim" in said)
-            and not waiting_for_claim)
+            and "not created yet" not in said)
 
     def settled() -> bool:
         return all(decided(pod) for pod in members(ws, f"{tag}-four"))
