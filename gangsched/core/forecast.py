@@ -15,13 +15,19 @@ start, and so does one beyond the forecast's bounds. Preemption is left out
 (what it would evict is not decided before it happens), and so are the
 devices of ended gangs' claims.
 
-The cost is bounded: at most ``max_steps`` cycles, within ``horizon_s``, and
-the step recomputes only when :func:`fingerprint` moved.
+The cost is bounded: at most ``max_steps`` cycles and ``max_refinements`` more,
+within ``horizon_s``, and the step recomputes only when :func:`fingerprint` moved.
+
+A start is exact, not rounded to the forecast's steps: the starving gang's
+estimate is the reservation others backfill by, so one late by a step would let
+a backfilled gang hold its room past the moment it frees, and one early would keep
+gangs from backfilling that the next, closer forecast lets in, which is then
+wrong about when those start.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from enum import StrEnum
 
@@ -44,14 +50,20 @@ class ForecastLimits:
     ``max_steps`` cycles, and something moves every cycle. Meanwhile the last estimates
     stand (a gang that began to wait since has none), and nobody backfills: a
     reservation that may have moved earlier is no safe bound."""
+    max_refinements: int = 24
+    """More cycles, at most, to find the exact end at which a step that places a gang
+    first places one (halving the ends taken together; twice as many cycles at most on
+    a forecast that places at every step). Beyond them a start is the last of those
+    ends, and what is reserved by it the first (``Estimate.earliest``)."""
     horizon_s: float = 7 * 24 * 3600.0
     """How far ahead it looks."""
     resolution_s: float = 5.0
     relative_resolution: float = 0.05
     """Gangs ending within ``max(resolution_s, relative_resolution * how far ahead)`` of
     the next end are taken to end together, at the last of them: the steps grow with the
-    distance, so a forecast of hundreds of ends costs a few dozen cycles, and an estimate
-    is late by at most that part of the wait."""
+    distance, so a forecast of hundreds of ends costs a few dozen cycles. A step that
+    places a gang is then halved down to the end at which one is first placed (see
+    ``max_refinements``), so a start is not late for the ends taken together."""
 
 
 class Unknown(StrEnum):
@@ -72,6 +84,16 @@ class Estimate:
 
     at: float | None
     unknown: Unknown | None = None
+    earliest: float | None = None
+    """The earliest it may start, when ``at`` may be late: the first of the ends the
+    forecast took together with ``at`` and had no cycles left to tell apart (see
+    ``ForecastLimits.max_refinements``); None when ``at`` is exact."""
+
+    @property
+    def reservation(self) -> float | None:
+        """What a starving gang reserves by: a gang that backfills must end by then, so
+        its room is back however the ends that placed it were taken together."""
+        return self.at if self.earliest is None else self.earliest
 
     @property
     def text(self) -> str:
@@ -98,6 +120,12 @@ class _World:
     ends: dict[GangKey, float | None]
     ended: set[PodKey]
     placed: list[Pod]
+
+    def copy(self) -> _World:
+        """A world to try a moment in, leaving this one as it is."""
+        return _World(self.inp, dict(self.nodes), dict(self.gangs), dict(self.bound_pods),
+                      dict(self.bound_requests), dict(self.ends), set(self.ended),
+                      list(self.placed))
 
     def run(self, placement: Placement, at: float) -> None:
         """The placed pods run from ``at``; the gang ends when its last pod does."""
@@ -222,24 +250,25 @@ def forecast(
         world.run(placement, inp.now)
     admitted = result.admitted
     starts: dict[GangKey, float] = {}
+    earliest: dict[GangKey, float] = {}  # the first of the ends taken together there
     bounded = False
+    refinements = limits.max_refinements
     for _ in range(limits.max_steps):
         known = [end for end in world.ends.values() if end is not None]
         if not known or waiting <= starts.keys():
             break
         first = min(known)
-        at = max(end for end in known if end <= first + max(
-            limits.resolution_s, limits.relative_resolution * (first - inp.now)))
-        if at > inp.now + limits.horizon_s:
+        window = sorted({end for end in known if end <= first + max(
+            limits.resolution_s, limits.relative_resolution * (first - inp.now))})
+        if window[-1] > inp.now + limits.horizon_s:
             bounded = True
             break
-        for gang in [key for key, end in world.ends.items() if end is not None and end <= at]:
-            world.end(gang)
-        answer = run_cycle(world.input_at(at, admitted))
+        world, answer, at, exact, refinements = _decide_at(world, window, admitted, refinements)
         admitted = answer.admitted
         for placement in answer.placements:
             if placement.gang in waiting and placement.gang not in starts:
                 starts[placement.gang] = at
+                earliest[placement.gang] = at if exact else first
             world.run(placement, at)
     else:
         bounded = any(end is not None for end in world.ends.values())
@@ -247,11 +276,48 @@ def forecast(
     estimates = {}
     for gang in sorted(waiting):
         if gang in starts:
-            estimates[gang] = Estimate(starts[gang])
+            first = earliest[gang]
+            estimates[gang] = Estimate(starts[gang],
+                                       earliest=None if first == starts[gang] else first)
         else:
             estimates[gang] = Estimate(None, Unknown.RUNTIME if blocked
                                        else Unknown.HORIZON if bounded else Unknown.NOT_PLACED)
     return estimates
+
+
+def _decide_at(
+    world: _World, window: Sequence[float], admitted: frozenset[GangKey], refinements: int,
+) -> tuple[_World, CycleResult, float, bool, int]:
+    """The cycle at the last of ``window``'s ends, taken together; if it places a gang,
+    the first of those ends at which a cycle places one, found by halving (at most
+    ``refinements`` more cycles, fewer left returned), so a start is as exact as the
+    scheduler, which decides again at every end, will make it.
+
+    Returns the world after the ends up to that moment, the cycle's answer there,
+    the moment, whether a placement there is exact and the refinements left. A step
+    that places nothing costs one cycle: ends that free too little for anyone stay
+    taken together.
+    """
+    def at(end: float) -> tuple[_World, CycleResult]:
+        moved = world.copy()
+        for gang in [key for key, until in moved.ends.items()
+                     if until is not None and until <= end]:
+            moved.end(gang)
+        return moved, run_cycle(moved.input_at(end, admitted))
+
+    low, high = 0, len(window) - 1
+    best = at(window[high])
+    if not best[1].placements:
+        return (*best, window[high], True, refinements)
+    while low < high and refinements > 0:
+        middle = (low + high) // 2
+        tried = at(window[middle])
+        refinements -= 1
+        if tried[1].placements:
+            high, best = middle, tried
+        else:
+            low = middle + 1
+    return (*best, window[high], low == high, refinements)
 
 
 def _any_end_known(
@@ -293,5 +359,6 @@ def _seated(
 
 
 def known_starts(estimates: Mapping[GangKey, Estimate]) -> dict[GangKey, float]:
-    """The estimates that are times: what the next cycle reserves by."""
-    return {gang: estimate.at for gang, estimate in estimates.items() if estimate.at is not None}
+    """The reservations of the estimates that are times: what the next cycle reserves by."""
+    return {gang: estimate.reservation for gang, estimate in estimates.items()
+            if estimate.reservation is not None}

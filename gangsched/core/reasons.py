@@ -514,7 +514,7 @@ class Starving:
     nodes: tuple[NodeName, ...] = ()
     """The nodes whose free room is kept for it: where it would land first as they free."""
     at: float | None = None
-    """Its reservation: when it is expected to start (core.forecast). Gangs expected to
+    """Its reservation: the earliest it is expected to start (core.forecast). Gangs expected to
     end before then may use the room kept for it (EASY backfill)."""
 
 

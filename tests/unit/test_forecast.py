@@ -118,6 +118,28 @@ def test_a_gang_past_its_expected_end_is_expected_to_end_now() -> None:
     assert estimates(inp) == {"next": Estimate(60.0)}
 
 
+def test_a_start_among_ends_taken_together_is_the_end_that_frees_its_room() -> None:
+    """The forecast takes ends within its resolution together; when that step places a
+    gang, it finds the end at which the gang could start, as the scheduler deciding at
+    every end will: "next" needs only the room "first" frees, at 100 s, not 103 s."""
+    inp = world([node("a", 4)], [running("first", 2, on="a", started=0.0, runtime=100.0),
+                                 running("second", 2, on="a", started=0.0, runtime=103.0)],
+                [waiting("next", 2)])
+    assert estimates(inp) == {"next": Estimate(100.0)}
+
+
+def test_ends_taken_together_unrefined_reserve_by_the_first_of_them() -> None:
+    """With no cycles left to find the exact end, the estimate is the last of the ends
+    taken together and may be late; the reservation gangs backfill before is the first,
+    so a gang that backfills is gone by the time the waiting gang could start."""
+    inp = world([node("a", 4)], [running("first", 2, on="a", started=0.0, runtime=100.0),
+                                 running("second", 2, on="a", started=0.0, runtime=103.0)],
+                [waiting("next", 2)])
+    (estimate,) = estimates(inp, ForecastLimits(max_refinements=0)).values()
+    assert estimate == Estimate(103.0, earliest=100.0)
+    assert estimate.reservation == 100.0
+
+
 def test_the_fingerprint_moves_with_the_cluster_but_not_the_clock() -> None:
     inp = world([node("a", 4)], [running("train", 4, on="a", started=0.0, runtime=100.0)],
                 [waiting("next", 2)])
