@@ -13,8 +13,9 @@ a control plane would add nothing to what is decided, only its own latency to wh
   actually started: the absolute error, and the error as a part of its wait.
 - Backfill: a 16-GPU gang (2 pods of 8) arriving behind a stream of 1- and 2-GPU jobs of
   known runtime (2 to 10 minutes) on 2 nodes of 8 GPUs; each trace run with backfill on
-  and off, in the same process: the GPUs in use while the big gang waits, and when it
-  starts. The stream brings 2x or 1.25x the work the GPUs drain, the big gang arrives
+  and off, in the same process, for several seeds: the GPUs in use while the big gang
+  waits, and when it starts, beside the most any scheduler could have used them. The
+  stream brings 2x or 1.25x the work the GPUs drain, the big gang arrives
   after 30 or 10 minutes: the deeper the backlog of small jobs, the more of them end
   before the reservation and fill the room kept for it.
 """
@@ -265,13 +266,81 @@ def backfill_report(run: Run, total_gpus: int) -> dict[str, Any]:
     }
 
 
+def utilisation_bound(jobs: Sequence[Job], run: Run, total_gpus: int) -> float:
+    """The most any scheduler could use the GPUs while the big gang waits, if it starts
+    when it did: what ran then, plus every job not started before it arrived that could
+    run whole between its arrival (or the big gang's) and that start, however the jobs
+    would pack. A trace whose bound is under the goal cannot meet it."""
+    big = run.outcomes[BIG]
+    arrived, start = big.arrival, big.start
+    if start is None or start <= arrived:
+        return 1.0
+    running = sum(max(0.0, min(end, start) - max(begin, arrived)) * gpus
+                  for begin, end, gpus in run.busy if begin < arrived)
+    outcomes = {key.split("/", 1)[1]: o for key, o in run.outcomes.items()}
+    possible = sum(
+        job.runtime * job.gpus * job.pods for job in jobs
+        if job.name != "big" and job.arrival < start
+        and not ((o := outcomes.get(job.name)) and o.start is not None and o.start < arrived)
+        and job.runtime <= start - max(job.arrival, arrived))
+    return round(min(1.0, (running + possible) / (total_gpus * (start - arrived))), 3)
+
+
+def backfill_streams(seeds: Sequence[int], config: StepConfig) -> dict[str, Any]:
+    """Each trace, on and off, for every seed: the first seed's runs in full, all seeds'
+    utilisation and start delay summed up."""
+    streams: dict[str, Any] = {}
+    for load, big_at in ((2.0, 1800.0), (2.0, 600.0), (1.25, 1800.0), (1.25, 600.0)):
+        per_seed = []
+        for seed in seeds:
+            trace = backfill_trace(seed, big_at=big_at, count=int(big_at / 10) + 200,
+                                   runtimes=(120, 600), load=load)
+            runs = {mode: replay(trace, 2, 8, replace(config, backfill=on), until=BIG)
+                    for mode, on in (("backfill_on", True), ("backfill_off", False))}
+            reports = {mode: backfill_report(run, 16) for mode, run in runs.items()}
+            on, off = reports["backfill_on"], reports["backfill_off"]
+            per_seed.append({
+                "seed": seed, **reports,
+                "utilisation_bound": utilisation_bound(trace, runs["backfill_on"], 16),
+                "goal_met": (on["utilisation_while_big_waits"] >= 0.90
+                             and on["big_started_s"] <= off["big_started_s"]),
+            })
+        on_use = [r["backfill_on"]["utilisation_while_big_waits"] for r in per_seed]
+        off_use = [r["backfill_off"]["utilisation_while_big_waits"] for r in per_seed]
+        streams[f"load_{load:g}x_big_at_{big_at:g}s"] = {
+            **per_seed[0],
+            "seeds": {
+                "seeds": list(seeds),
+                "utilisation_on": {"min": min(on_use), "median": statistics.median(on_use)},
+                "utilisation_off": {"min": min(off_use), "median": statistics.median(off_use)},
+                "utilisation_bound": [r["utilisation_bound"] for r in per_seed],
+                "big_start_later_with_backfill_s": max(
+                    r["backfill_on"]["big_started_s"] - r["backfill_off"]["big_started_s"]
+                    for r in per_seed),
+                "goal_met": sum(r["goal_met"] for r in per_seed),
+                "bound_under_goal": sum(r["utilisation_bound"] < 0.90 for r in per_seed),
+            },
+        }
+    return streams
+
+
+def _seeds(text: str) -> list[int]:
+    return [int(seed) for seed in text.split(",")]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
-    parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--eta-seeds", type=_seeds, default=[7, 1, 2, 3, 4],
+                        help="Seeds of the ETA traces, comma-separated (the first is reported "
+                             "in full).")
     parser.add_argument("--gangs", type=int, default=150)
     parser.add_argument("--mean-gap", type=float, default=400.0,
                         help="Mean seconds between arrivals in the ETA trace (400: the GPUs "
                              "are 63 %% busy on average; a second trace arrives 1.6x as fast).")
+    parser.add_argument("--backfill-seeds", type=_seeds,
+                        default=[7, 1, 2, 3, 4],
+                        help="Seeds of the backfill traces, comma-separated (the first is "
+                             "reported in full).")
     parser.add_argument("--starvation-seconds", type=float, default=60.0)
     parser.add_argument("--output", type=Path, default=RESULTS)
     args = parser.parse_args()
@@ -279,32 +348,29 @@ def main() -> None:
 
     traces = {}
     for name, gap in (("load_63pct", args.mean_gap), ("overloaded_100pct", args.mean_gap * 0.625)):
-        jobs = eta_trace(args.seed, args.gangs, gap)
-        traces[name] = {"mean_gap_s": gap, **eta_report(replay(jobs, 4, 8, config))}
+        reports = [eta_report(replay(eta_trace(seed, args.gangs, gap), 4, 8, config))
+                   for seed in args.eta_seeds]
+        p90s = [r["error_part_of_wait"].get("p90", 0.0) for r in reports]
+        traces[name] = {"mean_gap_s": gap, **reports[0], "seeds": {
+            "seeds": list(args.eta_seeds),
+            "error_part_of_wait_p90": p90s,
+            "unknown": [r["unknown"] for r in reports],
+            "goal_met": sum(r["goal_met"] for r in reports),
+        }}
     write_report(args.output / "eta.json", {
         "machine": machine(), "how": "in-process: gangsched.core.step on a jumping clock",
-        "cluster": "4 nodes x 8 GPUs", "seed": args.seed, "starvation_s": args.starvation_seconds,
+        "cluster": "4 nodes x 8 GPUs", "seed": args.eta_seeds[0],
+        "starvation_s": args.starvation_seconds,
         "shapes_pods_x_gpus": [list(shape) for shape in ETA_SHAPES],
         "runtimes_s": [120, 1800], **traces,
     })
 
-    streams = {}
-    for load, big_at in ((2.0, 1800.0), (2.0, 600.0), (1.25, 1800.0), (1.25, 600.0)):
-        trace = backfill_trace(args.seed, big_at=big_at, count=int(big_at / 10) + 200,
-                               runtimes=(120, 600), load=load)
-        reports = {mode: backfill_report(replay(trace, 2, 8, replace(config, backfill=on),
-                                                until=BIG), 16)
-                   for mode, on in (("backfill_on", True), ("backfill_off", False))}
-        on, off = reports["backfill_on"], reports["backfill_off"]
-        streams[f"load_{load:g}x_big_at_{big_at:g}s"] = {
-            **reports,
-            "goal_met": (on["utilisation_while_big_waits"] >= 0.90
-                         and on["big_started_s"] <= off["big_started_s"]),
-        }
+    streams = backfill_streams(args.backfill_seeds, config)
     write_report(args.output / "backfill.json", {
         "machine": machine(), "how": "in-process: gangsched.core.step on a jumping clock, "
                                      "each trace run with backfill on and off in one run",
-        "cluster": "2 nodes x 8 GPUs", "seed": args.seed, "starvation_s": args.starvation_seconds,
+        "cluster": "2 nodes x 8 GPUs", "seeds": args.backfill_seeds,
+        "starvation_s": args.starvation_seconds,
         "big_gang": "2 pods x 8 GPUs, 600 s",
         "stream": "1 or 2 GPUs, 2 to 10 minutes, bringing 1.25x or 2x the work 16 GPUs drain",
         "goal": "utilisation while the big gang waits >= 0.90 with backfill, and it starts "
