@@ -26,6 +26,7 @@ from gangsched.core.reasons import (
     QueueClosed,
     QueueInvalid,
     QueueMissing,
+    QueueNotLeaf,
     Reason,
     ReservedByAdmitted,
     Starved,
@@ -189,6 +190,10 @@ def _remedies(
     if QueueInvalid in kinds:
         remedies.append(f"fix queue {queue}'s spec.parent or spec.weight as its Invalid "
                         f"condition says (kubectl describe queue {queue})")
+    if QueueNotLeaf in kinds:
+        remedies.append(f"queue {queue} has child queues and only leaf queues take gangs: "
+                        f"submit it to one of them (the PodGroup's spec.queue, or a lone pod's "
+                        f"scheduling.gangsched.io/queue annotation)")
     if PodRulesUnmet in kinds:
         remedies.append("its pods' inter-pod rules (affinity, anti-affinity, topology spread) "
                         "leave a member no node, as the reason says: nodes in more topology "

@@ -10,6 +10,11 @@ the teams, the one furthest below its weighted dominant share, then of its
 queues the one furthest below, so a team cannot take more than its share by
 having many queues. A parent's capability caps its whole subtree together.
 
+Only leaf queues take work, as in Volcano and KAI: a gang whose queue has
+child queues waits with a :class:`QueueNotLeaf` reason naming them, and its
+queue's own gangs do not make it busy for the deserved shares. Its gangs
+already bound keep running, counted in its subtree's usage and caps.
+
 A queue that cannot be placed in the tree (its parent missing, Closed or
 invalid, parents in a cycle, a weight under 1) is invalid: it has no share to
 order by, so its new gangs wait with a :class:`QueueInvalid` reason naming the
@@ -24,7 +29,7 @@ from fractions import Fraction
 
 from gangsched.core.fairness import dominant_share
 from gangsched.core.model import QueueName, QueueSpec
-from gangsched.core.reasons import QueueInvalid
+from gangsched.core.reasons import QueueInvalid, QueueNotLeaf
 from gangsched.core.resources import Capability, Resources
 
 FairKey = tuple[tuple[Fraction, QueueName], ...]
@@ -57,6 +62,14 @@ class QueueTree:
     def subtree(self, queue: QueueName) -> tuple[QueueName, ...]:
         """The queue and every valid queue below it; an invalid queue stands alone."""
         return self.below.get(queue, (queue,))
+
+    def refusal(self, queue: QueueName) -> QueueInvalid | QueueNotLeaf | None:
+        """Why the queue takes no new gangs: it has no place in the tree, or it has child
+        queues (only leaves take work); None when it takes them."""
+        if queue in self.invalid:
+            return self.invalid[queue]
+        kids = self.children.get(queue)
+        return QueueNotLeaf(queue, kids) if kids else None
 
 
 def build_tree(queues: Mapping[QueueName, QueueSpec]) -> QueueTree:
@@ -127,13 +140,15 @@ def _cycle_from(queues: Mapping[QueueName, QueueSpec], name: QueueName) -> tuple
 
 def deserved_shares(tree: QueueTree, active: Set[QueueName]) -> dict[QueueName, Fraction]:
     """Every valid queue's deserved part of the cluster: its weight's part of its parent's,
-    among the siblings whose subtree has work (``active`` names queues with gangs).
+    among the siblings whose subtree has work (``active`` names queues with gangs; only a
+    leaf's count, as only leaves take work).
 
     An idle queue is given what it would deserve if it had work, for status and
     for the moment it gets some; the active children of a queue always share
     exactly its part, so the active leaves share the whole cluster.
     """
-    busy = {ancestor for name in active if name in tree.paths for ancestor in tree.paths[name]}
+    busy = {ancestor for name in active if name in tree.paths and name not in tree.children
+            for ancestor in tree.paths[name]}
     shares: dict[QueueName, Fraction] = {}
     stack: list[tuple[QueueName | None, Fraction]] = [(None, Fraction(1))]
     while stack:

@@ -66,6 +66,7 @@ __all__ = [
     "QueueClosed",
     "QueueInvalid",
     "QueueMissing",
+    "QueueNotLeaf",
     "Reason",
     "Reported",
     "ReservedByAdmitted",
@@ -304,6 +305,16 @@ class QueueInvalid:
     cycle: tuple[QueueName, ...] = ()
     """The queues of a parent cycle, in parent order from ``queue``."""
     weight: int = 1
+
+
+@dataclass(frozen=True, slots=True)
+class QueueNotLeaf:
+    """The queue has child queues, and only leaf queues take gangs (as in Volcano and KAI):
+    its new gangs wait; those already bound keep running."""
+
+    code: ClassVar[str] = "QueueNotLeaf"
+    queue: QueueName
+    children: tuple[QueueName, ...]
 
 
 QUEUE_PROBLEMS = ("ParentMissing", "ParentCycle", "ParentClosed", "ParentInvalid",
@@ -601,7 +612,7 @@ class PodRulesUnmet:
 Reason = (
     NoNodes | DoesNotFit | MembersMissing | ShortOfMembers | NoDomainLabel | BoundAcrossDomains
     | NoDomainHolds | InDomain | QueueMissing | QueueClosed | QueueInvalid | BeingPreempted
-    | Gated
+    | QueueNotLeaf | Gated
     | BindBackoff | VolumeBlocked | ClaimsProvisioning | ProvisioningTimedOut
     | ClaimInvalid | ClaimNotReady | DevicesShort
     | AdmissionOverCapability | AdmissionNoRoom | ReservedByAdmitted | HeldForStarving
@@ -668,6 +679,9 @@ def render(reason: Reason) -> str:
             return f"queue {reason.queue!r} is closed: it admits no new gangs"
         case QueueInvalid():
             return _queue_invalid_text(reason)
+        case QueueNotLeaf():
+            return (f"queue {reason.queue!r} has child queues ({_some(reason.children)}): "
+                    f"submit to a leaf queue")
         case BeingPreempted():
             return f"preempted by gang {reason.preemptor}: waiting for its members to go"
         case Gated():

@@ -1,6 +1,7 @@
 """A queue tree on the real control plane: weights share within each level (GPU-seconds
 measured), a team's cap bounds its queues together, a queue with no place in the tree says
-why on its status and in an Event while every other queue goes on.
+why on its status and in an Event while every other queue goes on, and a queue with child
+queues takes no new gangs while its running ones go on.
 
 Figures go to ``$GANGSCHED_SHARING_RESULTS`` as :mod:`tests.e2e.test_sharing`'s do.
 """
@@ -257,6 +258,38 @@ def test_a_queue_with_no_place_in_the_tree_says_why_and_disturbs_no_other(
     wait_for(lambda: (queues.invalid("orphan") or {}).get("reason") == "ParentMissing",
              timeout=30, what="the deleted parent to be reported on its child")
     assert node_of(ws.pods()["orphan-0"]) and ws.pods()["fine-0"]
+
+
+@pytest.mark.usefixtures("gangsched")
+def test_a_queue_with_child_queues_takes_no_new_gangs_and_keeps_its_running_ones(
+    cluster: LocalCluster, ws: Workspace, queues: Queues
+) -> None:
+    only_nodes(cluster, 1, NodeShape(cpu="32", memory="128Gi", gpus=8))
+    team = queues.make("team")
+    ws.create(ws.podgroup("before", min_member=1, queue=team),
+              ws.pod("before-0", cpu="100m", gpus=1, group="before"))
+    wait_for(lambda: node_of(ws.pods()["before-0"]), timeout=30,
+             what="the team's gang, bound while the team was a leaf")
+    q1, q2 = queues.make("q1", "team"), queues.make("q2", "team")
+    # Bound in q2, made last, the leaf's gang shows the scheduler knows both children.
+    ws.create(ws.podgroup("leaf", min_member=1, queue=q2),
+              ws.pod("leaf-0", cpu="100m", gpus=1, group="leaf"))
+    wait_for(lambda: node_of(ws.pods()["leaf-0"]), timeout=30, what="the leaf queue's gang")
+    ws.create(ws.podgroup("after", min_member=1, queue=team),
+              ws.pod("after-0", cpu="100m", gpus=1, group="after"))
+    said = f"queue '{team}' has child queues ({q1}, {q2}): submit to a leaf queue"
+
+    def says(group: str) -> bool:
+        conditions = (ws.podgroup_obj(group).get("status") or {}).get("conditions") or []
+        return any(said in str(c.get("message")) for c in conditions)
+
+    wait_for(lambda: says("after"), timeout=30, what="the team's new PodGroup to say why")
+    wait_for(lambda: any(said in str(e.get("message")) for e in ws.events("after")),
+             timeout=30, what="an Event saying why")
+    pods = ws.pods()
+    assert not node_of(pods["after-0"])
+    assert node_of(pods["before-0"]) and not pods["before-0"]["metadata"].get(
+        "deletionTimestamp"), "the team's running gang keeps running"
 
 
 def test_a_queue_cannot_be_its_own_parent(cluster: LocalCluster, ws: Workspace) -> None:

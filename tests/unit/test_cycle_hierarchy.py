@@ -10,9 +10,14 @@ from hypothesis import strategies as st
 
 from gangsched.core.hierarchy import build_tree
 from gangsched.core.model import Gang, QueueName, QueueSpec
-from gangsched.core.reasons import AdmissionOverCapability, CapabilityExceeded, QueueInvalid
+from gangsched.core.reasons import (
+    AdmissionOverCapability,
+    CapabilityExceeded,
+    QueueInvalid,
+    QueueNotLeaf,
+)
 from gangsched.core.resources import Capability
-from tests.unit.test_cycle import cpu, cycle, gang, node, placed, reasons
+from tests.unit.test_cycle import cpu, cycle, gang, node, placed, pod, reasons
 
 
 def spec(name: str, parent: str | None = None, weight: int = 1, cores: int | None = None,
@@ -74,6 +79,27 @@ def test_a_queue_with_no_place_in_the_tree_makes_its_gangs_wait_and_disturbs_no_
                    queues=queues)
     assert [u.reason for u in unborn.unadmitted] == [
         QueueInvalid(QueueName("orphan"), "ParentMissing", QueueName("gone"))]
+
+
+def test_only_leaf_queues_take_gangs_and_a_parents_running_gangs_keep_running() -> None:
+    queues = [spec("team"), spec("q1", "team"), spec("q2", "team"), spec("other")]
+    team = QueueName("team")
+    running = gang("ns/running", 0, min_member=1, bound=1, queue="team")
+    result = cycle(
+        [node("n1", 4)],
+        [running, gang("ns/own", 1, queue="team"), gang("ns/leaf", 1, queue="q1"),
+         gang("ns/o", 1, queue="other")],
+        bound_pods=[pod("ns/running-0", 2, gang="ns/running", on="n1")],
+        bound_requests={"ns/running": cpu(2)},
+        queues=queues,
+    )
+    assert sorted(placed(result)) == ["ns/leaf", "ns/o"]
+    assert reasons(result) == {"ns/own": QueueNotLeaf(team, (QueueName("q1"), QueueName("q2")))}
+    assert not result.preemptions
+    unborn = cycle([node("n1", 4)], [gang("ns/u", 0, min_member=1, queue="team")],
+                   queues=queues)
+    assert [u.reason for u in unborn.unadmitted] == [
+        QueueNotLeaf(team, (QueueName("q1"), QueueName("q2")))]
 
 
 @st.composite

@@ -9,18 +9,20 @@ from gangsched.core.cycle import CycleInput, run_cycle
 from gangsched.core.explain import Explanation, Verdict, explain_gang
 from gangsched.core.model import Gang, GangKey, Node, Pod, Policy, QueueName, QueueSpec, Taint
 from gangsched.core.placement import Snapshot
-from gangsched.core.reasons import DoesNotFit
+from gangsched.core.reasons import DoesNotFit, QueueNotLeaf
 from gangsched.core.resources import Capability, Resources
 from tests.unit.clusters import GPU, gang, node, pod
 
 
 def explain(nodes: Sequence[Node], bound: Sequence[Pod], gangs: Sequence[Gang],
-            key: str, **queue: object) -> Explanation:
+            key: str, *, children: Sequence[str] = (), **queue: object) -> Explanation:
+    """Explain a gang of the default queue, made with ``queue``'s fields and ``children``."""
     default = QueueName("default")
+    kids = {QueueName(name): QueueSpec(QueueName(name), parent=default) for name in children}
     inp = CycleInput(
         snapshot=Snapshot.build(nodes, bound), gangs=tuple(gangs),
         bound_requests={g.key: Resources.parse({"cpu": 1}) for g in gangs if g.bound},
-        queues={default: QueueSpec(default, **queue)},  # type: ignore[arg-type]
+        queues={default: QueueSpec(default, **queue), **kids},  # type: ignore[arg-type]
         admitted=frozenset(g.key for g in gangs if g.bound), waiting_since={}, now=0.0,
         policy=Policy.BINPACK,
     )
@@ -82,3 +84,13 @@ def test_a_queue_cap_in_the_way_is_named() -> None:
                 "ns/job", capability=Capability.parse({"cpu": 1}))
     assert e.verdict is Verdict.WAITING
     assert any("at its capability" in r for r in e.remedies), (e.reason, e.remedies)
+
+
+def test_a_gang_of_a_queue_with_child_queues_is_told_to_use_a_leaf() -> None:
+    e = explain([node("n0", cpu="8")], [], [gang("ns/job", [pod("ns/p0")])], "ns/job",
+                children=["q2", "q1"])
+    assert e.verdict is Verdict.WAITING
+    assert e.reason == QueueNotLeaf(QueueName("default"), (QueueName("q1"), QueueName("q2")))
+    assert e.remedies == ("queue default has child queues and only leaf queues take gangs: "
+                          "submit it to one of them (the PodGroup's spec.queue, or a lone "
+                          "pod's scheduling.gangsched.io/queue annotation)",)

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from gangsched.core.hierarchy import build_tree, cap_hit, deserved_shares, fair_key
 from gangsched.core.model import QueueName, QueueSpec
-from gangsched.core.reasons import QueueInvalid, render
+from gangsched.core.reasons import QueueInvalid, QueueNotLeaf, render
 from gangsched.core.resources import Capability, Resources
 
 GPU = "nvidia.com/gpu"
@@ -49,6 +49,15 @@ def test_an_idle_sibling_leaves_its_share_to_the_ones_with_work() -> None:
     assert shares[QueueName("b")] == Fraction(3, 4) * Fraction(1, 3)
 
 
+def test_a_parents_own_gangs_do_not_make_it_busy_only_its_leaves_take_work() -> None:
+    tree = build_tree(ORG)
+    shares = deserved_shares(tree, active={QueueName("t1"), QueueName("c")})
+    assert (shares[QueueName("t2")], shares[QueueName("c")]) == (Fraction(1), Fraction(1))
+    assert tree.refusal(QueueName("t1")) == QueueNotLeaf(QueueName("t1"),
+                                                         (QueueName("a"), QueueName("b")))
+    assert tree.refusal(QueueName("c")) is None
+
+
 @st.composite
 def forests(draw: st.DrawFn) -> dict[QueueName, QueueSpec]:
     """Random valid trees: each queue's parent is one made before it, or none."""
@@ -68,7 +77,8 @@ def test_active_children_share_exactly_their_parents_deserved_share(
     active = data.draw(st.sets(st.sampled_from(sorted(queues))))
     shares = deserved_shares(tree, active)
     assert not tree.invalid and set(shares) == set(queues)
-    busy = {ancestor for name in active for ancestor in tree.paths[name]}
+    leaves = {name for name in active if name not in tree.children}
+    busy = {ancestor for name in leaves for ancestor in tree.paths[name]}
     for parent, kids in tree.children.items():
         live = [kid for kid in kids if kid in busy]
         if live:

@@ -25,6 +25,7 @@ from gangsched.core.reasons import (
     QueueClosed,
     QueueInvalid,
     QueueMissing,
+    QueueNotLeaf,
     Reason,
     ReservedByAdmitted,
     ShapeFigures,
@@ -86,6 +87,8 @@ WORDED: list[tuple[Reason, str]] = [
     (QueueInvalid(Q, "WeightBelowOne", weight=0),
      "queue 'q' is invalid: its weight is 0, and a queue needs a weight of at least 1; it "
      "admits no new gangs until this is fixed"),
+    (QueueNotLeaf(Q, (QueueName("q1"), QueueName("q2"))),
+     "queue 'q' has child queues (q1, q2): submit to a leaf queue"),
     (BeingPreempted(GangKey("ns/urgent")),
      "preempted by gang ns/urgent: waiting for its members to go"),
     (Gated(PodKey("ns/train-0"), ("a", "b"), 2),

@@ -20,6 +20,7 @@ from gangsched.core.fairness import gang_order
 from gangsched.core.hierarchy import FairKey
 from gangsched.core.model import Gang, QueueName
 from gangsched.core.placement import Unplaceable
+from gangsched.core.reasons import QueueInvalid, QueueNotLeaf
 from gangsched.core.stages.admit import admit
 from gangsched.core.stages.place import place
 from gangsched.core.stages.session import Session
@@ -51,8 +52,9 @@ def allocate(session: Session, known: list[Gang]) -> None:
     ]
     per_queue: dict[QueueName, list[Gang]] = {}
     for gang in sorted([*ordinary, *unborn], key=gang_order):
-        if gang.queue in session.tree.invalid:
-            refuse_invalid(session, gang)
+        refusal = session.tree.refusal(gang.queue)
+        if refusal is not None:
+            refuse(session, gang, refusal)
         else:
             per_queue.setdefault(gang.queue, []).append(gang)
     # Reversed so the next gang of a queue is a cheap pop() from the end.
@@ -83,10 +85,9 @@ def _refresh(session: Session, keys: dict[QueueName, FairKey], moved: QueueName)
             keys[name] = session.fair_key(name)
 
 
-def refuse_invalid(session: Session, gang: Gang) -> None:
-    """A gang of a queue that has no place in the tree waits, saying why: its queue has
-    no share to order it by nor caps to check it against."""
-    reason = session.tree.invalid[gang.queue]
+def refuse(session: Session, gang: Gang, reason: QueueInvalid | QueueNotLeaf) -> None:
+    """A gang of a queue that has no place in the tree, or that has child queues, waits
+    saying why: its queue has no share to order it by, or only its leaves take work."""
     target = session.unplaceable if gang.pending else session.unadmitted
     if gang.pending or gang.key not in session.admitted:
         target.append(Unplaceable(gang.key, reason))
