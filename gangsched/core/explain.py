@@ -22,6 +22,7 @@ from gangsched.core.reasons import (
     AdmissionNoRoom,
     AdmissionOverCapability,
     CapabilityExceeded,
+    NotReclaimable,
     PodRulesUnmet,
     QueueClosed,
     QueueInvalid,
@@ -194,6 +195,10 @@ def _remedies(
         remedies.append(f"queue {queue} has child queues and only leaf queues take gangs: "
                         f"submit it to one of them (the PodGroup's spec.queue, or a lone pod's "
                         f"scheduling.gangsched.io/queue annotation)")
+    if NotReclaimable in kinds:
+        remedies.append(f"queue {queue} is below its deserved share, and the queues holding "
+                        f"room above theirs are not reclaimable: it runs once their gangs "
+                        f"finish, or once they allow reclaim (spec.reclaimable: true)")
     if PodRulesUnmet in kinds:
         remedies.append("its pods' inter-pod rules (affinity, anti-affinity, topology spread) "
                         "leave a member no node, as the reason says: nodes in more topology "

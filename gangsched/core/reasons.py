@@ -58,6 +58,7 @@ __all__ = [
     "NoDomainHolds",
     "NoDomainLabel",
     "NoNodes",
+    "NotReclaimable",
     "PartlyBound",
     "PodRulesUnmet",
     "Preempting",
@@ -575,6 +576,16 @@ class ProtectedByBudget:
 
 
 @dataclass(frozen=True, slots=True)
+class NotReclaimable:
+    """Its queue is below its deserved share and evicting gangs of queues above theirs would
+    make room, but those queues are not reclaimable (``reclaimable: false``)."""
+
+    code: ClassVar[str] = "NotReclaimable"
+    queues: tuple[QueueName, ...]
+    cause: Reason
+
+
+@dataclass(frozen=True, slots=True)
 class RuleBlock:
     """One node kept from a pod by an inter-pod rule, with what the rule read there."""
 
@@ -618,6 +629,7 @@ Reason = (
     | AdmissionOverCapability | AdmissionNoRoom | ReservedByAdmitted | HeldForStarving
     | CapabilityExceeded
     | Starving | TooBigToHold | Preempting | AwaitingVictims | ProtectedByBudget | PodRulesUnmet
+    | NotReclaimable
     | str
 )
 """A reason as data; a plain ``str`` is a reason from a writer not yet turned to data."""
@@ -633,7 +645,7 @@ def causes(reason: Reason) -> Iterator[Reason]:
     yield reason
     match reason:
         case (Starving() | TooBigToHold() | Preempting() | AwaitingVictims() | InDomain()
-              | ProtectedByBudget()):
+              | ProtectedByBudget() | NotReclaimable()):
             yield from causes(reason.cause)
         case NoDomainHolds():
             for shown in reason.shown:
@@ -719,6 +731,16 @@ def render(reason: Reason) -> str:
                     f"({', '.join(reason.gangs)}) are protected by PodDisruptionBudgets "
                     f"({', '.join(reason.budgets)}) that evicting them whole would exceed; "
                     f"{render(reason.cause)}")
+        case NotReclaimable():
+            return f"{_not_reclaimable_text(reason.queues)}; {render(reason.cause)}"
+
+
+def _not_reclaimable_text(queues: Sequence[QueueName]) -> str:
+    if len(queues) == 1:
+        return (f"no reclaim: queue {queues[0]!r} borrows above its deserved share but is "
+                f"not reclaimable")
+    return (f"no reclaim: queues {', '.join(repr(q) for q in queues)} borrow above their "
+            f"deserved shares but are not reclaimable")
 
 
 def _queue_invalid_text(reason: QueueInvalid) -> str:
@@ -1052,6 +1074,8 @@ def _steady(reason: Reason) -> object | None:
             return (reason.victims, reason.hold, code_of(reason.cause), _steady(reason.cause))
         case ProtectedByBudget():
             return (reason.gangs, reason.budgets, code_of(reason.cause), _steady(reason.cause))
+        case NotReclaimable():
+            return (reason.queues, code_of(reason.cause), _steady(reason.cause))
         case _:
             return None
 

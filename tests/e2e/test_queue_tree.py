@@ -389,3 +389,7 @@ def test_an_opted_out_queue_is_never_reclaimed_from(
     time.sleep(RECLAIM_BOUND_S)
     assert sum(live_members(ws, "a").values()) == 16
     assert not live_members(ws, "b")
+    said = (f"no reclaim: queue '{queues.name('a')}' borrows above its deserved share but "
+            f"is not reclaimable")
+    conditions = (ws.podgroup_obj("b-0").get("status") or {}).get("conditions") or []
+    assert any(said in str(c.get("message")) for c in conditions), conditions

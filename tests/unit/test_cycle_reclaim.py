@@ -8,9 +8,10 @@ from collections.abc import Iterable
 from dataclasses import replace
 
 from gangsched.core.cycle import CycleInput, CycleResult, run_cycle
+from gangsched.core.explain import explain_gang
 from gangsched.core.model import Gang, GangKey, Pod, Policy, QueueName, QueueSpec
 from gangsched.core.placement import Snapshot
-from gangsched.core.reasons import Preempting, render
+from gangsched.core.reasons import DoesNotFit, NotReclaimable, Preempting, render
 from gangsched.core.resources import Resources
 from tests.unit.test_cycle import gang, node, pod, reasons
 
@@ -29,8 +30,14 @@ def running(key: str, queue: QueueName, on: str, *, priority: int = 0,
 def cycle(everyone: Iterable[tuple[Gang, tuple[Pod, ...]]], waiting: Iterable[Gang],
           queues: Iterable[QueueSpec], *, reclaim: bool = True,
           paused: frozenset[QueueName] = frozenset()) -> CycleResult:
+    return run_cycle(inputs(everyone, waiting, queues, reclaim=reclaim, paused=paused))
+
+
+def inputs(everyone: Iterable[tuple[Gang, tuple[Pod, ...]]], waiting: Iterable[Gang],
+           queues: Iterable[QueueSpec], *, reclaim: bool = True,
+           paused: frozenset[QueueName] = frozenset()) -> CycleInput:
     gangs = list(everyone)
-    return run_cycle(CycleInput(
+    return CycleInput(
         snapshot=Snapshot.build(NODES, [p for _, members in gangs for p in members]),
         gangs=(*(g for g, _ in gangs), *waiting),
         bound_requests={g.key: Resources.sum(p.requests for p in members) for g, members in gangs},
@@ -38,7 +45,7 @@ def cycle(everyone: Iterable[tuple[Gang, tuple[Pod, ...]]], waiting: Iterable[Ga
         admitted=frozenset(), waiting_since={}, now=1000.0, policy=Policy.BINPACK,
         bound_pods={g.key: members for g, members in gangs},
         preemption=True, reclaim=reclaim, reclaim_paused=paused,
-    ))
+    )
 
 
 def a_holds_everything(priority: int = 0) -> list[tuple[Gang, tuple[Pod, ...]]]:
@@ -81,6 +88,24 @@ def test_an_opted_out_queue_is_never_reclaimed_from() -> None:
                    [QueueSpec(A, reclaimable=False), QueueSpec(B)])
     assert result.preemptions == ()
     assert not isinstance(reasons(result)["ns/b-0"], Preempting)
+
+
+def test_a_gang_kept_waiting_only_by_an_opted_out_queue_says_so() -> None:
+    specs = [QueueSpec(A, reclaimable=False), QueueSpec(B)]
+    result = cycle(a_holds_everything(), [gang("ns/b-0", 2, queue="b")], specs)
+    reason = reasons(result)["ns/b-0"]
+    assert isinstance(reason, NotReclaimable) and reason.queues == (A,)
+    assert isinstance(reason.cause, DoesNotFit)
+    assert render(reason).startswith(
+        "no reclaim: queue 'a' borrows above its deserved share but is not reclaimable; "
+        "gang ns/b-0 needs 2 pods")
+    # Past b's share (4 of 8 CPUs) reclaim could not help: the reason is the fit's.
+    big = cycle(a_holds_everything(), [gang("ns/b-big", 5, queue="b")], specs)
+    assert isinstance(reasons(big)["ns/b-big"], DoesNotFit)
+    inp = inputs(a_holds_everything(), [gang("ns/b-0", 2, queue="b")], specs)
+    explained = explain_gang(inp, run_cycle(inp), GangKey("ns/b-0"))
+    assert explained is not None
+    assert any("not reclaimable" in remedy for remedy in explained.remedies), explained
 
 
 def test_reclaim_is_off_unless_asked_and_paused_after_a_queue_reclaimed() -> None:

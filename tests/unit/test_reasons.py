@@ -20,6 +20,7 @@ from gangsched.core.reasons import (
     NoDomainHolds,
     NoDomainLabel,
     NoNodes,
+    NotReclaimable,
     PartlyBound,
     Preempting,
     QueueClosed,
@@ -127,6 +128,9 @@ WORDED: list[tuple[Reason, str]] = [
      "queue 'q' is closed: it admits no new gangs"),
     (AwaitingVictims((GangKey("ns/a"),), cpu(4), QueueClosed(Q)),
      "preempted 1 gang(s) (ns/a); holding cpu=4 until they are gone; "
+     "queue 'q' is closed: it admits no new gangs"),
+    (NotReclaimable((QueueName("a"), QueueName("c")), QueueClosed(Q)),
+     "no reclaim: queues 'a', 'c' borrow above their deserved shares but are not reclaimable; "
      "queue 'q' is closed: it admits no new gangs"),
     ("a message from a writer not yet turned to data", "a message from a writer not yet "
                                                        "turned to data"),

@@ -14,7 +14,8 @@ Never a gang of a queue at or under its share: every victim's queue keeps
 at least its deserved share after the eviction, and the reclaiming queue
 may not pass its own by the gang it places, so room taken back is never
 taken back again the other way. A queue with ``reclaimable: false`` is
-never reclaimed from. How fast: a queue that reclaimed does not reclaim
+never reclaimed from; a gang that waits only because the queues that
+borrowed opted out says so. How fast: a queue that reclaimed does not reclaim
 again for ``--reclaim-interval-seconds`` (the step passes such queues as
 ``reclaim_paused``), so at most one reclaim decision per queue per interval.
 """
@@ -28,32 +29,65 @@ from fractions import Fraction
 from gangsched.core.fairness import dominant_share
 from gangsched.core.model import Gang, GangKey, QueueName
 from gangsched.core.placement import Unplaceable
-from gangsched.core.preemption import Candidate
-from gangsched.core.reasons import Preempting, Reason
+from gangsched.core.preemption import Candidate, Preemption
+from gangsched.core.reasons import NotReclaimable, Preempting, Reason
 from gangsched.core.resources import Resources
 from gangsched.core.stages.preempt import hold_for_preemptor, may_preempt, victims_for
 from gangsched.core.stages.session import Session, pending_need
+from gangsched.core.stages.starve import wait
 
 
 def reclaim(session: Session, gang: Gang, reason: Reason) -> bool:
     """Start a reclaim for the gang when its queue is below its deserved share and queues
-    above theirs hold gangs whose eviction makes it fit; True when one starts."""
+    above theirs hold gangs whose eviction makes it fit; True when one starts, or when the
+    gang waits only because those queues are not reclaimable (its reason then says so)."""
     if not _may_reclaim(session, gang):
         return False
     deserved = session.deserved()
     need = pending_need(gang, session.bound[gang.key])
     if _share(session, session.allocated[gang.queue] + need) > deserved[gang.queue]:
         return False  # placed, it would hold more than its queue deserves
-    candidates = _borrowed(session, gang, deserved)
-    if not candidates:
-        return False
-    chosen = victims_for(session, gang, candidates)  # every borrower's gang may go
-    if chosen is None or not _keeps_shares(session, chosen.victims, candidates, deserved):
-        return False
+    candidates, opted_out = _borrowed(session, gang, deserved)
+    chosen = _victims(session, gang, candidates, deserved)  # every borrower's gang may go
+    if chosen is None:
+        return bool(opted_out) and _refused_by_opt_out(
+            session, gang, reason, [*candidates, *opted_out], deserved)
     session.preemptions.append(replace(chosen, reclaim_for=gang.queue))
     hold = hold_for_preemptor(session, gang, chosen.victims, chosen.placement)
     session.unplaceable.append(
         Unplaceable(gang.key, Preempting(chosen.victims, hold, reason, reclaim_for=gang.queue)))
+    return True
+
+
+def _victims(
+    session: Session, gang: Gang, candidates: list[Candidate],
+    deserved: Mapping[QueueName, Fraction],
+) -> Preemption | None:
+    """The fewest of ``candidates`` whose eviction makes the gang fit and leaves each of
+    their queues its deserved share; None when there are none such."""
+    if not candidates:
+        return None
+    chosen = victims_for(session, gang, candidates)
+    if chosen is None or not _keeps_shares(session, chosen.victims, candidates, deserved):
+        return None
+    return chosen
+
+
+def _refused_by_opt_out(
+    session: Session, gang: Gang, reason: Reason, candidates: list[Candidate],
+    deserved: Mapping[QueueName, Fraction],
+) -> bool:
+    """Whether evicting gangs of queues that opted out would have made room; if so the
+    gang waits with a reason naming them."""
+    chosen = _victims(session, gang, candidates, deserved)
+    if chosen is None:
+        return False
+    queues = {other.key: other.queue for other in session.evictable}
+    refusing = tuple(sorted({queues[victim] for victim in chosen.victims
+                             if not session.queues[queues[victim]].reclaimable}))
+    if not refusing:
+        return False
+    wait(session, gang, NotReclaimable(refusing, reason))
     return True
 
 
@@ -72,21 +106,20 @@ def _share(session: Session, held: Resources) -> Fraction:
 
 def _borrowed(
     session: Session, gang: Gang, deserved: Mapping[QueueName, Fraction]
-) -> list[Candidate]:
-    """Running gangs of reclaimable queues above their deserved share that each leave
-    their queue at or above it when evicted."""
+) -> tuple[list[Candidate], list[Candidate]]:
+    """Running gangs of queues above their deserved share that each leave their queue at or
+    above it when evicted: those of reclaimable queues, and those of queues that opted out."""
     placed = {placement.gang for placement in session.placements}
-    found = []
+    found: tuple[list[Candidate], list[Candidate]] = ([], [])
     for other in session.evictable:
         queue = other.queue
-        if (queue == gang.queue or queue not in deserved or other.key in placed
-                or not session.queues[queue].reclaimable):
+        if queue == gang.queue or queue not in deserved or other.key in placed:
             continue
         candidate = Candidate(other.key, other.priority, other.created,
                               tuple(session.inp.bound_pods[other.key]))
         held = session.allocated[queue]
         if _share(session, held - candidate.requests) >= deserved[queue]:
-            found.append(candidate)
+            found[0 if session.queues[queue].reclaimable else 1].append(candidate)
     return found
 
 
