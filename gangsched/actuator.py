@@ -32,6 +32,7 @@ from gangsched.core.actions import (
     MarkInvalid,
     MarkUnschedulable,
     SelectClaimNode,
+    TellRuntimeProblem,
     WriteGroupStatus,
     WriteQueueStatus,
 )
@@ -201,6 +202,10 @@ class Actuator:
                     self.reporter.pod_unschedulable(record, message)
             case MarkInvalid(pod=pod, error=error):
                 self.reporter.pod_invalid(pod, error)
+            case TellRuntimeProblem(pod=pod, problem=problem):
+                record = view.pods.get(pod)
+                if record is not None:
+                    self.reporter.pod_runtime_problem(record, problem)
             case WriteGroupStatus(group=key, status=status, observed_generation=observed):
                 self.reporter.group_status(view.groups[key], status, observed)
             case MarkGroupInvalid(group=key, error=error):

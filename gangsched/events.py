@@ -141,10 +141,11 @@ class Events:
             if record is not None:
                 self.on_pod(record, "Preempting", message)
 
-    def on_pod(self, record: PodRecord, reason: str, message: str) -> None:
+    def on_pod(self, record: PodRecord, reason: str, message: str,
+               type_: str = "Normal") -> None:
         namespace, name = record.pod.key.split("/", 1)
         self.post({"apiVersion": "v1", "namespace": namespace, "name": name, "uid": record.uid},
-                   kind="Pod", reason=reason, message=message)
+                   kind="Pod", reason=reason, message=message, type_=type_)
 
     def on_group(self, group: GroupRecord, reason: str, message: str,
                      type_: str = "Normal", paced: bool = False) -> None:

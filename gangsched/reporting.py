@@ -69,7 +69,8 @@ class Reporter:
         """The status last asked for, per group and queue: an unchanged one is not asked
         again (the dispatcher retries one that failed until it is accepted)."""
         self._runtime_told: dict[ObjectId, str] = {}
-        """The unreadable expected runtime last told of per group, told once in an Event."""
+        """The unreadable expected runtime last told of per group and lone pod, told once
+        in an Event."""
 
     # ---- plumbing -------------------------------------------------------------
     def queued(self) -> int:
@@ -94,6 +95,14 @@ class Reporter:
         """
         self._unschedulable(record.pod.key, record.uid, record.scheduled_message, message,
                             record.resource_version, reason="SchedulingGated")
+
+    def pod_runtime_problem(self, record: PodRecord, problem: str) -> None:
+        """A Warning Event when the expected runtime of a pod in no PodGroup cannot be read:
+        it has no group whose status or Events could say so. Told once per problem, it is
+        not paced: in the paced slot the pod's ``FailedScheduling``, asked for in the same
+        cycle, would replace it."""
+        if self._runtime_news(object_id_of(record.uid, "pod", record.pod.key), problem):
+            self.events.on_pod(record, "InvalidRuntime", problem, type_="Warning")
 
     def pod_invalid(self, pod: PodKey, error: str) -> None:
         """A pod of ours the core cannot read (a malformed quantity) waits, saying why."""
@@ -186,9 +195,15 @@ class Reporter:
         every flavour gets it, though only ours has a status condition for it."""
         if problem is None:
             self._runtime_told.pop(object_id, None)
-        elif self._runtime_told.get(object_id) != problem:
-            self._runtime_told[object_id] = problem
+        elif self._runtime_news(object_id, problem):
             self.events.on_group(group, "InvalidRuntime", problem, type_="Warning", paced=True)
+
+    def _runtime_news(self, object_id: ObjectId, problem: str) -> bool:
+        """Whether the object's runtime problem is one not told yet, now remembered as told."""
+        if self._runtime_told.get(object_id) == problem:
+            return False
+        self._runtime_told[object_id] = problem
+        return True
 
     def _patch_group_status(self, group: GroupRecord, object_id: ObjectId,
                             body: Mapping[str, Any]) -> None:
@@ -215,9 +230,9 @@ class Reporter:
         for object_id in [k for k in self._asked if not k.startswith("queue/")]:
             if object_id not in live:
                 del self._asked[object_id]
+        live.update(object_id_of(record.uid, "pod", key) for key, record in pods.items())
         for object_id in [k for k in self._runtime_told if k not in live]:
             del self._runtime_told[object_id]
-        live.update(object_id_of(record.uid, "pod", key) for key, record in pods.items())
         self._dispatcher.retain(lambda object_id: object_id in live
                                 or object_id.startswith("queue/"))
 

@@ -69,6 +69,15 @@ class MarkInvalid:
 
 
 @dataclass(frozen=True, slots=True)
+class TellRuntimeProblem:
+    """A Warning Event on a pod in no PodGroup whose expected-runtime annotation cannot be
+    read (a group's members are told of on the group, with its status)."""
+
+    pod: PodKey
+    problem: str
+
+
+@dataclass(frozen=True, slots=True)
 class WriteGroupStatus:
     group: GangKey
     status: GroupStatus
@@ -121,4 +130,4 @@ class LogDecision:
 
 Action = (Bind | Evict | MarkUnschedulable | MarkInvalid | WriteGroupStatus | MarkGroupInvalid
           | WriteQueueStatus | ForgetWritten | LogDecision
-          | SelectClaimNode)
+          | SelectClaimNode | TellRuntimeProblem)

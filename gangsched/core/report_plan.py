@@ -10,7 +10,7 @@ waiting pods must not cost thousands of calls every cycle.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, replace
 from fractions import Fraction
 
@@ -20,6 +20,7 @@ from gangsched.core.actions import (
     MarkGroupInvalid,
     MarkInvalid,
     MarkUnschedulable,
+    TellRuntimeProblem,
     WriteGroupStatus,
     WriteQueueStatus,
 )
@@ -29,7 +30,7 @@ from gangsched.core.forecast import Estimate
 from gangsched.core.gangs import Gathered
 from gangsched.core.groups import Flavor, GroupStatus, MemberCounts, Phase, group_status
 from gangsched.core.hierarchy import QueueTree, build_tree, deserved_shares
-from gangsched.core.model import GangKey, PodKey, QueueName, QueueSpec
+from gangsched.core.model import GangKey, Pod, PodKey, QueueName, QueueSpec, solo_gang_key
 from gangsched.core.reasons import render
 from gangsched.core.resources import Resources
 from gangsched.core.state import PodReport
@@ -76,6 +77,7 @@ def plan_reports(
     reports, actions = waiting_pods(cluster, gathered, reasons, previous, now, pacing)
     actions.extend(unplaceable_pods(cluster, gathered))
     actions.extend(MarkInvalid(pod, error) for pod, error in view.bad_pods.items())
+    actions.extend(lone_runtime_problems(gathered))
     statuses, group_actions = group_statuses(cluster, gathered, result, reasons,
                                              waiting_since=waiting_since, now=now,
                                              estimates=estimates or {})
@@ -212,12 +214,31 @@ def runtime_problems(gathered: Gathered) -> dict[GangKey, str]:
     """The first member of each gang whose expected-runtime annotation could not be read,
     and why: its group's status says so, as the pod itself has no place for it."""
     found: dict[GangKey, str] = {}
-    members = [(g.key, pod) for g in gathered.gangs for pod in g.pending]
-    members.extend((key, pod) for key, pods in gathered.bound_pods.items() for pod in pods)
-    for key, pod in members:
+    for key, pod in _members(gathered):
         if pod.runtime_problem is not None and key not in found:
             found[key] = f"pod {pod.key}: {pod.runtime_problem}"
     return found
+
+
+def lone_runtime_problems(gathered: Gathered) -> list[Action]:
+    """Pods in no PodGroup whose expected-runtime annotation could not be read: having no
+    group to say it, each is told itself."""
+    return [
+        TellRuntimeProblem(pod.key, pod.runtime_problem)
+        for key, pod in _members(gathered)
+        if pod.runtime_problem is not None and key == solo_gang_key(pod.key)
+        and key not in gathered.solo_of
+    ]
+
+
+def _members(gathered: Gathered) -> Iterator[tuple[GangKey, Pod]]:
+    """Every gang's pending and bound pods, with its key."""
+    for gang in gathered.gangs:
+        for pod in gang.pending:
+            yield gang.key, pod
+    for key, pods in gathered.bound_pods.items():
+        for pod in pods:
+            yield key, pod
 
 
 def queue_statuses(

@@ -81,3 +81,31 @@ def test_the_estimate_is_published_and_only_a_job_ending_before_it_backfills(
     started = time.time()
     assert started - expected_end <= 10, "the backfilled job did not delay the big gang"
     assert (ws.podgroup_obj("big").get("status") or {}).get("estimatedStart") is None
+
+
+def test_an_unreadable_runtime_is_told_once_in_an_event_on_the_pod_or_its_group(
+    cluster: LocalCluster, ws: Workspace, scheduler: SchedulerProcess
+) -> None:
+    only_nodes(cluster, 1, NodeShape(cpu="16", memory="64Gi", gpus=8))
+    negative = {RUNTIME_ANNOTATION: "-5m"}
+    ws.create(
+        ws.pod("lone-run", gpus=1, scheduler=SCHEDULER, annotations={RUNTIME_ANNOTATION: "soon"}),
+        ws.pod("lone-wait", gpus=16, scheduler=SCHEDULER, annotations=negative),
+        ws.podgroup("group", min_member=1),
+        ws.pod("group-0", gpus=16, group="group", scheduler=SCHEDULER, annotations=negative),
+    )
+
+    def told(name: str) -> list[str]:
+        return [str(e.get("message")) for e in ws.events(name)
+                if (e.get("reason"), e.get("type")) == ("InvalidRuntime", "Warning")]
+
+    for name, says in (("lone-run", "='soon' is not a duration"),
+                       ("lone-wait", "='-5m' is negative"),
+                       ("group", f"pod {ws.name}/group-0: annotation")):
+        wait_for(partial(told, name), timeout=30, what=f"an InvalidRuntime Event on {name}")
+        assert says in told(name)[0], told(name)
+    wait_for(lambda: any(e.get("reason") == "FailedScheduling" for e in ws.events("lone-wait")),
+             timeout=30, what="the waiting pod's FailedScheduling Event beside it")
+    assert bound([ws.pods()["lone-run"]]), "the lone pod runs, its runtime unknown"
+    time.sleep(5)  # cycles go on; the problems are told once
+    assert [len(told(name)) for name in ("lone-run", "lone-wait", "group")] == [1, 1, 1]

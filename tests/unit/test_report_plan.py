@@ -12,6 +12,7 @@ from gangsched.core.actions import (
     MarkGroupInvalid,
     MarkInvalid,
     MarkUnschedulable,
+    TellRuntimeProblem,
     WriteGroupStatus,
     WriteQueueStatus,
 )
@@ -21,8 +22,8 @@ from gangsched.core.report_plan import FORGET_EVERY, Pacing
 from gangsched.core.state import State
 from gangsched.core.step import StepConfig, Stepped, step
 from gangsched.core.view import StepView
-from tests.unit.test_cycle import DEFAULT, cpu, node
-from tests.unit.test_step import Cluster, Group, group, members, view
+from tests.unit.test_cycle import DEFAULT, cpu, node, pod
+from tests.unit.test_step import Cluster, Group, group, members, status_of, view
 
 T = TypeVar("T")
 CONFIG = StepConfig(starvation_s=1e6, pacing=Pacing(settle_s=15.0, pod_report_s=300.0))
@@ -83,6 +84,18 @@ def test_pods_of_a_missing_or_invalid_group_and_unreadable_pods_say_why() -> Non
     assert of_type(stepped.actions, MarkInvalid) == [MarkInvalid(PodKey("ns/odd"),
                                                                  "cpu: bad quantity")]
     assert of_type(stepped.actions, MarkGroupInvalid) == [MarkGroupInvalid(invalid.key)]
+
+
+def test_a_pod_in_no_podgroup_is_told_itself_of_an_unreadable_runtime() -> None:
+    bad = "annotation scheduling.gangsched.io/expected-runtime='-5m' is negative"
+    waiting, running = pod("ns/lone", 8), pod("ns/ran", 1, on="n1")
+    pods = [replace(p, runtime_problem=bad) for p in (waiting, running, *members("job", 1))]
+    stepped = step(State(), view([node("n1", 4)], pods, [group("job", 1)]), 1000.0, CONFIG)
+    told = of_type(stepped.actions, TellRuntimeProblem)
+    assert sorted(t.pod for t in told) == ["ns/lone", "ns/ran"]
+    assert {t.problem for t in told} == {bad}
+    # A PodGroup's member is told of on its group, with its status.
+    assert status_of(stepped.actions, JOB).status.runtime_problem == f"pod ns/job-0: {bad}"
 
 
 def test_every_group_and_queue_gets_its_whole_status() -> None:

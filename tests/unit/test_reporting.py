@@ -69,6 +69,23 @@ def test_a_condition_already_on_the_pod_is_not_written_again_but_its_event_is_as
     assert [c.rank for c in dispatcher.calls] == [Rank.EVENT]
 
 
+def test_a_lone_pods_unreadable_runtime_is_told_once_per_problem_beside_its_wait(
+        reporter: Reporter, dispatcher: RecordingDispatcher) -> None:
+    waiting = record("uid-1")
+    reporter.pod_unschedulable(waiting, "needs 4 cpu")
+    for problem in ("negative", "negative", "not a duration"):  # every cycle tells it
+        reporter.pod_runtime_problem(waiting, problem)
+    told = [c for c in dispatcher.calls if c.what.startswith("event InvalidRuntime")]
+    assert [c.key for c in told] == [("uid-1", "event/InvalidRuntime")] * 2
+    assert all(c.key != ("uid-1", "event/paced") for c in told), (
+        "the pod's FailedScheduling of the same cycle must not replace it")
+    reporter.retain({}, {waiting.pod.key: waiting})
+    reporter.pod_runtime_problem(waiting, "not a duration")
+    reporter.retain({}, {})  # the pod is gone: forgotten
+    reporter.pod_runtime_problem(waiting, "not a duration")
+    assert len([c for c in dispatcher.calls if c.what.startswith("event InvalidRuntime")]) == 3
+
+
 def test_a_gated_pod_gets_its_condition_and_no_event(
         reporter: Reporter, dispatcher: RecordingDispatcher) -> None:
     reporter.pod_gated(record("uid-1"), "waits for its scheduling gates")
