@@ -98,9 +98,7 @@ class Reporter:
 
     def pod_runtime_problem(self, record: PodRecord, problem: str) -> None:
         """A Warning Event when the expected runtime of a pod in no PodGroup cannot be read:
-        it has no group whose status or Events could say so. Told once per problem, it is
-        not paced: in the paced slot the pod's ``FailedScheduling``, asked for in the same
-        cycle, would replace it."""
+        it has no group whose status or Events could say so."""
         if self._runtime_news(object_id_of(record.uid, "pod", record.pod.key), problem):
             self.events.on_pod(record, "InvalidRuntime", problem, type_="Warning")
 
@@ -196,10 +194,15 @@ class Reporter:
         if problem is None:
             self._runtime_told.pop(object_id, None)
         elif self._runtime_news(object_id, problem):
-            self.events.on_group(group, "InvalidRuntime", problem, type_="Warning", paced=True)
+            self.events.on_group(group, "InvalidRuntime", problem, type_="Warning")
 
     def _runtime_news(self, object_id: ObjectId, problem: str) -> bool:
-        """Whether the object's runtime problem is one not told yet, now remembered as told."""
+        """Whether the object's runtime problem is one not told yet, now remembered as told.
+
+        Told once per problem, its Event is not paced: in the paced slot the
+        object's waiting warning (``FailedScheduling``, a group's ``Unschedulable``),
+        asked for in the same cycle, would replace it before it went out.
+        """
         if self._runtime_told.get(object_id) == problem:
             return False
         self._runtime_told[object_id] = problem

@@ -7,10 +7,10 @@ from typing import Any
 import pytest
 from kubernetes_asyncio import client
 
-from gangsched.core.kubeobjects import PodRecord, pod_record_from_api
-from gangsched.core.model import QueueName
+from gangsched.core.kubeobjects import GroupRecord, PodRecord, pod_record_from_api
+from gangsched.core.model import Flavor, GangKey, MemberCounts, QueueName
 from gangsched.core.resources import Resources
-from gangsched.core.status_bodies import QueueStatus
+from gangsched.core.status_bodies import GroupStatus, Phase, QueueStatus
 from gangsched.dispatcher import Call, Dispatcher, Rank
 from gangsched.events import EVENT_INTERVAL_S
 from gangsched.reporting import CONDITION_CHANGE_GAP_S, Reporter
@@ -84,6 +84,18 @@ def test_a_lone_pods_unreadable_runtime_is_told_once_per_problem_beside_its_wait
     reporter.retain({}, {})  # the pod is gone: forgotten
     reporter.pod_runtime_problem(waiting, "not a duration")
     assert len([c for c in dispatcher.calls if c.what.startswith("event InvalidRuntime")]) == 3
+
+
+def test_a_waiting_groups_unreadable_runtime_is_not_replaced_by_its_waiting_warning(
+        reporter: Reporter, dispatcher: RecordingDispatcher) -> None:
+    group = GroupRecord(GangKey("ns/job"), Flavor.GANGSCHED, "uid-g", None, None, {}, None)
+    status = GroupStatus(Phase.PENDING, MemberCounts(pending=2), "Unschedulable",
+                         "needs 4 cpu", runtime_problem="pod ns/job-0: negative")
+    reporter.group_status(group, status, 1)
+    events = {c.what.split()[1]: c.key for c in dispatcher.calls if c.rank is Rank.EVENT}
+    assert set(events) == {"InvalidRuntime", "Unschedulable"}
+    assert events["InvalidRuntime"] != events["Unschedulable"], (
+        "in one slot, the warning asked for after it would replace it before it goes out")
 
 
 def test_a_gated_pod_gets_its_condition_and_no_event(
