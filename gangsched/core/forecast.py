@@ -12,8 +12,10 @@ estimated start.
 What is not known is said: a gang still waiting once every gang of known
 runtime has ended, while a gang of unknown runtime still runs, has an unknown
 start, and so does one beyond the forecast's bounds. Preemption is left out
-(what it would evict is not decided before it happens), and so are the
-devices of ended gangs' claims.
+(what it would evict is not decided before it happens). Devices follow the
+gangs: a gang placed holds the claims it was given, and a gang that ends lets
+go of its claims, deallocated once no consumer holds them, as the
+resource-claim controller does.
 
 The cost is bounded: at most ``max_steps`` cycles and ``max_refinements`` more,
 within ``horizon_s``, and the step recomputes only when :func:`fingerprint` moved.
@@ -32,6 +34,8 @@ from dataclasses import dataclass, replace
 from enum import StrEnum
 
 from gangsched.core.cycle import CycleInput, CycleResult, run_cycle
+from gangsched.core.dra.devices import Claim, ClaimKey
+from gangsched.core.dra.placing import ClaimWrite
 from gangsched.core.model import Gang, GangKey, NodeName, Pod, PodKey
 from gangsched.core.placement import Placement, Snapshot
 from gangsched.core.resources import Resources
@@ -120,12 +124,33 @@ class _World:
     ends: dict[GangKey, float | None]
     ended: set[PodKey]
     placed: list[Pod]
+    claims: dict[ClaimKey, Claim]
+    """The resource claims as they stand at this moment: allocated for the gangs placed,
+    let go by the gangs ended (the resource-claim controller deallocates a claim once no
+    consumer holds it)."""
+    holders: dict[str, tuple[ClaimKey, ...]]
+    """The claims each consumer (a pod's or a PodGroup's UID) holds."""
+    claims_moved: bool = False
+
+    @staticmethod
+    def of(inp: CycleInput, ends: Mapping[GangKey, float | None]) -> _World:
+        claims = dict(inp.snapshot.devices.claims)
+        holders: dict[str, tuple[ClaimKey, ...]] = {}
+        for claim in claims.values():
+            for uid in claim.reserved_for:
+                holders[uid] = (*holders.get(uid, ()), claim.key)
+        return _World(
+            inp=inp, nodes=dict(inp.snapshot.nodes), gangs={g.key: g for g in inp.gangs},
+            bound_pods={k: v for k, v in inp.bound_pods.items() if v},
+            bound_requests=dict(inp.bound_requests), ends=dict(ends), ended=set(), placed=[],
+            claims=claims, holders=holders)
 
     def copy(self) -> _World:
         """A world to try a moment in, leaving this one as it is."""
         return _World(self.inp, dict(self.nodes), dict(self.gangs), dict(self.bound_pods),
                       dict(self.bound_requests), dict(self.ends), set(self.ended),
-                      list(self.placed))
+                      list(self.placed), dict(self.claims), dict(self.holders),
+                      self.claims_moved)
 
     def run(self, placement: Placement, at: float) -> None:
         """The placed pods run from ``at``; the gang ends when its last pod does."""
@@ -147,29 +172,62 @@ class _World:
         self.bound_requests[gang.key] = self.bound_requests.get(
             gang.key, Resources.zero()) + Resources.sum(p.requests for p in pods)
         self.placed.extend(pods)
+        self._hold_claims(placement.claims)
         before = self.ends.get(gang.key, at)
         runtime = _longest_of(pods, gang.expected_runtime)
         self.ends[gang.key] = (None if runtime is None or before is None
                                else max(before, at + runtime))
 
     def end(self, gang: GangKey) -> None:
-        """The gang ended: its pods free their room, and it leaves the cluster."""
+        """The gang ended: its pods free their room and claims, and it leaves the cluster."""
+        consumers: set[str] = set()
         for pod in self.bound_pods.pop(gang, ()):
             node = pod.node_name
             if node is not None and node in self.nodes:
                 usage = self.nodes[node]
                 self.nodes[node] = NodeUsage(usage.node, usage.requested - pod.requests)
             self.ended.add(pod.key)
-        self.gangs.pop(gang, None)
+            consumers.add(pod.uid)
+        ended = self.gangs.pop(gang, None)
+        if ended is not None and ended.group_uid:
+            consumers.add(ended.group_uid)
+        if self.holders:
+            self._let_go(consumers)
         self.bound_requests.pop(gang, None)
         self.ends.pop(gang, None)
 
+    def _hold_claims(self, writes: Iterable[ClaimWrite]) -> None:
+        """The claims a placement wrote: allocated, and held by the consumers it added."""
+        for write in writes:
+            held = self.claims.get(write.claim) or Claim(write.claim, uid=write.uid)
+            uids = tuple(consumer.uid for consumer in write.consumers)
+            self.claims[write.claim] = replace(
+                held, allocation=write.allocation or held.allocation,
+                reserved_for=(*held.reserved_for, *uids))
+            for uid in uids:
+                self.holders[uid] = (*self.holders.get(uid, ()), write.claim)
+            self.claims_moved = True
+
+    def _let_go(self, consumers: Iterable[str]) -> None:
+        """The consumers are gone: each claim no one holds any more is deallocated."""
+        for uid in consumers:
+            for key in self.holders.pop(uid, ()):
+                claim = self.claims.get(key)
+                if claim is None or uid not in claim.reserved_for:
+                    continue
+                left = tuple(other for other in claim.reserved_for if other != uid)
+                self.claims[key] = replace(claim, reserved_for=left,
+                                           allocation=claim.allocation if left else None)
+                self.claims_moved = True
+
     def input_at(self, at: float, admitted: frozenset[GangKey]) -> CycleInput:
         base = self.inp.snapshot
+        devices = (base.devices.with_claims(self.claims) if self.claims_moved
+                   else base.devices)
         return replace(
             self.inp,
             snapshot=Snapshot(dict(self.nodes), seated=_seated(base, self.ended, self.placed),
-                              devices=base.devices),
+                              devices=devices),
             gangs=tuple(self.gangs.values()),
             bound_requests=dict(self.bound_requests),
             bound_pods=dict(self.bound_pods),
@@ -241,11 +299,7 @@ def forecast(
         blocked = bool(ends) or bool(result.placements)
         return {gang: Estimate(None, Unknown.RUNTIME if blocked else Unknown.NOT_PLACED)
                 for gang in sorted(waiting)}
-    world = _World(
-        inp=inp, nodes=dict(inp.snapshot.nodes), gangs={g.key: g for g in inp.gangs},
-        bound_pods={k: v for k, v in inp.bound_pods.items() if v},
-        bound_requests=dict(inp.bound_requests), ends=dict(ends), ended=set(), placed=[],
-    )
+    world = _World.of(inp, ends)
     for placement in result.placements:
         world.run(placement, inp.now)
     admitted = result.admitted

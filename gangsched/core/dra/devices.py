@@ -8,7 +8,7 @@ cycle allocates against one picture of which devices are free.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from types import MappingProxyType
 from typing import TypeVar
@@ -190,6 +190,19 @@ def classes_by_resource(classes: Iterable[DeviceClassSpec]) -> dict[str, str]:
     return chosen
 
 
+def _in_use(claims: Mapping[ClaimKey, Claim]) -> frozenset[DeviceRef]:
+    """The devices allocated to claims, but those held only for admin access."""
+    return frozenset(
+        allocated.device
+        for claim in claims.values() if claim.allocation is not None
+        for allocated in claim.allocation.devices if not allocated.admin_access
+    )
+
+
+def _extended_claims(claims: Mapping[ClaimKey, Claim]) -> dict[str, ClaimKey]:
+    return {claim.extended_for: claim.key for claim in claims.values() if claim.extended_for}
+
+
 K = TypeVar("K")
 V = TypeVar("V")
 
@@ -246,17 +259,18 @@ class Inventory:
         bad_slices: Mapping[NodeName, str] | None = None,
     ) -> Inventory:
         """The inventory, with the devices in use and the packing attributes derived."""
-        in_use = frozenset(
-            allocated.device
-            for claim in claims.values() if claim.allocation is not None
-            for allocated in claim.allocation.devices if not allocated.admin_access
-        )
+        in_use = _in_use(claims)
         packing = sorted({constraint.attribute for claim in claims.values()
                           for constraint in claim.constraints})
         return Inventory(devices, shared_devices, classes, claims, bad_slices or {}, in_use,
                          tuple(packing), classes_by_resource(classes.values()),
-                         {claim.extended_for: claim.key for claim in claims.values()
-                          if claim.extended_for})
+                         _extended_claims(claims))
+
+    def with_claims(self, claims: Mapping[ClaimKey, Claim]) -> Inventory:
+        """The same devices and classes with these claims, allocated as they say: the
+        cluster at a later moment, once some claims were allocated or let go."""
+        return replace(self, claims=claims, in_use=_in_use(claims),
+                       extended_claims=_extended_claims(claims))
 
     def on_node(self, node: NodeName) -> tuple[Device, ...]:
         local = self.devices.get(node, ())
