@@ -426,6 +426,9 @@ def explain(target: str, namespace: str | None, kubeconfig: str | None, context:
         else:
             click.echo(f"{what} waits for PodGroup {key} to exist")
         sys.exit(EXIT_WAITING)
+    if key in decision.gathered.theirs:
+        _fail(LookupError(f"{what}: PodGroup {key} is another scheduler's: only pods of "
+                          f"other schedulers name it"))
     explanation = explain_gang(decision.input, decision.result, key)
     if explanation is None:
         _fail(LookupError(f"{what}: PodGroup {key} has finished or is invalid"))

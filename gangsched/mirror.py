@@ -93,6 +93,9 @@ class View:
     queues: Mapping[QueueName, QueueSpec]
     pods: Mapping[PodKey, PodRecord]
     storage: Storage = field(default_factory=Storage)
+    named_by_others: frozenset[GangKey] = frozenset()
+    """The groups some pod of another scheduler names: with no pod of ours in them,
+    they are that scheduler's (core.gangs.gather)."""
 
 
 def _matters(old: PodRecord | None, new: PodRecord, assumed_on: NodeName | None) -> bool:
@@ -352,6 +355,13 @@ class Mirror(BudgetsAndStorage):
     _by_namespace_labels: set[PodKey] = field(default_factory=set)
     """Pods with an inter-pod term that selects namespaces by their labels: the ones
     to resolve again when a namespace's labels change."""
+    _others_group: dict[PodKey, GangKey] = field(default_factory=dict)
+    """Each pod of another scheduler that names a group, and the group, finished or
+    not: while it exists, a group without a pod of ours is that scheduler's."""
+    _named_by_others: dict[GangKey, int] = field(default_factory=dict)
+    """How many of those pods name each group; ``_named_frozen`` is its keys, made
+    again only when a group gains its first such pod or loses its last."""
+    _named_frozen: frozenset[GangKey] | None = None
 
     def in_scope(self, namespace: str) -> bool:
         """Whether objects of ``namespace`` are this scheduler's to act on."""
@@ -424,8 +434,9 @@ class Mirror(BudgetsAndStorage):
 
     # ---- pods -------------------------------------------------------------------------
     def add_pod(self, record: PodRecord) -> bool:
-        """A pod seen for the first time: true when it is ours, or frees or takes room
-        that matters (see :func:`_matters`)."""
+        """A pod seen for the first time: true when it is ours, frees or takes room that
+        matters (see :func:`_matters`), or is the first of another scheduler to name its
+        group (the group becomes that scheduler's)."""
         return self._put_pod(None, record)
 
     def update_pod(self, old: PodRecord, new: PodRecord) -> bool:
@@ -439,11 +450,11 @@ class Mirror(BudgetsAndStorage):
         assumed = self.assumed.get(key)
         if record.pod.node_name is not None:
             self.assumed.pop(key, None)  # confirmed by the watch
-        self._derive(key)
+        owners_changed = self._derive(key)
         was_bad = self.bad_pods.pop(key, None) is not None
         confirmed = assumed is not None and record.pod.node_name is not None
         self._changed(old != record or confirmed or was_bad)
-        if _matters(old, record, assumed.node if assumed else None):
+        if owners_changed or _matters(old, record, assumed.node if assumed else None):
             return True
         if _reported(old, record):
             self.on_status_change()
@@ -462,20 +473,21 @@ class Mirror(BudgetsAndStorage):
         aside with its error, to be reported on."""
         self._changed()
         self.pods.pop(header.key, None)
-        self._derive(header.key)
+        owners_changed = self._derive(header.key)
         if ours and not header.bound:
             self.bad_pods[header.key] = error
-        return ours
+        return ours or owners_changed
 
     def remove_pod(self, key: PodKey) -> bool:
         """The pod is gone: its room, its assumption and its place in its gang with it."""
         old = self.pods.pop(key, None)
         assumed = self.assumed.pop(key, None)
         bad = self.bad_pods.pop(key, None)
-        self._derive(key)
+        owners_changed = self._derive(key)
         self._changed(old is not None or assumed is not None or bad is not None)
-        # Gone from a node frees room; gone from a gang changes the gang.
-        return bad is not None or (old is not None and (
+        # Gone from a node frees room; gone from a gang changes the gang; the last pod
+        # of another scheduler gone from a group leaves it ours.
+        return owners_changed or bad is not None or (old is not None and (
             old.ours or (old.pod.node_name is not None and not old.pod.terminal)))
 
     # ---- assume / finish binding / forget / expire ----------------------------
@@ -526,14 +538,17 @@ class Mirror(BudgetsAndStorage):
         return min(finished) + ttl if finished else None
 
     # ---- what a view is made of, kept as pods change ----------------------
-    def _derive(self, key: PodKey) -> None:
-        """Bring the pod's member and seat in line with its record and assumption."""
+    def _derive(self, key: PodKey) -> bool:
+        """Bring the pod's member and seat in line with its record and assumption;
+        whether a group began or ceased to be named by pods of other schedulers."""
         record = self.pods.get(key)
+        owners_changed = self._name_group(
+            key, record.group if record is not None and not record.ours else None)
         if record is None:
             self._members.pop(key, None)
             self._unseat(key)
             self._by_namespace_labels.discard(key)
-            return
+            return owners_changed
         pod = record.pod
         if selects_by_labels(pod):
             self._by_namespace_labels.add(key)
@@ -563,6 +578,31 @@ class Mirror(BudgetsAndStorage):
                 self._seated[key] = (pod.node_name, pod.requests)
                 self._add_requested(pod.node_name, pod.requests, +1)
             self._hold_terms(key, pod.anti_affinity)
+        return owners_changed
+
+    def _name_group(self, key: PodKey, group: GangKey | None) -> bool:
+        """Count the pod ``key`` of another scheduler as naming ``group`` (None: it names
+        none, is ours or is gone); whether a group gained its first or lost its last."""
+        before = self._others_group.pop(key, None)
+        if before == group:
+            if group is not None:
+                self._others_group[key] = group
+            return False
+        changed = False
+        if before is not None:
+            left = self._named_by_others[before] - 1
+            if left:
+                self._named_by_others[before] = left
+            else:
+                del self._named_by_others[before]
+                changed = True
+        if group is not None:
+            self._others_group[key] = group
+            self._named_by_others[group] = self._named_by_others.get(group, 0) + 1
+            changed = changed or self._named_by_others[group] == 1
+        if changed:
+            self._named_frozen = None
+        return changed
 
     def _hold_terms(self, key: PodKey, terms: tuple[PodAffinityTerm, ...]) -> None:
         """Count the anti-affinity terms of the seated pod ``key`` (none: it holds none)."""
@@ -614,7 +654,13 @@ class Mirror(BudgetsAndStorage):
                             csi_nodes={NodeName(k): v for k, v in self.csi_nodes.items()},
                             attachments=dict(self.attachments),
                             csi_drivers=dict(self.csi_drivers)),
+            named_by_others=self._named_by_others_now(),
         )
+
+    def _named_by_others_now(self) -> frozenset[GangKey]:
+        if self._named_frozen is None:
+            self._named_frozen = frozenset(self._named_by_others)
+        return self._named_frozen
 
 
 def _put(table: dict[str, V], key: str, value: V) -> bool:

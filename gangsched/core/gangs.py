@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field, replace
 
 from gangsched.core.model import (
@@ -56,6 +57,9 @@ class Gathered:
     volume_limits: VolumeLimits = field(default_factory=VolumeLimits)
     """What the pending pods' volumes ask of the nodes' CSI limits and drivers: the
     cycle's snapshot is made to offer it (core.volumelimits)."""
+    theirs: frozenset[GangKey] = field(default_factory=frozenset)
+    """Groups named by pods of other schedulers and by none of ours: another scheduler's
+    groups, which get no gang, no status and no count from this one."""
 
 
 def gather(
@@ -65,6 +69,7 @@ def gather(
     finished_before: frozenset[GangKey] = frozenset(),
     priority_classes: Mapping[str, int] | None = None,
     never_preempting_classes: frozenset[str] = frozenset(),
+    named_by_others: AbstractSet[GangKey] = frozenset(),
 ) -> Gathered:
     """Group our pods into gangs; every unfinished PodGroup is a gang even with no pods.
 
@@ -85,8 +90,13 @@ def gather(
     yet to come, and taken for one they would be admitted again and hold their
     ``minResources`` for a job that is over. A new pending pod revives them.
 
-    A native PodGroup is ours only through pods of ours that name it: with
-    kube-scheduler running beside us, the others are its groups, not ours.
+    A PodGroup of any flavour that pods of other schedulers name
+    (``named_by_others``) and no pod of ours does is theirs (``theirs``): a
+    second scheduler sharing the PodGroup API (scheduler-plugins'
+    coscheduling, another gangsched by another name) places it and writes its
+    status. It is ours again as soon as a pod of ours names it. A native
+    PodGroup is ours only once a pod of ours names it, not before: with
+    kube-scheduler running beside us, the others are its groups.
 
     A basic-policy group (native ``schedulingPolicy.basic``) is no gang: each
     of its pending pods is a gang of one, in the group's queue and at its
@@ -109,9 +119,12 @@ def gather(
     tally = _Tally()
     for member in members:
         tally.add(member, groups)
+    theirs = frozenset(key for key in named_by_others if key not in tally.named)
     gangs: list[Gang] = []
     finished: set[GangKey] = set()
     for key in sorted(set(tally.pending) | set(groups)):
+        if key in theirs:
+            continue  # another scheduler's group
         spec = groups.get(key)
         if spec is not None and tally.done(key, spec.min_member, key in finished_before):
             finished.add(key)
@@ -136,6 +149,7 @@ def gather(
         solo_of=tally.solo_of,
         bound_pods={key: tuple(pods) for key, pods in tally.bound_pods.items()},
         invalid=invalid,
+        theirs=theirs,
     )
 
 
@@ -166,6 +180,8 @@ def _priority_mismatches(
 class _Tally:
     """Our pods sorted by gang in one pass: pending, bound, finished, orphaned."""
 
+    named: set[GangKey] = field(default_factory=set)
+    """Every group a member names, whether it exists, is valid or is done."""
     pending: dict[GangKey, list[Pod]] = field(default_factory=lambda: defaultdict(list))
     counts: dict[GangKey, dict[str, int]] = field(
         default_factory=lambda: defaultdict(lambda: defaultdict(int)))
@@ -181,6 +197,8 @@ class _Tally:
         pod = member.pod
         if pod.terminating:
             return
+        if member.group is not None:
+            self.named.add(member.group)
         key = member.group or solo_gang_key(pod.key)
         if member.group is not None and member.group not in groups:
             if pod.node_name is None and not pod.terminal:

@@ -167,6 +167,8 @@ def group_statuses(
     actions: list[Action] = []
     problems = runtime_problems(gathered)
     for key, group in view.groups.items():
+        if key in gathered.theirs:
+            continue  # only another scheduler's pods name it: its status is that one's
         if group.spec is None:
             if group.flavor is not Flavor.NATIVE or key in gathered.orphans:
                 actions.append(MarkGroupInvalid(key))

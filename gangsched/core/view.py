@@ -9,6 +9,7 @@ values.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Protocol
@@ -78,6 +79,8 @@ class ClusterView(Protocol):
     def pods(self) -> Mapping[PodKey, PodFacts]: ...
     @property
     def storage(self) -> Storage: ...
+    @property
+    def named_by_others(self) -> AbstractSet[GangKey]: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,7 +127,7 @@ def gather_view(
         if g.uid in finished_uids or g.status.get("phase") in FINISHED_PHASES
     )
     gathered = gather(view.members, groups, policies, finished_before, priority_classes,
-                      never_preempting_classes)
+                      never_preempting_classes, view.named_by_others)
     gangs, limits = _with_volumes(view, gathered.gangs)
     if gangs is not gathered.gangs:
         gathered = replace(gathered, gangs=gangs, volume_limits=limits)

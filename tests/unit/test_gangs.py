@@ -103,3 +103,22 @@ def test_a_group_naming_a_class_its_pods_do_not_have_is_invalid() -> None:
     # A class not known yet is not judged; the pods' priority stands.
     unknown = gather(members(pods), {JOB: spec}, priority_classes={})
     assert [g.priority for g in unknown.gangs] == [0] and unknown.invalid == {}
+
+
+def test_a_group_only_other_schedulers_pods_name_is_theirs_until_one_of_ours_does() -> None:
+    """A second scheduler sharing the PodGroup API (coscheduling, another gangsched)
+    places the groups its pods name; one with no pods at all stays ours, as operators
+    create the group first and its pods once it is admitted."""
+    theirs = gather([], {JOB: SPEC}, named_by_others=frozenset({JOB}))
+    assert theirs.gangs == () and theirs.theirs == frozenset({JOB})
+    assert JOB not in theirs.counts and JOB not in theirs.finished
+    podless = gather([], {JOB: SPEC})
+    assert [gang.key for gang in podless.gangs] == [JOB] and podless.theirs == frozenset()
+    ours = generation("ours", 1)
+    joined = gather(members(ours), {JOB: SPEC}, named_by_others=frozenset({JOB}))
+    assert [(gang.key, len(gang.pending)) for gang in joined.gangs] == [(JOB, 1)]
+    assert joined.theirs == frozenset() and joined.counts[JOB].pending == 1
+    # Ours leaving it (terminating) leaves it theirs again.
+    leaving = gather(members(generation("ours", 1, terminating=True)), {JOB: SPEC},
+                     named_by_others=frozenset({JOB}))
+    assert leaving.gangs == () and leaving.theirs == frozenset({JOB})

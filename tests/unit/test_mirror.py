@@ -179,6 +179,25 @@ def test_only_changes_that_can_alter_a_decision_wake_the_scheduler() -> None:
     assert Feed(mirror).delete("pods", running) is True
 
 
+def test_the_first_and_the_last_pod_of_another_scheduler_naming_a_group_matter() -> None:
+    """They make the group that scheduler's, and leave it ours again."""
+    mirror = mirror_with()
+    feed = Feed(mirror)
+    first = pod("a", scheduler="other", group="job")
+    assert feed.upsert("pods", first) is True
+    assert feed.upsert("pods", pod("b", scheduler="other", group="job")) is False
+    assert mirror.view().named_by_others == {GangKey("ns/job")}
+    assert feed.delete("pods", first) is False
+    moved = pod("b", scheduler="other", group="later")
+    assert feed.upsert("pods", moved) is True
+    assert mirror.view().named_by_others == {GangKey("ns/later")}
+    assert feed.delete("pods", moved) is True
+    assert mirror.view().named_by_others == frozenset()
+    # Ours name groups as members, not as another scheduler's.
+    assert feed.upsert("pods", pod("c", group="job")) is True
+    assert mirror.view().named_by_others == frozenset()
+
+
 def test_queue_the_schema_should_have_rejected_is_read_without_crashing() -> None:
     mirror = mirror_with()
     Feed(mirror).upsert_queue({"metadata": {"name": "q"},

@@ -29,7 +29,8 @@ def node(name: str, cpu: int) -> dict[str, Any]:
 
 
 def pod(name: str, cpu: int, on: str | None, phase: str, ours: bool,
-        deleting: bool = False, host_port: bool = False) -> dict[str, Any]:
+        deleting: bool = False, host_port: bool = False,
+        group: str | None = "g") -> dict[str, Any]:
     spec: dict[str, Any] = {
         "schedulerName": "gang" if ours else "default-scheduler",
         "containers": [{"name": "c", "resources": {"requests": {"cpu": f"{cpu}m"}}}],
@@ -39,7 +40,8 @@ def pod(name: str, cpu: int, on: str | None, phase: str, ours: bool,
     if on is not None:
         spec["nodeName"] = on
     meta: dict[str, Any] = {"name": name, "namespace": "ns", "uid": f"uid-{name}",
-                            "labels": {"scheduling.gangsched.io/pod-group": "g"},
+                            "labels": {"scheduling.gangsched.io/pod-group": group} if group
+                            else {},
                             "creationTimestamp": "2026-01-01T00:00:00Z"}
     if deleting:
         meta["deletionTimestamp"] = "2026-01-01T00:01:00Z"
@@ -49,7 +51,7 @@ def pod(name: str, cpu: int, on: str | None, phase: str, ours: bool,
 pods = st.builds(pod, st.sampled_from(PODS), st.integers(0, 3000),
                  st.sampled_from([None, None, None, *NODES, "gone"]),
                  st.sampled_from(["Pending", "Running", "Succeeded", "Failed"]), st.booleans(),
-                 st.booleans(), st.booleans())
+                 st.booleans(), st.booleans(), st.sampled_from(["g", "h", None]))
 nodes = st.builds(node, st.sampled_from(NODES), st.integers(1, 64))
 steps = st.one_of(
     st.tuples(st.just("pod"), pods),
@@ -90,7 +92,7 @@ def apply(mirror: Mirror, step: tuple[str, Any], now: float) -> None:
         mirror.expire(now + arg, ttl=10.0)
 
 
-def from_scratch(mirror: Mirror) -> tuple[Snapshot, tuple[Member, ...]]:
+def from_scratch(mirror: Mirror) -> tuple[Snapshot, tuple[Member, ...], frozenset[GangKey]]:
     """What a view is, computed in one pass over every pod held."""
     placed = []
     members = []
@@ -105,7 +107,9 @@ def from_scratch(mirror: Mirror) -> tuple[Snapshot, tuple[Member, ...]]:
                                   running=record.phase == "Running",
                                   succeeded=record.phase == "Succeeded",
                                   failed=record.phase == "Failed"))
-    return Snapshot.build(mirror.nodes.values(), placed), tuple(members)
+    named = frozenset(record.group for record in mirror.pods.values()
+                      if not record.ours and record.group is not None)
+    return Snapshot.build(mirror.nodes.values(), placed), tuple(members), named
 
 
 @settings(max_examples=500, deadline=None)
@@ -120,7 +124,7 @@ def test_a_view_kept_as_events_arrive_equals_one_built_from_every_pod(
         if step[0] == "expire":
             assert unfinished <= set(mirror.assumed), "an unfinished bind's assumption expired"
         view = mirror.view()
-        snapshot, members = from_scratch(mirror)
+        snapshot, members, named_by_others = from_scratch(mirror)
         assert dict(view.snapshot.nodes) == dict(snapshot.nodes)
         assert view.snapshot.holds_anti_affinity == snapshot.holds_anti_affinity
         held = {term for pod in snapshot.seated() if pod.node_name and not pod.terminal
@@ -128,3 +132,4 @@ def test_a_view_kept_as_events_arrive_equals_one_built_from_every_pod(
         assert set(view.snapshot.anti_affinity_terms or ()) == held
         assert sorted(view.members, key=lambda m: m.pod.key) == sorted(
             members, key=lambda m: m.pod.key)
+        assert view.named_by_others == named_by_others

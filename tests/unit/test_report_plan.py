@@ -8,6 +8,7 @@ from typing import TypeVar, cast
 
 from gangsched.core.actions import (
     Action,
+    Bind,
     ForgetWritten,
     MarkGroupInvalid,
     MarkInvalid,
@@ -172,3 +173,27 @@ def test_a_podgroup_whose_pods_another_scheduler_places_leaves_its_queues_counts
     assert [(a.queue, a.counts) for a in of_type(fresh.actions, WriteQueueStatus)] == [
         (DEFAULT, False)]
     assert fresh.state.queues_served == frozenset()
+
+
+def test_a_podgroup_only_other_schedulers_pods_name_gets_no_status_until_one_of_ours_does(
+) -> None:
+    """No status over the other scheduler's, no count in the queue, no admission; one
+    pod of ours naming the group makes it ours again."""
+    theirs = group("job", 1)
+    named = view([node("n1", 4)], [], [theirs])
+    foreign = StepView(replace(cast(Cluster, named.cluster),
+                               named_by_others=frozenset({JOB})))
+    alone = step(State(), foreign, 1000.0, CONFIG)
+    assert of_type(alone.actions, WriteGroupStatus) == []
+    assert of_type(alone.actions, MarkGroupInvalid) == []
+    assert alone.gangs == 0 and alone.state.admitted == frozenset()
+    assert [(a.queue, a.counts, a.status.pending) for a in
+            of_type(alone.actions, WriteQueueStatus)] == [(DEFAULT, False, 0)]
+    unreadable = StepView(replace(cast(Cluster, foreign.cluster),
+                                  groups={JOB: Group(JOB, theirs.flavor, "u1", None, "bad")}))
+    assert of_type(step(State(), unreadable, 1000.0, CONFIG).actions, MarkGroupInvalid) == []
+    ours = view([node("n1", 4)], members("job", 1), [theirs])
+    joined = StepView(replace(cast(Cluster, ours.cluster), named_by_others=frozenset({JOB})))
+    stepped = step(alone.state, joined, 1001.0, CONFIG)
+    assert [a.group for a in of_type(stepped.actions, WriteGroupStatus)] == [JOB]
+    assert [a.placement.gang for a in of_type(stepped.actions, Bind)] == [JOB]

@@ -63,6 +63,7 @@ class Cluster:
     queues: Mapping[QueueName, QueueSpec]
     pods: Mapping[PodKey, Record]
     storage: Storage = field(default_factory=Storage)
+    named_by_others: frozenset[GangKey] = frozenset()
 
 
 def group(name: str, min_member: int, *, uid: str = "u1", min_cpu: int = 0) -> Group:
