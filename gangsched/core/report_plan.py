@@ -213,12 +213,14 @@ def _estimate_text(estimate: Estimate | None) -> str | None:
 
 
 def runtime_problems(gathered: Gathered) -> dict[GangKey, str]:
-    """The first member of each gang whose expected-runtime annotation could not be read,
-    and why: its group's status says so, as the pod itself has no place for it."""
+    """The first member of each group whose expected-runtime annotation could not be read,
+    and why: its group's status says so, as the pod itself has no place for it. A pod of
+    a basic-policy group is a gang of its own; its group says it all the same."""
     found: dict[GangKey, str] = {}
     for key, pod in _members(gathered):
-        if pod.runtime_problem is not None and key not in found:
-            found[key] = f"pod {pod.key}: {pod.runtime_problem}"
+        group = gathered.solo_of.get(key, key)
+        if pod.runtime_problem is not None and group not in found:
+            found[group] = f"pod {pod.key}: {pod.runtime_problem}"
     return found
 
 

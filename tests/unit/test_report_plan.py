@@ -99,6 +99,20 @@ def test_a_pod_in_no_podgroup_is_told_itself_of_an_unreadable_runtime() -> None:
     assert status_of(stepped.actions, JOB).status.runtime_problem == f"pod ns/job-0: {bad}"
 
 
+def test_a_basic_policy_group_says_its_members_runtime_is_unreadable() -> None:
+    """Each pod of a basic-policy group is placed alone, as a gang of its own; the group's
+    status still tells of a member's unreadable runtime, as any group's does."""
+    bad = "annotation scheduling.gangsched.io/expected-runtime='soon' is not a duration"
+    basic = group("job", 2)
+    assert basic.spec is not None
+    basic = replace(basic, spec=replace(basic.spec, basic=True))
+    pods = members("job", 2)
+    cluster = view([node("n1", 1)], [pods[0], replace(pods[1], runtime_problem=bad)], [basic])
+    stepped = step(State(), cluster, 1000.0, CONFIG)
+    assert status_of(stepped.actions, JOB).status.runtime_problem == f"pod ns/job-1: {bad}"
+    assert of_type(stepped.actions, TellRuntimeProblem) == []
+
+
 def test_every_group_and_queue_gets_its_whole_status() -> None:
     running = members("run", 2, on=["n1", "n1"])
     cluster = view([node("n1", 2)], [*running, *members("job", 2)],
