@@ -128,3 +128,43 @@ def test_weights_and_the_tree_set_what_a_queue_deserves() -> None:
             replace(QueueSpec(C), parent=QueueName("team"))]
     under_team = cycle(a_holds_everything(), [gang("ns/b-0", 4, queue="b")], tree)
     assert len(under_team.preemptions[0].victims) == 2
+
+
+TEAMS = [QueueSpec(QueueName("t1")), QueueSpec(QueueName("t2")),
+         *(replace(QueueSpec(QueueName(leaf)), parent=QueueName(team))
+           for leaf, team in (("a1", "t1"), ("a2", "t1"), ("b1", "t2"), ("b2", "t2")))]
+"""Two teams of two queues, all of equal weight: each team deserves 4 of the 8 CPUs, each
+queue with work 2 of them."""
+
+
+def test_a_team_at_its_share_is_not_reclaimed_from_though_one_of_its_queues_borrowed() -> None:
+    """b1 holds 4 CPUs, twice its queue's share, but only because its team's other queue
+    b2 has not got its own yet: team t2 holds exactly its share. a1 reclaims from its own
+    team's a2, which borrowed from a1, never from t2, though b1's gangs are the youngest."""
+    everyone = [running("ns/a2-0", QueueName("a2"), "n1", created=0.0),
+                running("ns/a2-1", QueueName("a2"), "n1", created=1.0),
+                running("ns/b1-0", QueueName("b1"), "n2", created=2.0),
+                running("ns/b1-1", QueueName("b1"), "n2", created=3.0)]
+    waiting = [gang("ns/a1-0", 2, queue="a1"),
+               gang("ns/b2-big", 6, queue="b2")]  # more than b2 deserves: it reclaims nothing
+    result = cycle(everyone, waiting, TEAMS)
+    (chosen,) = result.preemptions
+    assert (chosen.preemptor, chosen.reclaim_for) == ("ns/a1-0", "a1")
+    assert chosen.victims == ("ns/a2-1",), "the youngest gang of a2, in a1's own team"
+
+
+def test_a_queue_of_a_team_past_its_share_reclaims_only_within_its_team() -> None:
+    """Teams t1 and t2 deserve 2 CPUs each, t3 (weight 2) 4, but t3's one gang is too big
+    to run: t1 and t2 hold 4 each. a1, under its own share of 1, may take back from its
+    own team's a2, not from t2's b1: that would put its team further past its share,
+    though b1 is past its own too and its gangs are the youngest."""
+    teams = [*TEAMS, QueueSpec(QueueName("t3"), weight=2),
+             replace(QueueSpec(QueueName("c1")), parent=QueueName("t3"))]
+    everyone = [running("ns/a2-0", QueueName("a2"), "n1", created=0.0),
+                running("ns/a2-1", QueueName("a2"), "n1", created=1.0),
+                running("ns/b1-0", QueueName("b1"), "n2", created=2.0),
+                running("ns/b1-1", QueueName("b1"), "n2", created=3.0)]
+    waiting = [gang("ns/a1-0", 1, queue="a1"), gang("ns/c1-big", 8, queue="c1")]
+    result = cycle(everyone, waiting, teams)
+    (chosen,) = result.preemptions
+    assert (chosen.preemptor, chosen.victims) == ("ns/a1-0", ("ns/a2-1",))

@@ -13,7 +13,10 @@ gangs the lowest priority, then the youngest, still go first.
 Never a gang of a queue at or under its share: every victim's queue keeps
 at least its deserved share after the eviction, and the reclaiming queue
 may not pass its own by the gang it places, so room taken back is never
-taken back again the other way. A queue with ``reclaimable: false`` is
+taken back again the other way. In a tree this holds at every level where
+the two part: between teams, the victim's team keeps its share and the
+reclaiming queue's team may not pass its own, as between their queues; two
+queues of one team settle it between themselves. A queue with ``reclaimable: false`` is
 never reclaimed from; a gang that waits only because the queues that
 borrowed opted out says so. How fast: a queue that reclaimed does not reclaim
 again for ``--reclaim-interval-seconds`` (the step passes such queues as
@@ -27,6 +30,7 @@ from dataclasses import replace
 from fractions import Fraction
 
 from gangsched.core.fairness import dominant_share
+from gangsched.core.hierarchy import subtree_total
 from gangsched.core.model import Gang, GangKey, QueueName
 from gangsched.core.placement import Unplaceable
 from gangsched.core.preemption import Candidate, Preemption
@@ -68,7 +72,8 @@ def _victims(
     if not candidates:
         return None
     chosen = victims_for(session, gang, candidates)
-    if chosen is None or not _keeps_shares(session, chosen.victims, candidates, deserved):
+    if chosen is None or not _keeps_shares(session, chosen.victims, candidates, deserved,
+                                           gang.queue):
         return None
     return chosen
 
@@ -117,25 +122,54 @@ def _borrowed(
             continue
         candidate = Candidate(other.key, other.priority, other.created,
                               tuple(session.inp.bound_pods[other.key]))
-        held = session.allocated[queue]
-        if _share(session, held - candidate.requests) >= deserved[queue]:
+        if _may_take(session, gang, queue, candidate.requests, deserved):
             found[0 if session.queues[queue].reclaimable else 1].append(candidate)
     return found
 
 
-def _keeps_shares(
-    session: Session, victims: tuple[GangKey, ...], candidates: list[Candidate],
+def _apart(session: Session, queue: QueueName, other: QueueName) -> tuple[QueueName, ...]:
+    """The queue and its ancestors that are not ``other``'s too: the levels at which the
+    two part, where shares are weighed."""
+    shared = set(session.tree.path(other))
+    return (*(name for name in session.tree.path(queue) if name not in shared and name != queue),
+            queue)
+
+
+def _held(session: Session, queue: QueueName) -> Resources:
+    return subtree_total(session.tree, session.allocated, queue)
+
+
+def _may_take(
+    session: Session, gang: Gang, victim_queue: QueueName, freed: Resources,
     deserved: Mapping[QueueName, Fraction],
 ) -> bool:
-    """Whether every victim's queue still holds its deserved share once all of them go:
-    each alone does, several of one queue together may not."""
+    """Whether evicting ``freed`` of ``victim_queue`` for the gang leaves, at every level
+    where the two queues part, the victim's side at or above its deserved share, and puts
+    the gang's side, once placed, not past its own."""
+    need = pending_need(gang, session.bound[gang.key])
+    return all(
+        _share(session, _held(session, name) - freed) >= deserved[name]
+        for name in _apart(session, victim_queue, gang.queue)
+    ) and all(
+        _share(session, _held(session, name) + need) <= deserved[name]
+        for name in _apart(session, gang.queue, victim_queue)
+    )
+
+
+def _keeps_shares(
+    session: Session, victims: tuple[GangKey, ...], candidates: list[Candidate],
+    deserved: Mapping[QueueName, Fraction], reclaiming: QueueName,
+) -> bool:
+    """Whether every victim's queue, and each of its ancestors apart from the reclaiming
+    queue's, still holds its deserved share once all of them go: each alone does,
+    several together may not."""
     by_key = {candidate.gang: candidate for candidate in candidates}
     queues = {gang.key: gang.queue for gang in session.evictable}
     freed: dict[QueueName, Resources] = {}
     for victim in victims:
-        queue = queues[victim]
-        freed[queue] = freed.get(queue, Resources.zero()) + by_key[victim].requests
+        for name in _apart(session, queues[victim], reclaiming):
+            freed[name] = freed.get(name, Resources.zero()) + by_key[victim].requests
     return all(
-        _share(session, session.allocated[queue] - amount) >= deserved[queue]
-        for queue, amount in freed.items()
+        _share(session, _held(session, name) - amount) >= deserved[name]
+        for name, amount in freed.items()
     )
