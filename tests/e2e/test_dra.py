@@ -4,7 +4,9 @@ published as ResourceSlices the way a real driver publishes them."""
 from __future__ import annotations
 
 import random
+import time
 from collections.abc import Iterator, Mapping
+from datetime import UTC, datetime
 from typing import Any
 
 import pykube
@@ -13,6 +15,7 @@ import pytest
 from devcluster import fakedriver
 from devcluster.controlplane import LocalCluster, NodeShape
 from devcluster.fakedriver import claiming
+from gangsched.core.runtimes import RUNTIME_ANNOTATION
 from tests.e2e import dra_oracle, oracle
 from tests.e2e.test_explain_status import gangsched_cli
 from tests.e2e.workspace import Workspace, bound, node_of, wait_for
@@ -307,3 +310,38 @@ def test_one_gpu_pods_fill_one_clique_where_kube_scheduler_breaks_several(
           f"gangsched: {ours_placed} of 4, cliques broken {sorted(ours_broken)}")
     assert len(ours_broken) == 1 and ours_placed == 3
     assert kube_placed <= ours_placed
+
+
+@pytest.mark.usefixtures("gpu_nodes", "gangsched")
+def test_a_gang_waiting_for_gpus_held_through_claims_is_estimated_to_start_when_they_end(
+    ws: Workspace,
+) -> None:
+    """Every fake GPU is allocated to a running gang's claims; the waiting gang's estimate
+    is that gang's end (its claims let go then), and it binds once they are."""
+    runtime_s = 40
+    ws.create(claim_template(ws, "eight", 8))
+
+    def timed_gang(name: str, runtime: str) -> None:
+        ws.create(ws.podgroup(name, min_member=2))
+        ws.create(*(claiming(ws.pod(f"{name}-{i}", group=name, run_for=runtime,
+                                    annotations={RUNTIME_ANNOTATION: runtime}), "eight")
+                    for i in range(2)))
+
+    timed_gang("run", f"{runtime_s}s")
+    wait_for(lambda: len(bound(members(ws, "run"))) == 2, timeout=30, what="the first gang bound")
+    started = time.time()
+    timed_gang("next", "20s")
+
+    def estimate() -> str | None:
+        text = (ws.podgroup_obj("next").get("status") or {}).get("estimatedStart")
+        return str(text) if text else None
+
+    published = wait_for(estimate, timeout=30, what="the waiting gang's estimated start")
+    assert published != "Unknown", "the devices the first gang holds are let go when it ends"
+    assert abs(_timestamp(published) - (started + runtime_s)) <= 6, (published, started)
+    wait_for(lambda: len(bound(members(ws, "next"))) == 2, timeout=runtime_s + 40,
+             what="the waiting gang to bind once the first gang's claims are let go")
+
+
+def _timestamp(text: str) -> float:
+    return datetime.strptime(text, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC).timestamp()
