@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 
 import pytest
@@ -10,6 +11,7 @@ import yaml
 from devcluster.controlplane import REPO, LocalCluster, NodeShape
 from tests.e2e.conftest import SchedulerProcess
 from tests.e2e.scenario import only_nodes
+from tests.e2e.test_explain_status import gangsched_cli
 from tests.e2e.workspace import Workspace, bound, wait_for
 
 EXAMPLES = REPO / "examples"
@@ -66,3 +68,31 @@ def test_kubeflow_example_points_every_replica_at_gangsched() -> None:
     job = yaml.safe_load((EXAMPLES / "kubeflow-volcano.yaml").read_text())
     replicas = job["spec"]["pytorchReplicaSpecs"].values()
     assert all(r["template"]["spec"]["schedulerName"] == "gang" for r in replicas)
+
+
+def test_queue_tree_example_is_a_valid_tree_and_its_leaf_takes_gangs(
+    cluster: LocalCluster, ws: Workspace, gangsched: SchedulerProcess
+) -> None:
+    """The queue-tree example: every Queue valid, `gangsched status` draws the tree, and a
+    gang of its leaf queue binds and is counted there."""
+    only_nodes(cluster, 2, NodeShape(cpu="8", memory="32Gi", gpus=1))
+    manifests = _in_namespace("queue-tree.yaml", ws.name)
+    queue_names = [doc["metadata"]["name"] for doc in yaml.safe_load_all(manifests)
+                   if doc["kind"] == "Queue"]
+    cluster.kubectl("apply", "-f", "-", input=manifests)
+    try:
+        for i in range(2):
+            ws.create(ws.pod(f"sweep-{i}", gpus=1, group="sweep"))
+        wait_for(lambda: len(bound(ws.pods().values())) == 2, timeout=60,
+                 what="both members of the research-batch gang to bind")
+        listed = json.loads(cluster.kubectl("get", "queues", "-o", "json").stdout)["items"]
+        queues = {q["metadata"]["name"]: q for q in listed if q["metadata"]["name"] in queue_names}
+        assert sorted(queues) == sorted(queue_names)
+        for name, queue in queues.items():
+            conditions = (queue.get("status") or {}).get("conditions") or []
+            assert not [c for c in conditions if c["type"] == "Invalid"
+                        and c["status"] == "True"], (name, conditions)
+        shown = gangsched_cli(cluster, "status", "-A")
+        assert "│  └─ platform-training" in shown and "   └─ research-batch" in shown, shown
+    finally:
+        cluster.kubectl("delete", "-f", "-", "--ignore-not-found", input=manifests)
