@@ -151,13 +151,9 @@ class DeviceCache:
         for key, assumed in self.assumed.items():
             claim = claims.get(key)
             if claim is None and assumed.made_for:
-                claims[key] = Claim(key, allocation=assumed.allocation,
-                                    reserved_for=assumed.reserved, extended_for=assumed.made_for)
-            elif claim is not None:
-                reserved = (*claim.reserved_for,
-                            *(uid for uid in assumed.reserved if uid not in claim.reserved_for))
-                claims[key] = replace(claim, allocation=claim.allocation or assumed.allocation,
-                                      reserved_for=reserved)
+                claim = Claim(key, extended_for=assumed.made_for)
+            if claim is not None:
+                claims[key] = claim.reserved(assumed.allocation, assumed.reserved)
         return Inventory.build(devices, dict(self.classes), claims,
                                shared_devices=tuple(shared), bad_slices=bad)
 

@@ -58,7 +58,7 @@ class ForecastLimits:
     """More cycles, at most, to find the exact end at which a step that places a gang
     first places one (halving the ends taken together; twice as many cycles at most on
     a forecast that places at every step). Beyond them a start is the last of those
-    ends, and what is reserved by it the first (``Estimate.earliest``)."""
+    ends, and what is reserved by it the earliest not ruled out (``Estimate.earliest``)."""
     horizon_s: float = 7 * 24 * 3600.0
     """How far ahead it looks."""
     resolution_s: float = 5.0
@@ -89,8 +89,8 @@ class Estimate:
     at: float | None
     unknown: Unknown | None = None
     earliest: float | None = None
-    """The earliest it may start, when ``at`` may be late: the first of the ends the
-    forecast took together with ``at`` and had no cycles left to tell apart (see
+    """The earliest it may start, when ``at`` may be late: the first of the ends taken
+    together with ``at`` that the forecast had no cycles left to rule out (see
     ``ForecastLimits.max_refinements``); None when ``at`` is exact."""
 
     @property
@@ -201,9 +201,7 @@ class _World:
         for write in writes:
             held = self.claims.get(write.claim) or Claim(write.claim, uid=write.uid)
             uids = tuple(consumer.uid for consumer in write.consumers)
-            self.claims[write.claim] = replace(
-                held, allocation=write.allocation or held.allocation,
-                reserved_for=(*held.reserved_for, *uids))
+            self.claims[write.claim] = held.reserved(write.allocation, uids)
             for uid in uids:
                 self.holders[uid] = (*self.holders.get(uid, ()), write.claim)
             self.claims_moved = True
@@ -213,12 +211,9 @@ class _World:
         for uid in consumers:
             for key in self.holders.pop(uid, ()):
                 claim = self.claims.get(key)
-                if claim is None or uid not in claim.reserved_for:
-                    continue
-                left = tuple(other for other in claim.reserved_for if other != uid)
-                self.claims[key] = replace(claim, reserved_for=left,
-                                           allocation=claim.allocation if left else None)
-                self.claims_moved = True
+                if claim is not None and uid in claim.reserved_for:
+                    self.claims[key] = claim.released(uid)
+                    self.claims_moved = True
 
     def input_at(self, at: float, admitted: frozenset[GangKey]) -> CycleInput:
         base = self.inp.snapshot
@@ -304,7 +299,7 @@ def forecast(
         world.run(placement, inp.now)
     admitted = result.admitted
     starts: dict[GangKey, float] = {}
-    earliest: dict[GangKey, float] = {}  # the first of the ends taken together there
+    earliest: dict[GangKey, float] = {}  # starts not told apart from earlier ends
     bounded = False
     refinements = limits.max_refinements
     for _ in range(limits.max_steps):
@@ -317,12 +312,14 @@ def forecast(
         if window[-1] > inp.now + limits.horizon_s:
             bounded = True
             break
-        world, answer, at, exact, refinements = _decide_at(world, window, admitted, refinements)
+        world, answer, at, soonest, refinements = _decide_at(world, window, admitted,
+                                                              refinements)
         admitted = answer.admitted
         for placement in answer.placements:
             if placement.gang in waiting and placement.gang not in starts:
                 starts[placement.gang] = at
-                earliest[placement.gang] = at if exact else first
+                if soonest < at:
+                    earliest[placement.gang] = soonest
             world.run(placement, at)
     else:
         bounded = any(end is not None for end in world.ends.values())
@@ -330,9 +327,7 @@ def forecast(
     estimates = {}
     for gang in sorted(waiting):
         if gang in starts:
-            first = earliest[gang]
-            estimates[gang] = Estimate(starts[gang],
-                                       earliest=None if first == starts[gang] else first)
+            estimates[gang] = Estimate(starts[gang], earliest=earliest.get(gang))
         else:
             estimates[gang] = Estimate(None, Unknown.RUNTIME if blocked
                                        else Unknown.HORIZON if bounded else Unknown.NOT_PLACED)
@@ -341,37 +336,38 @@ def forecast(
 
 def _decide_at(
     world: _World, window: Sequence[float], admitted: frozenset[GangKey], refinements: int,
-) -> tuple[_World, CycleResult, float, bool, int]:
+) -> tuple[_World, CycleResult, float, float, int]:
     """The cycle at the last of ``window``'s ends, taken together; if it places a gang,
     the first of those ends at which a cycle places one, found by halving (at most
     ``refinements`` more cycles, fewer left returned), so a start is as exact as the
     scheduler, which decides again at every end, will make it.
 
     Returns the world after the ends up to that moment, the cycle's answer there,
-    the moment, whether a placement there is exact and the refinements left. A step
+    the moment, the soonest a placement there may be (the moment itself unless the
+    refinements ran out before the ends were told apart) and the refinements left. A step
     that places nothing costs one cycle: ends that free too little for anyone stay
     taken together.
     """
-    def at(end: float) -> tuple[_World, CycleResult]:
-        moved = world.copy()
+    def at(end: float, moved: _World) -> tuple[_World, CycleResult]:
         for gang in [key for key, until in moved.ends.items()
                      if until is not None and until <= end]:
             moved.end(gang)
         return moved, run_cycle(moved.input_at(end, admitted))
 
     low, high = 0, len(window) - 1
-    best = at(window[high])
+    # The world is kept as it is only while a moment before the last may be tried.
+    best = at(window[high], world.copy() if high else world)
     if not best[1].placements:
-        return (*best, window[high], True, refinements)
+        return (*best, window[high], window[high], refinements)
     while low < high and refinements > 0:
         middle = (low + high) // 2
-        tried = at(window[middle])
+        tried = at(window[middle], world.copy())
         refinements -= 1
         if tried[1].placements:
             high, best = middle, tried
         else:
             low = middle + 1
-    return (*best, window[high], low == high, refinements)
+    return (*best, window[high], window[low], refinements)
 
 
 def _any_end_known(

@@ -173,6 +173,18 @@ class Claim:
     """The UID of the pod it was made for, when it is a pod's extended resource claim
     (see :mod:`.extended`)."""
 
+    def reserved(self, allocation: Allocation | None, consumers: Iterable[str]) -> Claim:
+        """The claim once ``allocation`` is written to it (the one it has stands) and
+        ``consumers`` (UIDs) hold it too."""
+        held = (*self.reserved_for, *(uid for uid in consumers if uid not in self.reserved_for))
+        return replace(self, allocation=self.allocation or allocation, reserved_for=held)
+
+    def released(self, consumer: str) -> Claim:
+        """The claim once ``consumer`` no longer holds it: deallocated when no consumer is
+        left, as the resource-claim controller does on that transition."""
+        left = tuple(uid for uid in self.reserved_for if uid != consumer)
+        return replace(self, reserved_for=left, allocation=self.allocation if left else None)
+
 
 def classes_by_resource(classes: Iterable[DeviceClassSpec]) -> dict[str, str]:
     """Which class serves each extended resource name. Two classes naming the same one:
