@@ -25,13 +25,13 @@ again for ``--reclaim-interval-seconds`` (the step passes such queues as
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from fractions import Fraction
 
 from gangsched.core.fairness import dominant_share
 from gangsched.core.hierarchy import subtree_total
-from gangsched.core.model import Gang, GangKey, QueueName
+from gangsched.core.model import Gang, QueueName
 from gangsched.core.placement import Unplaceable
 from gangsched.core.preemption import Candidate, Preemption
 from gangsched.core.reasons import NotReclaimable, Preempting, Reason
@@ -49,9 +49,9 @@ def reclaim(session: Session, gang: Gang, reason: Reason) -> bool:
         return False
     deserved = session.deserved()
     need = pending_need(gang, session.bound[gang.key])
-    if _share(session, session.allocated[gang.queue] + need) > deserved[gang.queue]:
-        return False  # placed, it would hold more than its queue deserves
-    candidates, opted_out = _borrowed(session, gang, deserved)
+    if not _within_share(session, gang.queue, gang.queue, need, deserved):
+        return False  # placed, it would hold more than its own queue deserves
+    candidates, opted_out = _borrowed(session, gang, need, deserved)
     chosen = _victims(session, gang, candidates, deserved)  # every borrower's gang may go
     if chosen is None:
         return bool(opted_out) and _refused_by_opt_out(
@@ -72,10 +72,12 @@ def _victims(
     if not candidates:
         return None
     chosen = victims_for(session, gang, candidates)
-    if chosen is None or not _keeps_shares(session, chosen.victims, candidates, deserved,
-                                           gang.queue):
+    if chosen is None:
         return None
-    return chosen
+    by_key = {candidate.gang: candidate for candidate in candidates}
+    queues = {other.key: other.queue for other in session.evictable}
+    freed = [(queues[victim], by_key[victim].requests) for victim in chosen.victims]
+    return chosen if _keeps_shares(session, freed, gang.queue, deserved) else None
 
 
 def _refused_by_opt_out(
@@ -110,19 +112,25 @@ def _share(session: Session, held: Resources) -> Fraction:
 
 
 def _borrowed(
-    session: Session, gang: Gang, deserved: Mapping[QueueName, Fraction]
+    session: Session, gang: Gang, need: Resources, deserved: Mapping[QueueName, Fraction]
 ) -> tuple[list[Candidate], list[Candidate]]:
-    """Running gangs of queues above their deserved share that each leave their queue at or
-    above it when evicted: those of reclaimable queues, and those of queues that opted out."""
+    """Running gangs of queues above their deserved share that each leave their queue, and
+    its ancestors apart from the gang's, at or above it when evicted, from queues the gang
+    may take from: those of reclaimable queues, and those of queues that opted out."""
     placed = {placement.gang for placement in session.placements}
     found: tuple[list[Candidate], list[Candidate]] = ([], [])
+    may_take: dict[QueueName, bool] = {}
     for other in session.evictable:
         queue = other.queue
         if queue == gang.queue or queue not in deserved or other.key in placed:
             continue
+        if queue not in may_take:
+            may_take[queue] = _within_share(session, gang.queue, queue, need, deserved)
+        if not may_take[queue]:
+            continue
         candidate = Candidate(other.key, other.priority, other.created,
                               tuple(session.inp.bound_pods[other.key]))
-        if _may_take(session, gang, queue, candidate.requests, deserved):
+        if _keeps_shares(session, [(queue, candidate.requests)], gang.queue, deserved):
             found[0 if session.queues[queue].reclaimable else 1].append(candidate)
     return found
 
@@ -139,37 +147,27 @@ def _held(session: Session, queue: QueueName) -> Resources:
     return subtree_total(session.tree, session.allocated, queue)
 
 
-def _may_take(
-    session: Session, gang: Gang, victim_queue: QueueName, freed: Resources,
+def _within_share(
+    session: Session, queue: QueueName, victim_queue: QueueName, need: Resources,
     deserved: Mapping[QueueName, Fraction],
 ) -> bool:
-    """Whether evicting ``freed`` of ``victim_queue`` for the gang leaves, at every level
-    where the two queues part, the victim's side at or above its deserved share, and puts
-    the gang's side, once placed, not past its own."""
-    need = pending_need(gang, session.bound[gang.key])
-    return all(
-        _share(session, _held(session, name) - freed) >= deserved[name]
-        for name in _apart(session, victim_queue, gang.queue)
-    ) and all(
-        _share(session, _held(session, name) + need) <= deserved[name]
-        for name in _apart(session, gang.queue, victim_queue)
-    )
+    """Whether ``queue`` holding ``need`` more stays within its deserved share at every
+    level where it parts from ``victim_queue``: room taken back from another team may
+    not put the taking team past its share."""
+    return all(_share(session, _held(session, name) + need) <= deserved[name]
+               for name in _apart(session, queue, victim_queue))
 
 
 def _keeps_shares(
-    session: Session, victims: tuple[GangKey, ...], candidates: list[Candidate],
-    deserved: Mapping[QueueName, Fraction], reclaiming: QueueName,
+    session: Session, freed: Iterable[tuple[QueueName, Resources]], queue: QueueName,
+    deserved: Mapping[QueueName, Fraction],
 ) -> bool:
-    """Whether every victim's queue, and each of its ancestors apart from the reclaiming
-    queue's, still holds its deserved share once all of them go: each alone does,
-    several together may not."""
-    by_key = {candidate.gang: candidate for candidate in candidates}
-    queues = {gang.key: gang.queue for gang in session.evictable}
-    freed: dict[QueueName, Resources] = {}
-    for victim in victims:
-        for name in _apart(session, queues[victim], reclaiming):
-            freed[name] = freed.get(name, Resources.zero()) + by_key[victim].requests
-    return all(
-        _share(session, _held(session, name) - amount) >= deserved[name]
-        for name, amount in freed.items()
-    )
+    """Whether each queue giving up what ``freed`` pairs with it, and each of its ancestors
+    apart from ``queue``'s, still holds its deserved share once all of it goes: each
+    victim alone may, several together not."""
+    given: dict[QueueName, Resources] = {}
+    for victim_queue, amount in freed:
+        for name in _apart(session, victim_queue, queue):
+            given[name] = given.get(name, Resources.zero()) + amount
+    return all(_share(session, _held(session, name) - amount) >= deserved[name]
+               for name, amount in given.items())
