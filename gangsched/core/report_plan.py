@@ -77,10 +77,11 @@ def plan_reports(
     reports, actions = waiting_pods(cluster, gathered, reasons, previous, now, pacing)
     actions.extend(unplaceable_pods(cluster, gathered))
     actions.extend(MarkInvalid(pod, error) for pod, error in view.bad_pods.items())
-    actions.extend(lone_runtime_problems(gathered))
+    problems, tell = runtime_problems(gathered)
+    actions.extend(tell)
     statuses, group_actions = group_statuses(cluster, gathered, result, reasons,
                                              waiting_since=waiting_since, now=now,
-                                             estimates=estimates or {})
+                                             estimates=estimates or {}, problems=problems)
     actions.extend(group_actions)
     # A queue is served by the scheduler whose pods its gangs hold: a PodGroup whose pods
     # another scheduler places is a gang here too, with none of them, and must not make
@@ -152,8 +153,10 @@ def group_statuses(
     waiting_since: Mapping[GangKey, float],
     now: float,
     estimates: Mapping[GangKey, Estimate] | None = None,
+    problems: Mapping[GangKey, str],
 ) -> tuple[dict[GangKey, GroupStatus], list[Action]]:
-    """The whole status of every group this scheduler serves, and invalid groups marked."""
+    """The whole status of every group this scheduler serves, and invalid groups marked;
+    ``problems`` are the groups' unreadable runtimes (:func:`runtime_problems`)."""
     placed = {p.gang for p in result.placements}
     # A basic-policy group is no gang: its pods are, and the group says what
     # the first of them waits for, and is binding while any of them is.
@@ -165,7 +168,6 @@ def group_statuses(
             placed = placed | {owner}
     statuses: dict[GangKey, GroupStatus] = {}
     actions: list[Action] = []
-    problems = runtime_problems(gathered)
     for key, group in view.groups.items():
         if key in gathered.theirs:
             continue  # only another scheduler's pods name it: its status is that one's
@@ -212,27 +214,22 @@ def _estimate_text(estimate: Estimate | None) -> str | None:
     return None if estimate is None else estimate.text
 
 
-def runtime_problems(gathered: Gathered) -> dict[GangKey, str]:
-    """The first member of each group whose expected-runtime annotation could not be read,
-    and why: its group's status says so, as the pod itself has no place for it. A pod of
-    a basic-policy group is a gang of its own; its group says it all the same."""
-    found: dict[GangKey, str] = {}
+def runtime_problems(gathered: Gathered) -> tuple[dict[GangKey, str], list[Action]]:
+    """In one pass over every member, those whose expected-runtime annotation could not
+    be read: the first of each group, which its group's status tells of (a pod has no
+    place for it; a pod of a basic-policy group is a gang of its own, its group tells
+    all the same), and a pod in no PodGroup, told itself in an Event."""
+    of_groups: dict[GangKey, str] = {}
+    lone: list[Action] = []
     for key, pod in _members(gathered):
-        group = gathered.solo_of.get(key, key)
-        if pod.runtime_problem is not None and group not in found:
-            found[group] = f"pod {pod.key}: {pod.runtime_problem}"
-    return found
-
-
-def lone_runtime_problems(gathered: Gathered) -> list[Action]:
-    """Pods in no PodGroup whose expected-runtime annotation could not be read: having no
-    group to say it, each is told itself."""
-    return [
-        TellRuntimeProblem(pod.key, pod.runtime_problem)
-        for key, pod in _members(gathered)
-        if pod.runtime_problem is not None and key == solo_gang_key(pod.key)
-        and key not in gathered.solo_of
-    ]
+        if pod.runtime_problem is None:
+            continue
+        group = gathered.solo_of.get(key)
+        if group is None and key == solo_gang_key(pod.key):
+            lone.append(TellRuntimeProblem(pod.key, pod.runtime_problem))
+        else:
+            of_groups.setdefault(group or key, f"pod {pod.key}: {pod.runtime_problem}")
+    return of_groups, lone
 
 
 def _members(gathered: Gathered) -> Iterator[tuple[GangKey, Pod]]:
