@@ -83,9 +83,10 @@ def plan_reports(
                                              waiting_since=waiting_since, now=now,
                                              estimates=estimates or {}, problems=problems)
     actions.extend(group_actions)
-    # A queue is served by the scheduler whose pods its gangs hold: a PodGroup whose pods
-    # another scheduler places is a gang here too, with none of them, and must not make
-    # this one write its counts over that one's.
+    # A queue is served by the scheduler whose pods its gangs hold. A group only other
+    # schedulers' pods name is no gang here (gather's ``theirs``); one with no pods yet is
+    # a gang of every scheduler that reads its API, and must not make this one write its
+    # counts over those of the one whose pods will come.
     served = frozenset(g.queue for g in gathered.gangs
                        if g.queue in cluster.queues and g.key in gathered.counts)
     actions.extend(queue_statuses(cluster, gathered, statuses,
