@@ -15,8 +15,13 @@ child queues waits with a :class:`QueueNotLeaf` reason naming them, and its
 queue's own gangs do not make it busy for the deserved shares. Its gangs
 already bound keep running, counted in its subtree's usage and caps.
 
-A queue that cannot be placed in the tree (its parent missing, Closed or
-invalid, parents in a cycle, a weight under 1) is invalid: it has no share to
+A Closed queue stays in the tree, and so does every queue under it: closing
+a queue only stops it and its subtree taking new gangs (:meth:`QueueTree.closed`),
+while what they run still counts in every ancestor's total and cap, so a team
+closed with 8 cpu running does not give its organisation 8 cpu more to hand out.
+
+A queue that cannot be placed in the tree (its parent missing or invalid,
+parents in a cycle, a weight under 1) is invalid: it has no share to
 order by, so its new gangs wait with a :class:`QueueInvalid` reason naming the
 problem, and every other queue is scheduled as if it were not there.
 """
@@ -71,6 +76,12 @@ class QueueTree:
         kids = self.children.get(queue)
         return QueueNotLeaf(queue, kids) if kids else None
 
+    def closed(self, queue: QueueName) -> QueueName | None:
+        """The nearest Closed queue from ``queue`` up (itself included): its gangs are
+        admitted no more; None when every queue on the way is Open."""
+        return next((name for name in reversed(self.path(queue))
+                     if name in self.specs and not self.specs[name].open), None)
+
 
 def build_tree(queues: Mapping[QueueName, QueueSpec]) -> QueueTree:
     """The tree of the valid queues; each invalid one with the first problem found."""
@@ -109,7 +120,8 @@ def build_tree(queues: Mapping[QueueName, QueueSpec]) -> QueueTree:
 
 def _own_problems(queues: Mapping[QueueName, QueueSpec]) -> dict[QueueName, QueueInvalid]:
     """What is wrong with each queue itself or with its parent link: a weight under 1,
-    parents in a cycle, a parent missing or Closed."""
+    parents in a cycle, a parent missing. A Closed parent is none: its children stay in
+    the tree, counted in its totals, and take no new gangs (:meth:`QueueTree.closed`)."""
     problems: dict[QueueName, QueueInvalid] = {}
     for name, spec in sorted(queues.items()):
         if spec.weight < 1:
@@ -123,8 +135,6 @@ def _own_problems(queues: Mapping[QueueName, QueueSpec]) -> dict[QueueName, Queu
             problems[name] = QueueInvalid(name, "ParentCycle", parent, cycle)
         elif parent not in queues:
             problems[name] = QueueInvalid(name, "ParentMissing", parent)
-        elif not queues[parent].open:
-            problems[name] = QueueInvalid(name, "ParentClosed", parent)
     return problems
 
 

@@ -289,6 +289,9 @@ class QueueMissing:
 
 @dataclass(frozen=True, slots=True)
 class QueueClosed:
+    """``queue`` is Closed: the gang's own queue or one above it, whose subtree admits no
+    new gangs."""
+
     code: ClassVar[str] = "QueueClosed"
     queue: QueueName
 
@@ -318,8 +321,7 @@ class QueueNotLeaf:
     children: tuple[QueueName, ...]
 
 
-QUEUE_PROBLEMS = ("ParentMissing", "ParentCycle", "ParentClosed", "ParentInvalid",
-                  "WeightBelowOne")
+QUEUE_PROBLEMS = ("ParentMissing", "ParentCycle", "ParentInvalid", "WeightBelowOne")
 """What can make a queue invalid in the hierarchy: also the reason of its Invalid condition."""
 
 
@@ -750,8 +752,6 @@ def _queue_invalid_text(reason: QueueInvalid) -> str:
             why = f"its parent queue {parent} does not exist (deleted, or not created yet)"
         case "ParentCycle":
             why = f"its parents form a cycle: {' -> '.join([*reason.cycle, reason.cycle[0]])}"
-        case "ParentClosed":
-            why = f"its parent queue {parent} is Closed"
         case "ParentInvalid":
             why = f"its parent queue {parent} is invalid"
         case _:

@@ -215,16 +215,13 @@ def test_a_queue_with_no_place_in_the_tree_says_why_and_disturbs_no_other(
     orphan = queues.make("orphan", "team")  # the parent does not exist yet
     queues.make("x", "y")
     queues.make("y", "x")
-    queues.make("shut", state="Closed")
-    queues.make("kid", "shut")
     queues.make("fine")
-    for short in ("orphan", "x", "kid", "fine"):
+    for short in ("orphan", "x", "fine"):
         ws.create(ws.podgroup(short, min_member=1, queue=queues.name(short)),
                   ws.pod(f"{short}-0", cpu="100m", gpus=1, group=short))
     wait_for(lambda: node_of(ws.pods()["fine-0"]), timeout=30, what="the fine queue's gang")
 
-    expected = {"orphan": "ParentMissing", "x": "ParentCycle", "y": "ParentCycle",
-                "kid": "ParentClosed"}
+    expected = {"orphan": "ParentMissing", "x": "ParentCycle", "y": "ParentCycle"}
     wait_for(lambda: all((queues.invalid(s) or {}).get("reason") == r
                          for s, r in expected.items()),
              timeout=30, what="each bad queue's Invalid condition")
@@ -246,7 +243,7 @@ def test_a_queue_with_no_place_in_the_tree_says_why_and_disturbs_no_other(
 
     wait_for(lambda: says("orphan", f"queue '{orphan}' is invalid"), timeout=30,
              what="the orphan's PodGroup to say why it waits")
-    assert not any(node_of(ws.pods()[f"{s}-0"]) for s in ("orphan", "x", "kid"))
+    assert not any(node_of(ws.pods()[f"{s}-0"]) for s in ("orphan", "x"))
 
     # Its parent created, the orphan's gang runs; deleting that parent again is reported
     # on the child, whose running gang is not disturbed.
@@ -258,6 +255,50 @@ def test_a_queue_with_no_place_in_the_tree_says_why_and_disturbs_no_other(
     wait_for(lambda: (queues.invalid("orphan") or {}).get("reason") == "ParentMissing",
              timeout=30, what="the deleted parent to be reported on its child")
     assert node_of(ws.pods()["orphan-0"]) and ws.pods()["fine-0"]
+
+
+@pytest.mark.usefixtures("gangsched")
+def test_closing_a_team_keeps_its_running_usage_under_the_organisations_cap(
+    cluster: LocalCluster, ws: Workspace, queues: Queues
+) -> None:
+    # org may hold 4 cpu; its team's queue runs 4 gangs of 1 cpu, then the team is
+    # Closed. What runs in it still fills the org: its other queue's gangs wait.
+    only_nodes(cluster, 1, NodeShape(cpu="32", memory="128Gi"))
+    org = queues.make("org", capability={"cpu": "4"})
+    team = queues.make("team", "org")
+    queues.make("kid", "team")
+    queues.make("other", "org")
+
+    def gangs(role: str, short: str, count: int) -> None:
+        for i in range(count):
+            ws.create(ws.podgroup(f"{role}-{i}", min_member=1, queue=queues.name(short)),
+                      ws.pod(f"{role}-{i}-0", cpu="1", group=f"{role}-{i}"))
+
+    gangs("kid", "kid", 4)
+    wait_for(lambda: all(node_of(ws.pods()[f"kid-{i}-0"]) for i in range(4)), timeout=30,
+             what="the team's four gangs to run")
+    cluster.kubectl("patch", "queue", team, "--type=merge", "-p",
+                    '{"spec": {"state": "Closed"}}')
+    wait_for(lambda: any(c.get("type") == "Open" and c.get("status") == "False" for c in
+                         (queues.get("team").get("status") or {}).get("conditions") or []),
+             timeout=30, what="the team's status to say it is Closed")
+    gangs("other", "other", 2)
+    gangs("late", "kid", 1)
+
+    def says(group: str, text: str) -> bool:
+        conditions = (ws.podgroup_obj(group).get("status") or {}).get("conditions") or []
+        return any(text in str(c.get("message")) for c in conditions)
+
+    capped = f"queue '{org}' capability cpu=4 would be exceeded: allocated cpu=4"
+    wait_for(lambda: all(says(f"other-{i}", capped) for i in range(2)), timeout=30,
+             what="the other queue's gangs to wait for the org's cap")
+    wait_for(lambda: says("late-0", f"queue '{team}' is closed"), timeout=30,
+             what="the closed team's new gang to say why it waits")
+    pods = ws.pods()
+    assert not any(node_of(pods[f"{role}-0-0"]) for role in ("other", "late"))
+    assert not node_of(pods["other-1-0"])
+    assert all(node_of(pods[f"kid-{i}-0"]) for i in range(4)), "the team's gangs keep running"
+    assert queues.invalid("kid") is None
 
 
 @pytest.mark.usefixtures("gangsched")

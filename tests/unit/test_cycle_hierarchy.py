@@ -13,6 +13,7 @@ from gangsched.core.model import Gang, QueueName, QueueSpec
 from gangsched.core.reasons import (
     AdmissionOverCapability,
     CapabilityExceeded,
+    QueueClosed,
     QueueInvalid,
     QueueNotLeaf,
 )
@@ -71,8 +72,7 @@ def test_a_queue_with_no_place_in_the_tree_makes_its_gangs_wait_and_disturbs_no_
     assert placed(result) == ["ns/f"]
     assert reasons(result)["ns/o"] == QueueInvalid(
         QueueName("orphan"), "ParentMissing", QueueName("gone"))
-    assert reasons(result)["ns/k"] == QueueInvalid(
-        QueueName("kid"), "ParentClosed", QueueName("shut"))
+    assert reasons(result)["ns/k"] == QueueClosed(QueueName("shut"))
     assert reasons(result)["ns/admitted"] == QueueInvalid(
         QueueName("orphan"), "ParentMissing", QueueName("gone"))
     unborn = cycle([node("n1", 8)], [gang("ns/u", 0, min_member=1, queue="orphan")],
@@ -134,3 +134,19 @@ def test_no_cap_anywhere_in_the_tree_is_exceeded_by_what_a_cycle_places(
         if q.capability is not None:
             held = sum(used[name] for name in tree.below[q.name])
             assert q.capability.allows(cpu(held // 1000)), (q.name, held)
+
+
+def test_a_closed_team_keeps_its_running_usage_under_its_parents_cap() -> None:
+    # org may hold 4 cpu; its team's queue runs 4 and the team is then Closed: the
+    # org's other queue still finds the org full, and the team's new gangs wait.
+    queues = [spec("org", cores=4), spec("team", "org", open_=False), spec("kid", "team"),
+              spec("other", "org")]
+    running = gang("ns/running", 0, min_member=1, bound=4, queue="kid")
+    result = cycle([node("n1", 16)], [running, *flood("other", 2), gang("ns/new", 1, queue="kid")],
+                   queues=queues, bound_requests={"ns/running": cpu(4)})
+    assert placed(result) == []
+    waiting = reasons(result)
+    capped = [waiting[f"ns/other-{i}"] for i in range(2)]
+    assert all(isinstance(r, CapabilityExceeded) and (r.queue, r.allocated) == ("org", cpu(4))
+               for r in capped)
+    assert waiting["ns/new"] == QueueClosed(QueueName("team"))

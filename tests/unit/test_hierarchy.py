@@ -7,7 +7,13 @@ from fractions import Fraction
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gangsched.core.hierarchy import build_tree, cap_hit, deserved_shares, fair_key
+from gangsched.core.hierarchy import (
+    build_tree,
+    cap_hit,
+    deserved_shares,
+    fair_key,
+    subtree_total,
+)
 from gangsched.core.model import QueueName, QueueSpec
 from gangsched.core.reasons import QueueInvalid, QueueNotLeaf, render
 from gangsched.core.resources import Capability, Resources
@@ -103,14 +109,28 @@ def test_parents_in_a_cycle_make_every_queue_of_it_and_below_invalid() -> None:
         "gangs until this is fixed")
 
 
-def test_a_missing_closed_or_weightless_parent_makes_the_queue_invalid() -> None:
+def test_a_missing_or_weightless_parent_makes_the_queue_invalid() -> None:
     tree = build_tree(specs(q("orphan", "gone"), q("shut", open_=False), q("kid", "shut"),
                             q("zero", weight=0), q("under-zero", "zero")))
     problems = {name: problem.problem for name, problem in tree.invalid.items()}
-    assert problems == {"orphan": "ParentMissing", "kid": "ParentClosed",
-                        "zero": "WeightBelowOne", "under-zero": "ParentInvalid"}
-    assert "shut" in tree.paths, "a Closed queue is still in the tree: only its children are not"
+    assert problems == {"orphan": "ParentMissing", "zero": "WeightBelowOne",
+                        "under-zero": "ParentInvalid"}
     assert "its parent queue 'gone' does not exist" in render(tree.invalid[QueueName("orphan")])
+
+
+def test_a_closed_queue_and_its_subtree_stay_in_the_tree_counted_in_every_ancestors_cap(
+) -> None:
+    # org may hold 4 GPUs; its team is Closed while its queue runs 4: the org is full.
+    tree = build_tree(specs(q("org", gpus=4), q("team", "org", open_=False),
+                            q("kid", "team"), q("deep", "kid"), q("other", "org")))
+    assert not tree.invalid
+    assert set(tree.subtree(QueueName("org"))) == {"org", "team", "other", "kid", "deep"}
+    held = {QueueName("deep"): gpus(4)}
+    assert subtree_total(tree, held, QueueName("org")) == gpus(4)
+    hit = cap_hit(tree, held, {}, QueueName("other"), gpus(1))
+    assert hit is not None and (hit.queue, hit.allocated) == ("org", gpus(4))
+    assert [tree.closed(QueueName(name)) for name in ("deep", "kid", "team", "other")] == [
+        "team", "team", "team", None]
 
 
 def test_the_fair_order_walks_the_tree_from_the_top() -> None:

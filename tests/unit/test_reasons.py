@@ -82,9 +82,9 @@ WORDED: list[tuple[Reason, str]] = [
      "in rack=r1: gang ns/train: the cluster has no nodes; 4 more domains too small"),
     (QueueMissing(Q), "queue 'q' does not exist"),
     (QueueClosed(Q), "queue 'q' is closed: it admits no new gangs"),
-    (QueueInvalid(Q, "ParentClosed", QueueName("team")),
-     "queue 'q' is invalid: its parent queue 'team' is Closed; it admits no new gangs until "
-     "this is fixed"),
+    (QueueInvalid(Q, "ParentMissing", QueueName("team")),
+     "queue 'q' is invalid: its parent queue 'team' does not exist (deleted, or not created "
+     "yet); it admits no new gangs until this is fixed"),
     (QueueInvalid(Q, "WeightBelowOne", weight=0),
      "queue 'q' is invalid: its weight is 0, and a queue needs a weight of at least 1; it "
      "admits no new gangs until this is fixed"),

@@ -22,16 +22,17 @@ from gangsched.core.stages.starve import wait
 def admit(session: Session, gang: Gang) -> bool:
     """Admit the gang if it is not yet; False (with its reason recorded) when it may not be.
 
-    A closed queue's gangs cannot run however long they wait, so they hold
-    nothing for starvation; a gang refused for room does, through :func:`wait`.
+    A closed queue's gangs, and those of any queue under a closed one, cannot
+    run however long they wait, so they hold nothing for starvation; a gang
+    refused for room does, through :func:`wait`.
     A PodGroup with no pods yet is only told why: no pod of it waits.
     """
     if gang.key in session.admitted:
         return True
-    queue = session.queues[gang.queue]
-    if not queue.open:
+    closed = session.tree.closed(gang.queue)
+    if closed is not None:
         target = session.unplaceable if gang.pending else session.unadmitted
-        target.append(Unplaceable(gang.key, QueueClosed(queue.name)))
+        target.append(Unplaceable(gang.key, QueueClosed(closed)))
         return False
     refusal = admission_refusal(session, gang)
     if refusal is not None:
