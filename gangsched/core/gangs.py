@@ -77,13 +77,17 @@ def gather(
     groups move to Inqueue before training-operator creates any pod) or hold a
     reservation (a Spark job between driver and executors).
 
-    A gang's priority is what the API server admitted on its pods (their
-    ``spec.priority``; the highest of them): a PodGroup is no pod, so no
+    A gang's priority is its PodGroup's ``priorityClassName`` value when the
+    class is known, else the lowest priority the API server admitted on its
+    live members, pending and bound (their ``spec.priority``). The class is
+    safe to take because it is checked against every member: a group naming
+    a known PriorityClass whose value is not its pods' priority is invalid
+    (``invalid``), and its pods wait; a PodGroup is no pod, so no
     ResourceQuota priority scope nor the Priority admission plugin checks the
-    class it names, and a tenant could otherwise raise a gang above its pods
-    and preempt others with it. The group's own priority only orders a group
-    with no pods yet. A group naming a known PriorityClass whose value is not
-    its pods' priority is invalid (``invalid``), and its pods wait.
+    class it names. Without one, the lowest member decides, so that one pod
+    of a high class (a 10m sidecar job of a quota-limited class) cannot lift
+    a whole gang of low-priority pods over others and preempt with it. The
+    group's own ``spec.priority`` only orders a group with no pods yet.
 
     ``finished_before`` are groups whose status already says they finished. Once
     their pods are deleted nothing else tells them from a group whose pods are
@@ -104,7 +108,7 @@ def gather(
 
     A gang may preempt unless its group or class says ``preemptionPolicy:
     Never`` or one of its pods does (their class set it); its priority counts
-    its bound pods too, so a running gang is never taken for a lower one.
+    its bound pods too, so a running gang is ranked by every member it has.
 
     A terminating pod (``deletionTimestamp`` set) is no member: it still holds
     its node's room (the snapshot counts it) but not its gang's place, so a
@@ -187,6 +191,7 @@ class _Tally:
         default_factory=lambda: defaultdict(lambda: defaultdict(int)))
     orphans: dict[GangKey, list[Pod]] = field(default_factory=lambda: defaultdict(list))
     priority: dict[GangKey, int] = field(default_factory=dict)
+    """The lowest priority of each gang's live members, pending and bound."""
     bound_on: dict[GangKey, set[NodeName]] = field(default_factory=lambda: defaultdict(set))
     bound_pods: dict[GangKey, list[Pod]] = field(default_factory=lambda: defaultdict(list))
     never: set[GangKey] = field(default_factory=set)
@@ -222,7 +227,7 @@ class _Tally:
             tally["scheduled"] += 1
             self.bound_on[key].add(pod.node_name)
             self.bound_pods[key].append(pod)
-            self.priority[key] = max(self.priority.get(key, pod.priority), pod.priority)
+            self._rank(key, pod)
             if member.running:
                 tally["running"] += 1
         else:
@@ -238,9 +243,13 @@ class _Tally:
 
     def _pend(self, key: GangKey, pod: Pod) -> None:
         self.pending[key].append(pod if pod.gang == key else replace(pod, gang=key))
-        self.priority[key] = max(self.priority.get(key, pod.priority), pod.priority)
+        self._rank(key, pod)
         if not pod.preempts:
             self.never.add(key)
+
+    def _rank(self, key: GangKey, pod: Pod) -> None:
+        """The lowest priority among the gang's live members: one member never lifts it."""
+        self.priority[key] = min(self.priority.get(key, pod.priority), pod.priority)
 
     def gang(
         self,
@@ -262,8 +271,7 @@ class _Tally:
             bound=counts.get("scheduled", 0) + counts.get("succeeded", 0),
             queue=spec.queue if spec else DEFAULT_QUEUE,
             min_resources=spec.min_resources if spec else Resources.zero(),
-            priority=(self.priority[key] if key in self.priority
-                      else _group_priority(spec, priority_classes)),
+            priority=_gang_priority(spec, self.priority.get(key), priority_classes),
             created=spec.created if spec and not solo else (pods[0].created if pods else 0.0),
             topology_keys=spec.topology_keys if spec and not solo else (),
             bound_on=frozenset(self.bound_on.get(key, ())),
@@ -274,6 +282,19 @@ class _Tally:
             group_uid=spec.uid if spec else "",
             expected_runtime=spec.expected_runtime if spec else None,
         )
+
+
+def _gang_priority(
+    spec: GroupSpec | None, lowest_member: int | None, classes: Mapping[str, int]
+) -> int:
+    """The PodGroup's class value when it names a known class (checked against every
+    member: ``_priority_mismatches``), else its lowest member's, else the group's own."""
+    named = spec.priority_class if spec is not None else None
+    if named is not None and named in classes:
+        return classes[named]
+    if lowest_member is not None:
+        return lowest_member
+    return _group_priority(spec, classes)
 
 
 def _group_priority(spec: GroupSpec | None, classes: Mapping[str, int] | None) -> int:

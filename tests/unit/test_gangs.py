@@ -92,6 +92,21 @@ def test_a_gangs_priority_is_what_its_pods_were_admitted_with() -> None:
     assert [g.priority for g in empty.gangs] == [1000]
 
 
+def test_one_member_of_a_high_class_never_lifts_its_gangs_priority() -> None:
+    # Three priority-0 pods, one of 1000 (a 10m pod of a quota-limited class), one of them
+    # bound: with no class on the group, the lowest member decides, pending or bound.
+    pods = [replace(p, priority=0) for p in generation("w", 3)]
+    tiny = replace(pod("ns/tiny", gang="ns/job"), priority=1000)
+    assert [g.priority for g in gather(members([*pods, tiny]), {JOB: SPEC}).gangs] == [0]
+    high = [replace(p, priority=1000) for p in generation("h", 3)]
+    low_bound = replace(pod("ns/low", gang="ns/job", on="n1"), priority=7)
+    assert [g.priority for g in gather(members([*high, low_bound]), {JOB: SPEC}).gangs] == [7]
+    # A class on the group, matched by every member, is the gang's priority.
+    classed = gather(members(high), {JOB: replace(SPEC, priority_class="high")},
+                     priority_classes={"high": 1000})
+    assert [g.priority for g in classed.gangs] == [1000]
+
+
 def test_a_group_naming_a_class_its_pods_do_not_have_is_invalid() -> None:
     spec = replace(SPEC, priority_class="high")
     pods = generation("w", 4)  # admitted at priority 0
