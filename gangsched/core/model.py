@@ -517,7 +517,8 @@ class Gang:
     preempts: bool = True
     """May evict gangs of lower priority to make room (no ``preemptionPolicy: Never``)."""
     preemptible: bool = True
-    """May be evicted, whole, for a gang of higher priority (no opt-out annotation)."""
+    """May be evicted, whole, for a gang of higher priority (no opt-out annotation). Reclaim
+    does not read it: only its Queue's ``reclaimable`` keeps a gang from being reclaimed."""
     group_claims: tuple[GroupClaim, ...] = ()
     """Its native PodGroup's ``spec.resourceClaims``: the members' claims that match one
     are the group's, allocated once and reserved for the PodGroup."""

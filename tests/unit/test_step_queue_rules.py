@@ -1,5 +1,6 @@
 """Every pod under its queue's rules, through ``core.step``: a gang's priority is its
-PodGroup's or its lowest member's."""
+PodGroup's or its lowest member's; a tenant's opt-out annotation keeps priority
+preemption off its gangs, never its queue's reclaim."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from tests.unit.test_cycle import DEFAULT, node, pod
 from tests.unit.test_step import Cluster, Group, Record
 
 PREEMPTING = StepConfig(preemption=True)
+RECLAIMING = StepConfig(preemption=True, reclaim=True)
 
 
 def member(group: str, name: str, cores: int = 1, *, on: str | None = None,
@@ -79,3 +81,29 @@ def test_one_member_of_a_high_class_never_lifts_a_gang_over_a_running_one() -> N
     assert evictions(stepped) == [((GangKey("ns/mid"),), None)]
 
 
+def test_a_tenants_opt_out_keeps_priority_preemption_off_but_not_reclaim() -> None:
+    # Queue a fills the node: an opted-out gang of priority 0 and one of priority 2000.
+    queue_a, queue_b = QueueName("a"), QueueName("b")
+    groups = [podgroup("held", 2, queue=queue_a, preemptible=False),
+              podgroup("keep", 2, queue=queue_a)]
+    running = [*(member("held", f"held-{i}", on="n1") for i in range(2)),
+               *(member("keep", f"keep-{i}", on="n1", priority=2000) for i in range(2))]
+    waiting = [member("job", "job-0", 2, priority=1000)]
+    queues = [QueueSpec(queue_a), QueueSpec(queue_b)]
+
+    def in_queue(queue: QueueName) -> list[Group]:
+        return [*groups, podgroup("job", 1, queue=queue)]
+
+    # Priority alone does not take it: the annotation is the tenant's word for that.
+    by_priority = run([node("n1", 4)], [*running, *waiting], groups=in_queue(queue_a),
+                      queues=queues, config=RECLAIMING)
+    assert evictions(by_priority) == []
+    # Queue a borrows b's half: b reclaims the lowest of a's gangs, annotated or not.
+    reclaimed = run([node("n1", 4)], [*running, *waiting], groups=in_queue(queue_b),
+                    queues=queues, config=RECLAIMING)
+    assert evictions(reclaimed) == [((GangKey("ns/held"),), queue_b)]
+    # Only the admin's reclaimable: false keeps it.
+    kept = run([node("n1", 4)], [*running, *waiting], groups=in_queue(queue_b),
+               queues=[QueueSpec(queue_a, reclaimable=False), QueueSpec(queue_b)],
+               config=RECLAIMING)
+    assert evictions(kept) == []

@@ -199,7 +199,7 @@ def _candidates(session: Session, gang: Gang) -> list[Candidate]:
         Candidate(other.key, other.priority, other.created,
                   tuple(session.inp.bound_pods[other.key]))
         for other in session.evictable
-        if other.priority < gang.priority and other.key not in placed
+        if other.preemptible and other.priority < gang.priority and other.key not in placed
     ]
 
 

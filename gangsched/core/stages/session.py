@@ -206,11 +206,16 @@ class Session:
         pairs: the pods as placed are made only when preemption reads them."""
         self.with_placed: tuple[int, tuple[Pod, ...], Snapshot] | None = None
         """The snapshot with the first N placed pods and the held rooms counted."""
-        self.evictable = [g for g in self.gangs if g.preemptible
-                          and g.key not in inp.unevictable and inp.bound_pods.get(g.key)]
-        """Running gangs that may be evicted now, whole: the only possible victims."""
-        self.lowest_evictable = min((g.priority for g in self.evictable), default=None)
-        """The lowest priority a victim could have: a gang at or under it evicts nobody."""
+        self.evictable = [g for g in self.gangs
+                          if g.key not in inp.unevictable and inp.bound_pods.get(g.key)]
+        """Running gangs that may be evicted now, whole: the only possible victims. Reclaim
+        takes any of them its queues allow; priority preemption only those whose group
+        did not opt out (``Gang.preemptible``): a tenant's annotation is no admin's
+        ``reclaimable``."""
+        self.lowest_evictable = min((g.priority for g in self.evictable if g.preemptible),
+                                    default=None)
+        """The lowest priority a victim of priority preemption could have: a gang at or
+        under it evicts nobody by priority."""
         self.placements: list[Placement] = []
         self.unplaceable: list[Unplaceable] = []
         self.unadmitted: list[Unplaceable] = []
