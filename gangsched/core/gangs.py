@@ -102,6 +102,10 @@ def gather(
     PodGroup is ours only once a pod of ours names it, not before: with
     kube-scheduler running beside us, the others are its groups.
 
+    A pod in no PodGroup is a gang of one of the ``default`` queue for its whole
+    life, pending and bound: once bound it still counts in its queue's usage and
+    caps, and may be evicted by priority preemption and by reclaim, as any gang.
+
     A basic-policy group (native ``schedulingPolicy.basic``) is no gang: each
     of its pending pods is a gang of one, in the group's queue and at its
     priority, while the group still counts its members for its status.
@@ -126,7 +130,8 @@ def gather(
     theirs = frozenset(key for key in named_by_others if key not in tally.named)
     gangs: list[Gang] = []
     finished: set[GangKey] = set()
-    for key in sorted(set(tally.pending) | set(groups)):
+    lone_bound = {key for key in tally.bound_pods if key not in groups}
+    for key in sorted(set(tally.pending) | set(groups) | lone_bound):
         if key in theirs:
             continue  # another scheduler's group
         spec = groups.get(key)
@@ -264,6 +269,7 @@ class _Tally:
         (``spec``), placed alone."""
         counts = self.counts.get(key, {})
         pods = tuple(sorted(self.pending.get(key, ()), key=lambda p: (p.created, p.key)))
+        live = pods or self.bound_pods.get(key, ())
         return Gang(
             key=key,
             min_member=1 if solo or spec is None else spec.min_member,
@@ -272,7 +278,8 @@ class _Tally:
             queue=spec.queue if spec else DEFAULT_QUEUE,
             min_resources=spec.min_resources if spec else Resources.zero(),
             priority=_gang_priority(spec, self.priority.get(key), priority_classes),
-            created=spec.created if spec and not solo else (pods[0].created if pods else 0.0),
+            created=(spec.created if spec and not solo
+                     else min((pod.created for pod in live), default=0.0)),
             topology_keys=spec.topology_keys if spec and not solo else (),
             bound_on=frozenset(self.bound_on.get(key, ())),
             preempts=key not in self.never and (spec is None or (

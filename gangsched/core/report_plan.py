@@ -257,16 +257,15 @@ def queue_statuses(
     names share the Queues: one with nothing in a queue must not write its zeros
     over the counts of the one that has.
     """
-    allocated: dict[QueueName, Resources] = {q: Resources.zero() for q in view.queues}
+    held: dict[QueueName, list[Resources]] = {q: [] for q in view.queues}
     pending: dict[QueueName, int] = dict.fromkeys(view.queues, 0)
     running: dict[QueueName, int] = dict.fromkeys(view.queues, 0)
     for gang in gathered.gangs:
         queue = gang.queue
-        if queue not in allocated:
+        if queue not in held:
             continue  # its queue does not exist: it waits, counted nowhere
-        allocated[queue] = allocated[queue] + gathered.bound_requests.get(
-            gang.key, Resources.zero()
-        )
+        if gang.key in gathered.bound_requests:
+            held[queue].append(gathered.bound_requests[gang.key])
         status = statuses.get(gang.key)
         if status is None:
             continue
@@ -274,6 +273,7 @@ def queue_statuses(
             running[queue] += 1
         elif not status.phase.finished:
             pending[queue] += 1
+    allocated = {queue: Resources.sum(amounts) for queue, amounts in held.items()}
     whole = schedulable_total(view.snapshot)
     tree = build_tree(view.queues)
     nominal = deserved_shares(tree, active=frozenset(view.queues))

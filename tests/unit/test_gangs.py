@@ -6,7 +6,15 @@ from dataclasses import replace
 
 from gangsched.core.cycle import CycleInput, run_cycle
 from gangsched.core.gangs import Gathered, Member, gather
-from gangsched.core.model import Flavor, GangKey, GroupSpec, Pod, Policy, QueueSpec
+from gangsched.core.model import (
+    Flavor,
+    GangKey,
+    GroupSpec,
+    Pod,
+    Policy,
+    QueueSpec,
+    solo_gang_key,
+)
 from gangsched.core.placement import Snapshot
 from gangsched.core.resources import Resources
 from tests.unit.test_cycle import DEFAULT, node, placed, placed_pods, pod
@@ -105,6 +113,19 @@ def test_one_member_of_a_high_class_never_lifts_its_gangs_priority() -> None:
     classed = gather(members(high), {JOB: replace(SPEC, priority_class="high")},
                      priority_classes={"high": 1000})
     assert [g.priority for g in classed.gangs] == [1000]
+
+
+def test_a_pod_in_no_podgroup_is_a_gang_of_the_default_queue_while_it_runs() -> None:
+    running = replace(pod("ns/alone", 2, on="n1"), priority=3, created=7.0)
+    gathered = gather([Member(running, None, running=True)], {})
+    key = solo_gang_key(running.key)
+    (gang,) = gathered.gangs
+    assert (gang.key, gang.queue, gang.bound, gang.pending) == (key, DEFAULT, 1, ())
+    assert (gang.priority, gang.created, gang.bound_on) == (3, 7.0, frozenset({"n1"}))
+    assert gathered.bound_requests[key] == running.requests
+    assert gathered.bound_pods[key] == (running,)
+    # Finished, it is no gang any more.
+    assert gather([Member(running, None, succeeded=True)], {}).gangs == ()
 
 
 def test_a_group_naming_a_class_its_pods_do_not_have_is_invalid() -> None:

@@ -1,18 +1,27 @@
-"""Every pod under its queue's rules, through ``core.step``: a gang's priority is its
-PodGroup's or its lowest member's; a tenant's opt-out annotation keeps priority
-preemption off its gangs, never its queue's reclaim."""
+"""Every pod under its queue's rules, through ``core.step``: a pod in no PodGroup is counted,
+capped and evictable while it runs; a gang's priority is its PodGroup's or its lowest
+member's; a tenant's opt-out annotation keeps priority preemption off its gangs, never
+its queue's reclaim."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import replace
 
-from gangsched.core.actions import Bind, Evict
+from gangsched.core.actions import (
+    Bind,
+    Evict,
+    MarkUnschedulable,
+    TellRuntimeProblem,
+    WriteGroupStatus,
+    WriteQueueStatus,
+)
 from gangsched.core.gangs import Member
 from gangsched.core.groups import Flavor, GroupSpec
-from gangsched.core.model import GangKey, Node, Pod, QueueName, QueueSpec
+from gangsched.core.model import GangKey, Node, Pod, QueueName, QueueSpec, solo_gang_key
 from gangsched.core.placement import Snapshot
-from gangsched.core.resources import Resources
+from gangsched.core.reasons import CapabilityExceeded
+from gangsched.core.resources import Capability, Resources
 from gangsched.core.state import State
 from gangsched.core.step import StepConfig, Stepped, step
 from gangsched.core.view import StepView
@@ -21,6 +30,11 @@ from tests.unit.test_step import Cluster, Group, Record
 
 PREEMPTING = StepConfig(preemption=True)
 RECLAIMING = StepConfig(preemption=True, reclaim=True)
+
+
+def lone(name: str, cores: int = 1, *, on: str | None = None, priority: int = 0) -> Pod:
+    """A pod in no PodGroup."""
+    return replace(pod(f"ns/{name}", cores, on=on), priority=priority, created=float(len(name)))
 
 
 def member(group: str, name: str, cores: int = 1, *, on: str | None = None,
@@ -62,6 +76,54 @@ def evictions(stepped: Stepped) -> list[tuple[tuple[GangKey, ...], QueueName | N
 
 def binds(stepped: Stepped) -> list[GangKey]:
     return [a.placement.gang for a in stepped.actions if isinstance(a, Bind)]
+
+
+def capped_default(cores: int) -> QueueSpec:
+    return QueueSpec(DEFAULT, capability=Capability.parse({"cpu": cores}))
+
+
+def test_running_pods_in_no_podgroup_count_against_their_queues_cap() -> None:
+    # default may hold 2 cpu; two lone pods run, two wait: they stay waiting.
+    pods = [lone("a", on="n1"), lone("b", on="n1"), lone("c"), lone("d")]
+    stepped = run([node("n1", 8)], pods, queues=[capped_default(2)])
+    assert binds(stepped) == []
+    running = pods[0].requests + pods[1].requests
+    waiting = {u.gang: u.reason for u in stepped.result.unplaceable}
+    for one in pods[2:]:
+        reason = waiting[solo_gang_key(one.key)]
+        assert isinstance(reason, CapabilityExceeded)
+        assert (reason.queue, reason.allocated, reason.placed) == (DEFAULT, running, one.requests)
+    (status,) = [a.status for a in stepped.actions
+                 if isinstance(a, WriteQueueStatus) and a.queue == DEFAULT]
+    assert status.allocated == running
+
+
+def test_a_running_pod_in_no_podgroup_gets_no_group_status_nor_reason() -> None:
+    running = lone("a", on="n1")
+    stepped = run([node("n1", 8)], [running])
+    told = [a for a in stepped.actions
+            if isinstance(a, (WriteGroupStatus, MarkUnschedulable, TellRuntimeProblem))]
+    assert told == []
+    assert stepped.result.unplaceable == () and stepped.result.placements == ()
+
+
+def test_a_pod_in_no_podgroup_preempts_and_is_preempted_by_priority() -> None:
+    low, high = lone("low", on="n1", priority=0), lone("high", priority=1000)
+    stepped = run([node("n1", 1)], [low, high])
+    assert evictions(stepped) == [((solo_gang_key(low.key),), None)]
+    # Without preemption it only waits.
+    assert evictions(run([node("n1", 1)], [low, high], config=StepConfig())) == []
+
+
+def test_running_pods_in_no_podgroup_are_reclaimed_from_a_queue_above_its_share() -> None:
+    # default's lone pods took both cpus while b was empty; b's gang reclaims one of them.
+    queue_b = QueueName("b")
+    pods = [lone("a", on="n1"), lone("bb", on="n1"), member("job", "job-0")]
+    stepped = run([node("n1", 2)], pods, groups=[podgroup("job", 1, queue=queue_b)],
+                  queues=[QueueSpec(queue_b)], config=RECLAIMING)
+    ((victims, reclaim_for),) = evictions(stepped)
+    assert reclaim_for == queue_b and len(victims) == 1
+    assert victims[0] in {solo_gang_key(pods[0].key), solo_gang_key(pods[1].key)}
 
 
 def test_one_member_of_a_high_class_never_lifts_a_gang_over_a_running_one() -> None:

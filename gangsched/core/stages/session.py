@@ -165,10 +165,12 @@ class Session:
         self.bound: dict[GangKey, Resources] = {
             gang.key: inp.bound_requests.get(gang.key, Resources.zero()) for gang in self.gangs
         }
-        self.allocated = {name: Resources.zero() for name in self.queues}
+        held: dict[QueueName, list[Resources]] = {name: [] for name in self.queues}
         for gang in self.gangs:
-            if gang.queue in self.queues:
-                self.allocated[gang.queue] = self.allocated[gang.queue] + self.bound[gang.key]
+            if gang.queue in held:
+                held[gang.queue].append(self.bound[gang.key])
+        # Summed once per queue: every pod in no PodGroup is a gang of its own here.
+        self.allocated = {name: Resources.sum(amounts) for name, amounts in held.items()}
 
         present = set(keys)
         self.admitted: set[GangKey] = {key for key in inp.admitted if key in present}
@@ -187,7 +189,7 @@ class Session:
             name: Resources.zero() for name in self.queues
         }
         for gang in self.gangs:
-            if gang.key in self.admitted:
+            if gang.key in self.admitted and not gang.min_resources.is_zero:
                 self.hold(gang, outstanding(gang.min_resources, self.bound[gang.key]))
 
         self.starving: GangKey | None = None
