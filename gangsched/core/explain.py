@@ -24,6 +24,7 @@ from gangsched.core.reasons import (
     CapabilityExceeded,
     NotReclaimable,
     PodRulesUnmet,
+    ProtectedByShare,
     QueueClosed,
     QueueInvalid,
     QueueMissing,
@@ -199,6 +200,11 @@ def _remedies(
         remedies.append(f"queue {queue} is below its deserved share, and the queues holding "
                         f"room above theirs are not reclaimable: it runs once their gangs "
                         f"finish, or once they allow reclaim (spec.reclaimable: true)")
+    if ProtectedByShare in kinds:
+        remedies.append("priority preemption takes from another queue only room that queue "
+                        "holds above its deserved share: it runs once room frees, or once "
+                        "gangs of lower priority in its own queue or in queues above their "
+                        "share can make room")
     if PodRulesUnmet in kinds:
         remedies.append("its pods' inter-pod rules (affinity, anti-affinity, topology spread) "
                         "leave a member no node, as the reason says: nodes in more topology "

@@ -63,6 +63,7 @@ __all__ = [
     "PodRulesUnmet",
     "Preempting",
     "ProtectedByBudget",
+    "ProtectedByShare",
     "ProvisioningTimedOut",
     "QueueClosed",
     "QueueInvalid",
@@ -588,6 +589,17 @@ class NotReclaimable:
 
 
 @dataclass(frozen=True, slots=True)
+class ProtectedByShare:
+    """It does not fit and preempts nobody: with reclaim on, the gangs of lower priority
+    that could make room are of other queues that would fall below their deserved
+    share, and priority preemption takes from another queue only room it borrows."""
+
+    code: ClassVar[str] = "ProtectedByShare"
+    queues: tuple[QueueName, ...]
+    cause: Reason
+
+
+@dataclass(frozen=True, slots=True)
 class RuleBlock:
     """One node kept from a pod by an inter-pod rule, with what the rule read there."""
 
@@ -631,7 +643,7 @@ Reason = (
     | AdmissionOverCapability | AdmissionNoRoom | ReservedByAdmitted | HeldForStarving
     | CapabilityExceeded
     | Starving | TooBigToHold | Preempting | AwaitingVictims | ProtectedByBudget | PodRulesUnmet
-    | NotReclaimable
+    | NotReclaimable | ProtectedByShare
     | str
 )
 """A reason as data; a plain ``str`` is a reason from a writer not yet turned to data."""
@@ -647,7 +659,7 @@ def causes(reason: Reason) -> Iterator[Reason]:
     yield reason
     match reason:
         case (Starving() | TooBigToHold() | Preempting() | AwaitingVictims() | InDomain()
-              | ProtectedByBudget() | NotReclaimable()):
+              | ProtectedByBudget() | NotReclaimable() | ProtectedByShare()):
             yield from causes(reason.cause)
         case NoDomainHolds():
             for shown in reason.shown:
@@ -735,6 +747,11 @@ def render(reason: Reason) -> str:
                     f"{render(reason.cause)}")
         case NotReclaimable():
             return f"{_not_reclaimable_text(reason.queues)}; {render(reason.cause)}"
+        case ProtectedByShare():
+            return (f"no preemption: the gangs of lower priority that could make room are of "
+                    f"{_queues_text(reason.queues)}, which would fall below "
+                    f"{'its' if len(reason.queues) == 1 else 'their'} deserved share; "
+                    f"{render(reason.cause)}")
 
 
 def _not_reclaimable_text(queues: Sequence[QueueName]) -> str:
@@ -743,6 +760,12 @@ def _not_reclaimable_text(queues: Sequence[QueueName]) -> str:
                 f"not reclaimable")
     return (f"no reclaim: queues {', '.join(repr(q) for q in queues)} borrow above their "
             f"deserved shares but are not reclaimable")
+
+
+def _queues_text(queues: Sequence[QueueName]) -> str:
+    if len(queues) == 1:
+        return f"queue {queues[0]!r}"
+    return f"queues {', '.join(repr(q) for q in queues)}"
 
 
 def _queue_invalid_text(reason: QueueInvalid) -> str:
@@ -1074,7 +1097,7 @@ def _steady(reason: Reason) -> object | None:
             return (reason.victims, reason.hold, code_of(reason.cause), _steady(reason.cause))
         case ProtectedByBudget():
             return (reason.gangs, reason.budgets, code_of(reason.cause), _steady(reason.cause))
-        case NotReclaimable():
+        case NotReclaimable() | ProtectedByShare():
             return (reason.queues, code_of(reason.cause), _steady(reason.cause))
         case _:
             return None

@@ -434,3 +434,63 @@ def test_an_opted_out_queue_is_never_reclaimed_from(
             f"is not reclaimable")
     conditions = (ws.podgroup_obj("b-0").get("status") or {}).get("conditions") or []
     assert any(said in str(c.get("message")) for c in conditions), conditions
+
+
+BORROWER_CLASS = "gangsched-test-borrower"
+LOOP_WATCH_S = 30.0
+"""Ten reclaim intervals: without one order, reclaim and preemption undo each other
+several times over in that time."""
+
+
+@pytest.fixture(scope="module")
+def borrower_class(cluster: LocalCluster) -> Iterator[None]:
+    pykube.object_factory(cluster.client, "scheduling.k8s.io/v1", "PriorityClass")(
+        cluster.client, {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+                         "metadata": {"name": BORROWER_CLASS}, "value": 1000}).create()
+    yield
+    cluster.kubectl("delete", "priorityclass", BORROWER_CLASS, "--ignore-not-found")
+
+
+@pytest.mark.usefixtures("reclaim_scheduler", "borrower_class")
+def test_reclaim_and_priority_preemption_do_not_take_room_back_and_forth(
+    cluster: LocalCluster, ws: Workspace, queues: Queues
+) -> None:
+    """A borrows 6 of 8 GPUs with high-priority gangs; B (same weight) runs one low gang and
+    submits another. Each queue creates every pod evicted from it again at once, as a
+    controller does. B reclaims once; A's gang, back, waits and says why instead of
+    preempting B's back, and B has nothing more to reclaim."""
+    only_nodes(cluster, 1, NodeShape(cpu="32", memory="128Gi", gpus=8))
+    queues.make("a")
+    queues.make("b")
+    manifests: dict[str, dict[str, Any]] = {}
+
+    def submit(group: str, queue: str, high: bool = False) -> None:
+        pod = ws.pod(f"{group}-0", cpu="100m", gpus=2, group=group, scheduler=RECLAIMER)
+        if high:
+            pod["spec"]["priorityClassName"] = BORROWER_CLASS
+        manifests[pod["metadata"]["name"]] = pod
+        ws.create(ws.podgroup(group, min_member=1, queue=queues.name(queue)), pod)
+
+    for i in range(3):
+        submit(f"a-{i}", "a", high=True)
+    submit("b-0", "b")
+    wait_for(lambda: sum(live_members(ws, "a").values()) + sum(live_members(ws, "b").values())
+             == 4, timeout=60, what="A's three gangs and B's first to run")
+    submit("b-1", "b")
+    evicted: list[str] = []
+    until = time.monotonic() + LOOP_WATCH_S
+    while time.monotonic() < until:
+        present = ws.pods()
+        for name, manifest in manifests.items():
+            if name not in present:
+                evicted.append(name)
+                ws.create(manifest)
+        time.sleep(0.25)
+    a, b = live_members(ws, "a"), live_members(ws, "b")
+    assert len(evicted) <= 1, f"pods evicted and created again: {evicted}"
+    assert b == {"b-0": 1, "b-1": 1}, f"B reclaimed its share and kept it: {b}"
+    (back,) = [group for group in ("a-0", "a-1", "a-2") if group not in a]
+    said = (f"no preemption: the gangs of lower priority that could make room are of queue "
+            f"'{queues.name('b')}', which would fall below its deserved share")
+    conditions = (ws.podgroup_obj(back).get("status") or {}).get("conditions") or []
+    assert any(said in str(c.get("message")) for c in conditions), conditions

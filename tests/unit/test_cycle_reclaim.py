@@ -11,7 +11,13 @@ from gangsched.core.cycle import CycleInput, CycleResult, run_cycle
 from gangsched.core.explain import explain_gang
 from gangsched.core.model import Gang, GangKey, Pod, Policy, QueueName, QueueSpec
 from gangsched.core.placement import Snapshot
-from gangsched.core.reasons import DoesNotFit, NotReclaimable, Preempting, render
+from gangsched.core.reasons import (
+    DoesNotFit,
+    NotReclaimable,
+    Preempting,
+    ProtectedByShare,
+    render,
+)
 from gangsched.core.resources import Resources
 from tests.unit.test_cycle import gang, node, pod, reasons
 
@@ -168,3 +174,41 @@ def test_a_queue_of_a_team_past_its_share_reclaims_only_within_its_team() -> Non
     result = cycle(everyone, waiting, teams)
     (chosen,) = result.preemptions
     assert (chosen.preemptor, chosen.victims) == ("ns/a1-0", ("ns/a2-1",))
+
+
+def test_priority_takes_from_another_team_only_room_that_team_borrows() -> None:
+    """With reclaim on, a1's high-priority gang evicts a2's gang, which borrows within its
+    own team, not b1's younger one: b1 borrows from b2, but team t2 holds only its share,
+    and what priority took from t2 t2 would reclaim back. With reclaim off, priority alone
+    decides, as before."""
+    everyone = [running("ns/a2-0", QueueName("a2"), "n1", created=0.0),
+                running("ns/a2-1", QueueName("a2"), "n1", created=1.0),
+                running("ns/b1-0", QueueName("b1"), "n2", created=2.0),
+                running("ns/b1-1", QueueName("b1"), "n2", created=3.0)]
+    waiting = [gang("ns/a1-hi", 2, queue="a1", priority=1000),
+               gang("ns/b2-big", 6, queue="b2")]
+    (chosen,) = cycle(everyone, waiting, TEAMS).preemptions
+    assert (chosen.preemptor, chosen.victims, chosen.reclaim_for) == (
+        "ns/a1-hi", ("ns/a2-1",), None)
+    (by_priority,) = cycle(everyone, waiting, TEAMS, reclaim=False).preemptions
+    assert by_priority.victims == ("ns/b1-1",)
+
+
+def test_a_gang_that_would_take_another_queue_below_its_share_waits_and_says_so() -> None:
+    everyone = [*(running(f"ns/a-{i}", A, "n1", priority=1000, created=i) for i in range(2)),
+                *(running(f"ns/b-{i}", B, "n2", created=i) for i in range(2))]
+    waiting = [gang("ns/a-hi", 2, queue="a", priority=1000)]
+    inp = inputs(everyone, waiting, [QueueSpec(A), QueueSpec(B)])
+    result = run_cycle(inp)
+    assert result.preemptions == ()
+    reason = reasons(result)["ns/a-hi"]
+    assert isinstance(reason, ProtectedByShare) and reason.queues == (B,)
+    assert isinstance(reason.cause, DoesNotFit)
+    explained = explain_gang(inp, result, GangKey("ns/a-hi"))
+    assert explained is not None
+    assert any("above its deserved share" in remedy for remedy in explained.remedies), explained
+    # b above its share gives up the room it borrows, by priority, as before.
+    borrowing = [everyone[0], *(running(f"ns/b-{i}", B, on, created=i)
+                                for i, on in enumerate(["n1", "n2", "n2"]))]
+    (chosen,) = cycle(borrowing, waiting, [QueueSpec(A), QueueSpec(B)]).preemptions
+    assert chosen.victims == ("ns/b-2",)

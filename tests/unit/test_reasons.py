@@ -23,6 +23,7 @@ from gangsched.core.reasons import (
     NotReclaimable,
     PartlyBound,
     Preempting,
+    ProtectedByShare,
     QueueClosed,
     QueueInvalid,
     QueueMissing,
@@ -132,6 +133,9 @@ WORDED: list[tuple[Reason, str]] = [
     (NotReclaimable((QueueName("a"), QueueName("c")), QueueClosed(Q)),
      "no reclaim: queues 'a', 'c' borrow above their deserved shares but are not reclaimable; "
      "queue 'q' is closed: it admits no new gangs"),
+    (ProtectedByShare((QueueName("b"),), QueueClosed(Q)),
+     "no preemption: the gangs of lower priority that could make room are of queue 'b', "
+     "which would fall below its deserved share; queue 'q' is closed: it admits no new gangs"),
     ("a message from a writer not yet turned to data", "a message from a writer not yet "
                                                        "turned to data"),
 ]

@@ -16,7 +16,7 @@ from gangsched.core.placement import Placement, Unplaceable
 from gangsched.core.reasons import CapabilityExceeded, HeldForStarving, Reason, ReservedByAdmitted
 from gangsched.core.resources import Resources
 from gangsched.core.runtimes import backfills
-from gangsched.core.stages.preempt import preempt
+from gangsched.core.stages.preempt import preempt, protected_by_shares
 from gangsched.core.stages.reclaim import reclaim
 from gangsched.core.stages.session import Session, outstanding, total
 from gangsched.core.stages.starve import wait
@@ -43,7 +43,7 @@ def _place_gang(session: Session, gang: Gang) -> None:
         if starving is not None and session.pins and _fits_unpinned(session, gang):
             reason = HeldForStarving(starving, session.pinned[starving], session.pinned_nodes())
         if not preempt(session, gang, reason) and not reclaim(session, gang, reason):
-            wait(session, gang, reason)
+            wait(session, gang, protected_by_shares(session, gang, reason))
         return
     refusal = _keep(session, gang, decision)
     if refusal is not None and not _backfill(session, gang):

@@ -8,6 +8,14 @@ though the total is free) and keeps them off nodes it does not need. The victims
 chosen by :func:`gangsched.core.preemption.choose_victims` against the
 snapshot as this cycle has left it, and only where the placement after the
 eviction keeps every other promise (reservations, the queue's capability).
+
+With reclaim on, priority and deserved shares obey one order: a gang evicts by
+priority the gangs of its own queue, and of another queue only room that queue
+borrows (it holds more than its deserved share, and keeps it once its victims
+go, at every level where the two queues part: the check reclaim makes of its
+victims, :mod:`.shares`). Room a queue holds within its share is never taken by
+priority, so a queue that reclaimed is not preempted back, and a queue preempted
+by priority, still above its share, has nothing to reclaim.
 """
 
 from __future__ import annotations
@@ -16,7 +24,7 @@ from collections.abc import Collection
 from dataclasses import replace
 
 from gangsched.core.holds import pinned
-from gangsched.core.model import Gang, GangKey, NodeName, Pod, PodKey
+from gangsched.core.model import Gang, GangKey, NodeName, Pod, PodKey, QueueName
 from gangsched.core.placement import Capacity, Placement, Snapshot, Unplaceable
 from gangsched.core.preemption import (
     Candidate,
@@ -26,9 +34,16 @@ from gangsched.core.preemption import (
     protected_by_budgets,
     shifted,
 )
-from gangsched.core.reasons import AwaitingVictims, Preempting, ProtectedByBudget, Reason
+from gangsched.core.reasons import (
+    AwaitingVictims,
+    Preempting,
+    ProtectedByBudget,
+    ProtectedByShare,
+    Reason,
+)
 from gangsched.core.resources import Resources
 from gangsched.core.stages.session import Session, outstanding, pending_need, total
+from gangsched.core.stages.shares import borrows, keeps_shares
 from gangsched.core.stages.starve import wait
 from gangsched.core.topology import place_in_one_domain
 
@@ -48,10 +63,10 @@ def preempt(session: Session, gang: Gang, reason: Reason) -> bool:
         return True
     if not may_preempt(session, gang):
         return False
-    candidates = _candidates(session, gang)
+    candidates = _borrowed_only(session, gang, _candidates(session, gang))
     if not candidates:
         return False
-    chosen = victims_for(session, gang, candidates)
+    chosen = _keeping_shares(session, gang, victims_for(session, gang, candidates))
     if chosen is None:
         protected = protected_by_budgets(candidates, session.inp.budgets)
         if not protected:
@@ -201,6 +216,60 @@ def _candidates(session: Session, gang: Gang) -> list[Candidate]:
         for other in session.evictable
         if other.preemptible and other.priority < gang.priority and other.key not in placed
     ]
+
+
+def protected_by_shares(session: Session, gang: Gang, reason: Reason) -> Reason:
+    """The reason a gang that neither preempts nor reclaims waits with: its own, or, when
+    gangs of lower priority would make room but only by taking other queues below their
+    deserved shares, a reason naming those queues."""
+    if not (session.inp.reclaim and may_preempt(session, gang)):
+        return reason
+    candidates = _candidates(session, gang)
+    allowed = {candidate.gang for candidate in _borrowed_only(session, gang, candidates)}
+    if len(allowed) == len(candidates):
+        return reason  # no share kept a candidate out: the search has nothing more to find
+    chosen = victims_for(session, gang, candidates)
+    if chosen is None:
+        return reason
+    queues = _queues(session)
+    refusing = {queues[victim] for victim in chosen.victims if victim not in allowed}
+    return ProtectedByShare(tuple(sorted(refusing)), reason) if refusing else reason
+
+
+def _borrowed_only(session: Session, gang: Gang, candidates: list[Candidate]) -> list[Candidate]:
+    """With reclaim on, the candidates of the gang's own queue, and of other queues each
+    above its deserved share that keeps it without the candidate; else all of them."""
+    if not session.inp.reclaim:
+        return candidates
+    deserved = session.deserved()
+    queues = _queues(session)
+
+    def may_take(candidate: Candidate) -> bool:
+        queue = queues[candidate.gang]
+        return (queue == gang.queue or queue not in deserved
+                or (borrows(session, queue, deserved)
+                    and keeps_shares(session, [(queue, candidate.requests)], gang.queue,
+                                     deserved)))
+
+    return [candidate for candidate in candidates if may_take(candidate)]
+
+
+def _keeping_shares(session: Session, gang: Gang, chosen: Preemption | None) -> Preemption | None:
+    """The chosen victims, if with reclaim on the other queues they are taken from keep their
+    deserved shares once all of them go (each alone may, several together not)."""
+    if chosen is None or not session.inp.reclaim:
+        return chosen
+    deserved = session.deserved()
+    queues = _queues(session)
+    requests = {key: total(pod.requests for pod in session.inp.bound_pods[key])
+                for key in chosen.victims}
+    freed = [(queues[key], requests[key]) for key in chosen.victims
+             if queues[key] != gang.queue and queues[key] in deserved]
+    return chosen if keeps_shares(session, freed, gang.queue, deserved) else None
+
+
+def _queues(session: Session) -> dict[GangKey, QueueName]:
+    return {other.key: other.queue for other in session.evictable}
 
 
 def room_after_eviction(

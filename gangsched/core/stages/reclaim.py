@@ -13,7 +13,8 @@ gangs the lowest priority, then the youngest, still go first.
 Never a gang of a queue at or under its share: every victim's queue keeps
 at least its deserved share after the eviction, and the reclaiming queue
 may not pass its own by the gang it places, so room taken back is never
-taken back again the other way. In a tree this holds at every level where
+taken back again the other way, nor by priority (:mod:`.preempt` takes from
+another queue only room that queue borrows). In a tree this holds at every level where
 the two part: between teams, the victim's team keeps its share and the
 reclaiming queue's team may not pass its own, as between their queues; two
 queues of one team settle it between themselves. A queue with ``reclaimable: false`` is
@@ -25,12 +26,10 @@ again for ``--reclaim-interval-seconds`` (the step passes such queues as
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import replace
 from fractions import Fraction
 
-from gangsched.core.fairness import dominant_share
-from gangsched.core.hierarchy import subtree_total
 from gangsched.core.model import Gang, QueueName
 from gangsched.core.placement import Unplaceable
 from gangsched.core.preemption import Candidate, Preemption
@@ -38,6 +37,7 @@ from gangsched.core.reasons import NotReclaimable, Preempting, Reason
 from gangsched.core.resources import Resources
 from gangsched.core.stages.preempt import hold_for_preemptor, may_preempt, victims_for
 from gangsched.core.stages.session import Session, pending_need
+from gangsched.core.stages.shares import keeps_shares, within_share
 from gangsched.core.stages.starve import wait
 
 
@@ -49,7 +49,7 @@ def reclaim(session: Session, gang: Gang, reason: Reason) -> bool:
         return False
     deserved = session.deserved()
     need = pending_need(gang, session.bound[gang.key])
-    if not _within_share(session, gang.queue, gang.queue, need, deserved):
+    if not within_share(session, gang.queue, gang.queue, need, deserved):
         return False  # placed, it would hold more than its own queue deserves
     candidates, opted_out = _borrowed(session, gang, need, deserved)
     chosen = _victims(session, gang, candidates, deserved)  # every borrower's gang may go
@@ -77,7 +77,7 @@ def _victims(
     by_key = {candidate.gang: candidate for candidate in candidates}
     queues = {other.key: other.queue for other in session.evictable}
     freed = [(queues[victim], by_key[victim].requests) for victim in chosen.victims]
-    return chosen if _keeps_shares(session, freed, gang.queue, deserved) else None
+    return chosen if keeps_shares(session, freed, gang.queue, deserved) else None
 
 
 def _refused_by_opt_out(
@@ -107,10 +107,6 @@ def _may_reclaim(session: Session, gang: Gang) -> bool:
     )
 
 
-def _share(session: Session, held: Resources) -> Fraction:
-    return dominant_share(held, session.cluster_total, 1)
-
-
 def _borrowed(
     session: Session, gang: Gang, need: Resources, deserved: Mapping[QueueName, Fraction]
 ) -> tuple[list[Candidate], list[Candidate]]:
@@ -125,49 +121,11 @@ def _borrowed(
         if queue == gang.queue or queue not in deserved or other.key in placed:
             continue
         if queue not in may_take:
-            may_take[queue] = _within_share(session, gang.queue, queue, need, deserved)
+            may_take[queue] = within_share(session, gang.queue, queue, need, deserved)
         if not may_take[queue]:
             continue
         candidate = Candidate(other.key, other.priority, other.created,
                               tuple(session.inp.bound_pods[other.key]))
-        if _keeps_shares(session, [(queue, candidate.requests)], gang.queue, deserved):
+        if keeps_shares(session, [(queue, candidate.requests)], gang.queue, deserved):
             found[0 if session.queues[queue].reclaimable else 1].append(candidate)
     return found
-
-
-def _apart(session: Session, queue: QueueName, other: QueueName) -> tuple[QueueName, ...]:
-    """The queue and its ancestors that are not ``other``'s too: the levels at which the
-    two part, where shares are weighed."""
-    shared = set(session.tree.path(other))
-    return (*(name for name in session.tree.path(queue) if name not in shared and name != queue),
-            queue)
-
-
-def _held(session: Session, queue: QueueName) -> Resources:
-    return subtree_total(session.tree, session.allocated, queue)
-
-
-def _within_share(
-    session: Session, queue: QueueName, victim_queue: QueueName, need: Resources,
-    deserved: Mapping[QueueName, Fraction],
-) -> bool:
-    """Whether ``queue`` holding ``need`` more stays within its deserved share at every
-    level where it parts from ``victim_queue``: room taken back from another team may
-    not put the taking team past its share."""
-    return all(_share(session, _held(session, name) + need) <= deserved[name]
-               for name in _apart(session, queue, victim_queue))
-
-
-def _keeps_shares(
-    session: Session, freed: Iterable[tuple[QueueName, Resources]], queue: QueueName,
-    deserved: Mapping[QueueName, Fraction],
-) -> bool:
-    """Whether each queue giving up what ``freed`` pairs with it, and each of its ancestors
-    apart from ``queue``'s, still holds its deserved share once all of it goes: each
-    victim alone may, several together not."""
-    given: dict[QueueName, Resources] = {}
-    for victim_queue, amount in freed:
-        for name in _apart(session, victim_queue, queue):
-            given[name] = given.get(name, Resources.zero()) + amount
-    return all(_share(session, _held(session, name) - amount) >= deserved[name]
-               for name, amount in given.items())
