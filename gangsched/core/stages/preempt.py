@@ -211,7 +211,7 @@ def room_after_eviction(
     above it."""
     requests = {pod.key: pod.requests for pod in gang.pending}
     placed = total(requests[pod] for pod, _ in placement.assignments)
-    others = session.reserved - session.holding.get(gang.key, Resources.zero())
+    others = session.room(session.reserved - session.holding.get(gang.key, Resources.zero()))
     if not others.fits(session.free + freed - placed):
         return False
-    return session.cap_hit(gang.queue, placed) is None
+    return session.cap_hit(gang.queue, placed + session.claimed_by(gang, placement)) is None
