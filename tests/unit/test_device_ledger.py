@@ -14,8 +14,13 @@ import pytest
 from devcluster import fakedriver
 from gangsched.core.actions import Bind, WriteQueueStatus
 from gangsched.core.dra.devices import AllocatedDevice, Allocation, ClaimKey, DeviceRef, Inventory
-from gangsched.core.dra.parse import allocation_to_api, device_class_from_api, slice_from_api
-from gangsched.core.dra.usage import claim_devices
+from gangsched.core.dra.parse import (
+    allocation_to_api,
+    device_class_from_api,
+    resource_claim_from_api,
+    slice_from_api,
+)
+from gangsched.core.dra.usage import claim_devices, device_totals
 from gangsched.core.gangs import Member
 from gangsched.core.groups import Flavor, GroupSpec
 from gangsched.core.model import GangKey, NodeName, Pod, PodClaim, QueueName, QueueSpec
@@ -31,6 +36,7 @@ from gangsched.core.resources import DEVICE_CLASS_PREFIX, Capability, Resources
 from gangsched.core.state import State
 from gangsched.core.step import StepConfig, Stepped, step
 from gangsched.core.view import StepView
+from gangsched.devicecache import DeviceCache
 from tests.unit.test_cycle import DEFAULT, node, pod
 from tests.unit.test_dra import claim_obj, request
 from tests.unit.test_step import Cluster, Group, Record
@@ -42,7 +48,6 @@ CONFIG = StepConfig(starvation_s=60.0)
 
 def inventory(nodes: Iterable[str], claims: Iterable[Mapping[str, Any]]) -> Inventory:
     """Eight fake GPUs per node, of a class that maps ``nvidia.com/gpu``."""
-    from gangsched.core.dra.parse import resource_claim_from_api
     devices = {}
     for index, name in enumerate(nodes):
         node_name, found = slice_from_api(fakedriver.slice_manifest(name, index))
@@ -211,3 +216,24 @@ def test_reclaim_weighs_the_devices_queues_hold_through_claims(first: int, recla
     stepped = step(State(), view(pods, groups, claims, queues=("a", "b")), 1000.0, config)
     chosen = [p.victims for p in stepped.result.preemptions if p.reclaim_for == "b"]
     assert chosen == ([(GangKey("ns/a1"),)] if reclaims else [])
+
+
+def test_the_device_totals_follow_the_slices_and_classes_the_cache_is_given() -> None:
+    """The mirror's inventories share what selectors said of unchanged devices; a slice
+    or a class that changes is read again."""
+    cache = DeviceCache()
+    for index, name in enumerate(("n-0", "n-1")):
+        node_name, found = slice_from_api(fakedriver.slice_manifest(name, index))
+        cache.set_slice(name, node_name, found)
+    cache.set_class(device_class_from_api(fakedriver.device_class_manifest()))
+    nodes = {NodeName("n-0"), NodeName("n-1")}
+    assert device_totals(cache.inventory(), nodes) == Resources.of({IMPLICIT: 16})
+    node_name, found = slice_from_api(fakedriver.slice_manifest("n-1", 1, per_node=4))
+    cache.set_slice("n-1", node_name, found)
+    assert device_totals(cache.inventory(), nodes) == Resources.of({IMPLICIT: 12})
+    narrow = fakedriver.device_class_manifest()
+    narrow["spec"] = {"selectors": [{"cel": {"expression": 'device.attributes["gpu.example.com"]'
+                                             '.index < 2'}}],
+                      "extendedResourceName": GPU}
+    cache.set_class(device_class_from_api(narrow))
+    assert device_totals(cache.inventory(), nodes) == Resources.of({GPU: 4})

@@ -140,6 +140,14 @@ def device_totals(inventory: Inventory, nodes: AbstractSet[NodeName]) -> Resourc
     part of. A device two classes select counts once under each of their names."""
     if not inventory.classes or (not inventory.devices and not inventory.shared_devices):
         return Resources.zero()
+    key = frozenset(nodes)
+    cached = inventory.totals.get(key)
+    if cached is None:
+        cached = inventory.totals[key] = _device_totals(inventory, key)
+    return cached
+
+
+def _device_totals(inventory: Inventory, nodes: AbstractSet[NodeName]) -> Resources:
     found: dict[str, set[DeviceRef]] = {}
     listed = [node for node in inventory.devices if node in nodes]
     if inventory.shared_devices and not listed:
