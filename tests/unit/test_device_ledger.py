@@ -90,7 +90,7 @@ def group(name: str, min_member: int = 1, *, min_resources: Resources | None = N
 
 def view(pods: list[Pod], groups: list[Group], claims: Iterable[Mapping[str, Any]],
          cap: Mapping[str, int] | None = None, nodes: int = 2,
-         queues: Iterable[str] = ()) -> StepView:
+         queues: Iterable[str | QueueSpec] = ()) -> StepView:
     names = [f"n-{i}" for i in range(nodes)]
     snapshot = replace(Snapshot.build([node(n, 16) for n in names], pods),
                        devices=inventory(names, claims))
@@ -100,7 +100,8 @@ def view(pods: list[Pod], groups: list[Group], claims: Iterable[Mapping[str, Any
         members=tuple(Member(p, p.gang, running=p.node_name is not None) for p in pods),
         groups={g.key: g for g in groups},
         queues={DEFAULT: QueueSpec(DEFAULT, capability=capability),
-                **{QueueName(q): QueueSpec(QueueName(q)) for q in queues}},
+                **{spec.name: spec for spec in (
+                    q if isinstance(q, QueueSpec) else QueueSpec(QueueName(q)) for q in queues)}},
         pods={p.key: Record(p, p.uid) for p in pods},
     ))
 
@@ -237,3 +238,16 @@ def test_the_device_totals_follow_the_slices_and_classes_the_cache_is_given() ->
                       "extendedResourceName": GPU}
     cache.set_class(device_class_from_api(narrow))
     assert device_totals(cache.inventory(), nodes) == Resources.of({GPU: 4})
+
+
+def test_a_parents_gpu_cap_bounds_the_devices_its_queues_claim_together() -> None:
+    """A team capped at 4 GPUs: its queue's running gang claims 2, a waiting one 4 more."""
+    org = QueueSpec(QueueName("org"), capability=Capability.parse({GPU: 4}))
+    team = QueueSpec(QueueName("team"), parent=QueueName("org"))
+    claims = [held("run", 2, users=["run-0"]), claim_obj("four", request(count=4))]
+    pods = [member("ns/run-0", "run", on="n-0"), member("ns/wait-0", "four")]
+    groups = [group("run", queue="team"), group("wait", queue="team")]
+    stepped = step(State(), view(pods, groups, claims, queues=(org, team)), 1000.0, CONFIG)
+    reason = reason_of(stepped, "ns/wait")
+    assert isinstance(reason, CapabilityExceeded)
+    assert (reason.queue, reason.allocated.get(GPU), reason.placed.get(GPU)) == ("org", 2, 4)
