@@ -19,10 +19,12 @@ from gangsched.core.dra.devices import (
     ClaimKey,
     Device,
     DeviceClassSpec,
+    DeviceRef,
     Inventory,
 )
 from gangsched.core.dra.placing import ClaimWrite
 from gangsched.core.model import NodeName
+from gangsched.core.resources import Resources
 
 __all__ = ["DeviceCache"]
 
@@ -45,27 +47,46 @@ class DeviceCache:
     claims: dict[ClaimKey, Claim] = field(default_factory=dict)
     assumed: dict[ClaimKey, _Assumed] = field(default_factory=dict)
     _inventory: Inventory | None = None
+    _matches: dict[tuple[str, DeviceRef], bool | str] = field(default_factory=dict)
+    """What CEL selectors said of the devices, kept from one inventory to the next while
+    those devices stay as they were."""
+    _totals: dict[frozenset[NodeName], Resources] = field(default_factory=dict)
+    """The devices of each class, kept while no slice or class changes."""
 
     def _changed(self, changed: bool = True) -> bool:
         if changed:
             self._inventory = None
         return changed
 
+    def _devices_changed(self, *slices: tuple[Device, ...]) -> None:
+        """Forget what was cached of the devices of these slices (as they were and are)."""
+        refs = {device.ref for devices in slices for device in devices}
+        if refs:
+            self._matches = {key: answer for key, answer in self._matches.items()
+                             if key[1] not in refs}
+        self._totals = {}
+
     # ---- slices -------------------------------------------------------------------
     def set_slice(self, name: str, node: NodeName | None, devices: tuple[Device, ...]) -> bool:
         self.bad_slices.pop(name, None)
-        changed = self.slices.get(name) != (node, devices)
+        before = self.slices.get(name)
+        changed = before != (node, devices)
+        if changed:
+            self._devices_changed(before[1] if before else (), devices)
         self.slices[name] = (node, devices)
         return self._changed(changed)
 
     def set_bad_slice(self, name: str, node: NodeName | None, error: str) -> bool:
-        self.slices.pop(name, None)
+        before = self.slices.pop(name, None)
+        self._devices_changed(before[1] if before else ())
         self.bad_slices[name] = (node, error)
         return self._changed()
 
     def remove_slice(self, name: str) -> bool:
-        gone = self.slices.pop(name, None) is not None
-        return self._changed(self.bad_slices.pop(name, None) is not None or gone)
+        before = self.slices.pop(name, None)
+        if before is not None:
+            self._devices_changed(before[1])
+        return self._changed(self.bad_slices.pop(name, None) is not None or before is not None)
 
     def keep_slices(self, names: set[str]) -> None:
         for name in [n for n in (*self.slices, *self.bad_slices) if n not in names]:
@@ -75,10 +96,15 @@ class DeviceCache:
     def set_class(self, spec: DeviceClassSpec) -> bool:
         changed = self.classes.get(spec.name) != spec
         self.classes[spec.name] = spec
+        if changed:
+            self._totals = {}
         return self._changed(changed)
 
     def remove_class(self, name: str) -> bool:
-        return self._changed(self.classes.pop(name, None) is not None)
+        gone = self.classes.pop(name, None) is not None
+        if gone:
+            self._totals = {}
+        return self._changed(gone)
 
     def keep_classes(self, names: set[str]) -> None:
         for name in [n for n in self.classes if n not in names]:
@@ -155,7 +181,8 @@ class DeviceCache:
             if claim is not None:
                 claims[key] = claim.reserved(assumed.allocation, assumed.reserved)
         return Inventory.build(devices, dict(self.classes), claims,
-                               shared_devices=tuple(shared), bad_slices=bad)
+                               shared_devices=tuple(shared), bad_slices=bad,
+                               matches=self._matches, totals=self._totals)
 
 
 def _shows(claim: Claim, assumed: _Assumed) -> bool:

@@ -527,6 +527,9 @@ class Gang:
     expected_runtime: float | None = None
     """Seconds its PodGroup's expected-runtime annotation says its members run; a
     member's own annotation or deadline says more (core.runtimes)."""
+    claimed: Resources = field(default_factory=Resources.zero)
+    """The devices its pending pods' ResourceClaims will take, beyond the claims its bound
+    pods hold already, under the ledger's names (core.dra.usage)."""
 
 
 @dataclass(frozen=True, slots=True)

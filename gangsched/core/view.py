@@ -16,6 +16,8 @@ from typing import Protocol
 
 from gangsched.core.backoff import BindRefusal
 from gangsched.core.cycle import CycleInput
+from gangsched.core.dra.devices import ClaimKey, Inventory
+from gangsched.core.dra.usage import claim_devices, claims_of, in_ledger, renames
 from gangsched.core.gangs import Gathered, Member, gather
 from gangsched.core.groups import FINISHED_PHASES, Flavor, GroupSpec
 from gangsched.core.holds import Hold
@@ -31,6 +33,7 @@ from gangsched.core.model import (
     VolumeLimits,
 )
 from gangsched.core.placement import Snapshot
+from gangsched.core.resources import Resources
 from gangsched.core.volumelimits import limit_volumes, limited_snapshot
 from gangsched.core.volumes import Storage, claims_in_use, with_volumes
 
@@ -131,6 +134,7 @@ def gather_view(
     gangs, limits = _with_volumes(view, gathered.gangs)
     if gangs is not gathered.gangs:
         gathered = replace(gathered, gangs=gangs, volume_limits=limits)
+    gathered = _with_devices(view.snapshot.devices, gathered)
     still_finished = frozenset(
         g.uid for k, g in view.groups.items()
         if k in gathered.finished or (g.uid in finished_uids and k not in gathered.counts)
@@ -160,6 +164,32 @@ def _with_volumes(view: ClusterView, gangs: tuple[Gang, ...]) -> tuple[tuple[Gan
                  *(member.pod for member in view.members if member.pod.claims))
         gangs = with_volumes(gangs, view.storage, uids, claims_in_use(users))
     return limit_volumes(gangs, view.storage)
+
+
+def _with_devices(inventory: Inventory, gathered: Gathered) -> Gathered:
+    """The gangs' usage and needs with the devices of their pods' claims (core.dra.usage):
+    a bound gang's usage counts each claim its bound pods hold once, a waiting gang's
+    need the claims of its pending pods that its bound pods do not hold."""
+    if not inventory.claims and not inventory.classes:
+        return gathered
+    names = renames(inventory)
+    bound: dict[GangKey, Resources] = dict(gathered.bound_requests)
+    held: dict[GangKey, frozenset[ClaimKey]] = {}
+    for key, pods in gathered.bound_pods.items():
+        claims = claims_of(pods, inventory)
+        held[key] = frozenset(claims)
+        bound[key] = (in_ledger(bound.get(key, Resources.zero()), names)
+                      + claim_devices(claims.values(), inventory))
+    gangs = []
+    for gang in gathered.gangs:
+        claims = claims_of(gang.pending, inventory)
+        mine = held.get(gang.key, frozenset())
+        claimed = claim_devices(
+            (claim for key, claim in claims.items() if key not in mine), inventory)
+        floor = in_ledger(gang.min_resources, names)
+        gangs.append(gang if claimed.is_zero and floor is gang.min_resources else replace(
+            gang, claimed=claimed, min_resources=floor))
+    return replace(gathered, gangs=tuple(gangs), bound_requests=bound)
 
 
 def cycle_input(

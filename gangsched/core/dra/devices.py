@@ -14,7 +14,7 @@ from types import MappingProxyType
 from typing import TypeVar
 
 from gangsched.core.model import ClaimKey, NodeName, PodClaim, SelectorTerm, Taint, Toleration
-from gangsched.core.resources import DEVICE_CLASS_PREFIX
+from gangsched.core.resources import DEVICE_CLASS_PREFIX, Resources
 
 __all__ = [
     "AllocatedDevice", "Allocation", "AttributeValue", "Claim",
@@ -251,7 +251,12 @@ class Inventory:
     """Pod UID -> the claim made for that pod's extended resources."""
     matches: dict[tuple[str, DeviceRef], bool | str] = field(
         default_factory=dict, compare=False, repr=False)
-    """Cache: whether a device passes an expression, or the CEL error it raised."""
+    """Cache: whether a device passes an expression, or the CEL error it raised. It
+    depends on the devices alone, so an inventory of the same devices may share it."""
+    totals: dict[frozenset[NodeName], Resources] = field(
+        default_factory=dict, compare=False, repr=False)
+    """Cache: the devices each class may hand out on a set of nodes (core.dra.usage),
+    valid as long as the devices and classes stay."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "devices", _frozen(self.devices))
@@ -269,14 +274,19 @@ class Inventory:
         *,
         shared_devices: tuple[Device, ...] = (),
         bad_slices: Mapping[NodeName, str] | None = None,
+        matches: dict[tuple[str, DeviceRef], bool | str] | None = None,
+        totals: dict[frozenset[NodeName], Resources] | None = None,
     ) -> Inventory:
-        """The inventory, with the devices in use and the packing attributes derived."""
+        """The inventory, with the devices in use and the packing attributes derived;
+        ``matches`` and ``totals``, caches an earlier inventory of the same devices (and
+        classes, for ``totals``) filled, are shared with it."""
         in_use = _in_use(claims)
         packing = sorted({constraint.attribute for claim in claims.values()
                           for constraint in claim.constraints})
         return Inventory(devices, shared_devices, classes, claims, bad_slices or {}, in_use,
                          tuple(packing), classes_by_resource(classes.values()),
-                         _extended_claims(claims))
+                         _extended_claims(claims), {} if matches is None else matches,
+                         {} if totals is None else totals)
 
     def with_claims(self, claims: Mapping[ClaimKey, Claim]) -> Inventory:
         """The same devices and classes with these claims, allocated as they say: the

@@ -4,14 +4,13 @@ Admitting a gang is a promise: the part of its ``minResources`` its bound
 pods do not use yet stays reserved from then on, so a Spark driver that
 starts first still finds room for the executors it creates later. So a gang
 is admitted only while its queue's capability and the unreserved free room
-can hold it. Extended resources that devices serve where no node lists them
-(``core.dra.extended``) are no node's room: the queue's capability counts
-them, placement finds their devices.
+can hold it. Devices (claims' and extended resources that devices serve where
+no node lists them, ``core.dra``) are no node's room: the queue's capability
+counts them, placement finds their devices.
 """
 
 from __future__ import annotations
 
-from gangsched.core.dra.extended import left_to_devices
 from gangsched.core.model import Gang
 from gangsched.core.placement import Unplaceable
 from gangsched.core.reasons import AdmissionNoRoom, AdmissionOverCapability, QueueClosed
@@ -64,8 +63,7 @@ def admission_refusal(
     if hit is not None:
         return AdmissionOverCapability(
             gang.min_resources, hit.queue, hit.capability, hit.allocated, hit.reserved)
-    room = left_to_devices(session.reserved + need, session.inp.snapshot.devices.extended,
-                           session.cluster_total)
+    room = session.room(session.reserved + need)
     if not room.fits(session.free):
         return AdmissionNoRoom(gang.min_resources, session.free, session.reserved,
                                room.short_of(session.free))

@@ -11,6 +11,7 @@ does not fit may preempt (:mod:`.preempt`), or reclaim room its queue deserves
 
 from __future__ import annotations
 
+from gangsched.core.dra.usage import in_ledger
 from gangsched.core.model import Gang
 from gangsched.core.placement import Placement, Unplaceable
 from gangsched.core.reasons import CapabilityExceeded, HeldForStarving, Reason, ReservedByAdmitted
@@ -62,7 +63,9 @@ def _keep(
     """
     requests = {pod.key: pod.requests for pod in gang.pending}
     placed = total(requests[pod] for pod, _ in decision.assignments)
-    bound_after = session.bound[gang.key] + placed
+    # What the queue's ledger counts: the pods' requests and the devices of their claims.
+    used = in_ledger(placed, session.renames) + session.claimed_by(gang, decision)
+    bound_after = session.bound[gang.key] + used
     own_before = session.holding.get(gang.key, Resources.zero())
     own_after = (
         outstanding(gang.min_resources, bound_after)
@@ -72,17 +75,17 @@ def _keep(
     # Subtracting is exact: a pod only lands where it fits.
     free_after = session.free + (freed or Resources.zero()) - placed
 
-    others = session.reserved - own_before - (spare or Resources.zero())
+    others = session.room(session.reserved - own_before - (spare or Resources.zero()))
     if not others.fits(free_after):
         session.capacity.release(decision)
         return _reserved_reason(session, gang, others, placed, free_after)
 
     queue = session.queues[gang.queue]
-    hit = session.cap_hit(queue.name, placed + own_after - own_before)
+    hit = session.cap_hit(queue.name, used + own_after - own_before)
     if hit is not None:
         session.capacity.release(decision)
         return CapabilityExceeded(hit.queue, hit.capability, hit.allocated,
-                                  hit.reserved - own_before + own_after, placed)
+                                  hit.reserved - own_before + own_after, used)
 
     session.fits_unpinned.clear()  # room moved
     session.placements.append(decision)
@@ -92,7 +95,7 @@ def _keep(
     )
     session.free = free_after
     session.bound[gang.key] = bound_after
-    session.allocated[queue.name] = session.allocated[queue.name] + placed
+    session.allocated[queue.name] = session.allocated[queue.name] + used
     session.hold(gang, own_after)
     return None
 

@@ -248,8 +248,8 @@ def _borrowed_only(session: Session, gang: Gang, candidates: list[Candidate]) ->
         queue = queues[candidate.gang]
         return (queue == gang.queue or queue not in deserved
                 or (borrows(session, queue, deserved)
-                    and keeps_shares(session, [(queue, candidate.requests)], gang.queue,
-                                     deserved)))
+                    and keeps_shares(session, [(queue, session.bound[candidate.gang])],
+                                     gang.queue, deserved)))
 
     return [candidate for candidate in candidates if may_take(candidate)]
 
@@ -261,9 +261,7 @@ def _keeping_shares(session: Session, gang: Gang, chosen: Preemption | None) -> 
         return chosen
     deserved = session.deserved()
     queues = _queues(session)
-    requests = {key: total(pod.requests for pod in session.inp.bound_pods[key])
-                for key in chosen.victims}
-    freed = [(queues[key], requests[key]) for key in chosen.victims
+    freed = [(queues[key], session.bound[key]) for key in chosen.victims
              if queues[key] != gang.queue and queues[key] in deserved]
     return chosen if keeps_shares(session, freed, gang.queue, deserved) else None
 
@@ -280,7 +278,7 @@ def room_after_eviction(
     above it."""
     requests = {pod.key: pod.requests for pod in gang.pending}
     placed = total(requests[pod] for pod, _ in placement.assignments)
-    others = session.reserved - session.holding.get(gang.key, Resources.zero())
+    others = session.room(session.reserved - session.holding.get(gang.key, Resources.zero()))
     if not others.fits(session.free + freed - placed):
         return False
-    return session.cap_hit(gang.queue, placed) is None
+    return session.cap_hit(gang.queue, placed + session.claimed_by(gang, placement)) is None

@@ -74,9 +74,8 @@ def _victims(
     chosen = victims_for(session, gang, candidates)
     if chosen is None:
         return None
-    by_key = {candidate.gang: candidate for candidate in candidates}
     queues = {other.key: other.queue for other in session.evictable}
-    freed = [(queues[victim], by_key[victim].requests) for victim in chosen.victims]
+    freed = [(queues[victim], session.bound[victim]) for victim in chosen.victims]
     return chosen if keeps_shares(session, freed, gang.queue, deserved) else None
 
 
@@ -126,6 +125,6 @@ def _borrowed(
             continue
         candidate = Candidate(other.key, other.priority, other.created,
                               tuple(session.inp.bound_pods[other.key]))
-        if keeps_shares(session, [(queue, candidate.requests)], gang.queue, deserved):
+        if keeps_shares(session, [(queue, session.bound[other.key])], gang.queue, deserved):
             found[0 if session.queues[queue].reclaimable else 1].append(candidate)
     return found

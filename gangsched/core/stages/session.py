@@ -10,10 +10,19 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from fractions import Fraction
 
 from gangsched.core.backoff import BindRefusal
+from gangsched.core.dra.extended import left_to_devices
+from gangsched.core.dra.usage import (
+    capability_in_ledger,
+    claim_devices,
+    claims_of,
+    device_totals,
+    in_ledger,
+    renames,
+)
 from gangsched.core.hierarchy import (
     CapHit,
     FairKey,
@@ -126,15 +135,21 @@ def total(amounts: Iterable[Resources]) -> Resources:
 
 
 def pending_need(gang: Gang, bound: Resources) -> Resources:
-    """What a waiting gang needs held for it: its unused reservation or its pending pods,
-    whichever is larger per resource."""
-    pending = total(pod.requests for pod in gang.pending)
+    """What a waiting gang needs held for it: its unused reservation or its pending pods
+    with the devices their claims will take, whichever is larger per resource."""
+    pending = total(pod.requests for pod in gang.pending) + gang.claimed
     return Resources.max_each(outstanding(gang.min_resources, bound), pending)
 
 
 def schedulable_total(snapshot: Snapshot) -> Resources:
-    """What the ready, uncordoned nodes can hold: the whole that queue shares are parts of."""
-    return snapshot.index.schedulable_total
+    """What the ready, uncordoned nodes can hold, their devices of each class included:
+    the whole that queue shares are parts of."""
+    nodes = snapshot.index.schedulable_total
+    if snapshot.devices.empty:
+        return nodes
+    ready = {name for name, usage in snapshot.nodes.items()
+             if usage.node.ready and not usage.node.unschedulable}
+    return nodes + device_totals(snapshot.devices, ready)
 
 
 class Session:
@@ -149,6 +164,12 @@ class Session:
         self.queues = dict(inp.queues)
         # A default queue exists without anyone creating it.
         self.queues.setdefault(DEFAULT_QUEUE, QueueSpec(DEFAULT_QUEUE))
+        self.renames = renames(inp.snapshot.devices)
+        """Implicit DeviceClass names read as the classes' extended resource names."""
+        if self.renames:
+            self.queues = {name: spec if spec.capability is None else replace(
+                spec, capability=capability_in_ledger(spec.capability, self.renames))
+                for name, spec in self.queues.items()}
         self.tree = build_tree(self.queues)
         self._deserved: Mapping[QueueName, Fraction] | None = None
 
@@ -253,7 +274,30 @@ class Session:
 
     def cap_hit(self, queue: QueueName, extra: Resources) -> CapHit | None:
         """The capability on the queue's path up the tree that ``extra`` more would exceed."""
-        return cap_hit(self.tree, self.allocated, self.queue_reserved, queue, extra)
+        return cap_hit(self.tree, self.allocated, self.queue_reserved, queue,
+                       in_ledger(extra, self.renames))
+
+    def room(self, amount: Resources) -> Resources:
+        """The amount as node room counts it: devices served through claims left out (no
+        node lists them; the device search finds where they are). Every comparison of a
+        need or a hold with the free room (``free``, ``reserved``) reads it so."""
+        inventory = self.inp.snapshot.devices
+        return left_to_devices(amount, inventory.extended,
+                               self.inp.snapshot.index.schedulable_total)
+
+    def claimed_by(self, gang: Gang, placement: Placement) -> Resources:
+        """The devices the claims of the placement's pods take, but those of claims the
+        gang's bound pods hold already (counted in its usage): a claim counts once."""
+        if not placement.claims:
+            return Resources.zero()
+        inventory = self.inp.snapshot.devices
+        held = claims_of(self.inp.bound_pods.get(gang.key, ()), inventory)
+        placed = {pod for pod, _ in placement.assignments}
+        claims = claims_of((pod for pod in gang.pending if pod.key in placed), inventory)
+        allocations = {write.claim: write.allocation for write in placement.claims
+                       if write.allocation is not None}
+        return claim_devices((claim for key, claim in claims.items() if key not in held),
+                             inventory, allocations)
 
     def admit(self, gang: Gang) -> None:
         self.admitted.add(gang.key)
@@ -276,9 +320,12 @@ class Session:
             self.pinned[gang.key] = pinned
         else:
             pinned = Resources.zero()
-        self.reserved = self.reserved - (before - before_pinned) + (amount - pinned)
+        self.reserved = self.reserved - self.room(before - before_pinned) + self.room(
+            amount - pinned)
         if gang.queue in self.queue_reserved:
-            self.queue_reserved[gang.queue] = self.queue_reserved[gang.queue] - before + amount
+            self.queue_reserved[gang.queue] = (self.queue_reserved[gang.queue]
+                                               - in_ledger(before, self.renames)
+                                               + in_ledger(amount, self.renames))
 
     def domains_of(self, gang: Gang) -> Mapping[Domain, tuple[NodeName, ...]]:
         """The domains of the gang's topology keys, found once per cycle for each set of keys."""
