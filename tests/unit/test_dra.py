@@ -297,6 +297,21 @@ def test_admin_access_may_use_devices_in_use_and_leaves_them_taken_by_their_owne
     assert write.allocation is not None and all(d.admin_access for d in write.allocation.devices)
 
 
+def test_a_claim_two_gangs_share_is_allocated_by_the_first_and_reserved_by_the_second() -> None:
+    """Two lone pods naming one claim, placed one after the other in a pass: one allocation,
+    the second pod on its node, and a write that only reserves the claim for it (which the
+    shell merges with the first write, see gangsched.allocations)."""
+    capacity = Capacity(snapshot(["n-0", "n-1"], [claim_obj("shared", request(count=2))]))
+    first = capacity.place(gang("ns/a", [claiming("ns/a", "shared")]))
+    second = capacity.place(gang("ns/b", [claiming("ns/b", "shared")]))
+    assert isinstance(first, Placement) and isinstance(second, Placement)
+    [allocating], [reserving] = first.claims, second.claims
+    assert allocating.allocation is not None and reserving.allocation is None
+    assert (allocating.consumers, reserving.consumers) == (
+        (Consumer("a", "uid-ns/a"),), (Consumer("b", "uid-ns/b"),))
+    assert dict(first.assignments)[PodKey("ns/a")] == dict(second.assignments)[PodKey("ns/b")]
+
+
 def test_releasing_a_placement_gives_its_devices_back() -> None:
     claims = [claim_obj("a", request(count=8)), claim_obj("b", request(count=8))]
     capacity = Capacity(snapshot(["n-0"], claims))
