@@ -12,6 +12,12 @@ claim someone else allocated meanwhile refuses the write (409) instead of
 being allocated twice. A claim that had its allocation only gets the pods
 added to ``reservedFor`` (merged by UID, so other holders stay).
 
+Pods of two gangs placed in one cycle may share a claim: the first gang's
+write allocates it, the second's only reserves it. Both go to the one
+pending call of the claim, so the second is merged into the first (the
+allocation kept, the consumers united) rather than replace it: alone, a
+reservation of a claim with no allocation is refused (422).
+
 A pod's extended resources that devices serve (``example.com/gpu: 2`` on
 a node that does not list it) get a claim of the pod's first, made as
 kube-scheduler makes it (see :mod:`gangsched.core.dra.extended`): created
@@ -29,6 +35,7 @@ from __future__ import annotations
 import asyncio
 import functools
 from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import aiohttp
@@ -60,6 +67,28 @@ def _reserved(write: ClaimWrite) -> list[dict[str, str]]:
     return entries
 
 
+@dataclass(frozen=True, slots=True)
+class _Sending:
+    """A write as the dispatcher holds it until it goes out: known by what it writes,
+    so that a later write of the same claim can join it."""
+
+    write: ClaimWrite
+    send: Callable[[ClaimWrite], Awaitable[Answer]]
+
+    def __call__(self) -> Awaitable[Answer]:
+        return self.send(self.write)
+
+
+def _merged(later: _Sending, pending: Call) -> _Sending | None:
+    """The pending write of the claim and ``later`` as one, or None where the pending
+    call is no such write (an undo) or the two cannot be one."""
+    earlier = pending.send
+    if not isinstance(earlier, _Sending) or earlier.send != later.send:
+        return None
+    write = earlier.write.merged(later.write)
+    return None if write is None else _Sending(write, later.send)
+
+
 class ClaimWriter:
     """Sends claim writes through the dispatcher (ranked above evictions, below binds)."""
 
@@ -81,14 +110,17 @@ class ClaimWriter:
 
     async def _each(self, writes: Sequence[ClaimWrite], verb: str,
                     call: Callable[[ClaimWrite], Awaitable[Answer]]) -> list[Answer]:
-        """One dispatcher call per claim, keyed by the claim; their answers, in order."""
+        """One dispatcher call per claim, keyed by the claim; their answers, in order. A
+        write merges with a write of the claim still pending (see the module docstring)."""
         loop = asyncio.get_running_loop()
         futures: list[asyncio.Future[Answer]] = []
         for write in writes:
             done: asyncio.Future[Answer] = loop.create_future()
+            sending = _Sending(write, call)
             self._dispatcher.submit(Call(
                 (write.uid or f"claim/{write.claim}", ""), Rank.ALLOCATE,
-                f"{verb} {write.claim}", functools.partial(call, write), done=done))
+                f"{verb} {write.claim}", sending, done=done,
+                merge=functools.partial(_merged, sending) if call == self._write_one else None))
             futures.append(done)
         return list(await asyncio.gather(*futures))
 

@@ -9,7 +9,9 @@ follows the cluster, not the rate of decisions.
   a status write before an Event; a lower rank waits while a higher one is
   pending, so a flood of binds is not slowed by the writes it causes.
 - Coalescing: a new call replaces the object's pending one (the latest
-  desired state wins); a call of lower rank than the pending one is dropped.
+  desired state wins), or merges with it where the call says how (a claim's
+  second reservation keeps the first); a call of lower rank than the pending
+  one is dropped.
 - Skipping: a call that would set what the API server last accepted for the
   object goes nowhere. Only what was accepted is remembered, so a write that
   failed is not mistaken for one that went through: it is retried, backing
@@ -106,6 +108,10 @@ class Call(NamedTuple):
     retry: bool = False
     """Retry failures with backoff (status writes); binds and evictions answer their caller."""
     done: asyncio.Future[Answer] | None = None
+    merge: Callable[[Call], Callable[[], Awaitable[Answer]] | None] | None = None
+    """Given the object's pending call of the same rank, a send that does what both
+    ask (the pending call then gets this one's answer), or None: this one replaces it.
+    None: it always replaces it."""
 
 
 @dataclass(slots=True)
@@ -203,7 +209,12 @@ class Dispatcher:
             _resolve(call, Answer(200, "unchanged", sent=False))
             return
         if current is not None:
-            _resolve(current, Answer(0, SUPERSEDED, sent=False))
+            send = (call.merge(current) if call.merge is not None and call.rank == current.rank
+                    else None)
+            if send is None:
+                _resolve(current, Answer(0, SUPERSEDED, sent=False))
+            else:
+                call = _joined(call._replace(send=send), current)
             if call.rank < current.rank and key in self._delayed:
                 self._delayed.pop(key).cancel()  # a bind waits for no condition's pacing
         self._pending[key] = call
@@ -375,6 +386,28 @@ class Dispatcher:
                 await asyncio.sleep(0.05)
             else:
                 return
+
+
+def _joined(call: Call, pending: Call) -> Call:
+    """The call, answering the pending call it merged with too."""
+    later, earlier = call.done, pending.done
+    if earlier is None:
+        return call
+    if later is None:
+        return call._replace(done=earlier)
+
+    def follow(answered: asyncio.Future[Answer]) -> None:
+        if earlier.done():
+            return
+        if answered.cancelled():
+            earlier.cancel()
+        elif (error := answered.exception()) is not None:
+            earlier.set_exception(error)
+        else:
+            earlier.set_result(answered.result())
+
+    later.add_done_callback(follow)
+    return call
 
 
 def _resolve(call: Call, answer: Answer) -> None:

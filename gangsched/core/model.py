@@ -417,6 +417,9 @@ class Pod:
     unbound_claims: tuple[str, ...] = ()
     """Set each cycle from the claims: its WaitForFirstConsumer claims not bound yet
     (``namespace/name``), which must be provisioned on its node before it is bound."""
+    sole_claims: tuple[str, ...] = ()
+    """Set each cycle from the claims: its ReadWriteOncePod claims (``namespace/name``),
+    which no other pod placed in the same cycle may use."""
     affinity: tuple[PodAffinityTerm, ...] = ()
     """Its required pod affinity terms: it goes only where pods they select run."""
     spread: tuple[SpreadConstraint, ...] = ()

@@ -144,10 +144,11 @@ class Capacity:
             return Unplaceable(gang.key, missing)
         if not pending:
             return Placement(gang.key, ())
+        # One pod at the least, even for a gang's extras: a placement of none binds nothing.
         if any(pod.resource_claims or self._served_by_devices(pod) for pod in pending):
-            return self._place_with_devices(gang, need, policy)
+            return self._place_with_devices(gang, max(need, 1), policy)
         if self._under_rules(pending):
-            return self._place_under_rules(gang, need, policy)
+            return self._place_under_rules(gang, max(need, 1), policy)
         types = PodType.group(pending, self._nodes.index.max_allocatable)
         signature = (tuple((kind.requests, kind.rules, len(kind.pods)) for kind in types), need)
         known = self._infeasible.get(signature)

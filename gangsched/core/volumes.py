@@ -7,7 +7,8 @@ cycle, before placement:
 - whether it can go anywhere at all: a claim missing, being deleted, lost, or
   unbound with a class that binds immediately keeps it off every node (kube-
   scheduler's ``UnschedulableAndUnresolvable``), and so does a ReadWriteOncePod
-  claim another pod already uses;
+  claim another pod already uses (or a pod placed earlier in the same cycle:
+  the pod's ``sole_claims``, which the cycle checks as it places);
 - which nodes its volumes reach: a bound volume's node affinity and zone
   labels, a WaitForFirstConsumer class's allowed topologies, and the node a
   claim being provisioned was given. These become node terms of the pod's
@@ -176,6 +177,7 @@ def resolve_pod(pod: Pod, storage: Storage, uid: str, in_use: Mapping[str, PodKe
     namespace = pod.key.split("/", 1)[0]
     terms: list[tuple[SelectorTerm, ...]] = []
     unbound: list[str] = []
+    sole: list[str] = []
     for ref in pod.claims:
         name = _claim_name(pod, ref.name, ref.ephemeral)
         key = f"{namespace}/{name}"
@@ -187,13 +189,15 @@ def resolve_pod(pod: Pod, storage: Storage, uid: str, in_use: Mapping[str, PodKe
             return replace(pod, volume_block=VolumeBlock(key, VolumeProblem.IN_USE, other))
         if problem is not None or claim is None:
             return replace(pod, volume_block=VolumeBlock(key, problem or VolumeProblem.MISSING))
+        if READ_WRITE_ONCE_POD in claim.access_modes:
+            sole.append(key)
         if claim.bound:
             terms.extend(_volume_terms(storage.volumes[claim.volume_name]))
         else:
             unbound.append(key)
             terms.extend(_provision_terms(claim, storage.classes[claim.storage_class]))
     rules = replace(pod.rules, volume_affinity=tuple(terms))
-    return replace(pod, rules=rules, unbound_claims=tuple(unbound))
+    return replace(pod, rules=rules, unbound_claims=tuple(unbound), sole_claims=tuple(sole))
 
 
 def _problem(

@@ -9,6 +9,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import cast
 
+from kubernetes_asyncio.client import ApiClient
+
 from devcluster import fakedriver
 from gangsched.allocations import ClaimWriter
 from gangsched.core.actions import Bind
@@ -19,7 +21,7 @@ from gangsched.core.kubeobjects import pod_from_api
 from gangsched.core.model import Gang, NodeName, PodClaim, PodKey
 from gangsched.core.placement import Capacity, Placement, Unplaceable
 from gangsched.core.reasons import DevicesShort, render
-from gangsched.dispatcher import Answer
+from gangsched.dispatcher import Answer, Dispatcher
 from gangsched.feed import Feed
 from tests.unit.test_actuator import JOB, Shell, shell
 from tests.unit.test_scheduler_reuse import pod as job_pod_obj
@@ -158,3 +160,63 @@ def test_a_claim_being_made_for_a_pod_holds_its_devices_until_the_watch_shows_it
     allocated["metadata"] = created["metadata"]
     Feed(made.mirror).upsert("resourceclaims", allocated)
     assert devices.assumed == {}
+
+
+class RecordingWriter(ClaimWriter):
+    """A claim writer whose writes reach no server: each is noted and accepted, once the
+    gate opens (so that writes made meanwhile wait in the dispatcher)."""
+
+    def __init__(self, api: ApiClient, dispatcher: Dispatcher) -> None:
+        super().__init__(api, dispatcher)
+        self.sent: list[ClaimWrite] = []
+        self.gate = asyncio.Event()
+
+    async def _write_one(self, write: ClaimWrite) -> Answer:
+        await self.gate.wait()
+        self.sent.append(write)
+        return Answer(200)
+
+
+SHARED = WRITES[0]
+"""The claim's first write this cycle: allocated now, reserved for job-0."""
+JOINING = replace(SHARED, allocation=None, consumers=(Consumer("solo", "uid-solo"),))
+"""A second gang's write of the same claim, placed after the first in the cycle: the claim
+is allocated already, so it only reserves it for its pod."""
+
+
+async def test_two_gangs_writing_one_claim_allocate_it_once_and_reserve_it_for_both() -> None:
+    async with ApiClient() as api:
+        writer = RecordingWriter(api, Dispatcher(bind_workers=1))
+        first = asyncio.create_task(writer.write([SHARED]))
+        second = asyncio.create_task(writer.write([JOINING]))
+        await asyncio.sleep(0.01)
+        writer.gate.set()
+        answers = await asyncio.gather(first, second)
+    assert [answer.status for answers_of in answers for answer in answers_of] == [200, 200]
+    [sent] = writer.sent
+    assert sent.allocation == SHARED.allocation, "the allocation is kept"
+    assert [consumer.uid for consumer in sent.consumers] == ["uid-job-0", "uid-solo"]
+
+
+async def test_a_claim_written_while_its_first_write_is_out_is_reserved_after_it() -> None:
+    async with ApiClient() as api:
+        writer = RecordingWriter(api, Dispatcher(bind_workers=1))
+        first = asyncio.create_task(writer.write([SHARED]))
+        await asyncio.sleep(0.01)  # out, awaiting its answer
+        second = asyncio.create_task(writer.write([JOINING]))
+        await asyncio.sleep(0.01)
+        writer.gate.set()
+        await asyncio.gather(first, second)
+    assert writer.sent == [SHARED, JOINING]
+
+
+def test_a_later_write_of_a_claim_keeps_the_allocation_and_unites_the_consumers() -> None:
+    both = SHARED.merged(JOINING)
+    assert both is not None and both.allocation == SHARED.allocation
+    assert both.resource_version == SHARED.resource_version
+    assert [c.uid for c in both.consumers] == ["uid-job-0", "uid-solo"]
+    assert JOINING.merged(SHARED) == replace(SHARED, consumers=(
+        Consumer("solo", "uid-solo"), Consumer("job-0", "uid-job-0")))
+    assert SHARED.merged(SHARED) == SHARED
+    made = replace(SHARED, create=ExtendedClaim("job-0", "uid-job-0", (), ()))
+    assert made.merged(JOINING) is None, "a claim made for a pod is its alone"

@@ -5,17 +5,22 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import tests.unit.test_dra as dra
 from gangsched.core.backoff import BindRefusal
 from gangsched.core.cycle import CycleInput, CycleResult, run_cycle
+from gangsched.core.dra.devices import ClaimKey
 from gangsched.core.model import (
     Gang,
     GangKey,
     Node,
     NodeName,
     Pod,
+    PodAffinityTerm,
+    PodClaim,
     PodKey,
     Policy,
     QueueName,
@@ -26,9 +31,11 @@ from gangsched.core.reasons import (
     AdmissionNoRoom,
     AdmissionOverCapability,
     CapabilityExceeded,
+    DevicesShort,
     DoesNotFit,
     HeldForStarving,
     PartlyBound,
+    PodRulesUnmet,
     QueueClosed,
     QueueMissing,
     Reason,
@@ -422,6 +429,34 @@ def test_a_pod_beyond_min_member_of_a_running_gang_waits_its_turn() -> None:
     assert placed(result) == ["ns/urgent"]
     extra = reasons(result)["ns/ddp"]
     assert isinstance(extra, DoesNotFit) and extra.need == 0  # no gang check for an extra
+
+
+@pytest.mark.parametrize("kind", ["pod rules", "devices"])
+def test_an_extra_pod_of_a_running_gang_that_fits_nowhere_binds_nothing_and_is_told_why(
+    kind: str,
+) -> None:
+    """The extra needs no gang check, but a placement of none of its pods would bind
+    nothing: the gang waits with the extra's reason, as an extra without rules does."""
+    ddp = gang("ns/ddp", 1, min_member=1, bound=1, first=1)
+    extra = ddp.pending[0]
+    snapshot = Snapshot.build([node("n1", 4)], [pod("ns/ddp-0", gang="ns/ddp", on="n1")])
+    if kind == "pod rules":
+        extra = replace(extra, affinity=(PodAffinityTerm(
+            "kubernetes.io/hostname", (("app", "nobody"),), namespaces=("ns",)),))
+        expected: type = PodRulesUnmet
+    else:
+        snapshot = replace(snapshot, devices=dra.inventory(["n1"], [
+            dra.claim_obj("nine", dra.request(count=9))]))
+        extra = replace(extra, uid="uid-extra",
+                        resource_claims=(PodClaim("gpus", ClaimKey("ns/nine")),))
+        expected = DevicesShort
+    result = run_cycle(CycleInput(
+        snapshot=snapshot, gangs=(replace(ddp, pending=(extra,)),),
+        bound_requests={GangKey("ns/ddp"): pod_request(1)},
+        queues={DEFAULT: QueueSpec(DEFAULT)}, admitted=frozenset({GangKey("ns/ddp")}),
+        waiting_since={}, now=1000.0, policy=Policy.BINPACK))
+    assert result.placements == ()
+    assert isinstance(reasons(result)["ns/ddp"], expected)
 
 
 def test_only_the_members_a_gang_lacks_go_first_its_extras_wait_their_queue_turn() -> None:

@@ -242,3 +242,27 @@ async def test_more_binds_than_workers_all_go_out_with_their_callers_told() -> N
     answers = await asyncio.wait_for(asyncio.gather(*futures), timeout=5)
     assert all(answer.accepted for answer in answers)
     assert sorted(server.sent()) == list(range(15))  # type: ignore[type-var]
+
+
+async def test_a_call_that_merges_with_the_pending_one_sends_both_and_answers_both() -> None:
+    server = FakeServer(gate=asyncio.Event())
+    dispatcher = Dispatcher(bind_workers=1, write_workers=1)
+    loop = asyncio.get_running_loop()
+    dispatcher.submit(server.call(("busy", ""), Rank.ALLOCATE, "allocate", "x"))
+    await asyncio.sleep(0.01)  # holds the only worker
+
+    def merging(body: str) -> Call:
+        call = server.call(("c1", ""), Rank.ALLOCATE, "allocate", body, done=loop.create_future())
+        return call._replace(merge=lambda pending: functools.partial(
+            server.answer, ("c1", ""), "allocate", f"{pending.state}+{body}"))
+
+    first, second = merging("a"), merging("b")
+    dispatcher.submit(first)
+    dispatcher.submit(second)
+    assert len(dispatcher) == 1
+    assert server.gate is not None
+    server.gate.set()
+    await dispatcher.drain()
+    assert server.sent(("c1", "")) == ["a+b"]
+    assert first.done is not None and second.done is not None
+    assert (await first.done).accepted and (await second.done).accepted

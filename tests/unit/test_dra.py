@@ -297,6 +297,44 @@ def test_admin_access_may_use_devices_in_use_and_leaves_them_taken_by_their_owne
     assert write.allocation is not None and all(d.admin_access for d in write.allocation.devices)
 
 
+@pytest.mark.parametrize("held_before", [True, False], ids=["held-before", "placed-in-pass"])
+def test_a_placement_with_admin_access_released_frees_no_device_another_claim_holds(
+    held_before: bool,
+) -> None:
+    """A monitoring claim given the 8 GPUs another claim holds, then released (refused by
+    a cap, a reservation, a probe): the GPUs stay taken, and a third claim gets none."""
+    owner = Allocation(tuple(AllocatedDevice("gpus", DeviceRef(DRIVER, "n-0", f"gpu-{i}"))
+                             for i in range(8)), NodeName("n-0"))
+    theirs = claim_obj("theirs", request(count=8),
+                       status={"allocation": allocation_to_api(owner)} if held_before else None)
+    claims = [theirs, claim_obj("watch", request(count=8, adminAccess=True)),
+              claim_obj("more", request(count=8))]
+    capacity = Capacity(snapshot(["n-0"], claims))
+    if not held_before:
+        assert isinstance(capacity.place(gang("ns/t", [claiming("ns/t", "theirs")])), Placement)
+    watcher = capacity.place(gang("ns/w", [claiming("ns/w", "watch")]))
+    assert isinstance(watcher, Placement)
+    capacity.release(watcher)
+    refused = capacity.place(gang("ns/m", [claiming("ns/m", "more")]))
+    assert isinstance(refused, Unplaceable) and isinstance(refused.reason, DevicesShort)
+    assert (refused.reason.claim, refused.reason.best_free) == ("ns/more", 0)
+
+
+def test_a_claim_two_gangs_share_is_allocated_by_the_first_and_reserved_by_the_second() -> None:
+    """Two lone pods naming one claim, placed one after the other in a pass: one allocation,
+    the second pod on its node, and a write that only reserves the claim for it (which the
+    shell merges with the first write, see gangsched.allocations)."""
+    capacity = Capacity(snapshot(["n-0", "n-1"], [claim_obj("shared", request(count=2))]))
+    first = capacity.place(gang("ns/a", [claiming("ns/a", "shared")]))
+    second = capacity.place(gang("ns/b", [claiming("ns/b", "shared")]))
+    assert isinstance(first, Placement) and isinstance(second, Placement)
+    [allocating], [reserving] = first.claims, second.claims
+    assert allocating.allocation is not None and reserving.allocation is None
+    assert (allocating.consumers, reserving.consumers) == (
+        (Consumer("a", "uid-ns/a"),), (Consumer("b", "uid-ns/b"),))
+    assert dict(first.assignments)[PodKey("ns/a")] == dict(second.assignments)[PodKey("ns/b")]
+
+
 def test_releasing_a_placement_gives_its_devices_back() -> None:
     claims = [claim_obj("a", request(count=8)), claim_obj("b", request(count=8))]
     capacity = Capacity(snapshot(["n-0"], claims))

@@ -17,6 +17,7 @@ from gangsched.core.kubeobjects import (
 from gangsched.core.model import (
     Claim,
     ClaimRef,
+    Gang,
     Node,
     NodeName,
     Pod,
@@ -172,6 +173,25 @@ def test_a_gang_whose_members_share_a_read_write_once_pod_claim_waits_whole() ->
     assert isinstance(reason, VolumeBlocked)
     assert reason.block.problem is VolumeProblem.SHARED_IN_GANG
     assert reason.block.other == "ns/w-0"
+
+
+def test_of_two_gangs_placed_in_one_cycle_only_one_gets_a_read_write_once_pod_claim() -> None:
+    """Each gang alone may use the claim; placed in one cycle, the first one takes it and
+    the other waits whole, naming the claim and the pod that took it."""
+    rwop = replace(BOUND, access_modes=("ReadWriteOncePod",))
+
+    def on_claim(key: str) -> Gang:
+        made = gang(key, 2)
+        first, second = made.pending
+        return replace(made, pending=(first, replace(second, claims=(ClaimRef("data"),))))
+
+    result = cycle(NAMED, with_volumes([on_claim("ns/a"), on_claim("ns/b")], storage(rwop),
+                                       {}, {}))
+    assert placed(result) == ["ns/a"]
+    reason = reasons(result)["ns/b"]
+    assert isinstance(reason, VolumeBlocked)
+    assert (reason.pod, reason.block.claim, reason.block.problem, reason.block.other) == (
+        "ns/b-1", "ns/data", VolumeProblem.IN_USE, "ns/a-1")
 
 
 def test_a_gang_with_a_member_whose_claim_is_missing_waits_whole_and_others_place() -> None:

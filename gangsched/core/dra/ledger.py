@@ -56,12 +56,19 @@ class DeviceLedger:
                 self._recount(write.allocation)
 
     def forget(self, writes: Iterable[ClaimWrite]) -> None:
-        """The placement was released: its allocations are free again."""
+        """The placement was released: its allocations are free again, but for devices
+        another claim still holds. Admin access takes no device (:meth:`record`), so it
+        frees none: the device it watched is its owner's still."""
+        freed: set[DeviceRef] = set()
         for write in writes:
             if write.allocation is not None:
                 del self.allocated[write.claim]
-                self.taken.difference_update(d.device for d in write.allocation.devices)
+                freed.update(d.device for d in write.allocation.devices if not d.admin_access)
                 self._recount(write.allocation)
+        if freed:
+            freed.difference_update(d.device for allocation in self.allocated.values()
+                                    for d in allocation.devices if not d.admin_access)
+            self.taken.difference_update(freed)
 
     def _recount(self, allocation: Allocation) -> None:
         """Counts the allocation may have changed are made again when next asked: its

@@ -67,6 +67,18 @@ class ClaimWrite:
     first when ``uid`` is empty (``claim`` is then only its generated name's prefix),
     else one an earlier attempt made and left unallocated."""
 
+    def merged(self, later: ClaimWrite) -> ClaimWrite | None:
+        """This write and a later one to the same claim as one, or None where they cannot
+        be (a claim made for a pod is its alone). A claim has one allocation at a time:
+        a later write of a cycle found it allocated by this one and only reserves it too,
+        so the allocation is kept and the consumers of both are reserved together."""
+        if self.create is not None or later.create is not None or self.claim != later.claim:
+            return None
+        kept = self if self.allocation is not None or later.allocation is None else later
+        known = {consumer.uid for consumer in self.consumers}
+        return replace(kept, consumers=(
+            *self.consumers, *(c for c in later.consumers if c.uid not in known)))
+
 
 @dataclass(frozen=True, slots=True)
 class DevicePlacement:

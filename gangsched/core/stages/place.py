@@ -12,9 +12,15 @@ does not fit may preempt (:mod:`.preempt`), or reclaim room its queue deserves
 from __future__ import annotations
 
 from gangsched.core.dra.usage import in_ledger
-from gangsched.core.model import Gang
+from gangsched.core.model import Gang, VolumeBlock, VolumeProblem
 from gangsched.core.placement import Placement, Unplaceable
-from gangsched.core.reasons import CapabilityExceeded, HeldForStarving, Reason, ReservedByAdmitted
+from gangsched.core.reasons import (
+    CapabilityExceeded,
+    HeldForStarving,
+    Reason,
+    ReservedByAdmitted,
+    VolumeBlocked,
+)
 from gangsched.core.resources import Resources
 from gangsched.core.runtimes import backfills
 from gangsched.core.stages.preempt import preempt, protected_by_shares
@@ -35,6 +41,10 @@ def place(session: Session, gang: Gang) -> None:
 
 
 def _place_gang(session: Session, gang: Gang) -> None:
+    taken = _claim_taken(session, gang)
+    if taken is not None:
+        session.unplaceable.append(Unplaceable(gang.key, taken))
+        return
     decision = _decide(session, gang)
     if isinstance(decision, Unplaceable):
         if _backfill(session, gang):
@@ -93,11 +103,31 @@ def _keep(
     session.placed_pods.extend(
         (by_key[pod], node) for pod, node in decision.assignments
     )
+    for key, _ in decision.assignments:
+        for claim in by_key[key].sole_claims:
+            session.sole_users.setdefault(claim, key)
     session.free = free_after
     session.bound[gang.key] = bound_after
     session.allocated[queue.name] = session.allocated[queue.name] + used
     session.hold(gang, own_after)
     return None
+
+
+def _claim_taken(session: Session, gang: Gang) -> VolumeBlocked | None:
+    """Why the gang waits when a pod placed earlier in the cycle took a ReadWriteOncePod
+    claim a pending member uses, or None. Next cycle that pod is assumed bound and the
+    claim in use; until then, placing both would run two pods on a claim only one may use.
+    The gang waits whole, as for a claim in use before the cycle."""
+    users = session.sole_users
+    if not users:
+        return None
+    blocked = [(pod.key, claim) for pod in gang.pending for claim in pod.sole_claims
+               if claim in users]
+    if not blocked:
+        return None
+    pod, claim = blocked[0]
+    others = len({key for key, _ in blocked}) - 1
+    return VolumeBlocked(pod, VolumeBlock(claim, VolumeProblem.IN_USE, users[claim]), others)
 
 
 def _backfill(session: Session, gang: Gang) -> bool:

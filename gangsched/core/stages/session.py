@@ -224,6 +224,8 @@ class Session:
             for victim in victims
         }
         self.preemptions: list[Preemption] = []
+        self.sole_users: dict[str, PodKey] = {}
+        """ReadWriteOncePod claims of the pods placed this cycle, to the pod using each."""
         self.placed_pods: list[tuple[Pod, NodeName]] = []
         """Pods placed this cycle and their nodes, in order; only ever added to. Kept as
         pairs: the pods as placed are made only when preemption reads them."""
