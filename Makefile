@@ -131,8 +131,9 @@ bench-oracle: $(VENV)/.installed binaries
 bench-dra: $(VENV)/.installed binaries
 	$(BIN)/python -m bench.dra
 
-## kube-scheduler as the oracle of device claims: >= 500 random (claim, node) pairs, gangsched's
-## allocator must agree on each; GANGSCHED_ORACLE_SEED replays a run. Not part of `bench`.
+## kube-scheduler as the oracle of device claims: >= 500 random (claim, node) pairs, some with
+## inter-pod rules, shared or admin access; gangsched must agree on each;
+## GANGSCHED_ORACLE_SEED replays a run. Not part of `bench`.
 bench-dra-oracle: $(VENV)/.installed binaries
 	$(BIN)/python -m bench.dra_oracle
 

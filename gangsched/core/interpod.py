@@ -490,6 +490,12 @@ class RuleCounts:
                         found.update(residents.nodes_with(key, value))
         return found
 
+    def rank(self, index: int, node: NodeName) -> tuple[int, int]:
+        """How the kind's rules rank the node, lowest first: the emptiest spread domain,
+        then what its preferred terms and soft spreads like most. Every search that
+        places pods under these rules orders its nodes by it."""
+        return self.domain_count(index, node), -self.preference(index, node)
+
     def domain_count(self, index: int, node: NodeName) -> int:
         """The matching pods already in the node's domains, summed over the kind's spread
         constraints: a search prefers the emptiest, as kube-scheduler's score does."""
@@ -497,7 +503,6 @@ class RuleCounts:
         labels = self.residents.labels[node]
         return sum(spread.counts.get(labels.get(spread.constraint.topology_key, ""), 0)
                    for spread in kind.spread)
-
 
     def preference(self, index: int, node: NodeName) -> int:
         """How much the kind's preferred terms and ``ScheduleAnyway`` spreads like the node:

@@ -23,13 +23,12 @@ from gangsched.core.packing import SEARCH_BUDGET, SEARCH_MAX_PODS, PodType, Sear
 from gangsched.core.policies import allowed_nodes, greedy, shape_figures
 from gangsched.core.reasons import (
     MembersMissing,
-    PodRulesUnmet,
     Reason,
     ShapeFigures,
     unplaceable_reason,
 )
 from gangsched.core.resources import Resources
-from gangsched.core.rulesearch import place_under_rules
+from gangsched.core.rulesearch import MemberRules, place_under_rules
 from gangsched.core.shapes import FreeNodes
 from gangsched.core.snapshot import NodeUsage, Snapshot
 
@@ -218,11 +217,8 @@ class Capacity:
                 types = PodType.group(gang.pending, self._nodes.index.max_allocatable)
                 figures = [shape_figures(self._nodes, kind) for kind in types]
                 return Unplaceable(gang.key, self._reason(gang, figures, need, outcome.exhausted))
-            return Unplaceable(gang.key, PodRulesUnmet(
-                gang.key, need, blocked.placed, blocked.pod.key, blocked.refused, blocked.short,
-                blocked.excluded, blocked.shown,
-                self._budget if outcome.exhausted else None,
-            ))
+            return Unplaceable(gang.key, blocked.unmet(
+                gang.key, need, self._budget if outcome.exhausted else None))
         self._figures_of.clear()
         for pod, node in outcome.assignments:
             self._keep(pod, node)
@@ -277,19 +273,20 @@ class Capacity:
         """A gang whose pods claim devices: nodes and devices together (see
         :mod:`gangsched.core.dra.placing`), pod by pod; consumed only when whole.
 
-        Inter-pod rules are not weighed on this path yet: a gang that has both
-        waits, saying so, rather than be placed against its rules.
+        Inter-pod rules (host ports included) are the plain search's counts, asked
+        member by member, with the members placed before counted: they keep a pod off
+        the nodes they refuse and rank the others before the devices do.
         """
-        if self._under_rules(gang.pending):
-            return Unplaceable(gang.key, f"gang {gang.key} has pods with resource claims and "
-                               f"inter-pod rules (affinity, anti-affinity, spread), which "
-                               f"gangsched does not place together yet")
         nodes = self._nodes
+        rules = (MemberRules(nodes, self._residents_now(), gang.pending)
+                 if self._under_rules(gang.pending) else None)
         room = NodeRoom(partial(allowed_nodes, nodes), nodes.free.__getitem__,
                         lambda name: dict(nodes.index.nodes[name].node.labels),
                         lambda name: nodes.index.nodes[name].node.allocatable)
-        answer = self._devices.place(gang, need, room, policy)
+        answer = self._devices.place(gang, need, room, policy, rules)
         if not isinstance(answer, DevicePlacement):
+            if rules is not None:
+                rules.undo()
             return Unplaceable(gang.key, answer)
         nodes.take((node, pod.requests) for pod, node in answer.assignments)
         self._figures_of.clear()

@@ -19,11 +19,11 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 from gangsched.core.interpod import PodRule, Refusal, Residents, RuleCounts, term_selects
-from gangsched.core.model import NodeName, Pod, PodAffinityTerm, Policy
+from gangsched.core.model import GangKey, NodeName, Pod, PodAffinityTerm, PodKey, Policy
 from gangsched.core.nodefit import PER_NODE_LABELS, uses_node_name
 from gangsched.core.nodelocal import rule_of_term
 from gangsched.core.packing import SEARCH_MAX_PODS
-from gangsched.core.reasons import RuleBlock
+from gangsched.core.reasons import PodRulesUnmet, RuleBlock
 from gangsched.core.resources import Resources
 from gangsched.core.room import (
     UNBOUNDED,
@@ -34,7 +34,7 @@ from gangsched.core.room import (
 )
 from gangsched.core.shapes import FreeNodes
 
-__all__ = ["Blocked", "RulesOutcome", "place_under_rules"]
+__all__ = ["Blocked", "MemberRules", "RulesOutcome", "diagnose", "place_under_rules"]
 
 SHOWN_BLOCKS = 3
 """Nodes named in a reason; more would bury the line."""
@@ -55,6 +55,10 @@ class Blocked:
     """Node rule (taint, selector...) to the number of nodes it keeps the pod off."""
     shown: tuple[RuleBlock, ...]
 
+    def unmet(self, gang: GangKey, need: int, stopped_after: int | None) -> PodRulesUnmet:
+        return PodRulesUnmet(gang, need, self.placed, self.pod.key, self.refused, self.short,
+                             self.excluded, self.shown, stopped_after)
+
 
 @dataclass(frozen=True, slots=True)
 class RulesOutcome:
@@ -69,7 +73,7 @@ class _Exhausted(Exception):
 
 def _rule_key(pod: Pod) -> tuple[object, ...]:
     return (pod.requests, pod.rules, pod.labels, pod.affinity, pod.anti_affinity, pod.spread,
-            pod.namespace, pod.gang)
+            pod.preferred, pod.soft_spread, pod.namespace, pod.gang)
 
 
 class _Search:
@@ -171,8 +175,7 @@ class _Search:
                 room = rooms[free] = (fit_count(free, items), stranded_devices(free, pod.requests))
             rule = figures.get(alike)
             if rule is None:
-                rule = figures[alike] = (counts.domain_count(index, name),
-                                         -counts.preference(index, name))
+                rule = figures[alike] = counts.rank(index, name)
             used = mine.get(name, 0)
             taste = (-min(used, 1), room[0]) if self.binpack else (used, -room[0])
             ranked.append(((*rule, room[1], *taste, order), name))
@@ -254,50 +257,101 @@ class _Search:
     # ------------------------------------------------------------ reasons
 
     def _diagnose(self, position: int, placed: int) -> Blocked:
-        """Why every node refuses the member at ``position``, counted over all nodes."""
-        pod = self.pods[position]
-        index = self.kind_of[position]
-        nodes = self.nodes
-        node_index = nodes.index
-        items = tuple(sorted(pod.requests.amounts.items()))
-        by_names = uses_node_name(pod.rules)
-        kind_reasons = node_index.kind_reasons(pod.rules)
-        name_reasons = node_index.name_reasons(pod.rules) if by_names else None
-        refused: dict[str, int] = {}
-        short: dict[str, int] = {}
-        excluded: dict[str, int] = {}
-        shown: list[RuleBlock] = []
-        for name in sorted(nodes.free):
-            reason = (name_reasons[name] if name_reasons is not None
-                      else kind_reasons[node_index.kind_of[name]])
-            if reason is not None:
-                excluded[reason] = excluded.get(reason, 0) + 1
-                continue
-            free = nodes.free[name]
-            if not fit_count(free, items):
-                blamed = blamed_resource(free, pod.requests)
-                short[blamed] = short.get(blamed, 0) + 1
-                continue
-            refusal = self.counts.refusal(index, name)
-            if refusal is None:
-                continue
-            refused[refusal.rule.value] = refused.get(refusal.rule.value, 0) + 1
-            block = self._block(pod, name, refusal)
-            if len(shown) < SHOWN_BLOCKS and all(_same(b, block) is False for b in shown):
-                shown.append(block)
-        return Blocked(placed, pod, tuple(sorted(refused.items())), tuple(sorted(short.items())),
-                       tuple(sorted(excluded.items())), tuple(shown))
+        return diagnose(self.nodes, self.counts, self.kind_of[position], self.pods[position],
+                        placed)
 
-    def _block(self, pod: Pod, node: NodeName, refusal: Refusal) -> RuleBlock:
-        other, term = _blamed(self.counts.residents, pod, refusal)
-        held = rule_of_term(term) if term is not None else None
-        return RuleBlock(
-            node=node, rule=held[0] if held else refusal.rule.value,
-            topology_key=held[1] if held else refusal.topology_key,
-            domain=refusal.domain, other=other.key if other else None,
-            same_gang=other is not None and other.gang is not None and other.gang == pod.gang,
-            max_skew=refusal.max_skew, skew=refusal.skew,
-        )
+
+def diagnose(nodes: FreeNodes, counts: RuleCounts, index: int, pod: Pod, placed: int
+             ) -> Blocked:
+    """Why every node refuses the pod (the ``index``-th kind of ``counts``), counted over
+    all nodes."""
+    node_index = nodes.index
+    items = tuple(sorted(pod.requests.amounts.items()))
+    by_names = uses_node_name(pod.rules)
+    kind_reasons = node_index.kind_reasons(pod.rules)
+    name_reasons = node_index.name_reasons(pod.rules) if by_names else None
+    refused: dict[str, int] = {}
+    short: dict[str, int] = {}
+    excluded: dict[str, int] = {}
+    shown: list[RuleBlock] = []
+    for name in sorted(nodes.free):
+        reason = (name_reasons[name] if name_reasons is not None
+                  else kind_reasons[node_index.kind_of[name]])
+        if reason is not None:
+            excluded[reason] = excluded.get(reason, 0) + 1
+            continue
+        free = nodes.free[name]
+        if not fit_count(free, items):
+            blamed = blamed_resource(free, pod.requests)
+            short[blamed] = short.get(blamed, 0) + 1
+            continue
+        refusal = counts.refusal(index, name)
+        if refusal is None:
+            continue
+        refused[refusal.rule.value] = refused.get(refusal.rule.value, 0) + 1
+        block = _block(counts.residents, pod, name, refusal)
+        if len(shown) < SHOWN_BLOCKS and all(_same(b, block) is False for b in shown):
+            shown.append(block)
+    return Blocked(placed, pod, tuple(sorted(refused.items())), tuple(sorted(short.items())),
+                   tuple(sorted(excluded.items())), tuple(shown))
+
+
+def _block(residents: Residents, pod: Pod, node: NodeName, refusal: Refusal) -> RuleBlock:
+    other, term = _blamed(residents, pod, refusal)
+    held = rule_of_term(term) if term is not None else None
+    return RuleBlock(
+        node=node, rule=held[0] if held else refusal.rule.value,
+        topology_key=held[1] if held else refusal.topology_key,
+        domain=refusal.domain, other=other.key if other else None,
+        same_gang=other is not None and other.gang is not None and other.gang == pod.gang,
+        max_skew=refusal.max_skew, skew=refusal.skew,
+    )
+
+
+class MemberRules:
+    """A gang's inter-pod rules for a search that places its members one by one on its
+    own terms (the device search, :mod:`gangsched.core.dra.placing`): the counts this
+    module's search keeps, asked member by member, the members counted as they are
+    placed, and all of them taken back unless the placement is kept.
+
+    The residents are the pass's own: what the members add is seen by every gang after
+    this one, so :meth:`undo` must follow a placement that is not kept.
+    """
+
+    __slots__ = ("_counts", "_kind", "_nodes", "_placed")
+
+    def __init__(self, nodes: FreeNodes, residents: Residents, pending: Sequence[Pod]) -> None:
+        kinds: dict[tuple[object, ...], int] = {}
+        first: list[Pod] = []
+        self._kind: dict[PodKey, int] = {}
+        for pod in pending:
+            index = kinds.setdefault(_rule_key(pod), len(first))
+            if index == len(first):
+                first.append(pod)
+            self._kind[pod.key] = index
+        self._nodes = nodes
+        self._counts = RuleCounts(residents, first)
+        self._placed: list[tuple[Pod, NodeName]] = []
+
+    def refuses(self, pod: Pod, node: NodeName) -> bool:
+        return self._counts.refusal(self._kind[pod.key], node) is not None
+
+    def rank(self, pod: Pod, node: NodeName) -> tuple[int, int]:
+        return self._counts.rank(self._kind[pod.key], node)
+
+    def add(self, pod: Pod, node: NodeName) -> None:
+        self._counts.add(pod, node)
+        self._placed.append((pod, node))
+
+    def undo(self) -> None:
+        while self._placed:
+            pod, node = self._placed.pop()
+            self._counts.remove(pod, node)
+
+    def unmet(self, gang: GangKey, need: int, pod: Pod, placed: int) -> PodRulesUnmet:
+        """Why the rules leave the pod no node, after ``placed`` members."""
+        blocked = diagnose(self._nodes, self._counts, self._kind[pod.key], pod, placed)
+        return blocked.unmet(gang, need, None)
 
 
 def _same(one: RuleBlock, other: RuleBlock) -> bool:

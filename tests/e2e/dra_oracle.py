@@ -16,6 +16,18 @@ Some probes ask no claim but ``example.com/gpu: N`` in their container
 requests, which no node lists and a DeviceClass of the run names (all GPUs,
 or one model): kube-scheduler makes and allocates a claim for the probe,
 gangsched allocates the claim :mod:`gangsched.core.dra.extended` makes.
+
+Some claims ask their devices with admin access (the namespace is labelled
+for it): devices in use are theirs too. And some probes carry rules beside
+their claim, on nodes in two zones where plain pods run bound by name
+(labelled, some holding host ports, some with their own required
+anti-affinity): host ports, required and preferred pod affinity and
+anti-affinity, DoNotSchedule and ScheduleAnyway spread, as the fit oracle
+draws them. Their claim is their own, with or without admin access, or the
+claim of a pod already running, shared. gangsched answers those from the
+whole placement of a gang of one (:class:`gangsched.core.placement.Capacity`)
+on the objects read before the probes: node rules, room, devices and rules
+together, as a cycle decides.
 """
 
 from __future__ import annotations
@@ -23,6 +35,7 @@ from __future__ import annotations
 import random
 import time
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 import pykube
@@ -38,7 +51,10 @@ from gangsched.core.dra.parse import (
     slice_from_api,
 )
 from gangsched.core.kubeobjects import pod_from_api
-from gangsched.core.model import NodeName
+from gangsched.core.model import Gang, GangKey, NodeName
+from gangsched.core.namespaces import resolve_pod
+from gangsched.core.placement import Capacity, Placement, Snapshot
+from gangsched.core.reasons import render
 from gangsched.core.resources import Resources
 from tests.e2e import oracle
 
@@ -53,6 +69,15 @@ EXTENDED = "example.com/gpu"
 EXTENDED_CLASS = "dra-oracle-extended"
 EXTENDED_SHARE = 0.25
 """Of the probes, those asking the extended resource rather than a claim."""
+RULED_SHARE = 0.35
+"""Of the probes, those with rules beside their claim."""
+ADMIN_SHARE = 0.1
+"""Of the requests, those asking their devices with admin access."""
+ADMIN_LABEL = "resource.kubernetes.io/admin-access"
+"""The namespace label that lets its claims ask admin access."""
+ZONE = "topology.kubernetes.io/zone"
+RULED = "ruled "
+"""How the verdict of a probe with rules begins."""
 
 
 def _kind(cluster: LocalCluster, kind: str) -> type[pykube.objects.APIObject]:
@@ -70,8 +95,12 @@ def _selector(rng: random.Random) -> list[dict[str, Any]]:
             for expression in rng.sample(choices, rng.choice((0, 0, 1, 2)))]
 
 
-def _exactly(rng: random.Random) -> dict[str, Any]:
+def _exactly(rng: random.Random, *, admin: bool = True) -> dict[str, Any]:
+    """A request; ``admin``: maybe with admin access, which a ``firstAvailable``
+    alternative cannot ask (the API server drops it there)."""
     request: dict[str, Any] = {"deviceClassName": fakedriver.DEVICE_CLASS}
+    if admin and rng.random() < ADMIN_SHARE:
+        request["adminAccess"] = True
     if rng.random() < 0.15:
         request["allocationMode"] = "All"
     else:
@@ -87,7 +116,7 @@ def claim_spec(rng: random.Random) -> dict[str, Any]:
     requests: list[dict[str, Any]] = []
     for number in range(rng.choice((1, 1, 1, 2))):
         if rng.random() < 0.2:
-            alternatives = [{"name": f"alt{i}", **_exactly(rng)} for i in range(2)]
+            alternatives = [{"name": f"alt{i}", **_exactly(rng, admin=False)} for i in range(2)]
             requests.append({"name": f"r{number}", "firstAvailable": alternatives})
         else:
             requests.append({"name": f"r{number}", "exactly": _exactly(rng)})
@@ -141,12 +170,15 @@ def make_nodes(cluster: LocalCluster, rng: random.Random, count: int) -> list[st
         manifest = fakedriver.slice_manifest(node, index, per_node=rng.choice((4, 8)),
                                              model=rng.choice(MODELS))
         _kind(cluster, "ResourceSlice")(cluster.client, manifest).create()
+        cluster.kubectl("label", "node", node, f"{ZONE}={oracle.ZONES[index % 2]}",
+                        "--overwrite")
     return names
 
 
 def place_existing(cluster: LocalCluster, namespace: str, rng: random.Random,
-                   nodes: Sequence[str]) -> None:
-    """Pods kube-scheduler gives devices first: what both sides must count as taken."""
+                   nodes: Sequence[str]) -> list[str]:
+    """Pods kube-scheduler gives devices first: what both sides must count as taken.
+    Their claims, by name, are the ones probes may share."""
     names = []
     for node in nodes:
         if rng.random() < 0.6:
@@ -159,6 +191,29 @@ def place_existing(cluster: LocalCluster, namespace: str, rng: random.Random,
             pykube.Pod(cluster.client, _pod(namespace, name, name, node, probe=False)).create()
             names.append(name)
     oracle.wait_resolved(cluster, namespace, names)
+    return names
+
+
+def place_neighbours(cluster: LocalCluster, namespace: str, rng: random.Random,
+                     nodes: Sequence[str]) -> None:
+    """Plain pods bound by name, as a DaemonSet leaves them, for the probes' rules to
+    read: labelled, some holding host ports, some with their own anti-affinity."""
+    for node in nodes:
+        for i in range(rng.choice((0, 1, 2))):
+            containers = [{"name": "main", "image": "busybox",
+                           "resources": {"requests": {"cpu": "100m"}}}]
+            oracle._with_host_ports(rng, containers)
+            spec: dict[str, Any] = {"containers": containers, "nodeName": node,
+                                    "tolerations": [{"operator": "Exists"}],
+                                    "terminationGracePeriodSeconds": 0}
+            if rng.random() < 0.3:
+                spec["affinity"] = {"podAntiAffinity": {
+                    "requiredDuringSchedulingIgnoredDuringExecution": [oracle._pod_term(rng)]}}
+            pykube.Pod(cluster.client, {
+                "apiVersion": "v1", "kind": "Pod",
+                "metadata": {"name": f"neighbour-{node}-{i}", "namespace": namespace,
+                             "labels": oracle.pod_labels(rng)},
+                "spec": spec}).create()
 
 
 def inventory(cluster: LocalCluster, namespace: str) -> Inventory:
@@ -237,6 +292,115 @@ def probe_claim(cluster: LocalCluster, namespace: str, index: int, spec: dict[st
     return verdicts
 
 
+def _preferred(rng: random.Random) -> dict[str, Any]:
+    """Preferred pod affinity and anti-affinity and ScheduleAnyway spread, each now and
+    then: they rank nodes, so a pinned probe must bind whatever they say."""
+    spec: dict[str, Any] = {}
+    for kind in ("podAffinity", "podAntiAffinity"):
+        if rng.random() < 0.4:
+            spec.setdefault("affinity", {})[kind] = {
+                "preferredDuringSchedulingIgnoredDuringExecution": [
+                    {"weight": rng.choice((1, 50, 100)), "podAffinityTerm": oracle._pod_term(rng)}
+                    for _ in range(rng.choice((1, 2)))]}
+    if rng.random() < 0.4:
+        constraint = oracle._spread(rng, rng.choice(sorted(set(oracle.TOPOLOGY_KEYS))))
+        constraint.pop("minDomains", None)  # DoNotSchedule's alone, the API says
+        spec["topologySpreadConstraints"] = [{**constraint,
+                                              "whenUnsatisfiable": "ScheduleAnyway"}]
+    return spec
+
+
+def ruled_spec(rng: random.Random) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A pod claiming devices with rules: (the required part, which the probes of one pod
+    see blind to each other, the preferred part); at least one rule of either."""
+    while True:
+        container: dict[str, Any] = {"name": "main", "image": "busybox", "resources": {
+            "requests": {"cpu": "100m"}, "claims": [{"name": "dev"}]}}
+        oracle._with_host_ports(rng, [container])
+        required = oracle.pod_rules(rng) if rng.random() < 0.7 else {}
+        preferred = _preferred(rng)
+        if required or preferred or "ports" in container:
+            return {"containers": [container], "tolerations": [{"operator": "Exists"}],
+                    **required}, preferred
+
+
+def _with_preferred(spec: dict[str, Any], preferred: Mapping[str, Any]) -> dict[str, Any]:
+    out = dict(spec)
+    affinity = dict(out.get("affinity", {}))
+    for kind, terms in preferred.get("affinity", {}).items():
+        affinity[kind] = {**affinity.get(kind, {}), **terms}
+    if affinity:
+        out["affinity"] = affinity
+    spreads = preferred.get("topologySpreadConstraints", [])
+    if spreads:
+        out["topologySpreadConstraints"] = [*out.get("topologySpreadConstraints", []), *spreads]
+    return out
+
+
+def _ruled_claim(rng: random.Random) -> dict[str, Any]:
+    """A probe's own claim under rules: a few devices, sometimes with admin access."""
+    exactly: dict[str, Any] = {"deviceClassName": fakedriver.DEVICE_CLASS,
+                               "count": rng.choice((1, 1, 2, 4))}
+    if rng.random() < 3 * ADMIN_SHARE:
+        exactly["adminAccess"] = True
+    return {"devices": {"requests": [{"name": "r0", "exactly": exactly}]}}
+
+
+def our_placement(manifest: Mapping[str, Any], seen: oracle.Cluster,
+                  devices: Inventory) -> str | None:
+    """gangsched's whole placement of the probe as a gang of one, on the objects read
+    before it: None when it goes on its node, else why not."""
+    pod = resolve_pod(pod_from_api(manifest), seen.namespaces)
+    key = GangKey(pod.key)
+    capacity = Capacity(replace(Snapshot.build(seen.nodes.values(), seen.pods), devices=devices))
+    decision = capacity.place(Gang(key, 1, (replace(pod, gang=key),)))
+    return None if isinstance(decision, Placement) else render(decision.reason)
+
+
+def probe_ruled(cluster: LocalCluster, namespace: str, index: int, rng: random.Random,
+                nodes: Sequence[str], shared: Sequence[str]) -> list[oracle.Verdict]:
+    """A pod claiming devices, with rules, on every node at once (one probe per node),
+    each probe blind to the others' labels as in the fit oracle."""
+    required, preferred = ruled_spec(rng)
+    labels = oracle.pod_labels(rng)
+    claim_of = {node: f"c{index}-{node}" for node in nodes}
+    claim = _ruled_claim(rng)
+    if shared and rng.random() < 0.3:
+        claim_of = dict.fromkeys(nodes, rng.choice(shared))
+    else:
+        for name in claim_of.values():
+            _kind(cluster, "ResourceClaim")(cluster.client, _claim(namespace, name, claim)
+                                            ).create()
+    seen = oracle.Cluster.read(cluster)
+    before = inventory(cluster, namespace)
+    probes: dict[str, dict[str, Any]] = {}
+    for node in nodes:
+        spec = _with_preferred(oracle.isolated(oracle.pinned(required, node), node, nodes),
+                               preferred)
+        spec["resourceClaims"] = [{"name": "dev", "resourceClaimName": claim_of[node]}]
+        probes[node] = {
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": f"p{index}-{node}", "namespace": namespace,
+                         "labels": {**labels, "probe": "yes",
+                                    oracle.PROBE_LABEL: f"{oracle.PROBE_LABEL}-{node}"}},
+            "spec": {"schedulerName": "default-scheduler", "terminationGracePeriodSeconds": 0,
+                     **spec}}
+    for manifest in probes.values():
+        pykube.Pod(cluster.client, manifest).create()
+    resolved = oracle.wait_resolved(cluster, namespace,
+                                    [m["metadata"]["name"] for m in probes.values()],
+                                    verdict=kube_verdict)
+    verdicts = []
+    for node, manifest in probes.items():
+        kube = kube_verdict(resolved[manifest["metadata"]["name"]])
+        why = our_placement(manifest, seen, before)
+        verdicts.append(oracle.Verdict(index, node, bool(kube), why is None,
+                                       f"{RULED}{claim_of[node]} {claim['devices']}: "
+                                       f"{why or 'accepted'}"[:300]))
+    _clear_probes(cluster, namespace)
+    return verdicts
+
+
 def _extended_pod(namespace: str, name: str, count: int, node: str) -> dict[str, Any]:
     asked = {"cpu": "100m", EXTENDED: str(count)}
     spec = oracle.pinned({"containers": [{"name": "main", "image": "busybox", "resources": {
@@ -273,14 +437,21 @@ def probe_extended(cluster: LocalCluster, namespace: str, index: int, count: int
 
 
 def run(cluster: LocalCluster, namespace: str, rng: random.Random, *, nodes: int,
-        claims: int) -> list[oracle.Verdict]:
-    """Every (claim, node) pair of a generated cluster, with both verdicts."""
+        claims: int, ruled: float = RULED_SHARE) -> list[oracle.Verdict]:
+    """Every (claim, node) pair of a generated cluster, with both verdicts; ``ruled`` of
+    the probes carry rules beside their claim."""
     names = make_nodes(cluster, rng, nodes)
+    cluster.kubectl("label", "namespace", namespace, f"{ADMIN_LABEL}=true",
+                    f"{oracle.TEAM_LABEL}=a", "--overwrite")
     try:
-        place_existing(cluster, namespace, rng, names)
+        shared = place_existing(cluster, namespace, rng, names)
+        place_neighbours(cluster, namespace, rng, names)
         verdicts = []
         for index in range(claims):
-            if rng.random() < EXTENDED_SHARE:
+            draw = rng.random()
+            if draw < ruled:
+                verdicts.extend(probe_ruled(cluster, namespace, index, rng, names, shared))
+            elif draw < ruled + EXTENDED_SHARE:
                 count = rng.choice((1, 2, 3, 4, 5, 8))
                 verdicts.extend(probe_extended(cluster, namespace, index, count, names))
             else:

@@ -247,6 +247,57 @@ def test_claims_fit_where_kube_scheduler_says_they_fit(
         f"({oracle.SEED_VARIABLE}={seed}):\n{oracle.table(disagreements)}")
 
 
+RULED_CLAIMS = 8
+"""Pods with rules beside their claim asked of every node in the suite (24 pairs)."""
+
+
+def test_claims_under_inter_pod_rules_fit_where_kube_scheduler_says_they_fit(
+    ws: Workspace, cluster: LocalCluster,
+) -> None:
+    """The differential test of pods claiming devices with host ports, required and
+    preferred pod affinity and anti-affinity and both kinds of spread, their claims their
+    own (admin access now and then) or shared with a running pod: gangsched's whole
+    placement of each probe against kube-scheduler's."""
+    seed = oracle.seed()
+    print(f"{oracle.SEED_VARIABLE}={seed}")
+    verdicts = dra_oracle.run(cluster, ws.name, random.Random(seed), nodes=3,
+                              claims=RULED_CLAIMS, ruled=1.0)
+    accepted = sum(v.kube for v in verdicts)
+    print(f"{len(verdicts)} pairs, {accepted} accepted by kube-scheduler")
+    assert accepted, "kube-scheduler bound no probe: the run judged nothing"
+    disagreements = [v for v in verdicts if v.kube != v.ours]
+    assert not disagreements, (
+        f"{len(disagreements)} of {len(verdicts)} pairs disagree "
+        f"({oracle.SEED_VARIABLE}={seed}):\n{oracle.table(disagreements)}")
+
+
+@pytest.mark.usefixtures("gangsched")
+def test_a_gpu_gang_with_one_worker_per_node_is_bound_on_four_nodes(
+    ws: Workspace, cluster: LocalCluster,
+) -> None:
+    """Required anti-affinity of each worker against the gang's label, on hostname."""
+    nodes = cluster.ensure_nodes(4, DRA_NODES, prefix="dra")
+    fakedriver.publish(cluster.client, nodes)
+    try:
+        wait_for(lambda: not _allocated_on(cluster, nodes), timeout=60,
+                 what="devices of earlier tests' claims to be freed")
+        ws.create(claim_template(ws, "two", 2))
+        ws.create(ws.podgroup("train", min_member=4))
+        apart = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+            {"labelSelector": {"matchLabels": {"job": "train"}},
+             "topologyKey": "kubernetes.io/hostname"}]}}
+        for i in range(4):
+            pod = claiming(ws.pod(f"train-{i}", group="train", labels={"job": "train"}), "two")
+            pod["spec"]["affinity"] = apart
+            ws.create(pod)
+        wait_for(lambda: len(bound(members(ws, "train"))) == 4, timeout=60,
+                 what="the gang bound")
+        assert sorted(str(node_of(pod)) for pod in members(ws, "train")) == sorted(nodes)
+    finally:
+        fakedriver.remove(cluster.client)
+        cluster.ensure_nodes(0, prefix="dra", wait=False)
+
+
 @pytest.mark.usefixtures("gpu_nodes", "gangsched")
 def test_a_claim_whose_selector_fails_waits_naming_it_and_other_gangs_bind(
     ws: Workspace,

@@ -318,6 +318,19 @@ def test_preferred_affinity_goes_to_the_zone_of_the_pods_it_selects() -> None:
     assert set(nodes_of(place(nodes, gang, (cache,)))) == {"b0"}
 
 
+def test_two_members_alike_but_for_their_preferences_each_follow_their_own() -> None:
+    cache = api_pod("cache", labels={"app": "cache"}, on="b0")
+    key = GangKey("ns/pair")
+    near = api_pod("near", labels={"job": "pair"},
+                   affinity=preferred("podAffinity", 100, term(HOST, app="cache")))
+    away = api_pod("away", labels={"job": "pair"},
+                   affinity=preferred("podAntiAffinity", 100, term(HOST, app="cache")))
+    gang = Gang(key, 2, (replace(near, gang=key), replace(away, gang=key)))
+    decision = place([node("a0", "a", 8), node("b0", "b", 8)], gang, (cache,))
+    assert isinstance(decision, Placement)
+    assert dict(decision.assignments) == {"ns/near": "b0", "ns/away": "a0"}
+
+
 def test_a_schedule_anyway_spread_ranks_emptier_zones_first() -> None:
     soft = {**spread(job="even"), "whenUnsatisfiable": "ScheduleAnyway"}
     gang = workers("even", 4, topologySpreadConstraints=[soft])

@@ -11,7 +11,13 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from gangsched.core.dra.devices import Allocation, ClaimKey, DeviceRef, Inventory
-from gangsched.core.dra.placing import ClaimWrite, DevicePlacement, NodeRoom, Refusal
+from gangsched.core.dra.placing import (
+    ClaimWrite,
+    DevicePlacement,
+    MemberRules,
+    NodeRoom,
+    Refusal,
+)
 from gangsched.core.dra.placing import place_with_devices as _place
 from gangsched.core.model import Gang, NodeName, Policy
 
@@ -40,10 +46,11 @@ class DeviceLedger:
                 1 for device in self.inventory.on_node(node) if device.ref not in taken)
         return count
 
-    def place(self, gang: Gang, need: int, room: NodeRoom, policy: Policy
-              ) -> DevicePlacement | Refusal:
-        """Where the gang's members go with their devices; nothing is recorded yet."""
-        return _place(gang, need, self.inventory, room, policy,
+    def place(self, gang: Gang, need: int, room: NodeRoom, policy: Policy,
+              rules: MemberRules | None = None) -> DevicePlacement | Refusal:
+        """Where the gang's members go with their devices; nothing is recorded yet
+        (``rules`` count the members placed: see :func:`.placing.place_with_devices`)."""
+        return _place(gang, need, self.inventory, room, policy, rules=rules,
                       allocated=self.allocated, taken=self.taken, free=self.free_devices)
 
     def record(self, writes: Iterable[ClaimWrite]) -> None:

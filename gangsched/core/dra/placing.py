@@ -21,6 +21,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, replace
+from typing import Protocol
 
 from gangsched.core.dra.allocator import (
     ClaimBroken,
@@ -32,14 +33,30 @@ from gangsched.core.dra.allocator import (
 from gangsched.core.dra.devices import Allocation, Claim, ClaimKey, DeviceRef, Inventory
 from gangsched.core.dra.extended import ExtendedClaim, extended_claim, served_by_devices
 from gangsched.core.dra.selectors import SelectorError
-from gangsched.core.model import Gang, NodeName, Pod, PodClaim, Policy
+from gangsched.core.model import Gang, GangKey, NodeName, Pod, PodClaim, Policy
 from gangsched.core.nodefit import term_matches
-from gangsched.core.reasons import ClaimInvalid, ClaimNotReady, DevicesShort
+from gangsched.core.reasons import ClaimInvalid, ClaimNotReady, DevicesShort, PodRulesUnmet
 from gangsched.core.resources import Resources
 
-__all__ = ["ClaimWrite", "Consumer", "DevicePlacement", "NodeRoom", "place_with_devices"]
+__all__ = [
+    "ClaimWrite", "Consumer", "DevicePlacement", "MemberRules", "NodeRoom", "place_with_devices",
+]
 
-Refusal = ClaimInvalid | ClaimNotReady | DevicesShort
+Refusal = ClaimInvalid | ClaimNotReady | DevicesShort | PodRulesUnmet
+
+
+class MemberRules(Protocol):
+    """A gang's inter-pod rules (affinity, anti-affinity, spread, host ports), kept by the
+    plain search (:class:`gangsched.core.rulesearch.MemberRules`) and asked here member by
+    member, each member placed counted for the next."""
+
+    def refuses(self, pod: Pod, node: NodeName) -> bool: ...
+
+    def rank(self, pod: Pod, node: NodeName) -> tuple[int, int]: ...
+
+    def add(self, pod: Pod, node: NodeName) -> None: ...
+
+    def unmet(self, gang: GangKey, need: int, pod: Pod, placed: int) -> PodRulesUnmet: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -252,13 +269,16 @@ class _Gang:
         return tuple(found)
 
 
-def _order(state: _Gang, nodes: Sequence[NodeName], policy: Policy) -> list[NodeName]:
-    """Binpack: the gang's nodes, then the fewest free devices; spread: new nodes first."""
+def _order(state: _Gang, pod: Pod, nodes: Sequence[NodeName], policy: Policy,
+           rules: MemberRules | None) -> list[NodeName]:
+    """Binpack: the gang's nodes, then the fewest free devices; spread: new nodes first;
+    before either, what the pod's inter-pod rules rank first (as the plain search)."""
     spread = policy is Policy.SPREAD
 
-    def rank(node: NodeName) -> tuple[bool, int, str]:
+    def rank(node: NodeName) -> tuple[tuple[int, int], bool, int, str]:
         used = node in state.mine
-        return (used if spread else not used, state.free_devices(node), node)
+        liked = rules.rank(pod, node) if rules is not None else (0, 0)
+        return (liked, used if spread else not used, state.free_devices(node), node)
 
     return sorted(nodes, key=rank)
 
@@ -277,8 +297,8 @@ def _least_devices(claims: Sequence[Claim]) -> int:
     return least
 
 
-def _place_pod(state: _Gang, pod: Pod, room: NodeRoom, policy: Policy
-               ) -> NodeName | ClaimInvalid | ClaimNotReady | None:
+def _place_pod(state: _Gang, pod: Pod, room: NodeRoom, policy: Policy,
+               rules: MemberRules | None) -> NodeName | ClaimInvalid | ClaimNotReady | None:
     """The node the pod takes (its claims allocated there), a refusal, or None: no node."""
     claims = state.claims_of(pod)
     if not isinstance(claims, list):
@@ -292,13 +312,15 @@ def _place_pod(state: _Gang, pod: Pod, room: NodeRoom, policy: Policy
     least = _least_devices(to_allocate)
     offering = [node for node in room.allowed(pod)
                 if not least or state.free_devices(node) >= least]
-    for node in _order(state, offering, policy):
-        # Room and claims already allocated are checked in order, not for every node:
-        # binpack usually takes the first node it looks at.
+    for node in _order(state, pod, offering, policy, rules):
+        # Room, claims already allocated and rules are checked in order, not for every
+        # node: binpack usually takes the first node it looks at.
         requests, created = state.extended_on(pod, node, room)
         if not requests.fits(room.free(node) - state.used.get(node, Resources.zero())):
             continue
         if not state.node_allows(claims, node, room):
+            continue
+        if rules is not None and rules.refuses(pod, node):
             continue
         allocating = to_allocate if created is None else [*to_allocate, created[0]]
         found = None
@@ -310,6 +332,8 @@ def _place_pod(state: _Gang, pod: Pod, room: NodeRoom, policy: Policy
                 continue
             found = answer
         state.take(pod, node, found, requests, created)
+        if rules is not None:
+            rules.add(pod, node)
         return node
     return None
 
@@ -317,24 +341,28 @@ def _place_pod(state: _Gang, pod: Pod, room: NodeRoom, policy: Policy
 def place_with_devices(
     gang: Gang, need: int, inventory: Inventory, room: NodeRoom, policy: Policy, *,
     allocated: Mapping[ClaimKey, Allocation], taken: AbstractSet[DeviceRef],
-    free: Callable[[NodeName], int] | None = None,
+    free: Callable[[NodeName], int] | None = None, rules: MemberRules | None = None,
 ) -> DevicePlacement | Refusal:
     """At least ``need`` pending members placed with their devices, or why not.
 
     ``allocated``: claims allocated so far this cycle as well as before it;
     ``taken``: devices no new allocation may use; ``free``, when given, the
     count of a node's devices not in ``taken`` (kept by the caller across
-    gangs). Members beyond ``need`` are placed where they fit; one that does
-    not fit stays pending.
+    gangs); ``rules``, when the gang's pods have inter-pod rules or others'
+    anti-affinity selects them: each member is counted there as it is placed,
+    and the caller takes them back when it does not keep the answer. Members
+    beyond ``need`` are placed where they fit; one that does not fit stays
+    pending.
     """
     state = _Gang(gang, inventory, allocated, taken, free)
     refused: Refusal | None = None
     for pod in gang.pending:
-        placed = _place_pod(state, pod, room, policy)
+        placed = _place_pod(state, pod, room, policy, rules)
         if isinstance(placed, ClaimInvalid | ClaimNotReady):
             return placed
         if placed is None and refused is None:
-            refused = _claims_reason(gang, pod, state, room, len(state.assignments), need)
+            refused = _claims_reason(gang, pod, state, room, len(state.assignments), need,
+                                     rules)
     if len(state.assignments) < need:
         assert refused is not None
         return refused
@@ -342,9 +370,10 @@ def place_with_devices(
 
 
 def _claims_reason(gang: Gang, pod: Pod, state: _Gang, room: NodeRoom, placed: int,
-                  need: int) -> Refusal:
-    """Why the pod found no node: its first claim no node can hold, with the best offer
-    (its extended resources' claim counts as one of its claims)."""
+                  need: int, rules: MemberRules | None) -> Refusal:
+    """Why the pod found no node: the inter-pod rules when they refuse every node with
+    room for it, else its first claim no node the rules allow can hold, with the best
+    offer (its extended resources' claim counts as one of its claims)."""
     claims = state.claims_of(pod)
     if not isinstance(claims, list):
         return claims
@@ -361,6 +390,11 @@ def _claims_reason(gang: Gang, pod: Pod, state: _Gang, room: NodeRoom, placed: i
         if (requests.fits(room.free(node) - state.used.get(node, Resources.zero()))
                 and state.node_allows(claims, node, room)):
             nodes.append(node)
+    if rules is not None:
+        ruled = [node for node in nodes if not rules.refuses(pod, node)]
+        if nodes and not ruled:
+            return rules.unmet(gang.key, need, pod, placed)
+        nodes = ruled
     pending = [claim for claim in claims if claim.key not in state.allocated]
     if not pending:
         pending = claims
