@@ -13,6 +13,7 @@ from typing import Any
 from devcluster.controlplane import LocalCluster, NodeShape, free_port
 from gangsched import __version__
 from tests.e2e.conftest import start_gangsched, stop_gangsched
+from tests.e2e.deployed import deployed_kubeconfig
 from tests.e2e.workspace import Workspace, node_of, phase_of, wait_for
 
 
@@ -156,3 +157,25 @@ def test_a_follower_is_ready_and_alive_but_does_not_lead(
         for running in (leader, follower):
             if running.proc.poll() is None:
                 stop_gangsched(running)
+
+
+def test_a_replica_that_cannot_watch_a_kind_says_it_is_not_ready(
+    cluster: LocalCluster, tmp_path: Path
+) -> None:
+    """A chart whose role lacks a rule: the watch is refused, so the mirror misses what that
+    kind says, and the replica must not look ready while it schedules blind."""
+    port = free_port()
+    running = start_gangsched(cluster, tmp_path / "gangsched.log", "--scheduler-name=gang-blind",
+                              f"--metrics-port={port}", ready="list_watch_failed",
+                              kubeconfig=deployed_kubeconfig(cluster, without="csidrivers"))
+    try:
+        def refused() -> tuple[int, str] | None:
+            answer = get(port, "/readyz")
+            return answer if answer[1].startswith("not ready: cannot watch") else None
+
+        status, body = wait_for(refused, timeout=30, what="the refused watch told")
+        assert status == 503
+        assert "csidrivers (403" in body, body
+        assert get(port, "/healthz")[0] == 200, "alive: a restart would not give it the right"
+    finally:
+        stop_gangsched(running)
