@@ -21,6 +21,7 @@ import pytest
 from kubernetes_asyncio import client, config
 
 from devcluster.controlplane import ClusterOptions, LocalCluster, running_cluster
+from tests.e2e.deployed import deployed_kubeconfig, refusals
 from tests.e2e.workspace import Workspace
 
 FOREIGN_CRDS = Path(__file__).parent / "foreign-crds"
@@ -92,11 +93,13 @@ def start_gangsched(
     cluster: LocalCluster, log_path: Path, *extra: str, ready: str = "scheduler_started",
     kubeconfig: Path | None = None, log_format: str = "console",
 ) -> SchedulerProcess:
-    """``kubeconfig`` reaches the cluster another way (through a proxy); by default its own."""
+    """gangsched speaking as the chart's ServiceAccount, with the chart's ClusterRole
+    (:mod:`tests.e2e.deployed`); ``kubeconfig`` reaches the cluster another way
+    (through a proxy, as another identity)."""
     log = log_path.open("ab")
     proc = subprocess.Popen(
         [sys.executable, "-m", "gangsched", "run",
-         f"--kubeconfig={kubeconfig or cluster.kubeconfig}", "--metrics-port=0",
+         f"--kubeconfig={kubeconfig or deployed_kubeconfig(cluster)}", "--metrics-port=0",
          f"--log-format={log_format}", "--log-level=debug", *extra],
         stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
     )
@@ -134,3 +137,6 @@ def gangsched(
     yield running
     code = stop_gangsched(running)
     assert code == 0, running.logs()[-3000:]
+    refused = refusals(running.logs())
+    assert not refused, "the API server refused the chart's ServiceAccount:\n" + "\n".join(
+        refused[:20])
