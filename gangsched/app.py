@@ -352,6 +352,8 @@ async def wait_for_end(stop: asyncio.Event, kopf_ready: asyncio.Event,
     ready = asyncio.create_task(kopf_ready.wait())
     await asyncio.wait([ready, operator], return_when=asyncio.FIRST_COMPLETED)
     ready.cancel()
+    if operator.done() and not operator.cancelled() and operator.exception() is None:
+        stop.set()  # kopf stopped before it was ready: its handlers caught a signal meant for us
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
@@ -360,7 +362,7 @@ async def wait_for_end(stop: asyncio.Event, kopf_ready: asyncio.Event,
     # Only a signal ends the process cleanly; any part ending on its own (kopf
     # failing to log in, leadership lost) is a failure the pod restart should see.
     for task in done:
-        if task is not waiter:
+        if task is not waiter and not (task is operator and stop.is_set()):
             error = task.exception()
             log.error("task_ended", task=task.get_name(), error=repr(error) if error else None)
     waiter.cancel()

@@ -103,23 +103,24 @@ class FencedLeaseLock(LeaseLock):  # type: ignore[misc]  # the library is untype
         """Give the Lease up: no holder, so a follower takes it at its next try
         (``RETRY_PERIOD_S``) instead of waiting ``LEASE_DURATION_S`` for it to run out.
 
-        As client-go's ``ReleaseOnCancel``. The write carries the resourceVersion of
-        the last read, so it fails rather than clear a Lease another replica took
-        meanwhile. Called only once nothing of this process acts any more.
+        As client-go's ``ReleaseOnCancel``. The Lease is read again and written with
+        that read's resourceVersion, so the write fails rather than clear a Lease
+        another replica took meanwhile. Called only once nothing of this process
+        acts any more.
         """
-        lease = self.lease_reference
-        if lease is None or lease.spec is None or lease.spec.holder_identity != self.identity:
-            return False
-        lease.spec.holder_identity = None
-        lease.spec.lease_duration_seconds = 1
-        released = await self._guarded(self._replace(lease))
+        released = await self._guarded(self._clear())
         if released:
             self.written_at = None
             log.info("lease_released", lease=f"{self.namespace}/{self.name}")
         return released
 
-    async def _replace(self, lease: object) -> bool:
+    async def _clear(self) -> bool:
         try:
+            lease = await self.api_instance.read_namespaced_lease(self.name, self.namespace)
+            if lease.spec is None or lease.spec.holder_identity != self.identity:
+                return False
+            lease.spec.holder_identity = None
+            lease.spec.lease_duration_seconds = 1
             await self.api_instance.replace_namespaced_lease(
                 name=self.name, namespace=self.namespace, body=lease)
         except ApiException as error:

@@ -179,3 +179,18 @@ def test_a_replica_that_cannot_watch_a_kind_says_it_is_not_ready(
         assert get(port, "/healthz")[0] == 200, "alive: a restart would not give it the right"
     finally:
         stop_gangsched(running)
+
+
+def test_a_signal_while_starting_stops_the_process_cleanly(
+    cluster: LocalCluster, tmp_path: Path
+) -> None:
+    """Before kopf and the watches are up (here: an API server that never answers). In a
+    container the process is PID 1, where a signal with no handler is ignored: a rolling
+    update would wait for the kill after the grace period."""
+    config = json.loads(cluster.kubeconfig.read_text())
+    config["clusters"][0]["cluster"]["server"] = f"https://127.0.0.1:{free_port()}"
+    unreachable = tmp_path / "unreachable.kubeconfig"
+    unreachable.write_text(json.dumps(config))
+    running = start_gangsched(cluster, tmp_path / "gangsched.log", "--scheduler-name=gang-start",
+                              ready="list_watch_failed", kubeconfig=unreachable)
+    assert stop_gangsched(running, timeout=20) == 0, running.logs()[-2000:]
