@@ -16,12 +16,18 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 
 from devcluster.controlplane import REPO, LocalCluster
 
 RELEASE = "suite"
 NAMESPACE = "default"
+SERVICE_ACCOUNT = f"system:serviceaccount:{NAMESPACE}:{RELEASE}"
+"""The user the API server knows the suite's schedulers as (the chart's ServiceAccount)."""
+WHOLE_SUITE = pytest.StashKey[bool]()
+"""Set by conftest when every end-to-end module was collected and none was deselected:
+only then is every right the chart grants expected to have been used."""
 IDENTITY_KINDS = frozenset({"ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role",
                             "RoleBinding"})
 REFUSAL = re.compile(r"cannot \w+ resource|requires resource=")

@@ -270,6 +270,7 @@ def can(cluster: LocalCluster, verb: str, resource: str, *extra: str) -> bool:
         ("watch", "podgroups.scheduling.k8s.io", ("--all-namespaces",)),
         ("patch", "podgroups.scheduling.k8s.io", ("--subresource=status", "-n", "team-a")),
         ("watch", "workloads.scheduling.k8s.io", ("--all-namespaces",)),
+        ("patch", "resourceclaims.resource.k8s.io", ("--subresource=binding", "-n", "team-a")),
     ],
 )
 def test_service_account_may_do_what_scheduling_needs(
@@ -297,6 +298,10 @@ def test_service_account_may_do_what_scheduling_needs(
         ("create", "persistentvolumes", ()),
         ("delete", "volumeattachments.storage.k8s.io", ()),
         ("patch", "csinodes.storage.k8s.io", ()),
+        ("patch", "podgroups.scheduling.gangsched.io", ("-n", "team-a")),
+        ("patch", "podgroups.scheduling.x-k8s.io", ("-n", "team-a")),
+        ("patch", "events", ("-n", "team-a")),
+        ("create", "events.events.k8s.io", ("-n", "team-a")),
     ],
 )
 def test_service_account_may_do_nothing_more(
@@ -353,3 +358,23 @@ def test_helm_test_pod_is_not_counted_as_a_scheduler_replica(cluster: LocalClust
     labels = test_pod["metadata"]["labels"]
     assert not all(labels.get(k) == v for k, v in selector["matchLabels"].items()), labels
     assert labels["app.kubernetes.io/instance"] == RELEASE
+
+
+@pytest.mark.parametrize(("values", "refusal"), [
+    (("replicas=2", "leaderElection=false"), "at '/leaderElection': value must be true"),
+    (("resources.requests.cpu=lots",), "at '/resources/requests/cpu'"),
+    (("resources.limits.memory=1Gb",), "at '/resources/limits/memory'"),
+    (("replicas=1", "leaderElection=false"), None),
+    (("resources.requests.cpu=250m", "resources.limits.memory=1Gi"), None),
+])
+def test_values_that_would_misbehave_are_refused_before_anything_is_applied(
+    cluster: LocalCluster, values: tuple[str, ...], refusal: str | None
+) -> None:
+    """Two leaders bind the same room twice; a quantity the API server rejects would fail
+    the Deployment only once applied."""
+    sets = [arg for value in values for arg in ("--set", value)]
+    rendered = helm(cluster, "template", RELEASE, str(CHART), "--namespace", NAMESPACE, *sets)
+    if refusal is None:
+        assert rendered.returncode == 0, rendered.stderr
+    else:
+        assert rendered.returncode != 0 and refusal in rendered.stderr, rendered.stderr
