@@ -129,6 +129,9 @@ class ClusterOptions:
     with_provisioner: bool = False
     """rancher's local-path-provisioner runs, with a ``local-path`` StorageClass
     (WaitForFirstConsumer); see :mod:`devcluster.provisioner`."""
+    audited_users: tuple[str, ...] = ()
+    """The API server writes an audit log (:attr:`LocalCluster.audit_log`) of these users'
+    requests, at the Metadata level: what each asked and what it was answered."""
 
 
 @dataclass
@@ -152,6 +155,10 @@ class LocalCluster:
     @property
     def logs(self) -> Path:
         return self.workdir / "logs"
+
+    @property
+    def audit_log(self) -> Path:
+        return self.workdir / "audit.log"
 
     @property
     def server(self) -> str:
@@ -288,7 +295,21 @@ class LocalCluster:
             "--allow-privileged=true",
             "--profiling=false",
             "--v=1",
+            *self._audit_args(),
         ]
+
+    def _audit_args(self) -> list[str]:
+        if not self.options.audited_users:
+            return []
+        policy = self.workdir / "audit-policy.json"
+        policy.write_text(json.dumps({
+            "apiVersion": "audit.k8s.io/v1", "kind": "Policy",
+            "omitStages": ["RequestReceived"],
+            "rules": [{"level": "Metadata", "users": list(self.options.audited_users)},
+                      {"level": "None"}],
+        }))
+        return [f"--audit-policy-file={policy}", f"--audit-log-path={self.audit_log}",
+                "--audit-log-format=json", "--audit-log-maxbackup=0"]
 
     def _kwok_args(self) -> list[str]:
         return [

@@ -55,11 +55,13 @@ from gangsched.reporting import Reporter
 
 log = structlog.get_logger(__name__)
 
-GANGS_PLACED = Counter("gangsched_gangs_placed_total", "Gangs placed")
+GANGS_PLACED = Counter("gangsched_gangs_placed_total",
+                       "Gangs placed whose every bind (and claim write) the API server took")
 PODS_BOUND = Counter("gangsched_pods_bound_total", "Pods bound")
 BIND_FAILURES = Counter(
     "gangsched_bind_failures_total",
-    "Binding calls that failed, by HTTP status code (0: the request itself failed)", ["code"],
+    "Pods not bound as decided, by HTTP status code of the refused binding or claim write "
+    "(0: the request itself failed)", ["code"],
 )
 GANG_WAIT_SECONDS = Histogram(
     "gangsched_gang_wait_seconds",
@@ -226,7 +228,6 @@ class Actuator:
         self.mirror.assume(placement, now)
         for pod, _ in placement.assignments:
             self.reporter.pod_placed(pod)
-        GANGS_PLACED.inc()
         decisions.info(
             "gang_placed",
             gang=placement.gang,
@@ -330,6 +331,10 @@ class Actuator:
             return
         outcomes = await self.binder.bind_gang(placement, uids=uids)
         failed = [o for o in outcomes if not o.bound]
+        if not failed:
+            # Counted once the API server took every bind: a gang whose binds or claim
+            # writes are refused on every retry must not look like progress.
+            GANGS_PLACED.inc()
         if not failed and first_created is not None:
             GANG_WAIT_SECONDS.labels(queue=queue).observe(max(0.0, self.clock() - first_created))
         group = self.mirror.groups.get(placement.gang)
@@ -374,6 +379,7 @@ class Actuator:
             await self.claims.undo(accepted)
         self.mirror.forget_claims(tuple(w.claim for w in placement.claims))
         for pod, node in placement.assignments:
+            BIND_FAILURES.labels(code=str(answer.status)).inc()
             self.mirror.forget(pod)
             self._refused(BindOutcome(pod, node, answer.status, f"ResourceClaim {write.claim} "
                                       f"could not be written: {answer.detail}", answer.sent))

@@ -264,6 +264,7 @@ def assemble(options: RunOptions, api: client.ApiClient) -> Parts:
             "poddisruptionbudgets",
             client.PolicyV1Api(api).list_pod_disruption_budget_for_all_namespaces, feed,
             scheduler.trigger))
+    health.failing = lambda: {r.kind: r.failure for r in reflectors if r.failure}
     return Parts(api, mirror, scheduler, reflectors, Sweeper(api, mirror, scheduler.trigger),
                  health, leadership)
 
@@ -309,12 +310,16 @@ async def run(options: RunOptions) -> int:
     gc.set_threshold(20_000, 20, 50)
     if options.kubeconfig:
         os.environ["KUBECONFIG"] = options.kubeconfig  # kopf's login reads it
+    # A signal before kopf installs its handlers stops the process cleanly too: as
+    # PID 1 in a container, a signal with no handler is ignored, not fatal.
+    stop = asyncio.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        asyncio.get_running_loop().add_signal_handler(sig, stop.set)
     parts = assemble(options, await api_client(options.kubeconfig, options.bind_concurrency))
     health = parts.health
     server = HealthServer(health, options.metrics_port) if options.metrics_port else None
     if server is not None:
         await server.start()
-    stop = asyncio.Event()
     kopf_ready = asyncio.Event()
     tasks = [asyncio.create_task(r.run(), name=f"watch-{r.kind}") for r in parts.reflectors]
     tasks.append(asyncio.create_task(parts.sweeper.run(), name="sweeper"))
@@ -347,6 +352,8 @@ async def wait_for_end(stop: asyncio.Event, kopf_ready: asyncio.Event,
     ready = asyncio.create_task(kopf_ready.wait())
     await asyncio.wait([ready, operator], return_when=asyncio.FIRST_COMPLETED)
     ready.cancel()
+    if operator.done() and not operator.cancelled() and operator.exception() is None:
+        stop.set()  # kopf stopped before it was ready: its handlers caught a signal meant for us
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
@@ -355,7 +362,7 @@ async def wait_for_end(stop: asyncio.Event, kopf_ready: asyncio.Event,
     # Only a signal ends the process cleanly; any part ending on its own (kopf
     # failing to log in, leadership lost) is a failure the pod restart should see.
     for task in done:
-        if task is not waiter:
+        if task is not waiter and not (task is operator and stop.is_set()):
             error = task.exception()
             log.error("task_ended", task=task.get_name(), error=repr(error) if error else None)
     waiter.cancel()
@@ -380,3 +387,5 @@ async def shut_down(parts: Parts, stop: asyncio.Event, operator: asyncio.Task[No
     for probe in probes:
         probe.cancel()
     await asyncio.gather(*tasks, *probes, return_exceptions=True)
+    # Nothing acts any more: the next leader need not wait for the Lease to run out.
+    await parts.leadership.release()

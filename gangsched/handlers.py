@@ -116,7 +116,7 @@ def register(
     def login(**kwargs: Any) -> kopf.ConnectionInfo | None:
         """Use the same credentials as the scheduler: in-cluster, or the kubeconfig given."""
         if in_cluster:
-            return kopf.login_with_service_account(**kwargs)
+            return kubeconfig.kopf_in_cluster_login()
         return kubeconfig.kopf_login(**kwargs)
 
     @kopf.on.startup(registry=registry)

@@ -9,8 +9,10 @@ out and restarts the process, which is what a liveness probe is for.
   periods: the loop runs one at least every period even when nothing
   changes). A follower, or a replica still listing the cluster, runs no
   cycles and is alive while it answers.
-- ``/readyz`` (readiness): pods, nodes and PriorityClasses are listed in full
-  and kopf watches PodGroups and Queues. A follower is ready: it holds a warm
+- ``/readyz`` (readiness): pods, nodes and PriorityClasses are listed in full,
+  kopf watches PodGroups and Queues, and no watch is failing (a list refused
+  for want of a right, an API server that does not answer): its mirror would
+  miss what changed. A follower is ready: it holds a warm
   mirror and takes over within one lease period; the body says it does not lead.
 - ``/metrics``: Prometheus text.
 
@@ -21,7 +23,7 @@ instead of reading the metrics page as health.
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 
 from aiohttp import web
@@ -42,6 +44,8 @@ class Health:
     """When this replica started scheduling (leadership won, caches synced); None before."""
     last_cycle: float | None = None
     leader_election: bool = False
+    failing: Callable[[], Mapping[str, str]] = dict
+    """The watches whose last list or watch failed, and why."""
 
     def synced(self, part: str) -> None:
         self.waiting_for = tuple(p for p in self.waiting_for if p != part)
@@ -76,6 +80,9 @@ class Health:
     def readiness(self) -> tuple[bool, str]:
         if self.waiting_for:
             return False, "not ready: waiting for " + ", ".join(self.waiting_for) + " to sync"
+        if failing := self.failing():
+            return False, "not ready: cannot watch " + ", ".join(
+                f"{kind} ({why})" for kind, why in sorted(failing.items()))
         if self.scheduling_since is not None:
             return True, "ready: leading"
         if self.leader_election:

@@ -344,3 +344,44 @@ def kopf_login(**_: Any) -> kopf.ConnectionInfo:
         expiration=expires,
     )
 
+
+def kopf_in_cluster_login(
+    environ: Mapping[str, str] | None = None,
+    token_file: str | None = None, ca_file: str | None = None,
+) -> kopf.ConnectionInfo:
+    """kopf's login in a pod, from the same endpoint and files as the scheduler's client.
+
+    kopf's own in-cluster login talks to a hard-coded
+    ``https://kubernetes.default.svc``; the scheduler's client, as client-go,
+    to ``KUBERNETES_SERVICE_HOST:KUBERNETES_SERVICE_PORT``. Where the name does
+    not resolve (no cluster DNS for the scheduler, a custom cluster domain),
+    kopf would never see a PodGroup while the rest of the process works. The
+    token is read again at each login, so a rotated token is picked up when
+    kopf logs in again after a refusal.
+    """
+    import kopf
+    from kubernetes_asyncio.client import Configuration
+    from kubernetes_asyncio.config.config_exception import ConfigException
+    from kubernetes_asyncio.config.incluster_config import (
+        SERVICE_CERT_FILENAME,
+        SERVICE_TOKEN_FILENAME,
+        InClusterConfigLoader,
+    )
+
+    configuration = Configuration()
+    loader = InClusterConfigLoader(
+        token_filename=token_file or SERVICE_TOKEN_FILENAME,
+        cert_filename=ca_file or SERVICE_CERT_FILENAME,
+        try_refresh_token=False, environ=dict(os.environ if environ is None else environ))
+    try:
+        loader.load_and_set(configuration)
+    except ConfigException as error:
+        raise kopf.LoginError(f"no in-cluster configuration: {error}") from error
+    token = str(configuration.api_key["BearerToken"]).removeprefix("Bearer ").strip()
+    namespace_file = Path(token_file or SERVICE_TOKEN_FILENAME).with_name("namespace")
+    return kopf.ConnectionInfo(
+        server=str(configuration.host), ca_path=configuration.ssl_ca_cert, token=token,
+        default_namespace=(namespace_file.read_text().strip()
+                           if namespace_file.is_file() else None),
+    )
+

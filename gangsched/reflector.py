@@ -83,6 +83,9 @@ class Reflector:
     watch_timeout_s: int = 300
     page_size: int = 500
     synced: asyncio.Event = field(default_factory=asyncio.Event)
+    failure: str | None = None
+    """Why the last list or watch failed, until a list succeeds again: while it is set the
+    mirror may be missing what changed, and the replica says it is not ready."""
 
     async def run(self) -> None:
         backoff = 0.2
@@ -90,6 +93,7 @@ class Reflector:
             try:
                 version = await self._list()
                 self.synced.set()
+                self.failure = None
                 backoff = 0.2
                 while True:
                     version = await self._watch(version)
@@ -103,8 +107,10 @@ class Reflector:
                     continue
                 log.warning("list_watch_failed", kind=self.kind, status=error.status,
                             reason=error.reason)
+                self.failure = f"{error.status} {error.reason}"
             except (TimeoutError, aiohttp.ClientError, orjson.JSONDecodeError) as error:
                 log.warning("list_watch_failed", kind=self.kind, error=str(error))
+                self.failure = str(error) or type(error).__name__
             await asyncio.sleep(backoff)
             backoff = min(backoff * 2, 10.0)
 

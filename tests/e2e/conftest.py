@@ -21,18 +21,27 @@ import pytest
 from kubernetes_asyncio import client, config
 
 from devcluster.controlplane import ClusterOptions, LocalCluster, running_cluster
+from tests.e2e.deployed import SERVICE_ACCOUNT, WHOLE_SUITE, deployed_kubeconfig, refusals
 from tests.e2e.workspace import Workspace
 
-FOREIGN_CRDS = Path(__file__).parent / "foreign-crds"
+E2E = Path(__file__).parent
+FOREIGN_CRDS = E2E / "foreign-crds"
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         if "tests/e2e/" in str(item.fspath):
             item.add_marker(pytest.mark.e2e)
     # The CRD tests check what the API server stores before any scheduler writes
     # status: they run before the first test that starts the session's scheduler.
-    items.sort(key=lambda item: not str(item.fspath).endswith("tests/e2e/test_crds.py"))
+    # The least-privilege tests read what every scheduler of the session asked: last.
+    items.sort(key=lambda item: (not str(item.fspath).endswith("tests/e2e/test_crds.py"),
+                                 str(item.fspath).endswith("test_least_privilege.py")))
+    modules = {Path(str(item.fspath)).name for item in items}
+    config.stash[WHOLE_SUITE] = (
+        not config.option.keyword and not config.option.markexpr
+        and not config.getoption("deselect")
+        and {path.name for path in E2E.glob("test_*.py")} <= modules)
 
 
 @pytest.hookimpl(wrapper=True)
@@ -50,7 +59,8 @@ def pytest_runtest_makereport(
 @pytest.fixture(scope="session")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
     options = ClusterOptions(nodes=0, with_kube_scheduler=True, with_controller_manager=True,
-                             native_gang=True, with_provisioner=True)
+                             native_gang=True, with_provisioner=True,
+                             audited_users=(SERVICE_ACCOUNT,))
     with running_cluster(tmp_path_factory.mktemp("cluster"), options) as local:
         local.apply_crds()
         local.kubectl("apply", "-f", str(FOREIGN_CRDS))
@@ -92,11 +102,13 @@ def start_gangsched(
     cluster: LocalCluster, log_path: Path, *extra: str, ready: str = "scheduler_started",
     kubeconfig: Path | None = None, log_format: str = "console",
 ) -> SchedulerProcess:
-    """``kubeconfig`` reaches the cluster another way (through a proxy); by default its own."""
+    """gangsched speaking as the chart's ServiceAccount, with the chart's ClusterRole
+    (:mod:`tests.e2e.deployed`); ``kubeconfig`` reaches the cluster another way
+    (through a proxy, as another identity)."""
     log = log_path.open("ab")
     proc = subprocess.Popen(
         [sys.executable, "-m", "gangsched", "run",
-         f"--kubeconfig={kubeconfig or cluster.kubeconfig}", "--metrics-port=0",
+         f"--kubeconfig={kubeconfig or deployed_kubeconfig(cluster)}", "--metrics-port=0",
          f"--log-format={log_format}", "--log-level=debug", *extra],
         stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
     )
@@ -134,3 +146,6 @@ def gangsched(
     yield running
     code = stop_gangsched(running)
     assert code == 0, running.logs()[-3000:]
+    refused = refusals(running.logs())
+    assert not refused, "the API server refused the chart's ServiceAccount:\n" + "\n".join(
+        refused[:20])

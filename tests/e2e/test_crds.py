@@ -160,7 +160,7 @@ def test_short_names_and_category_resolve(cluster: LocalCluster, scope: Scope) -
 
 
 def test_default_queue_manifest_applies(cluster: LocalCluster, scope: Scope) -> None:
-    cluster.kubectl("apply", "-f", str(CRDS / "default-queue.yaml"))
+    cluster.kubectl("apply", "-f", str(REPO / "examples" / "default-queue.yaml"))
     spec = get_json(cluster, scope, "queue", "default")["spec"]
     assert isinstance(spec, dict)
     assert (spec["weight"], spec["state"]) == (1, "Open")

@@ -13,6 +13,7 @@ from typing import Any
 from devcluster.controlplane import LocalCluster, NodeShape, free_port
 from gangsched import __version__
 from tests.e2e.conftest import start_gangsched, stop_gangsched
+from tests.e2e.deployed import deployed_kubeconfig
 from tests.e2e.workspace import Workspace, node_of, phase_of, wait_for
 
 
@@ -156,3 +157,40 @@ def test_a_follower_is_ready_and_alive_but_does_not_lead(
         for running in (leader, follower):
             if running.proc.poll() is None:
                 stop_gangsched(running)
+
+
+def test_a_replica_that_cannot_watch_a_kind_says_it_is_not_ready(
+    cluster: LocalCluster, tmp_path: Path
+) -> None:
+    """A chart whose role lacks a rule: the watch is refused, so the mirror misses what that
+    kind says, and the replica must not look ready while it schedules blind."""
+    port = free_port()
+    running = start_gangsched(cluster, tmp_path / "gangsched.log", "--scheduler-name=gang-blind",
+                              f"--metrics-port={port}", ready="list_watch_failed",
+                              kubeconfig=deployed_kubeconfig(cluster, without="csidrivers"))
+    try:
+        def refused() -> tuple[int, str] | None:
+            answer = get(port, "/readyz")
+            return answer if answer[1].startswith("not ready: cannot watch") else None
+
+        status, body = wait_for(refused, timeout=30, what="the refused watch told")
+        assert status == 503
+        assert "csidrivers (403" in body, body
+        assert get(port, "/healthz")[0] == 200, "alive: a restart would not give it the right"
+    finally:
+        stop_gangsched(running)
+
+
+def test_a_signal_while_starting_stops_the_process_cleanly(
+    cluster: LocalCluster, tmp_path: Path
+) -> None:
+    """Before kopf and the watches are up (here: an API server that never answers). In a
+    container the process is PID 1, where a signal with no handler is ignored: a rolling
+    update would wait for the kill after the grace period."""
+    config = json.loads(cluster.kubeconfig.read_text())
+    config["clusters"][0]["cluster"]["server"] = f"https://127.0.0.1:{free_port()}"
+    unreachable = tmp_path / "unreachable.kubeconfig"
+    unreachable.write_text(json.dumps(config))
+    running = start_gangsched(cluster, tmp_path / "gangsched.log", "--scheduler-name=gang-start",
+                              ready="list_watch_failed", kubeconfig=unreachable)
+    assert stop_gangsched(running, timeout=20) == 0, running.logs()[-2000:]

@@ -10,6 +10,7 @@ the upgraded release.
 from __future__ import annotations
 
 import json
+import shlex
 import subprocess
 import tarfile
 import uuid
@@ -93,15 +94,40 @@ def install_previous_and_upgrade(cluster: LocalCluster, workdir: Path) -> InUse:
              "spec": {"minMember": 2, "queue": in_use.queue}},
         ]}))
 
-    # docs/upgrade.md: from 0.1.x, --take-ownership adopts the CRDs that the
-    # crds/ folder installed, so that Helm upgrades them from now on.
+    # docs/upgrade.md, as written there: from 0.1.x, --take-ownership adopts the
+    # CRDs that the crds/ folder installed, so that Helm upgrades them from now on.
+    upgrade = documented_helm(REPO / "docs" / "upgrade.md", "## From 0.1.x")
     upgraded = helm(
-        cluster, "upgrade", RELEASE, str(CHART), "--namespace", NAMESPACE, "--take-ownership",
-        "--wait=false", "--set-json", 'test.podAnnotations={"kwok.gangsched.io/run-for":"1s"}',
+        cluster, *upgrade, "--wait=false",
+        "--set-json", 'test.podAnnotations={"kwok.gangsched.io/run-for":"1s"}',
         "--set", "dashboard.enabled=true",
     )
     assert upgraded.returncode == 0, upgraded.stderr
     return in_use
+
+
+def documented_helm(page: Path, heading: str) -> list[str]:
+    """The first ``helm`` command in a shell block under ``heading`` of a docs page, as
+    arguments for this tree's chart: the published chart's reference is this
+    directory and its ``--version`` is dropped (this tree is that version)."""
+    text = page.read_text()
+    section = text[text.index(heading):]
+    block = section[section.index("```sh\n") + 6:]
+    block = block[:block.index("```")]
+    words = shlex.split(block.replace("\\\n", " "))
+    start = words.index("helm")
+    command = words[start + 1:words.index("helm", start + 1)] if words.count("helm") > 1 \
+        else words[start + 1:]
+    assert command[1:3] == [RELEASE, "oci://ghcr.io/gangsched/charts/gangsched"], command
+    args = [command[0], RELEASE, str(CHART)]
+    rest = iter(command[3:])
+    for word in rest:
+        if word == "--version":
+            next(rest)
+        else:
+            args.append(word)
+    assert args[args.index("--namespace") + 1] == NAMESPACE, args
+    return args
 
 
 @pytest.fixture(scope="module")
@@ -244,6 +270,7 @@ def can(cluster: LocalCluster, verb: str, resource: str, *extra: str) -> bool:
         ("watch", "podgroups.scheduling.k8s.io", ("--all-namespaces",)),
         ("patch", "podgroups.scheduling.k8s.io", ("--subresource=status", "-n", "team-a")),
         ("watch", "workloads.scheduling.k8s.io", ("--all-namespaces",)),
+        ("patch", "resourceclaims.resource.k8s.io", ("--subresource=binding", "-n", "team-a")),
     ],
 )
 def test_service_account_may_do_what_scheduling_needs(
@@ -271,6 +298,10 @@ def test_service_account_may_do_what_scheduling_needs(
         ("create", "persistentvolumes", ()),
         ("delete", "volumeattachments.storage.k8s.io", ()),
         ("patch", "csinodes.storage.k8s.io", ()),
+        ("patch", "podgroups.scheduling.gangsched.io", ("-n", "team-a")),
+        ("patch", "podgroups.scheduling.x-k8s.io", ("-n", "team-a")),
+        ("patch", "events", ("-n", "team-a")),
+        ("create", "events.events.k8s.io", ("-n", "team-a")),
     ],
 )
 def test_service_account_may_do_nothing_more(
@@ -313,3 +344,37 @@ def test_uninstall_keeps_the_crds_and_every_podgroup(cluster: LocalCluster, rele
     cluster.kubectl("get", *CRDS)
     cluster.kubectl("get", "gpg", release.podgroup, "-n", release.namespace)
     cluster.kubectl("get", "gq", release.queue)
+
+
+def test_helm_test_pod_is_not_counted_as_a_scheduler_replica(cluster: LocalCluster) -> None:
+    """The PodDisruptionBudget and the Service select the scheduler's pods by the
+    Deployment's selector; the `helm test` pod matching it would let the budget
+    allow one disruption more than the replicas can bear."""
+    rendered = helm(cluster, "template", RELEASE, str(CHART), "--namespace", NAMESPACE)
+    assert rendered.returncode == 0, rendered.stderr
+    docs = [doc for doc in yaml.safe_load_all(rendered.stdout) if doc]
+    selector = next(doc for doc in docs if doc["kind"] == "Deployment")["spec"]["selector"]
+    test_pod = next(doc for doc in docs if doc["kind"] == "Pod")
+    labels = test_pod["metadata"]["labels"]
+    assert not all(labels.get(k) == v for k, v in selector["matchLabels"].items()), labels
+    assert labels["app.kubernetes.io/instance"] == RELEASE
+
+
+@pytest.mark.parametrize(("values", "refusal"), [
+    (("replicas=2", "leaderElection=false"), "at '/leaderElection': value must be true"),
+    (("resources.requests.cpu=lots",), "at '/resources/requests/cpu'"),
+    (("resources.limits.memory=1Gb",), "at '/resources/limits/memory'"),
+    (("replicas=1", "leaderElection=false"), None),
+    (("resources.requests.cpu=250m", "resources.limits.memory=1Gi"), None),
+])
+def test_values_that_would_misbehave_are_refused_before_anything_is_applied(
+    cluster: LocalCluster, values: tuple[str, ...], refusal: str | None
+) -> None:
+    """Two leaders bind the same room twice; a quantity the API server rejects would fail
+    the Deployment only once applied."""
+    sets = [arg for value in values for arg in ("--set", value)]
+    rendered = helm(cluster, "template", RELEASE, str(CHART), "--namespace", NAMESPACE, *sets)
+    if refusal is None:
+        assert rendered.returncode == 0, rendered.stderr
+    else:
+        assert rendered.returncode != 0 and refusal in rendered.stderr, rendered.stderr

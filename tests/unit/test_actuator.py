@@ -17,6 +17,7 @@ from prometheus_client import REGISTRY
 from structlog.testing import capture_logs
 
 from gangsched.actuator import Actuator, ScheduledEvents
+from gangsched.allocations import ClaimWriter
 from gangsched.binder import Binder, BindOutcome
 from gangsched.core.actions import (
     Action,
@@ -29,6 +30,8 @@ from gangsched.core.actions import (
     WriteGroupStatus,
     WriteQueueStatus,
 )
+from gangsched.core.dra.devices import ClaimKey
+from gangsched.core.dra.placing import ClaimWrite
 from gangsched.core.groups import Flavor, GroupStatus, MemberCounts, Phase
 from gangsched.core.model import GangKey, NodeName, PodKey, QueueName
 from gangsched.core.placement import Placement
@@ -36,6 +39,7 @@ from gangsched.core.preemption import Preemption
 from gangsched.core.resources import Resources
 from gangsched.core.state import InFlight, State
 from gangsched.core.status_bodies import QueueStatus
+from gangsched.dispatcher import Answer
 from gangsched.evictor import EvictionOutcome, Evictor
 from gangsched.feed import Feed
 from gangsched.mirror import Mirror
@@ -271,3 +275,39 @@ def test_an_eviction_stopped_half_way_ends_the_preemption_and_holds_the_victims_
     assert [(args[0].pod.key, args[1]) for args in events.named("on_pod")] == [
         (kept, "PreemptionStopped")]
     assert events.named("preempted"), "the preemption is reported as it went"
+
+
+@dataclass
+class RefusingClaimWriter:
+    """Our claim writer's contract, answering every write with one refusal."""
+
+    status: int
+
+    async def write(self, writes: Any) -> list[Answer]:
+        return [Answer(self.status, "requires resource=resourceclaims/binding")] * len(writes)
+
+    async def undo(self, writes: Any) -> None:
+        return None
+
+
+def test_a_gang_whose_claim_writes_are_refused_is_a_failure_not_a_placement() -> None:
+    """What the alerts read: a gang retried on refused claim writes for ever must count as
+    failing binds and never as placed, or GangschedGangsStuck and GangschedBindFailures
+    stay silent while it waits."""
+    made = shell(201)
+    made.actuator.claims = cast(ClaimWriter, RefusingClaimWriter(422))
+    write = ClaimWrite(ClaimKey("ns/gpus"), "uid-gpus", "1", None, ())
+    placed, failures = sample("gangsched_gangs_placed_total"), sample(
+        "gangsched_bind_failures_total", code="422") or 0.0
+    carry(made, Bind(Placement(JOB, PLACEMENT.assignments, (write,)), first_created=None))
+    assert made.binder.asked == [], "no pod is bound without its devices"
+    assert sample("gangsched_gangs_placed_total") == placed
+    assert sample("gangsched_bind_failures_total", code="422") == failures + 2
+
+
+def test_a_gang_counts_as_placed_once_its_binds_are_taken() -> None:
+    placed = sample("gangsched_gangs_placed_total")
+    carry(shell(403), Bind(PLACEMENT, first_created=None))
+    assert sample("gangsched_gangs_placed_total") == placed, "refused binds place nothing"
+    carry(shell(201), Bind(PLACEMENT, first_created=None))
+    assert sample("gangsched_gangs_placed_total") == (placed or 0.0) + 1

@@ -60,3 +60,17 @@ def test_losing_the_lease_makes_it_a_follower_again() -> None:
     assert not health.liveness()[0]
     health.stop_scheduling()
     assert health.liveness() == (True, "ok: follower, not leading")
+
+
+def test_a_failing_watch_makes_a_synced_replica_unready_until_it_lists_again() -> None:
+    failing: dict[str, str] = {}
+    health = Health(stale_after_s=10, clock=Clock(), failing=lambda: dict(failing))
+    for part in health.waiting_for:
+        health.synced(part)
+    health.start_scheduling()
+    assert health.readiness() == (True, "ready: leading")
+    failing["csidrivers"] = "403 Forbidden"
+    assert health.readiness() == (False, "not ready: cannot watch csidrivers (403 Forbidden)")
+    assert health.liveness()[0], "alive: restarting gives it no right it lacks"
+    failing.clear()
+    assert health.readiness()[0]

@@ -14,6 +14,7 @@ from kubernetes_asyncio import client, config
 
 from gangsched.kubeconfig import (
     KubeconfigError,
+    kopf_in_cluster_login,
     kopf_login,
     load,
     minified_file,
@@ -205,3 +206,35 @@ async def test_the_schedulers_client_asks_the_plugin_again_once_its_token_expire
     first = (await configuration.auth_settings())["BearerToken"]["value"]
     second = (await configuration.auth_settings())["BearerToken"]["value"]
     assert (first, second) == ("Bearer token-2", "Bearer token-3")
+
+
+@pytest.mark.parametrize(("host", "server"), [("10.96.0.1", "https://10.96.0.1:443"),
+                                               ("fd00::1", "https://[fd00::1]:443")])
+async def test_in_a_pod_kopf_reaches_the_api_where_the_scheduler_does(
+    tmp_path: Path, host: str, server: str
+) -> None:
+    """Both from KUBERNETES_SERVICE_HOST/PORT and the mounted token, never a DNS name that
+    may not resolve."""
+    account = tmp_path / "serviceaccount"
+    account.mkdir()
+    (account / "token").write_text("sa-token\n")
+    (account / "ca.crt").write_text("-----BEGIN CERTIFICATE-----\n")
+    (account / "namespace").write_text("gangsched-system")
+    environ = {"KUBERNETES_SERVICE_HOST": host, "KUBERNETES_SERVICE_PORT": "443"}
+
+    login = kopf_in_cluster_login(environ, str(account / "token"), str(account / "ca.crt"))
+
+    scheduler = client.Configuration()
+    loader = config.incluster_config.InClusterConfigLoader(
+        str(account / "token"), str(account / "ca.crt"), environ=environ)
+    loader.load_and_set(scheduler)
+    assert login.server == scheduler.host == server
+    assert (login.token, login.ca_path, login.default_namespace) == \
+        ("sa-token", str(account / "ca.crt"), "gangsched-system")
+
+
+def test_outside_a_pod_the_in_cluster_login_says_what_is_missing(tmp_path: Path) -> None:
+    import kopf
+
+    with pytest.raises(kopf.LoginError, match="host/port is not set"):
+        kopf_in_cluster_login({}, str(tmp_path / "token"), str(tmp_path / "ca.crt"))

@@ -15,6 +15,17 @@ app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
 app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- end -}}
 
+{{/* Labels of objects that are not the scheduler's pods (the `helm test` pod): the
+release's, but not its selector's, so no Deployment, PodDisruptionBudget or Service
+that selects the scheduler counts them. */}}
+{{- define "gangsched.otherLabels" -}}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
+app.kubernetes.io/part-of: {{ include "gangsched.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+{{- end -}}
+
 {{/* Never changes across upgrades: a Deployment's selector is immutable. */}}
 {{- define "gangsched.selector" -}}
 app.kubernetes.io/name: {{ include "gangsched.name" . }}
