@@ -291,13 +291,7 @@ class Inventory:
         """The inventory once ``consumers`` (UIDs) hold no claim any more: each claim left
         with no consumer is deallocated (:meth:`Claim.released`), its devices free again,
         as when evicted pods are gone."""
-        held_by = self._held_by
-        if held_by is None:
-            held_by = {}
-            for claim in self.claims.values():
-                for uid in claim.reserved_for:
-                    held_by[uid] = (*held_by.get(uid, ()), claim.key)
-            object.__setattr__(self, "_held_by", held_by)
+        held_by = self._holders()
         claims: dict[ClaimKey, Claim] = {}
         for uid in consumers:
             for key in held_by.get(uid, ()):
@@ -305,6 +299,26 @@ class Inventory:
         if not claims:
             return self
         return self.with_claims({**self.claims, **claims})
+
+    def devices_held_by(self, consumer: str) -> tuple[DeviceRef, ...]:
+        """The devices allocated to the claims ``consumer`` (a UID) holds, but those held
+        only for admin access: what it leaves free when it goes."""
+        return tuple(
+            allocated.device
+            for key in self._holders().get(consumer, ())
+            if (allocation := self.claims[key].allocation) is not None
+            for allocated in allocation.devices if not allocated.admin_access
+        )
+
+    def _holders(self) -> dict[str, tuple[ClaimKey, ...]]:
+        held_by = self._held_by
+        if held_by is None:
+            held_by = {}
+            for claim in self.claims.values():
+                for uid in claim.reserved_for:
+                    held_by[uid] = (*held_by.get(uid, ()), claim.key)
+            object.__setattr__(self, "_held_by", held_by)
+        return held_by
 
     def on_node(self, node: NodeName) -> tuple[Device, ...]:
         local = self.devices.get(node, ())

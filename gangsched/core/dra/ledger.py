@@ -9,11 +9,22 @@ gang of the pass never gets a device a previous one was given.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from collections.abc import Set as AbstractSet
 
-from gangsched.core.dra.devices import Allocation, ClaimKey, DeviceRef, Inventory
+from gangsched.core.dra.allocator import NodeAllocation, allocate_on_node
+from gangsched.core.dra.devices import (
+    AllocatedDevice,
+    Allocation,
+    Claim,
+    ClaimKey,
+    DeviceRef,
+    Inventory,
+)
+from gangsched.core.dra.extended import extended_claim, served_by_devices
 from gangsched.core.dra.placing import ClaimWrite, DevicePlacement, NodeRoom, Refusal
 from gangsched.core.dra.placing import place_with_devices as _place
-from gangsched.core.model import Gang, NodeName, Policy
+from gangsched.core.model import Gang, NodeName, Pod, Policy
+from gangsched.core.resources import Resources
 
 __all__ = ["DeviceLedger"]
 
@@ -45,6 +56,43 @@ class DeviceLedger:
         """Where the gang's members go with their devices; nothing is recorded yet."""
         return _place(gang, need, self.inventory, room, policy,
                       allocated=self.allocated, taken=self.taken, free=self.free_devices)
+
+    def wanted(self, pod: Pod, node: NodeName, allocatable: Resources,
+               besides: AbstractSet[DeviceRef]) -> tuple[DeviceRef, ...] | None:
+        """The devices the pod's claims not yet allocated would get on the node: free ones
+        where they can, else any but ``besides`` (devices in use now, to be kept as they
+        free); () when it asks none, None when the node could not serve it even then."""
+        claims: list[Claim] = []
+        for pod_claim in pod.resource_claims:
+            claim = self.inventory.claims.get(pod_claim.claim) if pod_claim.claim else None
+            if claim is None:
+                return None
+            if claim.key not in self.allocated:
+                claims.append(claim)
+        served = served_by_devices(pod, self.inventory.extended, allocatable)
+        if served and pod.uid not in self.inventory.extended_claims:
+            claims.append(extended_claim(pod, served, self.inventory.extended)[0])
+        if not claims:
+            return ()
+        for taken in (self.taken, besides):
+            found = allocate_on_node(self.inventory, claims, node, taken)
+            if isinstance(found, NodeAllocation):
+                return tuple(allocated.device for _, allocation in found.allocations
+                             for allocated in allocation.devices if not allocated.admin_access)
+        return None
+
+    def hold(self, key: ClaimKey, node: NodeName, devices: Iterable[DeviceRef]
+             ) -> ClaimWrite | None:
+        """Take those of ``devices`` no claim has, for a pod that is not placed (room held
+        for a starving gang or a departed member), under ``key``, no claim's; None when
+        none is free. :meth:`forget` of the write gives them back."""
+        free = sorted({ref for ref in devices if ref not in self.taken})
+        if not free:
+            return None
+        write = ClaimWrite(key, "", "", Allocation(
+            tuple(AllocatedDevice("", ref) for ref in free), node), ())
+        self.record((write,))
+        return write
 
     def record(self, writes: Iterable[ClaimWrite]) -> None:
         """The placement was kept: its allocations are the pass's from now on."""

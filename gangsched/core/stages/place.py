@@ -41,7 +41,8 @@ def _place_gang(session: Session, gang: Gang) -> None:
         reason = decision.reason
         starving = session.starving
         if starving is not None and session.pins and _fits_unpinned(session, gang):
-            reason = HeldForStarving(starving, session.pinned[starving], session.pinned_nodes())
+            reason = HeldForStarving(starving, session.pinned.get(starving, Resources.zero()),
+                                     session.pinned_nodes())
         if not preempt(session, gang, reason) and not reclaim(session, gang, reason):
             wait(session, gang, reason)
         return

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 
 from gangsched.core.backoff import BindRefusal
+from gangsched.core.dra.devices import DeviceRef
 from gangsched.core.hierarchy import (
     CapHit,
     FairKey,
@@ -296,11 +297,18 @@ class Session:
                 self.free = self.free - stand_in.requests
                 return
 
-    def pin(self, gang: GangKey, pod: PodKey, node: NodeName, room: Resources) -> None:
-        """Take ``room``, free on ``node``, from the capacity for the rest of the cycle:
-        a starving gang's room on a node it chose for its pod ``pod``."""
-        self.pins.append((self.capacity.take(gang, PodKey(f"{pod}#pinned"), node, room), room))
+    def pin(self, gang: GangKey, pod: PodKey, node: NodeName, room: Resources,
+            devices: Iterable[DeviceRef] = ()) -> None:
+        """Take ``room``, free on ``node``, from the capacity for the rest of the cycle,
+        and those of ``devices`` free there: a starving gang's room on a node it chose for
+        its pod ``pod``."""
+        self.pins.append((self._take_pin(gang, PodKey(f"{pod}#pinned"), node, room, devices),
+                          room))
         self.free = self.free - room
+
+    def _take_pin(self, gang: GangKey, pod: PodKey, node: NodeName, room: Resources,
+                  devices: Iterable[DeviceRef]) -> Placement:
+        return self.capacity.hold_devices(self.capacity.take(gang, pod, node, room), devices)
 
     def pinned_nodes(self) -> tuple[NodeName, ...]:
         return tuple(sorted({node for placement, _ in self.pins
@@ -314,9 +322,10 @@ class Session:
         try:
             yield
         finally:
-            for placement, room in self.pins:
-                (pod, node), = placement.assignments
-                self.capacity.take(placement.gang, pod, node, room)
+            self.pins = [
+                (self._take_pin(placement.gang, pod, node, room, _devices_of(placement)), room)
+                for placement, room in self.pins for (pod, node) in placement.assignments
+            ]
 
     def unpin(self) -> Resources:
         """Give the pinned room back to the capacity (not to ``free``) for a gang that
@@ -335,8 +344,10 @@ class Session:
             free = self.capacity.free(node)
             share = Resources.of({name: min(amount, max(0, free.get(name)))
                                   for name, amount in room.items()})
-            if not share.is_zero:
-                self.pins.append((self.capacity.take(placement.gang, pod, node, share), share))
+            devices = self.capacity.devices_free(_devices_of(placement))
+            if not share.is_zero or devices:
+                self.pins.append((self._take_pin(placement.gang, pod, node, share, devices),
+                                  share))
         was = Resources.sum(room for _, room in pins)
         now = Resources.sum(room for _, room in self.pins)
         if now == was:
@@ -352,6 +363,13 @@ class Session:
             self.free = self.free + hold.pod.requests
             released.append(hold)
         return released
+
+
+def _devices_of(placement: Placement) -> tuple[DeviceRef, ...]:
+    """The devices a placement holds through its claims (a pin's or a hold's, see
+    :meth:`Capacity.hold_devices`)."""
+    return tuple(allocated.device for write in placement.claims if write.allocation is not None
+                 for allocated in write.allocation.devices)
 
 
 def _merged(placements: Iterable[Placement]) -> tuple[Placement, ...]:

@@ -11,6 +11,7 @@ need two nodes with 8 GPUs free, not 16 GPUs free across the cluster).
 
 from __future__ import annotations
 
+from gangsched.core.dra.devices import DeviceRef
 from gangsched.core.model import Gang, NodeName, Pod
 from gangsched.core.nodefit import uses_node_name
 from gangsched.core.placement import Unplaceable
@@ -55,30 +56,35 @@ def wait(session: Session, gang: Gang, reason: Reason) -> None:
 
 
 def pin_room(session: Session, gang: Gang) -> tuple[Resources, tuple[NodeName, ...]]:
-    """Keep, on the nodes the gang would land on first, the room free there now.
+    """Keep, on the nodes the gang would land on first, the room and devices free there now.
 
     For each pod the gang lacks, biggest first, the node that could take it
     once freed (its rules allow it, its allocatable holds it beside the
-    gang's other pods planned there) and has most of it free now; the room
-    free there, up to the pod's requests, is taken from the capacity for the
-    rest of the cycle. The choice is the same next cycle unless other nodes
-    freed more, as the kept room only grows. Returns what was taken and where.
+    gang's other pods planned there, its devices could serve its claims) and
+    has most of it free now; the room free there, up to the pod's requests,
+    and the devices free of those its claims would get there, are taken from
+    the capacity for the rest of the cycle. The choice is the same next cycle
+    unless other nodes freed more, as the kept room only grows. Returns what
+    was taken and where.
     """
     need = max(0, gang.min_member - gang.bound)
     pods = sorted(gang.pending[:need], key=lambda pod: _size(pod.requests), reverse=True)
     planned: dict[NodeName, Resources] = {}
+    devices: dict[NodeName, set[DeviceRef]] = {}
     taken, nodes = Resources.zero(), []
     for pod in pods:
-        node = _closest_to_fitting(session, pod, planned)
-        if node is None:
+        found = _closest_to_fitting(session, pod, planned, devices)
+        if found is None:
             continue
+        node, wanted = found
         planned[node] = planned.get(node, Resources.zero()) + pod.requests
+        devices.setdefault(node, set()).update(wanted)
         free = session.capacity.free(node)
         share = Resources.of({name: min(amount, max(0, free.get(name)))
                               for name, amount in pod.requests.items()})
-        if share.is_zero:
+        if share.is_zero and not session.capacity.devices_free(wanted):
             continue
-        session.pin(gang.key, pod.key, node, share)
+        session.pin(gang.key, pod.key, node, share, wanted)
         taken = taken + share
         if node not in nodes:
             nodes.append(node)
@@ -86,29 +92,47 @@ def pin_room(session: Session, gang: Gang) -> tuple[Resources, tuple[NodeName, .
 
 
 def _closest_to_fitting(
-    session: Session, pod: Pod, planned: dict[NodeName, Resources]
-) -> NodeName | None:
-    """The node allowed to the pod, able to hold it when free, with most of it free now.
+    session: Session, pod: Pod, planned: dict[NodeName, Resources],
+    devices: dict[NodeName, set[DeviceRef]],
+) -> tuple[NodeName, tuple[DeviceRef, ...]] | None:
+    """The node allowed to the pod, able to hold it when free, with most of it free now,
+    and the devices its claims would get there (besides ``devices``, planned for the
+    gang's other pods).
 
     Nodes are looked at in groups of one kind and equal free room, best
     group first, so a cluster of thousands of alike nodes costs a few groups.
+    A pod that claims devices is weighed on every node its room allows, by
+    the share of those devices free now too, until one has all of it free.
     """
     index = session.inp.snapshot.index
+    capacity = session.capacity
     kinds = index.kind_reasons(pod.rules)
     by_name = index.name_reasons(pod.rules) if uses_node_name(pod.rules) else None
     ranked = sorted(
         ((_closeness(free, pod.requests), kind, names)
-         for kind, free, names in session.capacity.groups() if kinds[kind] is None),
+         for kind, free, names in capacity.groups() if kinds[kind] is None),
         key=lambda entry: entry[0], reverse=True,
     )
-    for _, _, names in ranked:
+    best: tuple[tuple[float, float], NodeName, tuple[DeviceRef, ...]] | None = None
+    for closeness, _, names in ranked:
         for name in sorted(names):
             if by_name is not None and by_name[name] is not None:
                 continue
-            wanted = planned.get(name, Resources.zero()) + pod.requests
-            if wanted.fits(index.nodes[name].node.allocatable):
-                return name
-    return None
+            needed = planned.get(name, Resources.zero()) + pod.requests
+            if not needed.fits(index.nodes[name].node.allocatable):
+                continue
+            wanted = capacity.devices_wanted(pod, name, devices.get(name, set()))
+            if wanted is None:
+                continue
+            if not wanted:
+                return name, wanted
+            share = len(capacity.devices_free(wanted)) / len(wanted)
+            close = (min(closeness[0], share), closeness[1] + share)
+            if best is None or close > best[0]:
+                best = (close, name, wanted)
+            if close[0] >= 1.0:
+                return name, wanted
+    return None if best is None else (best[1], best[2])
 
 
 def _closeness(free: Resources, requests: Resources) -> tuple[float, float]:
