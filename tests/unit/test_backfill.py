@@ -8,7 +8,8 @@ from dataclasses import replace
 from gangsched.core.cycle import CycleInput, run_cycle
 from gangsched.core.forecast import forecast
 from gangsched.core.model import Gang, GangKey, NodeName
-from gangsched.core.reasons import HeldForStarving, Starving
+from gangsched.core.reasons import DevicesShort, HeldForStarving, Starving
+from gangsched.core.resources import Resources
 from gangsched.scheduler import SchedulerConfig
 from tests.unit.test_dra import claim_obj, claiming, gpu_cluster, held_by, request
 from tests.unit.test_forecast import node, running, waiting, world
@@ -115,3 +116,24 @@ def test_a_gang_ending_before_the_reservation_uses_the_kept_devices_and_the_rest
     reasons = {u.gang: u.reason for u in result.unplaceable}
     assert isinstance(reasons[GangKey("ns/long")], HeldForStarving)
 
+
+def test_a_pod_kept_out_by_its_claims_is_told_so_not_that_room_is_held_for_the_starving_gang(
+) -> None:
+    """A starving cpu gang keeps the node's free cores; a plain pod after it is held off
+    them, but a pod of the same requests claiming eight GPUs, all in use, would not fit
+    even with them: its devices are why it waits."""
+    claims = [claim_obj("run", request(count=8), status=held_by("n-0", range(8), "run-0")),
+              claim_obj("eight", request(count=8))]
+    run = (Gang(GangKey("ns/run"), 1, (), bound=1),
+           [replace(claiming("ns/run-0", "run"), node_name=NodeName("n-0"),
+                    gang=GangKey("ns/run"))])
+    big = Gang(GangKey("ns/big"), 1, (replace(claiming("ns/big-0"),
+                                               requests=Resources.of({"cpu": 16000})),))
+    plain = Gang(GangKey("ns/plain"), 1, (claiming("ns/plain-0"),), created=1.0)
+    gpus = Gang(GangKey("ns/gpus"), 1, (claiming("ns/gpus-0", "eight"),), created=2.0)
+    inp = gpu_cluster(["n-0"], claims, [run], [big, plain, gpus])
+    result = run_cycle(replace(inp, waiting_since={gang.key: 0.0 for gang in inp.gangs}))
+    reasons = {u.gang: u.reason for u in result.unplaceable}
+    assert isinstance(reasons[GangKey("ns/big")], Starving)
+    assert isinstance(reasons[GangKey("ns/plain")], HeldForStarving)
+    assert isinstance(reasons[GangKey("ns/gpus")], DevicesShort)

@@ -134,8 +134,9 @@ def _decide(session: Session, gang: Gang) -> Placement | Unplaceable:
 
 def _fits_unpinned(session: Session, gang: Gang) -> bool:
     """Whether the gang would fit with the starving gang's pins given back: then they,
-    not the cluster, are why it waits. Asked once per shape while no room moves."""
-    key = (tuple((pod.requests, pod.rules) for pod in gang.pending),
+    not the cluster, are why it waits. Asked once per shape (claims included: devices
+    they cannot get keep a pod out whatever is pinned) while no room moves."""
+    key = (tuple((pod.requests, pod.rules, pod.resource_claims) for pod in gang.pending),
            gang.min_member - gang.bound, gang.topology_keys, gang.policy)
     known = session.fits_unpinned.get(key)
     if known is None:
