@@ -283,16 +283,18 @@ class Session:
         return domains
 
     def take_hold(self, hold: Hold) -> None:
-        """Take a departed member's room from the capacity: on its node, else where it fits.
+        """Take a departed member's room from the capacity: on its node, with those of its
+        devices free there, else where it fits.
 
         Where it fits nowhere (a node went away), nothing is held: there is
         no room to keep, and pretending would only block other gangs.
         """
-        for stand_in in (pinned(hold.pod), anywhere(hold.pod)):
+        for stand_in, devices in ((pinned(hold.pod), hold.devices), (anywhere(hold.pod), ())):
             decision = self.capacity.place(
                 Gang(hold.gang, min_member=1, pending=(stand_in,)), self.inp.policy
             )
             if isinstance(decision, Placement):
+                decision = self.capacity.hold_devices(decision, devices)
                 self.held.setdefault(hold.gang, []).append((hold, decision))
                 self.free = self.free - stand_in.requests
                 return
