@@ -345,3 +345,45 @@ def test_a_gang_waiting_for_gpus_held_through_claims_is_estimated_to_start_when_
 
 def _timestamp(text: str) -> float:
     return datetime.strptime(text, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC).timestamp()
+
+
+@pytest.fixture
+def priority_1000(cluster: LocalCluster) -> Iterator[str]:
+    name = "gangsched-test-dra-1000"
+    pykube.object_factory(cluster.client, "scheduling.k8s.io/v1", "PriorityClass")(
+        cluster.client, {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+                         "metadata": {"name": name}, "value": 1000}).create()
+    yield name
+    cluster.kubectl("delete", "priorityclass", name, "--ignore-not-found")
+
+
+@pytest.mark.usefixtures("gpu_nodes", "gangsched")
+def test_a_priority_1000_pod_claiming_gpus_evicts_one_priority_0_gang_holding_them_and_binds(
+    ws: Workspace, priority_1000: str,
+) -> None:
+    """Two priority-0 gangs each hold one node's eight GPUs through a claim; a gang of
+    priority 1000 claiming eight evicts one of them, whole, and binds on its devices once
+    the resource-claim controller has let go of its claim."""
+    ws.create(claim_template(ws, "eight", 8))
+    gang_of(ws, "low-0", 1, "eight")
+    gang_of(ws, "low-1", 1, "eight")
+    wait_for(lambda: len(bound([*members(ws, "low-0"), *members(ws, "low-1")])) == 2,
+             timeout=30, what="both priority-0 gangs bound on all sixteen GPUs")
+    held = {pod["metadata"]["name"]: node_of(pod)
+            for pod in [*members(ws, "low-0"), *members(ws, "low-1")]}
+    group = ws.podgroup("urgent", min_member=1)
+    group["spec"]["priorityClassName"] = priority_1000
+    pod = claiming(ws.pod("urgent-0", group="urgent"), "eight")
+    pod["spec"]["priorityClassName"] = priority_1000
+    ws.create(group, pod)
+    wait_for(lambda: bound(members(ws, "urgent")), timeout=60,
+             what="the priority-1000 gang to evict a priority-0 one and bind")
+    survivors = [name for name in held if name in ws.pods()
+                 and not ws.pods()[name]["metadata"].get("deletionTimestamp")]
+    assert len(survivors) == 1, f"exactly one priority-0 gang goes: {survivors}"
+    [gone] = [name for name in held if name not in survivors]
+    [claim] = claims_of(ws, "urgent")
+    devices = devices_of(claim)
+    assert len(devices) == 8 and {pool for pool, _ in devices} == {held[gone]}
+    assert node_of(ws.pods()["urgent-0"]) == held[gone]
+
