@@ -387,3 +387,37 @@ def test_a_priority_1000_pod_claiming_gpus_evicts_one_priority_0_gang_holding_th
     assert len(devices) == 8 and {pool for pool, _ in devices} == {held[gone]}
     assert node_of(ws.pods()["urgent-0"]) == held[gone]
 
+
+@pytest.mark.usefixtures("gpu_nodes", "gangsched")
+def test_a_lost_workers_gpus_wait_for_its_replacement_not_for_another_gang(
+    ws: Workspace,
+) -> None:
+    """A job of two workers holds both nodes' eight GPUs through claims; one worker is
+    deleted and the resource-claim controller lets its claim go. A gang claiming eight
+    GPUs, waiting already, must not take them: the replacement the operator creates
+    under the same name a moment later binds on the departed worker's node and GPUs."""
+    ws.create(claim_template(ws, "eight", 8))
+    gang_of(ws, "train", 2, "eight")
+    wait_for(lambda: len(bound(members(ws, "train"))) == 2, timeout=30, what="the job bound")
+    lost = node_of(ws.pods()["train-1"])
+    gang_of(ws, "waiter", 1, "eight")
+    wait_for(lambda: "ResourceClaim" in condition_message(members(ws, "waiter")[0]),
+             timeout=30, what="the waiting gang to say why it waits")
+
+    ws.delete_pod("train-1")
+    wait_for(lambda: "train-1" not in ws.pods()
+             and not any(c["metadata"]["name"].startswith("train-1-") and devices_of(c)
+                         for c in claims(ws)),
+             timeout=30, what="the worker gone and its claim let go")
+    time.sleep(2.0)  # cycles in which the freed GPUs look free
+    assert bound(members(ws, "waiter")) == [], "the waiting gang took the lost worker's GPUs"
+    ws.create(claiming(ws.pod("train-1", group="train"), "eight"))
+    wait_for(lambda: node_of(ws.pods()["train-1"]), timeout=30,
+             what="the replacement to bind on the held GPUs")
+    assert node_of(ws.pods()["train-1"]) == lost
+    replacement = ws.pods()["train-1"]["metadata"]["uid"]
+    [claim] = [c for c in claims_of(ws, "train-1")
+               if any(r["uid"] == replacement
+                      for r in (c.get("status") or {}).get("reservedFor") or [])]
+    assert {pool for pool, _ in devices_of(claim)} == {lost} and len(devices_of(claim)) == 8
+    assert bound(members(ws, "waiter")) == []
