@@ -7,6 +7,7 @@ import random
 import time
 from collections.abc import Iterator, Mapping
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import pykube
@@ -17,8 +18,9 @@ from devcluster.controlplane import LocalCluster, NodeShape
 from devcluster.fakedriver import claiming
 from gangsched.core.runtimes import RUNTIME_ANNOTATION
 from tests.e2e import dra_oracle, oracle
+from tests.e2e.conftest import start_gangsched, stop_gangsched
 from tests.e2e.test_explain_status import gangsched_cli
-from tests.e2e.workspace import Workspace, bound, node_of, wait_for
+from tests.e2e.workspace import Workspace, bound, node_of, phase_of, wait_for
 
 DRA_NODES = NodeShape(cpu="16", memory="64Gi")
 RESOURCE_API = fakedriver.RESOURCE_API
@@ -421,3 +423,56 @@ def test_a_lost_workers_gpus_wait_for_its_replacement_not_for_another_gang(
                       for r in (c.get("status") or {}).get("reservedFor") or [])]
     assert {pool for pool, _ in devices_of(claim)} == {lost} and len(devices_of(claim)) == 8
     assert bound(members(ws, "waiter")) == []
+
+
+@pytest.mark.usefixtures("gpu_nodes")
+def test_a_starving_eight_gpu_gang_binds_while_one_gpu_jobs_keep_coming(
+    ws: Workspace, cluster: LocalCluster, tmp_path: Path,
+) -> None:
+    """Both nodes' GPUs run one-GPU jobs of a few seconds, and more keep coming; a gang
+    of two pods claiming eight GPUs each starves after 3 s. The GPUs that free on the
+    nodes it chose are kept for it, not given to the next one-GPU job, so it binds."""
+    name = "gang-device-pins"
+    own = start_gangsched(cluster, tmp_path / "gangsched.log", f"--scheduler-name={name}",
+                          f"--namespace={ws.name}", "--starvation-seconds=3")
+    try:
+        ws.create(claim_template(ws, "one", 1), claim_template(ws, "eight", 8))
+        made = 0
+
+        def one_gpu_job() -> None:
+            nonlocal made
+            job = f"small-{made}"
+            made += 1
+            ws.create(ws.podgroup(job, min_member=1))
+            ws.create(claiming(ws.pod(job, group=job, scheduler=name, run_for="3s"), "one"))
+
+        def top_up(waiting: int) -> None:
+            """Finished jobs go, and new ones come until ``waiting`` of them are unbound."""
+            pods = ws.pods()
+            for job, pod in pods.items():
+                if job.startswith("small-") and phase_of(pod) in ("Succeeded", "Failed"):
+                    ws.delete_pod(job)
+            unbound = [p for job, p in pods.items()
+                       if job.startswith("small-") and not node_of(p)]
+            for _ in range(waiting - len(unbound)):
+                one_gpu_job()
+
+        for _ in range(16):
+            one_gpu_job()
+        wait_for(lambda: len(bound(members(ws, "small"))) == 16, timeout=30,
+                 what="one-GPU jobs on all sixteen GPUs")
+        ws.create(ws.podgroup("big", min_member=2))
+        ws.create(*(claiming(ws.pod(f"big-{i}", group="big", scheduler=name), "eight")
+                    for i in range(2)))
+        started, before = time.monotonic(), made
+        while len(bound(members(ws, "big"))) < 2:
+            assert time.monotonic() < started + 60, (
+                f"the eight-GPU gang never bound; {made - before} one-GPU jobs came meanwhile")
+            top_up(4)
+            time.sleep(0.5)
+        print(f"\n[device pins] 2 x 8-GPU gang bound {time.monotonic() - started:.1f}s after "
+              f"creation, {made - before} one-GPU jobs created meanwhile")
+        assert {pool for claim in claims_of(ws, "big") for pool, _ in devices_of(claim)} == {
+            node_of(pod) for pod in members(ws, "big")}
+    finally:
+        assert stop_gangsched(own) == 0, own.logs()[-3000:]
