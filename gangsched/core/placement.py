@@ -16,7 +16,7 @@ from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, replace
 from functools import partial
 
-from gangsched.core.dra.devices import ClaimKey, DeviceRef
+from gangsched.core.dra.devices import ClaimKey, DeviceRef, Inventory
 from gangsched.core.dra.ledger import DeviceLedger
 from gangsched.core.dra.placing import ClaimWrite, DevicePlacement, NodeRoom
 from gangsched.core.interpod import Residents, term_selects
@@ -248,6 +248,10 @@ class Capacity:
         but ``besides`` (see :meth:`DeviceLedger.wanted`)."""
         allocatable = self._nodes.index.nodes[node].node.allocatable
         return self._devices.wanted(pod, node, allocatable, besides)
+
+    def devices_now(self) -> Inventory:
+        """The devices and claims as this pass has left them (see :meth:`DeviceLedger.now`)."""
+        return self._devices.now()
 
     def devices_free(self, devices: Iterable[DeviceRef]) -> tuple[DeviceRef, ...]:
         """Those of the devices no claim has and no placement of this pass holds."""

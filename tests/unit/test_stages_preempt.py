@@ -15,6 +15,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from gangsched.core.dra.devices import DeviceRef
+from gangsched.core.holds import Hold
 from gangsched.core.model import Gang, GangKey, NodeName, Pod, QueueName, QueueSpec
 from gangsched.core.placement import Capacity, Unplaceable
 from gangsched.core.preemption import shifted
@@ -319,3 +320,27 @@ def test_a_claim_another_consumer_still_holds_keeps_its_devices_and_nobody_is_ev
         claim_obj("next", request(count=8))], [low, high], [urgent], preemption=True))
     assert not preempt(s, urgent, refused(s, urgent))
     assert s.preemptions == []
+
+
+def test_devices_held_for_a_replacement_are_no_room_for_a_preemptor() -> None:
+    """n-1's GPUs are held for a running gang's lost member, n-0's are a priority-0 gang's
+    claim. Evicting the younger priority-0 cpu gang on n-1 would free no GPU the preemptor
+    may have: the GPU gang goes, though older."""
+    gpus, on_gpus = gpu_job("ns/gpus", "held", priority=0, on="n-0")
+    cpus = (Gang(GangKey("ns/cpus"), 1, (), bound=1, created=5.0),
+            [replace(claiming("ns/cpus-0"), node_name=NodeName("n-1"), gang=GangKey("ns/cpus"))])
+    job = (Gang(GangKey("ns/job"), 2, (), bound=1, priority=5000),
+           [replace(claiming("ns/job-0"), node_name=NodeName("n-1"), gang=GangKey("ns/job"))])
+    lost = replace(claiming("ns/job-1", "gone"), node_name=NodeName("n-1"),
+                   gang=GangKey("ns/job"))
+    hold = Hold(GangKey("ns/job"), "u1", lost, until=1e9,
+                devices=tuple(DeviceRef(DRIVER, "n-1", f"gpu-{i}") for i in range(8)))
+    urgent, _ = gpu_job("ns/urgent", "next", priority=1000)
+    s = Session(gpu_cluster(["n-0", "n-1"], [
+        claim_obj("held", request(count=8), status=held_by("n-0", range(8), "gpus-0")),
+        claim_obj("next", request(count=8))],
+        [(replace(gpus, created=1.0), on_gpus), cpus, job], [urgent],
+        preemption=True, holds=(hold,)))
+    assert preempt(s, urgent, refused(s, urgent))
+    (chosen,) = s.preemptions
+    assert chosen.victims == ("ns/gpus",)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from collections.abc import Set as AbstractSet
+from dataclasses import replace
 
 from gangsched.core.dra.allocator import NodeAllocation, allocate_on_node
 from gangsched.core.dra.devices import (
@@ -31,10 +32,14 @@ __all__ = ["DeviceLedger"]
 class DeviceLedger:
     """Claims allocated and devices taken, before this pass and by its placements."""
 
-    __slots__ = ("_free", "allocated", "inventory", "taken")
+    __slots__ = ("_free", "_now", "allocated", "inventory", "moves", "taken")
 
     def __init__(self, inventory: Inventory) -> None:
         self.inventory = inventory
+        self.moves = 0
+        """How many times allocations were recorded or forgotten: :meth:`now` is made again
+        only when it moved."""
+        self._now = (0, inventory)
         self.allocated: dict[ClaimKey, Allocation] = {
             key: claim.allocation for key, claim in inventory.claims.items()
             if claim.allocation is not None
@@ -94,8 +99,27 @@ class DeviceLedger:
         self.record((write,))
         return write
 
+    def now(self) -> Inventory:
+        """The inventory with the claims allocated and the devices held so far in this pass:
+        the devices taken as the pass has left them (a device held for no claim is one of
+        a claim of its own)."""
+        moves, inventory = self._now
+        if moves == self.moves:
+            return inventory
+        claims = dict(self.inventory.claims)
+        for key, allocation in self.allocated.items():
+            claim = claims.get(key)
+            if claim is None:
+                claims[key] = Claim(key, allocation=allocation)
+            elif claim.allocation != allocation:
+                claims[key] = replace(claim, allocation=allocation)
+        inventory = self.inventory.with_claims(claims)
+        self._now = (self.moves, inventory)
+        return inventory
+
     def record(self, writes: Iterable[ClaimWrite]) -> None:
         """The placement was kept: its allocations are the pass's from now on."""
+        self.moves += 1
         for write in writes:
             if write.allocation is not None:
                 self.allocated[write.claim] = write.allocation
@@ -105,6 +129,7 @@ class DeviceLedger:
 
     def forget(self, writes: Iterable[ClaimWrite]) -> None:
         """The placement was released: its allocations are free again."""
+        self.moves += 1
         for write in writes:
             if write.allocation is not None:
                 del self.allocated[write.claim]
