@@ -249,6 +249,14 @@ class Capacity:
         allocatable = self._nodes.index.nodes[node].node.allocatable
         return self._devices.wanted(pod, node, allocatable, besides)
 
+    def devices_least(self, pod: Pod) -> int:
+        """The fewest devices the pod's claims may get (see :meth:`DeviceLedger.least`)."""
+        return self._devices.least(pod)
+
+    def devices_free_on(self, node: NodeName) -> int:
+        """How many devices of the node no claim has and no placement of this pass holds."""
+        return self._devices.free_devices(node)
+
     def devices_now(self) -> Inventory:
         """The devices and claims as this pass has left them (see :meth:`DeviceLedger.now`)."""
         return self._devices.now()

@@ -137,3 +137,18 @@ def test_a_pod_kept_out_by_its_claims_is_told_so_not_that_room_is_held_for_the_s
     assert isinstance(reasons[GangKey("ns/big")], Starving)
     assert isinstance(reasons[GangKey("ns/plain")], HeldForStarving)
     assert isinstance(reasons[GangKey("ns/gpus")], DevicesShort)
+
+
+def test_a_starving_gpu_pod_keeps_the_node_with_most_of_its_devices_free() -> None:
+    """Two GPUs are free on n-0, six on n-1: the eight-GPU pod's room is kept on n-1."""
+    claims = [claim_obj("run-0", request(count=6), status=held_by("n-0", range(6), "run-0-0")),
+              claim_obj("run-1", request(count=2), status=held_by("n-1", range(2), "run-1-0")),
+              claim_obj("big", request(count=8))]
+    running = [(Gang(GangKey(f"ns/run-{i}"), 1, (), bound=1),
+                [replace(claiming(f"ns/run-{i}-0", f"run-{i}"), node_name=NodeName(f"n-{i}"),
+                         gang=GangKey(f"ns/run-{i}"))]) for i in range(2)]
+    big = Gang(GangKey("ns/big"), 1, (claiming("ns/big-0", "big"),))
+    inp = gpu_cluster(["n-0", "n-1"], claims, running, [big])
+    result = run_cycle(replace(inp, waiting_since={big.key: 0.0}))
+    (starving,) = [u.reason for u in result.unplaceable]
+    assert isinstance(starving, Starving) and starving.nodes == ("n-1",)

@@ -22,7 +22,13 @@ from gangsched.core.dra.devices import (
     Inventory,
 )
 from gangsched.core.dra.extended import extended_claim, served_by_devices
-from gangsched.core.dra.placing import ClaimWrite, DevicePlacement, NodeRoom, Refusal
+from gangsched.core.dra.placing import (
+    ClaimWrite,
+    DevicePlacement,
+    NodeRoom,
+    Refusal,
+    least_devices,
+)
 from gangsched.core.dra.placing import place_with_devices as _place
 from gangsched.core.model import Gang, NodeName, Pod, Policy
 from gangsched.core.resources import Resources
@@ -61,6 +67,17 @@ class DeviceLedger:
         """Where the gang's members go with their devices; nothing is recorded yet."""
         return _place(gang, need, self.inventory, room, policy,
                       allocated=self.allocated, taken=self.taken, free=self.free_devices)
+
+    def least(self, pod: Pod) -> int:
+        """The fewest devices the pod's claims not yet allocated may get (0: no bound is
+        known, as with admin access or extended resources devices may serve)."""
+        if pod.extended_requests:
+            return 0
+        claims = [claim for pod_claim in pod.resource_claims
+                  if (claim := self.inventory.claims.get(pod_claim.claim)
+                      if pod_claim.claim else None) is not None
+                  and claim.key not in self.allocated]
+        return least_devices(claims)
 
     def wanted(self, pod: Pod, node: NodeName, allocatable: Resources,
                besides: AbstractSet[DeviceRef]) -> tuple[DeviceRef, ...] | None:

@@ -101,8 +101,10 @@ def _closest_to_fitting(
 
     Nodes are looked at in groups of one kind and equal free room, best
     group first, so a cluster of thousands of alike nodes costs a few groups.
-    A pod that claims devices is weighed on every node its room allows, by
-    the share of those devices free now too, until one has all of it free.
+    A pod that claims devices goes where most of those devices are free now,
+    the first such node in that order: nodes are weighed until one has all of
+    them free, skipping those whose count of free devices could not beat the
+    best found.
     """
     index = session.inp.snapshot.index
     capacity = session.capacity
@@ -113,25 +115,27 @@ def _closest_to_fitting(
          for kind, free, names in capacity.groups() if kinds[kind] is None),
         key=lambda entry: entry[0], reverse=True,
     )
-    best: tuple[tuple[float, float], NodeName, tuple[DeviceRef, ...]] | None = None
-    for closeness, _, names in ranked:
+    least = capacity.devices_least(pod)
+    best: tuple[float, NodeName, tuple[DeviceRef, ...]] | None = None
+    for _, _, names in ranked:
         for name in sorted(names):
             if by_name is not None and by_name[name] is not None:
                 continue
             needed = planned.get(name, Resources.zero()) + pod.requests
             if not needed.fits(index.nodes[name].node.allocatable):
                 continue
+            if best is not None and least and capacity.devices_free_on(name) / least <= best[0]:
+                continue  # fewer free devices than the best has free of its share
             wanted = capacity.devices_wanted(pod, name, devices.get(name, set()))
             if wanted is None:
                 continue
             if not wanted:
                 return name, wanted
             share = len(capacity.devices_free(wanted)) / len(wanted)
-            close = (min(closeness[0], share), closeness[1] + share)
-            if best is None or close > best[0]:
-                best = (close, name, wanted)
-            if close[0] >= 1.0:
+            if share >= 1.0:
                 return name, wanted
+            if best is None or share > best[0]:
+                best = (share, name, wanted)
     return None if best is None else (best[1], best[2])
 
 
