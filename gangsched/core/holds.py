@@ -19,6 +19,7 @@ from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import NamedTuple
 
+from gangsched.core.dra.devices import DeviceRef, Inventory
 from gangsched.core.model import (
     GangKey,
     NodeName,
@@ -39,6 +40,9 @@ class Seat(NamedTuple):
 
     pod: Pod
     gang: GangKey
+    devices: tuple[DeviceRef, ...] = ()
+    """The devices allocated to the claims it holds: once it has gone, its claims are let
+    go (or deleted) and nothing else says which devices were its."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,12 +63,19 @@ class Hold:
     pod: Pod
     """The departed member: its requests, its node (``node_name``) and its rules."""
     until: float
+    devices: tuple[DeviceRef, ...] = ()
+    """The devices its claims had on its node, held with its room while free."""
 
 
-def seats_of(pods: Iterable[tuple[Pod, GangKey | None]]) -> dict[PodKey, Seat]:
-    """The live members of groups among ``(pod, group)`` pairs."""
+def seats_of(
+    pods: Iterable[tuple[Pod, GangKey | None]], devices: Inventory | None = None
+) -> dict[PodKey, Seat]:
+    """The live members of groups among ``(pod, group)`` pairs, with the devices of the
+    claims they hold in ``devices`` (extended resources served by devices need none: a
+    stand-in asking them gets devices of its own, see :func:`pinned`)."""
     return {
-        pod.key: Seat(pod, gang)
+        pod.key: Seat(pod, gang) if devices is None or not pod.resource_claims
+        else Seat(pod, gang, devices.devices_held_by(pod.uid))
         for pod, gang in pods
         if gang is not None and pod.node_name is not None and not pod.terminal
     }
@@ -110,7 +121,7 @@ def update_holds(
         if group is None or not 0 < live_now[seat.gang] < group.min_member:
             continue
         if live_before[seat.gang] >= group.min_member or seat.gang in holding_before:
-            kept[key] = Hold(seat.gang, group.uid, seat.pod, now + grace)
+            kept[key] = Hold(seat.gang, group.uid, seat.pod, now + grace, seat.devices)
     out: list[Hold] = []
     per_gang: dict[GangKey, list[Hold]] = {}
     for hold in kept.values():

@@ -12,9 +12,11 @@ case. Nothing here binds anything; the shell assumes and binds what it gets.
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Iterator, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, replace
 from functools import partial
 
+from gangsched.core.dra.devices import ClaimKey, DeviceRef, Inventory
 from gangsched.core.dra.ledger import DeviceLedger
 from gangsched.core.dra.placing import ClaimWrite, DevicePlacement, NodeRoom
 from gangsched.core.interpod import Residents, term_selects
@@ -236,6 +238,39 @@ class Capacity:
         self._placed[pod] = (Pod(pod, requests, node_name=node), node)
         self._figures_of.clear()
         return Placement(gang, ((pod, node),))
+
+    def devices_wanted(self, pod: Pod, node: NodeName, besides: AbstractSet[DeviceRef]
+                       ) -> tuple[DeviceRef, ...] | None:
+        """The devices the pod's claims would get on the node, free ones first, else any
+        but ``besides`` (see :meth:`DeviceLedger.wanted`)."""
+        allocatable = self._nodes.index.nodes[node].node.allocatable
+        return self._devices.wanted(pod, node, allocatable, besides)
+
+    def devices_least(self, pod: Pod) -> int:
+        """The fewest devices the pod's claims may get (see :meth:`DeviceLedger.least`)."""
+        return self._devices.least(pod)
+
+    def devices_free_on(self, node: NodeName) -> int:
+        """How many devices of the node no claim has and no placement of this pass holds."""
+        return self._devices.free_devices(node)
+
+    def devices_now(self) -> Inventory:
+        """The devices and claims as this pass has left them (see :meth:`DeviceLedger.now`)."""
+        return self._devices.now()
+
+    def devices_free(self, devices: Iterable[DeviceRef]) -> tuple[DeviceRef, ...]:
+        """Those of the devices no claim has and no placement of this pass holds."""
+        taken = self._devices.taken
+        return tuple(ref for ref in devices if ref not in taken)
+
+    def hold_devices(self, placement: Placement, devices: Iterable[DeviceRef]) -> Placement:
+        """The placement of a pod that is not bound (a stand-in for room held: a starving
+        gang's, a departed member's), holding too those of ``devices`` free now, so that no
+        claim placed after it gets them; :meth:`release` gives them back with its room."""
+        (pod, node), *_ = placement.assignments
+        write = self._devices.hold(ClaimKey(f"{pod}#devices"), node, devices)
+        return placement if write is None else replace(
+            placement, claims=(*placement.claims, write))
 
     def release(self, placement: Placement) -> None:
         """Give back exactly what :meth:`place` took for this placement.

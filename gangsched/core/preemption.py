@@ -115,10 +115,15 @@ def shifted(snapshot: Snapshot, add: Iterable[Pod] = (), remove: Iterable[Pod] =
     """The snapshot with ``add`` counted on their nodes and ``remove`` taken off theirs.
 
     Pods without a node, terminal pods and pods on unknown nodes change
-    nothing, as in :meth:`Snapshot.build`.
+    nothing, as in :meth:`Snapshot.build`. The claims ``remove`` held are let
+    go: each one no other consumer holds is deallocated, as the resource-claim
+    controller does once the pods are gone, so their devices are free.
     """
     delta: dict[NodeName, Resources] = {}
     add, remove = tuple(add), tuple(remove)
+    devices = snapshot.devices
+    if remove and devices.claims:
+        devices = devices.released(pod.uid for pod in remove if pod.uid)
     for sign, pods in ((1, add), (-1, remove)):
         for pod in pods:
             name = pod.node_name
@@ -126,14 +131,14 @@ def shifted(snapshot: Snapshot, add: Iterable[Pod] = (), remove: Iterable[Pod] =
                 continue
             change = pod.requests if sign > 0 else Resources.zero() - pod.requests
             delta[name] = delta.get(name, Resources.zero()) + change
-    if not delta:
+    if not delta and devices is snapshot.devices:
         return snapshot
     nodes = dict(snapshot.nodes)
     for name, change in delta.items():
         usage = nodes[name]
         nodes[name] = NodeUsage(usage.node, usage.requested + change)
     gone = {pod.key for pod in remove}
-    return Snapshot(nodes, devices=snapshot.devices).with_pods(
+    return Snapshot(nodes, devices=devices).with_pods(
         [*(p for p in snapshot.pods if p.key not in gone), *add])
 
 

@@ -191,7 +191,8 @@ def held_rooms(
 ) -> tuple[tuple[Hold, ...], dict[PodKey, Seat], list[Action]]:
     """Hold the room of members a running gang lost since the last cycle (see core.holds)."""
     groups, gathered = gathering.groups, gathering.gathered
-    seats = seats_of((m.pod, m.group) for m in view.cluster.members if m.group in groups)
+    seats = seats_of(((m.pod, m.group) for m in view.cluster.members if m.group in groups),
+                     view.cluster.snapshot.devices)
     lives = {
         key: GroupLife(view.cluster.groups[key].uid, spec.min_member)
         for key, spec in groups.items() if key not in gathered.finished

@@ -7,6 +7,7 @@ import random
 import time
 from collections.abc import Iterator, Mapping
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import pykube
@@ -17,8 +18,9 @@ from devcluster.controlplane import LocalCluster, NodeShape
 from devcluster.fakedriver import claiming
 from gangsched.core.runtimes import RUNTIME_ANNOTATION
 from tests.e2e import dra_oracle, oracle
+from tests.e2e.conftest import start_gangsched, stop_gangsched
 from tests.e2e.test_explain_status import gangsched_cli
-from tests.e2e.workspace import Workspace, bound, node_of, wait_for
+from tests.e2e.workspace import Workspace, bound, node_of, phase_of, wait_for
 
 DRA_NODES = NodeShape(cpu="16", memory="64Gi")
 RESOURCE_API = fakedriver.RESOURCE_API
@@ -396,3 +398,132 @@ def test_a_gang_waiting_for_gpus_held_through_claims_is_estimated_to_start_when_
 
 def _timestamp(text: str) -> float:
     return datetime.strptime(text, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC).timestamp()
+
+
+@pytest.fixture
+def priority_1000(cluster: LocalCluster) -> Iterator[str]:
+    name = "gangsched-test-dra-1000"
+    pykube.object_factory(cluster.client, "scheduling.k8s.io/v1", "PriorityClass")(
+        cluster.client, {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+                         "metadata": {"name": name}, "value": 1000}).create()
+    yield name
+    cluster.kubectl("delete", "priorityclass", name, "--ignore-not-found")
+
+
+@pytest.mark.usefixtures("gpu_nodes", "gangsched")
+def test_a_priority_1000_pod_claiming_gpus_evicts_one_priority_0_gang_holding_them_and_binds(
+    ws: Workspace, priority_1000: str,
+) -> None:
+    """Two priority-0 gangs each hold one node's eight GPUs through a claim; a gang of
+    priority 1000 claiming eight evicts one of them, whole, and binds on its devices once
+    the resource-claim controller has let go of its claim."""
+    ws.create(claim_template(ws, "eight", 8))
+    gang_of(ws, "low-0", 1, "eight")
+    gang_of(ws, "low-1", 1, "eight")
+    wait_for(lambda: len(bound([*members(ws, "low-0"), *members(ws, "low-1")])) == 2,
+             timeout=30, what="both priority-0 gangs bound on all sixteen GPUs")
+    held = {pod["metadata"]["name"]: node_of(pod)
+            for pod in [*members(ws, "low-0"), *members(ws, "low-1")]}
+    group = ws.podgroup("urgent", min_member=1)
+    group["spec"]["priorityClassName"] = priority_1000
+    pod = claiming(ws.pod("urgent-0", group="urgent"), "eight")
+    pod["spec"]["priorityClassName"] = priority_1000
+    ws.create(group, pod)
+    wait_for(lambda: bound(members(ws, "urgent")), timeout=60,
+             what="the priority-1000 gang to evict a priority-0 one and bind")
+    survivors = [name for name in held if name in ws.pods()
+                 and not ws.pods()[name]["metadata"].get("deletionTimestamp")]
+    assert len(survivors) == 1, f"exactly one priority-0 gang goes: {survivors}"
+    [gone] = [name for name in held if name not in survivors]
+    [claim] = claims_of(ws, "urgent")
+    devices = devices_of(claim)
+    assert len(devices) == 8 and {pool for pool, _ in devices} == {held[gone]}
+    assert node_of(ws.pods()["urgent-0"]) == held[gone]
+
+
+@pytest.mark.usefixtures("gpu_nodes", "gangsched")
+def test_a_lost_workers_gpus_wait_for_its_replacement_not_for_another_gang(
+    ws: Workspace,
+) -> None:
+    """A job of two workers holds both nodes' eight GPUs through claims; one worker is
+    deleted and the resource-claim controller lets its claim go. A gang claiming eight
+    GPUs, waiting already, must not take them: the replacement the operator creates
+    under the same name a moment later binds on the departed worker's node and GPUs."""
+    ws.create(claim_template(ws, "eight", 8))
+    gang_of(ws, "train", 2, "eight")
+    wait_for(lambda: len(bound(members(ws, "train"))) == 2, timeout=30, what="the job bound")
+    lost = node_of(ws.pods()["train-1"])
+    gang_of(ws, "waiter", 1, "eight")
+    wait_for(lambda: "ResourceClaim" in condition_message(members(ws, "waiter")[0]),
+             timeout=30, what="the waiting gang to say why it waits")
+
+    ws.delete_pod("train-1")
+    wait_for(lambda: "train-1" not in ws.pods()
+             and not any(c["metadata"]["name"].startswith("train-1-") and devices_of(c)
+                         for c in claims(ws)),
+             timeout=30, what="the worker gone and its claim let go")
+    time.sleep(2.0)  # cycles in which the freed GPUs look free
+    assert bound(members(ws, "waiter")) == [], "the waiting gang took the lost worker's GPUs"
+    ws.create(claiming(ws.pod("train-1", group="train"), "eight"))
+    wait_for(lambda: node_of(ws.pods()["train-1"]), timeout=30,
+             what="the replacement to bind on the held GPUs")
+    assert node_of(ws.pods()["train-1"]) == lost
+    replacement = ws.pods()["train-1"]["metadata"]["uid"]
+    [claim] = [c for c in claims_of(ws, "train-1")
+               if any(r["uid"] == replacement
+                      for r in (c.get("status") or {}).get("reservedFor") or [])]
+    assert {pool for pool, _ in devices_of(claim)} == {lost} and len(devices_of(claim)) == 8
+    assert bound(members(ws, "waiter")) == []
+
+
+@pytest.mark.usefixtures("gpu_nodes")
+def test_a_starving_eight_gpu_gang_binds_while_one_gpu_jobs_keep_coming(
+    ws: Workspace, cluster: LocalCluster, tmp_path: Path,
+) -> None:
+    """Both nodes' GPUs run one-GPU jobs of a few seconds, and more keep coming; a gang
+    of two pods claiming eight GPUs each starves after 3 s. The GPUs that free on the
+    nodes it chose are kept for it, not given to the next one-GPU job, so it binds."""
+    name = "gang-device-pins"
+    own = start_gangsched(cluster, tmp_path / "gangsched.log", f"--scheduler-name={name}",
+                          f"--namespace={ws.name}", "--starvation-seconds=3")
+    try:
+        ws.create(claim_template(ws, "one", 1), claim_template(ws, "eight", 8))
+        made = 0
+
+        def one_gpu_job() -> None:
+            nonlocal made
+            job = f"small-{made}"
+            made += 1
+            ws.create(ws.podgroup(job, min_member=1))
+            ws.create(claiming(ws.pod(job, group=job, scheduler=name, run_for="3s"), "one"))
+
+        def top_up(waiting: int) -> None:
+            """Finished jobs go, and new ones come until ``waiting`` of them are unbound."""
+            pods = ws.pods()
+            for job, pod in pods.items():
+                if job.startswith("small-") and phase_of(pod) in ("Succeeded", "Failed"):
+                    ws.delete_pod(job)
+            unbound = [p for job, p in pods.items()
+                       if job.startswith("small-") and not node_of(p)]
+            for _ in range(waiting - len(unbound)):
+                one_gpu_job()
+
+        for _ in range(16):
+            one_gpu_job()
+        wait_for(lambda: len(bound(members(ws, "small"))) == 16, timeout=30,
+                 what="one-GPU jobs on all sixteen GPUs")
+        ws.create(ws.podgroup("big", min_member=2))
+        ws.create(*(claiming(ws.pod(f"big-{i}", group="big", scheduler=name), "eight")
+                    for i in range(2)))
+        started, before = time.monotonic(), made
+        while len(bound(members(ws, "big"))) < 2:
+            assert time.monotonic() < started + 60, (
+                f"the eight-GPU gang never bound; {made - before} one-GPU jobs came meanwhile")
+            top_up(4)
+            time.sleep(0.5)
+        print(f"\n[device pins] 2 x 8-GPU gang bound {time.monotonic() - started:.1f}s after "
+              f"creation, {made - before} one-GPU jobs created meanwhile")
+        assert {pool for claim in claims_of(ws, "big") for pool, _ in devices_of(claim)} == {
+            node_of(pod) for pod in members(ws, "big")}
+    finally:
+        assert stop_gangsched(own) == 0, own.logs()[-3000:]

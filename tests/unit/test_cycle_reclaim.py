@@ -9,7 +9,7 @@ from dataclasses import replace
 
 from gangsched.core.cycle import CycleInput, CycleResult, run_cycle
 from gangsched.core.explain import explain_gang
-from gangsched.core.model import Gang, GangKey, Pod, Policy, QueueName, QueueSpec
+from gangsched.core.model import Gang, GangKey, NodeName, Pod, Policy, QueueName, QueueSpec
 from gangsched.core.placement import Snapshot
 from gangsched.core.reasons import (
     DoesNotFit,
@@ -20,6 +20,7 @@ from gangsched.core.reasons import (
 )
 from gangsched.core.resources import Resources
 from tests.unit.test_cycle import gang, node, pod, reasons
+from tests.unit.test_dra import claim_obj, claiming, gpu_cluster, held_by, request
 
 A, B, C = QueueName("a"), QueueName("b"), QueueName("c")
 NODES = [node("n1", 4), node("n2", 4)]
@@ -212,3 +213,25 @@ def test_a_gang_that_would_take_another_queue_below_its_share_waits_and_says_so(
                                 for i, on in enumerate(["n1", "n2", "n2"]))]
     (chosen,) = cycle(borrowing, waiting, [QueueSpec(A), QueueSpec(B)]).preemptions
     assert chosen.victims == ("ns/b-2",)
+
+
+def test_a_queue_below_its_share_reclaims_gpus_a_borrowing_queue_holds_through_claims() -> None:
+    """Queue a runs a gang on each node's eight GPUs (claims) and a cpu gang; b's gang
+    claims eight GPUs. Evicting a GPU gang of a deallocates its claim, so one of those
+    goes, not the cpu gang, which frees no device."""
+    def bound(key: str, on: str, *claims: str, cores: int = 1) -> tuple[Gang, list[Pod]]:
+        member = replace(claiming(f"{key}-0", *claims), node_name=NodeName(on),
+                         gang=GangKey(key), requests=Resources.of({"cpu": cores * 1000}))
+        return Gang(GangKey(key), 1, (), bound=1, queue=A), [member]
+
+    running_a = [bound("ns/a-0", "n-0", "a0"), bound("ns/a-1", "n-1", "a1"),
+                 bound("ns/a-cpu", "n-0", cores=15)]
+    claims = [claim_obj("a0", request(count=8), status=held_by("n-0", range(8), "a-0-0")),
+              claim_obj("a1", request(count=8), status=held_by("n-1", range(8), "a-1-0")),
+              claim_obj("b0", request(count=8))]
+    waiting_b = Gang(GangKey("ns/b-0"), 1, (claiming("ns/b-0-0", "b0"),), queue=B)
+    result = run_cycle(gpu_cluster(["n-0", "n-1"], claims, running_a, [waiting_b],
+                                   queues={A: QueueSpec(A), B: QueueSpec(B)},
+                                   preemption=True, reclaim=True))
+    (chosen,) = result.preemptions
+    assert chosen.reclaim_for == "b" and chosen.victims in (("ns/a-0",), ("ns/a-1",))

@@ -90,9 +90,9 @@ def group(name: str, min_member: int = 1, *, min_resources: Resources | None = N
 
 def view(pods: list[Pod], groups: list[Group], claims: Iterable[Mapping[str, Any]],
          cap: Mapping[str, int] | None = None, nodes: int = 2,
-         queues: Iterable[str | QueueSpec] = ()) -> StepView:
+         queues: Iterable[str | QueueSpec] = (), cores: int = 16) -> StepView:
     names = [f"n-{i}" for i in range(nodes)]
-    snapshot = replace(Snapshot.build([node(n, 16) for n in names], pods),
+    snapshot = replace(Snapshot.build([node(n, cores) for n in names], pods),
                        devices=inventory(names, claims))
     capability = Capability.parse(cap) if cap is not None else None
     return StepView(Cluster(
@@ -204,17 +204,20 @@ def test_what_claims_take_counts_allocations_requests_and_all_mode_by_the_class_
 
 @pytest.mark.parametrize(("first", "reclaims"), [(8, True), (6, False)])
 def test_reclaim_weighs_the_devices_queues_hold_through_claims(first: int, reclaims: bool) -> None:
-    """Queue a holds ``first`` GPUs of n-0 and 4 of n-1 (with all its cpu) through claims;
-    b (same weight) asks 4 GPUs and 16 cpu. Holding 12 of 16 GPUs, a gives back its gang
-    on n-1 and keeps its half; holding 10 it would fall to 6 of 16, under its half, so
-    nothing is reclaimed."""
+    """Queue a holds ``first`` GPUs of n-0 and 4 of n-1 through claims, and 17 of each
+    node's 32 cpu; b (same weight) asks 4 GPUs and 16 cpu, which no node has free. Either
+    of a's gangs evicted makes room (its claim let go), but a keeps its half only by its
+    GPUs: holding 12 of 16, it gives back its gang on n-1 and keeps 8; holding 10 it
+    would fall to 6 of 16, under its half, so nothing is reclaimed. Its gang on n-0 is
+    never taken: a would keep 4 GPUs and a quarter of the cpu."""
     claims = [held("a0", first, "n-0", users=["a0-0"]), held("a1", 4, "n-1", users=["a1-0"]),
               claim_obj("b", request(count=4))]
-    pods = [member("ns/a0-0", "a0", on="n-0"), member("ns/a1-0", "a1", on="n-1", cores=16),
-            member("ns/b-0", "b", cores=16)]
+    pods = [member("ns/a0-0", "a0", on="n-0", cores=17),
+            member("ns/a1-0", "a1", on="n-1", cores=17), member("ns/b-0", "b", cores=16)]
     groups = [group("a0", queue="a"), group("a1", queue="a"), group("b", queue="b")]
     config = replace(CONFIG, preemption=True, reclaim=True)
-    stepped = step(State(), view(pods, groups, claims, queues=("a", "b")), 1000.0, config)
+    stepped = step(State(), view(pods, groups, claims, queues=("a", "b"), cores=32), 1000.0,
+                   config)
     chosen = [p.victims for p in stepped.result.preemptions if p.reclaim_for == "b"]
     assert chosen == ([(GangKey("ns/a1"),)] if reclaims else [])
 

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from devcluster import fakedriver
+from gangsched.core.cycle import CycleInput
 from gangsched.core.dra.devices import (
     AllocatedDevice,
     Allocation,
@@ -27,9 +28,21 @@ from gangsched.core.dra.parse import (
 )
 from gangsched.core.dra.placing import Consumer
 from gangsched.core.kubeobjects import pod_from_api
-from gangsched.core.model import GroupClaim, NodeName, Pod, PodClaim, PodKey, Taint
+from gangsched.core.model import (
+    DEFAULT_QUEUE,
+    Gang,
+    GroupClaim,
+    NodeName,
+    Pod,
+    PodClaim,
+    PodKey,
+    Policy,
+    QueueSpec,
+    Taint,
+)
 from gangsched.core.placement import Capacity, Placement, Snapshot, Unplaceable
 from gangsched.core.reasons import ClaimInvalid, ClaimNotReady, DevicesShort, render
+from gangsched.core.resources import Resources
 from tests.unit.clusters import gang, node
 from tests.unit.clusters import pod as plain_pod
 
@@ -78,6 +91,35 @@ def snapshot(names: Iterable[str], claims: Iterable[dict[str, Any]] = (), **kw: 
 def claiming(key: str, *claims: str, uid: str | None = None) -> Pod:
     return replace(plain_pod(key), uid=uid or f"uid-{key}",
                    resource_claims=tuple(PodClaim(c, ClaimKey(f"ns/{c}")) for c in claims))
+
+
+def held_by(node: str, gpus: Iterable[int], *pods: str) -> dict[str, Any]:
+    """A claim's status: allocated those GPUs of the node, reserved for the pods (names)."""
+    allocation = Allocation(tuple(AllocatedDevice("gpus", DeviceRef(DRIVER, node, f"gpu-{i}"))
+                                  for i in gpus), NodeName(node))
+    return {"allocation": allocation_to_api(allocation),
+            "reservedFor": [{"resource": "pods", "name": pod, "uid": f"uid-ns/{pod}"}
+                            for pod in pods]}
+
+
+def gpu_cluster(names: Iterable[str], claims: Iterable[dict[str, Any]],
+                running: Iterable[tuple[Gang, Iterable[Pod]]], waiting: Iterable[Gang],
+                **kw: Any) -> CycleInput:
+    """A cycle's input over nodes of eight fake GPUs each: ``running`` gangs with their pods
+    bound, ``waiting`` gangs after them (``kw`` sets any other field)."""
+    names = list(names)
+    bound = {group.key: tuple(pods) for group, pods in running}
+    base = Snapshot.build([node(n, cpu="16", memory="64Gi") for n in names],
+                          [pod for pods in bound.values() for pod in pods])
+    fields: dict[str, Any] = {
+        "queues": {DEFAULT_QUEUE: QueueSpec(DEFAULT_QUEUE)}, "admitted": frozenset(bound),
+        "waiting_since": {}, "now": 1000.0, "policy": Policy.BINPACK, **kw}
+    return CycleInput(
+        snapshot=replace(base, devices=inventory(names, claims)),
+        gangs=(*(group for group, _ in running), *waiting),
+        bound_requests={key: Resources.sum(pod.requests for pod in pods)
+                        for key, pods in bound.items()},
+        bound_pods=bound, **fields)
 
 
 def devices_of(placement: Placement) -> dict[str, list[DeviceRef]]:

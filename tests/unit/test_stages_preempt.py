@@ -14,6 +14,8 @@ from itertools import combinations
 from hypothesis import given
 from hypothesis import strategies as st
 
+from gangsched.core.dra.devices import DeviceRef
+from gangsched.core.holds import Hold
 from gangsched.core.model import Gang, GangKey, NodeName, Pod, QueueName, QueueSpec
 from gangsched.core.placement import Capacity, Unplaceable
 from gangsched.core.preemption import shifted
@@ -24,6 +26,15 @@ from gangsched.core.stages.preempt import preempt
 from gangsched.core.stages.session import Session
 from tests.unit.clusters import PROPERTY
 from tests.unit.test_cycle import gang, node, pod
+from tests.unit.test_dra import (
+    DRIVER,
+    claim_obj,
+    claiming,
+    devices_of,
+    gpu_cluster,
+    held_by,
+    request,
+)
 from tests.unit.test_stages_allocate import placed, session, waiting
 
 NODES = [node("n1", 4), node("n2", 4)]
@@ -266,3 +277,70 @@ def test_victims_are_always_whole_evictable_gangs_of_lower_priority(
                 going = [p for victim in fewer for p in gangs[victim][1]]
                 after = Capacity.from_snapshot(shifted(s.inp.snapshot, remove=going))
                 assert isinstance(after.place(preemptor, s.inp.policy), Unplaceable), fewer
+
+
+def gpu_job(key: str, claim: str, *, priority: int,
+            on: str | None = None) -> tuple[Gang, list[Pod]]:
+    """A one-pod gang whose pod claims ``claim``: bound on ``on``, else pending."""
+    member = claiming(f"{key}-0", claim)
+    if on is None:
+        return Gang(GangKey(key), min_member=1, pending=(member,), priority=priority), []
+    return (Gang(GangKey(key), min_member=1, pending=(), bound=1, priority=priority),
+            [replace(member, node_name=NodeName(on), gang=GangKey(key))])
+
+
+def test_a_gang_claiming_gpus_evicts_the_gang_whose_claim_holds_them_and_gets_its_devices(
+) -> None:
+    """The victim's claim is deallocated once its pod is gone, as the resource-claim
+    controller does: its eight GPUs are the preemptor's."""
+    low = gpu_job("ns/low", "train", priority=0, on="n-0")
+    urgent, _ = gpu_job("ns/urgent", "next", priority=1000)
+    s = Session(gpu_cluster(["n-0"], [claim_obj("train", request(count=8),
+                                                 status=held_by("n-0", range(8), "low-0")),
+                                       claim_obj("next", request(count=8))],
+                            [low], [urgent], preemption=True))
+    assert preempt(s, urgent, refused(s, urgent))
+    (chosen,) = s.preemptions
+    assert chosen.victims == ("ns/low",)
+    assert sorted(devices_of(chosen.placement)["ns/next"]) == sorted(
+        DeviceRef(DRIVER, "n-0", f"gpu-{i}") for i in range(8))
+    assert isinstance(waiting(s)["ns/urgent"], Preempting)
+
+
+def test_a_claim_another_consumer_still_holds_keeps_its_devices_and_nobody_is_evicted(
+) -> None:
+    """A claim shared with a gang of higher priority stays allocated when the low one
+    goes: evicting it would free nothing the preemptor can use."""
+    low = gpu_job("ns/low", "shared", priority=0, on="n-0")
+    high = gpu_job("ns/high", "shared", priority=5000, on="n-0")
+    urgent, _ = gpu_job("ns/urgent", "next", priority=1000)
+    s = Session(gpu_cluster(["n-0"], [
+        claim_obj("shared", request(count=8),
+                  status=held_by("n-0", range(8), "low-0", "high-0")),
+        claim_obj("next", request(count=8))], [low, high], [urgent], preemption=True))
+    assert not preempt(s, urgent, refused(s, urgent))
+    assert s.preemptions == []
+
+
+def test_devices_held_for_a_replacement_are_no_room_for_a_preemptor() -> None:
+    """n-1's GPUs are held for a running gang's lost member, n-0's are a priority-0 gang's
+    claim. Evicting the younger priority-0 cpu gang on n-1 would free no GPU the preemptor
+    may have: the GPU gang goes, though older."""
+    gpus, on_gpus = gpu_job("ns/gpus", "held", priority=0, on="n-0")
+    cpus = (Gang(GangKey("ns/cpus"), 1, (), bound=1, created=5.0),
+            [replace(claiming("ns/cpus-0"), node_name=NodeName("n-1"), gang=GangKey("ns/cpus"))])
+    job = (Gang(GangKey("ns/job"), 2, (), bound=1, priority=5000),
+           [replace(claiming("ns/job-0"), node_name=NodeName("n-1"), gang=GangKey("ns/job"))])
+    lost = replace(claiming("ns/job-1", "gone"), node_name=NodeName("n-1"),
+                   gang=GangKey("ns/job"))
+    hold = Hold(GangKey("ns/job"), "u1", lost, until=1e9,
+                devices=tuple(DeviceRef(DRIVER, "n-1", f"gpu-{i}") for i in range(8)))
+    urgent, _ = gpu_job("ns/urgent", "next", priority=1000)
+    s = Session(gpu_cluster(["n-0", "n-1"], [
+        claim_obj("held", request(count=8), status=held_by("n-0", range(8), "gpus-0")),
+        claim_obj("next", request(count=8))],
+        [(replace(gpus, created=1.0), on_gpus), cpus, job], [urgent],
+        preemption=True, holds=(hold,)))
+    assert preempt(s, urgent, refused(s, urgent))
+    (chosen,) = s.preemptions
+    assert chosen.victims == ("ns/gpus",)

@@ -19,7 +19,16 @@ from gangsched.core.actions import Action, Bind, LogDecision, WriteGroupStatus
 from gangsched.core.gangs import Member
 from gangsched.core.groups import Flavor, GroupSpec, Phase
 from gangsched.core.holds import Seat
-from gangsched.core.model import GangKey, Node, Pod, PodKey, Policy, QueueName, QueueSpec
+from gangsched.core.model import (
+    GangKey,
+    Node,
+    NodeName,
+    Pod,
+    PodKey,
+    Policy,
+    QueueName,
+    QueueSpec,
+)
 from gangsched.core.placement import Snapshot
 from gangsched.core.resources import Resources
 from gangsched.core.state import (
@@ -33,7 +42,9 @@ from gangsched.core.state import (
 from gangsched.core.step import StepConfig, Stepped, step
 from gangsched.core.view import StepView
 from gangsched.core.volumes import Storage
+from tests.unit.clusters import node as gpu_node
 from tests.unit.test_cycle import DEFAULT, cpu, node, pod
+from tests.unit.test_dra import claim_obj, claiming, held_by, inventory, request
 
 CONFIG = StepConfig(policy=Policy.BINPACK, starvation_s=30.0, replacement_grace_s=20.0)
 
@@ -265,3 +276,44 @@ def test_a_victim_whose_eviction_stopped_half_way_gets_its_departed_room_held() 
     # Ended as a plain refusal, the room would be anyone's and the victim stay short.
     refused = eviction_refused(evicting.state, URGENT, [JOB], until=116.0)
     assert binds(step(refused, after, 102.0, CONFIG)) == [WAITER]
+
+
+def test_a_departed_members_gpus_are_held_for_its_replacement_and_no_other_gang() -> None:
+    """A worker claiming one node's eight GPUs goes, and its claim with it; a gang
+    claiming eight GPUs arrives meanwhile and waits. The replacement, with a claim of its
+    own, gets the departed worker's node and devices."""
+    names = ["n-0", "n-1"]
+    nodes = [gpu_node(name, cpu="16", memory="64Gi") for name in names]
+
+    def worker(name: str, on: str | None = None) -> Pod:
+        return replace(claiming(f"ns/{name}", name), gang=JOB,
+                       node_name=None if on is None else NodeName(on))
+
+    def seen(pods: list[Pod], claims: list[dict[str, object]], *groups: Group) -> StepView:
+        cluster = view(nodes, pods, [group("job", 2), *groups]).cluster
+        assert isinstance(cluster, Cluster)
+        return StepView(replace(cluster, snapshot=replace(
+            cluster.snapshot, devices=inventory(names, claims))))
+
+    both = [worker("job-0", "n-0"), worker("job-1", "n-1")]
+    held = [claim_obj(f"job-{i}", request(count=8),
+                      status=held_by(f"n-{i}", range(8), f"job-{i}")) for i in range(2)]
+    running = step(State(), seen(both, held), 100.0, CONFIG)
+    waiter = replace(claiming("ns/waiter-0", "waiter"), gang=WAITER)
+    gone = step(running.state, seen([both[0], waiter], [held[0], claim_obj("waiter",
+                                                                           request(count=8))],
+                                    group("waiter", 1)), 101.0, CONFIG)
+    assert binds(gone) == [], "the departed worker's GPUs are not the waiter's"
+    (hold,) = gone.state.holds
+    assert len(hold.devices) == 8 and {ref.pool for ref in hold.devices} == {"n-1"}
+
+    back = worker("job-2")
+    replaced = step(gone.state, seen(
+        [both[0], waiter, back],
+        [held[0], claim_obj("waiter", request(count=8)), claim_obj("job-2", request(count=8))],
+        group("waiter", 1)), 102.0, CONFIG)
+    (bind,) = [a for a in replaced.actions if isinstance(a, Bind)]
+    assert bind.placement.gang == JOB and bind.placement.assignments == (("ns/job-2", "n-1"),)
+    (write,) = bind.placement.claims
+    assert write.allocation is not None and {d.device for d in write.allocation.devices} == set(
+        hold.devices)

@@ -257,6 +257,9 @@ class Inventory:
         default_factory=dict, compare=False, repr=False)
     """Cache: the devices each class may hand out on a set of nodes (core.dra.usage),
     valid as long as the devices and classes stay."""
+    _held_by: dict[str, tuple[ClaimKey, ...]] | None = field(
+        default=None, init=False, compare=False, repr=False)
+    """Cache: the claims each consumer (a pod's or a PodGroup's UID) holds."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "devices", _frozen(self.devices))
@@ -293,6 +296,39 @@ class Inventory:
         cluster at a later moment, once some claims were allocated or let go."""
         return replace(self, claims=claims, in_use=_in_use(claims),
                        extended_claims=_extended_claims(claims))
+
+    def released(self, consumers: Iterable[str]) -> Inventory:
+        """The inventory once ``consumers`` (UIDs) hold no claim any more: each claim left
+        with no consumer is deallocated (:meth:`Claim.released`), its devices free again,
+        as when evicted pods are gone."""
+        held_by = self._holders()
+        claims: dict[ClaimKey, Claim] = {}
+        for uid in consumers:
+            for key in held_by.get(uid, ()):
+                claims[key] = claims.get(key, self.claims[key]).released(uid)
+        if not claims:
+            return self
+        return self.with_claims({**self.claims, **claims})
+
+    def devices_held_by(self, consumer: str) -> tuple[DeviceRef, ...]:
+        """The devices allocated to the claims ``consumer`` (a UID) holds, but those held
+        only for admin access: what it leaves free when it goes."""
+        return tuple(
+            allocated.device
+            for key in self._holders().get(consumer, ())
+            if (allocation := self.claims[key].allocation) is not None
+            for allocated in allocation.devices if not allocated.admin_access
+        )
+
+    def _holders(self) -> dict[str, tuple[ClaimKey, ...]]:
+        held_by = self._held_by
+        if held_by is None:
+            held_by = {}
+            for claim in self.claims.values():
+                for uid in claim.reserved_for:
+                    held_by[uid] = (*held_by.get(uid, ()), claim.key)
+            object.__setattr__(self, "_held_by", held_by)
+        return held_by
 
     def on_node(self, node: NodeName) -> tuple[Device, ...]:
         local = self.devices.get(node, ())

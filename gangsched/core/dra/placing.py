@@ -283,7 +283,7 @@ def _order(state: _Gang, pod: Pod, nodes: Sequence[NodeName], policy: Policy,
     return sorted(nodes, key=rank)
 
 
-def _least_devices(claims: Sequence[Claim]) -> int:
+def least_devices(claims: Sequence[Claim]) -> int:
     """Free devices a node needs at the least to hold the claims (0: no bound known, as
     with admin access, which may use devices in use); cheaper than trying the node."""
     least = 0
@@ -309,7 +309,7 @@ def _place_pod(state: _Gang, pod: Pod, room: NodeRoom, policy: Policy,
     if made is not None and made.allocation is not None:
         claims.append(made)  # keeps the pod on its node
     to_allocate = [claim for claim in claims if claim.key not in state.allocated]
-    least = _least_devices(to_allocate)
+    least = least_devices(to_allocate)
     offering = [node for node in room.allowed(pod)
                 if not least or state.free_devices(node) >= least]
     for node in _order(state, pod, offering, policy, rules):

@@ -52,7 +52,8 @@ def _place_gang(session: Session, gang: Gang) -> None:
         reason = decision.reason
         starving = session.starving
         if starving is not None and session.pins and _fits_unpinned(session, gang):
-            reason = HeldForStarving(starving, session.pinned[starving], session.pinned_nodes())
+            reason = HeldForStarving(starving, session.pinned.get(starving, Resources.zero()),
+                                     session.pinned_nodes())
         if not preempt(session, gang, reason) and not reclaim(session, gang, reason):
             wait(session, gang, protected_by_shares(session, gang, reason))
         return
@@ -166,8 +167,9 @@ def _decide(session: Session, gang: Gang) -> Placement | Unplaceable:
 
 def _fits_unpinned(session: Session, gang: Gang) -> bool:
     """Whether the gang would fit with the starving gang's pins given back: then they,
-    not the cluster, are why it waits. Asked once per shape while no room moves."""
-    key = (tuple((pod.requests, pod.rules) for pod in gang.pending),
+    not the cluster, are why it waits. Asked once per shape (claims included: devices
+    they cannot get keep a pod out whatever is pinned) while no room moves."""
+    key = (tuple((pod.requests, pod.rules, pod.resource_claims) for pod in gang.pending),
            gang.min_member - gang.bound, gang.topology_keys, gang.policy)
     known = session.fits_unpinned.get(key)
     if known is None:

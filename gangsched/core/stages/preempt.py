@@ -167,7 +167,8 @@ def may_preempt(session: Session, gang: Gang) -> bool:
 
 def snapshot_with_placed(session: Session) -> Snapshot:
     """The snapshot with this cycle's placements and the rooms held for other gangs'
-    replacements counted, as the placement after an eviction will find them.
+    replacements counted, as the placement after an eviction will find them, and the
+    devices the cycle allocated or holds (for a starving gang, for replacements) taken.
 
     Shifted only by the pods placed since it was last asked for: a cycle that
     places thousands of pods and then finds a thousand gangs that wait must
@@ -184,6 +185,9 @@ def snapshot_with_placed(session: Session) -> Snapshot:
     else:
         placed = [pod.on_node(node) for pod, node in session.placed_pods]
         snapshot = shifted(session.inp.snapshot, add=[*placed, *held])
+    devices = session.capacity.devices_now()
+    if snapshot.devices is not devices:
+        snapshot = replace(snapshot, devices=devices)
     session.with_placed = (len(session.placed_pods), held, snapshot)
     return snapshot
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field, replace
 from fractions import Fraction
 
 from gangsched.core.backoff import BindRefusal
+from gangsched.core.dra.devices import DeviceRef
 from gangsched.core.dra.extended import left_to_devices
 from gangsched.core.dra.usage import (
     capability_in_ledger,
@@ -338,25 +339,34 @@ class Session:
         return domains
 
     def take_hold(self, hold: Hold) -> None:
-        """Take a departed member's room from the capacity: on its node, else where it fits.
+        """Take a departed member's room from the capacity: on its node, with those of its
+        devices free there, else where it fits.
 
         Where it fits nowhere (a node went away), nothing is held: there is
         no room to keep, and pretending would only block other gangs.
         """
-        for stand_in in (pinned(hold.pod), anywhere(hold.pod)):
+        for stand_in, devices in ((pinned(hold.pod), hold.devices), (anywhere(hold.pod), ())):
             decision = self.capacity.place(
                 Gang(hold.gang, min_member=1, pending=(stand_in,)), self.inp.policy
             )
             if isinstance(decision, Placement):
+                decision = self.capacity.hold_devices(decision, devices)
                 self.held.setdefault(hold.gang, []).append((hold, decision))
                 self.free = self.free - stand_in.requests
                 return
 
-    def pin(self, gang: GangKey, pod: PodKey, node: NodeName, room: Resources) -> None:
-        """Take ``room``, free on ``node``, from the capacity for the rest of the cycle:
-        a starving gang's room on a node it chose for its pod ``pod``."""
-        self.pins.append((self.capacity.take(gang, PodKey(f"{pod}#pinned"), node, room), room))
+    def pin(self, gang: GangKey, pod: PodKey, node: NodeName, room: Resources,
+            devices: Iterable[DeviceRef] = ()) -> None:
+        """Take ``room``, free on ``node``, from the capacity for the rest of the cycle,
+        and those of ``devices`` free there: a starving gang's room on a node it chose for
+        its pod ``pod``."""
+        self.pins.append((self._take_pin(gang, PodKey(f"{pod}#pinned"), node, room, devices),
+                          room))
         self.free = self.free - room
+
+    def _take_pin(self, gang: GangKey, pod: PodKey, node: NodeName, room: Resources,
+                  devices: Iterable[DeviceRef]) -> Placement:
+        return self.capacity.hold_devices(self.capacity.take(gang, pod, node, room), devices)
 
     def pinned_nodes(self) -> tuple[NodeName, ...]:
         return tuple(sorted({node for placement, _ in self.pins
@@ -370,9 +380,10 @@ class Session:
         try:
             yield
         finally:
-            for placement, room in self.pins:
-                (pod, node), = placement.assignments
-                self.capacity.take(placement.gang, pod, node, room)
+            self.pins = [
+                (self._take_pin(placement.gang, pod, node, room, _devices_of(placement)), room)
+                for placement, room in self.pins for (pod, node) in placement.assignments
+            ]
 
     def unpin(self) -> Resources:
         """Give the pinned room back to the capacity (not to ``free``) for a gang that
@@ -391,8 +402,10 @@ class Session:
             free = self.capacity.free(node)
             share = Resources.of({name: min(amount, max(0, free.get(name)))
                                   for name, amount in room.items()})
-            if not share.is_zero:
-                self.pins.append((self.capacity.take(placement.gang, pod, node, share), share))
+            devices = self.capacity.devices_free(_devices_of(placement))
+            if not share.is_zero or devices:
+                self.pins.append((self._take_pin(placement.gang, pod, node, share, devices),
+                                  share))
         was = Resources.sum(room for _, room in pins)
         now = Resources.sum(room for _, room in self.pins)
         if now == was:
@@ -408,6 +421,13 @@ class Session:
             self.free = self.free + hold.pod.requests
             released.append(hold)
         return released
+
+
+def _devices_of(placement: Placement) -> tuple[DeviceRef, ...]:
+    """The devices a placement holds through its claims (a pin's or a hold's, see
+    :meth:`Capacity.hold_devices`)."""
+    return tuple(allocated.device for write in placement.claims if write.allocation is not None
+                 for allocated in write.allocation.devices)
 
 
 def _merged(placements: Iterable[Placement]) -> tuple[Placement, ...]:

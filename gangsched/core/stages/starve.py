@@ -11,6 +11,7 @@ need two nodes with 8 GPUs free, not 16 GPUs free across the cluster).
 
 from __future__ import annotations
 
+from gangsched.core.dra.devices import DeviceRef
 from gangsched.core.model import Gang, NodeName, Pod
 from gangsched.core.nodefit import uses_node_name
 from gangsched.core.placement import Unplaceable
@@ -55,30 +56,35 @@ def wait(session: Session, gang: Gang, reason: Reason) -> None:
 
 
 def pin_room(session: Session, gang: Gang) -> tuple[Resources, tuple[NodeName, ...]]:
-    """Keep, on the nodes the gang would land on first, the room free there now.
+    """Keep, on the nodes the gang would land on first, the room and devices free there now.
 
     For each pod the gang lacks, biggest first, the node that could take it
     once freed (its rules allow it, its allocatable holds it beside the
-    gang's other pods planned there) and has most of it free now; the room
-    free there, up to the pod's requests, is taken from the capacity for the
-    rest of the cycle. The choice is the same next cycle unless other nodes
-    freed more, as the kept room only grows. Returns what was taken and where.
+    gang's other pods planned there, its devices could serve its claims) and
+    has most of it free now; the room free there, up to the pod's requests,
+    and the devices free of those its claims would get there, are taken from
+    the capacity for the rest of the cycle. The choice is the same next cycle
+    unless other nodes freed more, as the kept room only grows. Returns what
+    was taken and where.
     """
     need = max(0, gang.min_member - gang.bound)
     pods = sorted(gang.pending[:need], key=lambda pod: _size(pod.requests), reverse=True)
     planned: dict[NodeName, Resources] = {}
+    devices: dict[NodeName, set[DeviceRef]] = {}
     taken, nodes = Resources.zero(), []
     for pod in pods:
-        node = _closest_to_fitting(session, pod, planned)
-        if node is None:
+        found = _closest_to_fitting(session, pod, planned, devices)
+        if found is None:
             continue
+        node, wanted = found
         planned[node] = planned.get(node, Resources.zero()) + pod.requests
+        devices.setdefault(node, set()).update(wanted)
         free = session.capacity.free(node)
         share = Resources.of({name: min(amount, max(0, free.get(name)))
                               for name, amount in pod.requests.items()})
-        if share.is_zero:
+        if share.is_zero and not session.capacity.devices_free(wanted):
             continue
-        session.pin(gang.key, pod.key, node, share)
+        session.pin(gang.key, pod.key, node, share, wanted)
         taken = taken + share
         if node not in nodes:
             nodes.append(node)
@@ -86,29 +92,51 @@ def pin_room(session: Session, gang: Gang) -> tuple[Resources, tuple[NodeName, .
 
 
 def _closest_to_fitting(
-    session: Session, pod: Pod, planned: dict[NodeName, Resources]
-) -> NodeName | None:
-    """The node allowed to the pod, able to hold it when free, with most of it free now.
+    session: Session, pod: Pod, planned: dict[NodeName, Resources],
+    devices: dict[NodeName, set[DeviceRef]],
+) -> tuple[NodeName, tuple[DeviceRef, ...]] | None:
+    """The node allowed to the pod, able to hold it when free, with most of it free now,
+    and the devices its claims would get there (besides ``devices``, planned for the
+    gang's other pods).
 
     Nodes are looked at in groups of one kind and equal free room, best
     group first, so a cluster of thousands of alike nodes costs a few groups.
+    A pod that claims devices goes where most of those devices are free now,
+    the first such node in that order: nodes are weighed until one has all of
+    them free, skipping those whose count of free devices could not beat the
+    best found.
     """
     index = session.inp.snapshot.index
+    capacity = session.capacity
     kinds = index.kind_reasons(pod.rules)
     by_name = index.name_reasons(pod.rules) if uses_node_name(pod.rules) else None
     ranked = sorted(
         ((_closeness(free, pod.requests), kind, names)
-         for kind, free, names in session.capacity.groups() if kinds[kind] is None),
+         for kind, free, names in capacity.groups() if kinds[kind] is None),
         key=lambda entry: entry[0], reverse=True,
     )
+    least = capacity.devices_least(pod)
+    best: tuple[float, NodeName, tuple[DeviceRef, ...]] | None = None
     for _, _, names in ranked:
         for name in sorted(names):
             if by_name is not None and by_name[name] is not None:
                 continue
-            wanted = planned.get(name, Resources.zero()) + pod.requests
-            if wanted.fits(index.nodes[name].node.allocatable):
-                return name
-    return None
+            needed = planned.get(name, Resources.zero()) + pod.requests
+            if not needed.fits(index.nodes[name].node.allocatable):
+                continue
+            if best is not None and least and capacity.devices_free_on(name) / least <= best[0]:
+                continue  # fewer free devices than the best has free of its share
+            wanted = capacity.devices_wanted(pod, name, devices.get(name, set()))
+            if wanted is None:
+                continue
+            if not wanted:
+                return name, wanted
+            share = len(capacity.devices_free(wanted)) / len(wanted)
+            if share >= 1.0:
+                return name, wanted
+            if best is None or share > best[0]:
+                best = (share, name, wanted)
+    return None if best is None else (best[1], best[2])
 
 
 def _closeness(free: Resources, requests: Resources) -> tuple[float, float]:
