@@ -100,6 +100,7 @@ POLICY_ANNOTATION = "scheduling.gangsched.io/policy"
 _TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
 _SELECTOR_OPERATORS = frozenset({"In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt"})
 _POD_LEVEL_RESOURCES = (CPU, MEMORY)
+"""With every ``hugepages-*``, what pod-level requests may set (IsSupportedPodLevelResource)."""
 _ONE_POD = Resources.of({PODS: 1})
 
 
@@ -495,9 +496,10 @@ def _effective_requests(
     at a time before them, so the pod needs the largest of them, except that
     restartable (sidecar) init containers keep running: each adds to the
     total and to every init container that starts after it. Pod-level
-    requests (cpu, memory) replace the container sum when set; overhead and
-    one pod slot come on top. If we counted less than kube-scheduler does, we
-    would bind pods the kubelet then rejects.
+    requests (cpu, memory, hugepages-*) replace the container sum of each
+    one they name; overhead and one pod slot come on top. If we counted
+    less than kube-scheduler does, we would bind pods the kubelet then
+    rejects.
     """
     actual = _status_requests(status, where)
     resizing_infeasible = _resize_infeasible(status, where)
@@ -524,15 +526,20 @@ def _effective_requests(
     total = total.max_each(largest_init)
 
     pod_resources = _mapping(spec.get("resources"), where, "spec.resources")
-    pod_level = _resources(pod_resources.get("requests"), where, "pod requests")
-    if any(pod_level.get(name) for name in _POD_LEVEL_RESOURCES):
+    pod_requests = _mapping(pod_resources.get("requests"), where, "spec.resources.requests")
+    pod_level = _resources(pod_requests, where, "pod requests")
+    named = [name for name in pod_requests if _pod_level_resource(name)]
+    if named:
         amounts = dict(total.amounts)
-        for name in _POD_LEVEL_RESOURCES:
-            if name in pod_level.amounts:
-                amounts[name] = pod_level.get(name)
+        for name in named:
+            amounts[name] = pod_level.get(name)
         total = Resources.of(amounts)
 
     return total + _resources(spec.get("overhead"), where, "spec.overhead") + _ONE_POD
+
+
+def _pod_level_resource(name: str) -> bool:
+    return name in _POD_LEVEL_RESOURCES or name.startswith("hugepages-")
 
 
 def _host_ports(spec: Mapping[str, object], where: str) -> tuple[HostPort, ...]:
