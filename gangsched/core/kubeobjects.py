@@ -725,7 +725,8 @@ def node_from_api(obj: Mapping[str, Any]) -> Node:
     """A node as the core sees it: what it offers and who may land on it.
 
     A node reports Ready only through its Ready condition; a node with no
-    such condition has never been seen healthy and is treated as not ready.
+    such condition has never been seen healthy and is treated as not ready
+    (by queue shares; fit reads only taints, as kube-scheduler does).
     """
     _, _, name = _metadata(obj, "node")
     where = f"node {name}"

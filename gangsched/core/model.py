@@ -98,6 +98,8 @@ class Node:
     taints: tuple[Taint, ...] = ()
     unschedulable: bool = False
     ready: bool = True
+    """The Ready condition: what queue shares count, never what fit reads (kube-scheduler
+    reads only the taints a node not Ready is given)."""
 
 
 @dataclass(frozen=True, slots=True)

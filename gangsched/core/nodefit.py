@@ -25,7 +25,6 @@ from gangsched.core.model import (
 __all__ = [
     "CSI_DRIVER_LABEL_PREFIX",
     "CSI_NODE_LABEL",
-    "NOT_READY_TAINT",
     "PER_NODE_LABELS",
     "UNSCHEDULABLE_TAINT",
     "affinity_ok",
@@ -51,8 +50,6 @@ CSI_NODE_LABEL = "csi-node.gangsched.io"
 
 UNSCHEDULABLE_TAINT = Taint("node.kubernetes.io/unschedulable", "", "NoSchedule")
 """Tolerating this lets a pod onto a cordoned node, as NodeUnschedulable allows."""
-NOT_READY_TAINT = Taint("node.kubernetes.io/not-ready", "", "NoSchedule")
-"""The taint the node lifecycle controller puts on a node that is not Ready."""
 _NOT_READY_KEYS = frozenset({"node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable"})
 """Taints that mark a node not Ready (False) or unreachable (Unknown)."""
 
@@ -239,30 +236,19 @@ def uses_node_name(rules: PodPlacementRules) -> bool:
     )
 
 
-def _tolerates_not_ready(rules: PodPlacementRules, node: Node) -> bool:
-    """Whether the pod may go to a node that is not Ready.
-
-    kube-scheduler reads readiness only from the taints the node lifecycle
-    controller puts on (not-ready, or unreachable when the condition is
-    Unknown), so a node carrying them takes the pods that tolerate them.
-    A node not Ready that carries neither yet is kept from pods that do not
-    tolerate not-ready: its kubelet would not run them.
-    """
-    marks = [
-        taint for taint in node.taints
-        if taint.key in _NOT_READY_KEYS and taint.effect in _EXCLUDING_EFFECTS
-    ]
-    return all(tolerates(rules.tolerations, taint) for taint in marks or [NOT_READY_TAINT])
-
-
 def node_excluded_reason(rules: PodPlacementRules, node: Node) -> str | None:
     """None if the pod may go to the node; otherwise why not, in a few words.
 
-    The conditions that explain most (not ready, cordoned) come before the
-    taints they cause, so a cordoned node reads "cordoned", not
+    As kube-scheduler, readiness is read from the taints the node lifecycle
+    controller puts on a node that is not Ready (not-ready, or unreachable
+    when the condition is Unknown), never from the condition itself: a node
+    not Ready that carries neither yet takes pods, as it does for
+    kube-scheduler. The marks that explain most (not ready, cordoned) come
+    before other taints, so a cordoned node reads "cordoned", not
     "taint node.kubernetes.io/unschedulable:NoSchedule".
     """
-    if not node.ready and not _tolerates_not_ready(rules, node):
+    if any(taint.key in _NOT_READY_KEYS and taint.effect in _EXCLUDING_EFFECTS
+           and not tolerates(rules.tolerations, taint) for taint in node.taints):
         return "not ready"
     if node.unschedulable and not tolerates(rules.tolerations, UNSCHEDULABLE_TAINT):
         return "cordoned"

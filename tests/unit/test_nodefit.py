@@ -21,6 +21,7 @@ from gangsched.core.nodefit import (
 from tests.unit.clusters import node
 
 BUSY = Taint("gpu", "busy", "NoSchedule")
+NOT_READY = Taint("node.kubernetes.io/not-ready", "", "NoSchedule")
 
 
 @pytest.mark.parametrize(
@@ -132,7 +133,8 @@ def test_excluded_reasons() -> None:
     no_value = Taint("dedicated", "", "NoExecute")
     assert node_excluded_reason(plain, node("n", taints=[no_value])) == "taint dedicated:NoExecute"
     assert node_excluded_reason(plain, node("n", unschedulable=True)) == "cordoned"
-    assert node_excluded_reason(plain, node("n", ready=False)) == "not ready"
+    not_ready = node("n", ready=False, taints=[NOT_READY])
+    assert node_excluded_reason(plain, not_ready) == "not ready"
     zone_b = PodPlacementRules(node_selector=(("zone", "b"),))
     assert node_excluded_reason(zone_b, node("n", labels={"zone": "a"})) == "node selector"
     in_b = affinity(SelectorTerm((SelectorRequirement("zone", "In", ("b",)),)))
@@ -144,12 +146,14 @@ def test_cordoned_and_not_ready_can_be_tolerated_like_their_taints() -> None:
         Toleration("node.kubernetes.io/unschedulable", "Exists", "", "NoSchedule"),
         Toleration("node.kubernetes.io/not-ready", "Exists", "", ""),
     ))
-    assert node_excluded_reason(daemon, node("n", unschedulable=True, ready=False)) is None
+    not_ready = node("n", unschedulable=True, ready=False, taints=[NOT_READY])
+    assert node_excluded_reason(daemon, not_ready) is None
     # the default NoExecute toleration for not-ready does not let a pod schedule there
     default = PodPlacementRules(tolerations=(
         Toleration("node.kubernetes.io/not-ready", "Exists", "", "NoExecute"),
     ))
-    assert node_excluded_reason(default, node("n", ready=False)) == "not ready"
+    assert node_excluded_reason(default, node("n", ready=False, taints=[NOT_READY])) == \
+        "not ready"
 
 
 def test_a_node_marked_unreachable_takes_the_pods_that_tolerate_the_mark() -> None:
@@ -170,5 +174,12 @@ def test_a_node_marked_unreachable_takes_the_pods_that_tolerate_the_mark() -> No
         Toleration("node.kubernetes.io/unreachable", "Exists", "", "NoExecute"),
     ))
     assert node_excluded_reason(default, lost) == "not ready"
-    # a node not ready that nothing has tainted yet stays out unless not-ready is tolerated
-    assert node_excluded_reason(tolerant, node("n", ready=False)) == "not ready"
+
+
+def test_a_node_not_ready_that_nothing_has_tainted_yet_takes_pods() -> None:
+    """kube-scheduler reads readiness from the node lifecycle controller's taints
+    alone, never from the Ready condition: until the taint comes, it binds there."""
+    assert node_excluded_reason(PodPlacementRules(), node("n", ready=False)) is None
+    cordoned = node("n", ready=False, unschedulable=True)
+    assert node_excluded_reason(PodPlacementRules(), cordoned) == "cordoned"
+
