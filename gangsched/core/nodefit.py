@@ -21,6 +21,7 @@ from gangsched.core.model import (
     Taint,
     Toleration,
 )
+from gangsched.core.nodelocal import NODE_NAME_LABEL
 
 __all__ = [
     "CSI_DRIVER_LABEL_PREFIX",
@@ -215,7 +216,7 @@ def selector_ok(rules: PodPlacementRules, node: Node) -> bool:
     return node_selector_ok(rules, node) and affinity_ok(rules, node)
 
 
-PER_NODE_LABELS = frozenset({"kubernetes.io/hostname"})
+PER_NODE_LABELS = frozenset({"kubernetes.io/hostname", NODE_NAME_LABEL})
 """Labels that name one node: every node carries its own value, so grouping nodes
 by them would make every node a kind of its own."""
 
