@@ -232,6 +232,7 @@ def pod_from_api(obj: Mapping[str, Any]) -> Pod:
             node_selector=_str_map(spec.get("nodeSelector"), where, "spec.nodeSelector"),
             required_affinity=_required_affinity(spec, where),
             tolerations=_tolerations(spec, where),
+            features=_required_features(spec),
         ),
         node_name=NodeName(node_name) if node_name else None,
         priority=priority,
@@ -538,6 +539,32 @@ def _effective_requests(
     return total + _resources(spec.get("overhead"), where, "spec.overhead") + _ONE_POD
 
 
+def _required_features(spec: Mapping[str, object]) -> frozenset[str]:
+    """The node features the spec needs, as NodeDeclaredFeatures infers them for
+    scheduling (k8s.io/component-helpers/nodedeclaredfeatures): a container's restart
+    rule that restarts every container, a host-network pod in a user namespace, a volume
+    mount with bind mount options. The API has checked the fields' shapes."""
+    containers = [entry for field in ("containers", "initContainers")
+                  for entry in _entries(spec.get(field))]
+    needed = set()
+    if any(isinstance(rule, Mapping) and rule.get("action") == "RestartAllContainers"
+           for container in containers for rule in _entries(container.get("restartPolicyRules"))):
+        needed.add("RestartAllContainersOnContainerExits")
+    if spec.get("hostNetwork") is True and spec.get("hostUsers") is False:
+        needed.add("UserNamespacesHostNetworkSupport")
+    mounting = [*containers, *_entries(spec.get("ephemeralContainers"))]
+    if any(isinstance(mount, Mapping) and mount.get("bindMountOptions")
+           for container in mounting for mount in _entries(container.get("volumeMounts"))):
+        needed.add("VolumeBindMountOptions")
+    return frozenset(needed)
+
+
+def _entries(value: object) -> list[Mapping[str, object]]:
+    """The objects of a list field, skipping what is not one (the API has validated it)."""
+    return [item for item in value if isinstance(item, Mapping)] if isinstance(value, list) \
+        else []
+
+
 def _pod_level_resource(name: str) -> bool:
     return name in _POD_LEVEL_RESOURCES or name.startswith("hugepages-")
 
@@ -752,6 +779,10 @@ def node_from_api(obj: Mapping[str, Any]) -> Node:
             )
         )
 
+    features = frozenset(_str(item, where, f"status.declaredFeatures[{index}]")
+                         for index, item in enumerate(
+                             _list(status.get("declaredFeatures"), where,
+                                   "status.declaredFeatures")))
     ready = False
     for index, item in enumerate(_list(status.get("conditions"), where, "status.conditions")):
         condition = _mapping(item, where, f"status.conditions[{index}]")
@@ -765,6 +796,7 @@ def node_from_api(obj: Mapping[str, Any]) -> Node:
         taints=tuple(taints),
         unschedulable=unschedulable,
         ready=ready,
+        features=features,
     )
 
 

@@ -100,6 +100,8 @@ class Node:
     ready: bool = True
     """The Ready condition: what queue shares count, never what fit reads (kube-scheduler
     reads only the taints a node not Ready is given)."""
+    features: frozenset[str] = frozenset()
+    """``status.declaredFeatures``: what the node's kubelet says it supports."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,6 +115,9 @@ class PodPlacementRules:
     """Node restrictions of the pod's volumes (a bound volume's node affinity and zone,
     a provisioner's allowed topologies): each entry is a set of terms ORed, and every
     entry must hold, as VolumeBinding and VolumeZone check them beside NodeAffinity."""
+    features: frozenset[str] = frozenset()
+    """Node features the pod's spec needs (NodeDeclaredFeatures): a node must declare
+    every one."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -256,6 +256,8 @@ def node_excluded_reason(rules: PodPlacementRules, node: Node) -> str | None:
     taint = untolerated_taint(rules, node)
     if taint is not None:
         return f"taint {format_taint(taint)}"
+    if not rules.features <= node.features:
+        return f"missing node feature {min(rules.features - node.features)}"
     if not node_selector_ok(rules, node):
         return "node selector"
     if not affinity_ok(rules, node):
