@@ -49,6 +49,7 @@ from gangsched.core.model import (
     SelectorRequirement,
     SelectorTerm,
     SpreadConstraint,
+    StorageCapacity,
     StorageClassSpec,
     Taint,
     Toleration,
@@ -78,7 +79,8 @@ __all__ = [
     "group_from_api", "group_key_of",
     "group_name_of", "group_record_from_api", "namespace_from_api",
     "native_group_name", "node_from_api", "object_name", "object_ref", "pod_from_api", "pod_header",
-    "pod_record_from_api", "priority_class_from_api", "queue_from_api", "storage_class_from_api",
+    "pod_record_from_api", "priority_class_from_api", "queue_from_api",
+    "storage_capacity_from_api", "storage_class_from_api",
     "timestamp", "volume_attachment_from_api", "volume_from_api", "workload_queue_from_api",
 ]
 
@@ -1287,7 +1289,17 @@ def claim_from_api(obj: RawObject) -> Claim:
         owners=tuple(str(_mapping(o, where, "metadata.ownerReferences[]").get("uid") or "")
                      for o in owners
                      if _mapping(o, where, "metadata.ownerReferences[]").get("controller")),
+        storage=_storage_request(spec, where),
     )
+
+
+def _storage_request(spec: Mapping[str, object], where: str) -> int | None:
+    requests = _mapping(_mapping(spec.get("resources"), where, "spec.resources").get(
+        "requests"), where, "spec.resources.requests")
+    if "storage" not in requests:
+        return None
+    return _resources({"storage": requests["storage"]}, where, "spec.resources.requests").get(
+        "storage")
 
 
 def _cluster_object(obj: RawObject, kind: str) -> tuple[Mapping[str, object], str, str,
@@ -1364,7 +1376,28 @@ def volume_attachment_from_api(obj: RawObject) -> VolumeAttachmentSpec:
 def csi_driver_from_api(obj: RawObject) -> CsiDriver:
     """A CSIDriver: whether pods using it need it registered on their node."""
     _, name, _, spec = _cluster_object(obj, "CSIDriver")
-    return CsiDriver(name, required_on_node=spec.get("preventPodSchedulingIfMissing") is True)
+    return CsiDriver(name, required_on_node=spec.get("preventPodSchedulingIfMissing") is True,
+                     storage_capacity=spec.get("storageCapacity") is True)
+
+
+def storage_capacity_from_api(obj: RawObject) -> StorageCapacity:
+    """A CSIStorageCapacity: its fields sit at the top level, not under a spec."""
+    _, namespace, name = _metadata(obj, "CSIStorageCapacity")
+    where = f"CSIStorageCapacity {namespace}/{name}"
+    topology = None
+    if obj.get("nodeTopology") is not None:
+        selector = _mapping(obj.get("nodeTopology"), where, "nodeTopology")
+        labels = _str_map(selector.get("matchLabels"), where, "nodeTopology.matchLabels")
+        topology = SelectorTerm(match_expressions=(
+            *(SelectorRequirement(key, "In", (value,)) for key, value in labels),
+            *_requirements(selector.get("matchExpressions"), where,
+                           "nodeTopology.matchExpressions")))
+    field = next((f for f in ("maximumVolumeSize", "capacity") if obj.get(f) is not None), None)
+    size = None if field is None else _resources({"storage": obj[field]}, where, field).get(
+        "storage")
+    return StorageCapacity(f"{namespace}/{name}",
+                           _str(obj.get("storageClassName"), where, "storageClassName"),
+                           topology, size)
 
 
 def storage_class_from_api(obj: RawObject) -> StorageClassSpec:

@@ -24,6 +24,7 @@ from gangsched.core.model import (
 from gangsched.core.nodelocal import NODE_NAME_LABEL
 
 __all__ = [
+    "CAPACITY_KEY",
     "CSI_DRIVER_LABEL_PREFIX",
     "CSI_NODE_LABEL",
     "PER_NODE_LABELS",
@@ -48,6 +49,9 @@ CSI_DRIVER_LABEL_PREFIX = "csi-driver.gangsched.io/"
 (see :mod:`gangsched.core.volumelimits`)."""
 CSI_NODE_LABEL = "csi-node.gangsched.io"
 """A label of a node, in the cycle's model only, when it has a CSINode at all."""
+CAPACITY_KEY = "storage-capacity.gangsched.io"
+"""A key no node carries, leading every node term a claim's storage capacity gives it
+(core.volumes), so a node those terms refuse is told "not enough free storage"."""
 
 UNSCHEDULABLE_TAINT = Taint("node.kubernetes.io/unschedulable", "", "NoSchedule")
 """Tolerating this lets a pod onto a cordoned node, as NodeUnschedulable allows."""
@@ -207,6 +211,8 @@ def volume_refusal(rules: PodPlacementRules, node: Node) -> str | None:
                 else ""
             if key.startswith(CSI_DRIVER_LABEL_PREFIX):
                 return f"missing CSI driver {key[len(CSI_DRIVER_LABEL_PREFIX):]}"
+            if key == CAPACITY_KEY:
+                return "not enough free storage"
             return "volume node affinity"
     return None
 
