@@ -253,6 +253,10 @@ def assemble(options: RunOptions, api: client.ApiClient) -> Parts:
                   scheduler.trigger),
         Reflector("csidrivers", client.StorageV1Api(api).list_csi_driver, feed,
                   scheduler.trigger),
+        # Where drivers that publish their storage capacity can still make volumes.
+        Reflector("csistoragecapacities",
+                  client.StorageV1Api(api).list_csi_storage_capacity_for_all_namespaces, feed,
+                  scheduler.trigger),
         # Dynamic resource allocation: the devices drivers publish, and the claims on them.
         Reflector("resourceslices", resource.list_resource_slice, feed, scheduler.trigger),
         Reflector("deviceclasses", resource.list_device_class, feed, scheduler.trigger),

@@ -53,7 +53,7 @@ class Forbidden(ObjectsError):
 STORAGE_KINDS = {"PersistentVolumeClaim": "persistentvolumeclaims",
                  "PersistentVolume": "persistentvolumes", "StorageClass": "storageclasses",
                  "CSINode": "csinodes", "VolumeAttachment": "volumeattachments",
-                 "CSIDriver": "csidrivers"}
+                 "CSIDriver": "csidrivers", "CSIStorageCapacity": "csistoragecapacities"}
 """Kinds of objects the storage part of a decision reads, to the feed's kind."""
 
 
@@ -298,7 +298,8 @@ def from_cluster(api: pykube.HTTPClient, namespace: str | None = None) -> Cluste
         objects.queues = _readable(objects, api, QUEUE_API, "queues")
         objects.namespaces = _readable(objects, api, "v1", "namespaces")
         objects.storage["persistentvolumes"] = _readable(objects, api, "v1", "persistentvolumes")
-        for plural in ("storageclasses", "csinodes", "volumeattachments", "csidrivers"):
+        for plural in ("storageclasses", "csinodes", "volumeattachments", "csidrivers",
+                       "csistoragecapacities"):
             objects.storage[plural] = _readable(objects, api, "storage.k8s.io/v1", plural)
         for plural in ("resourceslices", "deviceclasses"):
             objects.devices[plural] = _readable(objects, api, RESOURCE_API, plural)

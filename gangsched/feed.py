@@ -40,6 +40,7 @@ from gangsched.core.kubeobjects import (
     pod_record_from_api,
     priority_class_from_api,
     queue_from_api,
+    storage_capacity_from_api,
     storage_class_from_api,
     volume_attachment_from_api,
     volume_from_api,
@@ -245,6 +246,14 @@ KINDS: dict[str, Kind] = {
     "volumeattachments": _stored(volume_attachment_from_api, Mirror.set_attachment,
                                  lambda m: m.attachments),
     "csidrivers": _stored(csi_driver_from_api, Mirror.set_csi_driver, lambda m: m.csi_drivers),
+    # Where a driver publishing its storage capacity can still make a volume of a class:
+    # namespaced, though the namespace says nothing.
+    "csistoragecapacities": Kind(
+        key=_ref_key,
+        upsert=_upsert_storage(storage_capacity_from_api, Mirror.set_capacity),
+        delete=lambda mirror, obj: mirror.remove_stored(mirror.capacities, object_ref(obj).key),
+        keep=lambda mirror, seen: mirror.keep_stored(mirror.capacities, seen),
+    ),
 }
 """Every kind a reflector watches, by the name the reflector gives it."""
 

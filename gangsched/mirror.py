@@ -53,6 +53,7 @@ from gangsched.core.model import (
     PodKey,
     QueueName,
     QueueSpec,
+    StorageCapacity,
     StorageClassSpec,
     Volume,
     VolumeAttachmentSpec,
@@ -254,6 +255,8 @@ class BudgetsAndStorage(GroupsAndQueues):
     attachments: dict[str, VolumeAttachmentSpec] = field(default_factory=dict)
     """VolumeAttachments by name: volumes held on nodes, with or without a pod."""
     csi_drivers: dict[str, CsiDriver] = field(default_factory=dict)
+    capacities: dict[str, StorageCapacity] = field(default_factory=dict)
+    """CSIStorageCapacity objects by ``namespace/name``."""
     devices: DeviceCache = field(default_factory=DeviceCache)
     """ResourceSlices, DeviceClasses and ResourceClaims, with the claims we assumed."""
 
@@ -290,6 +293,9 @@ class BudgetsAndStorage(GroupsAndQueues):
     def set_csi_driver(self, driver: CsiDriver) -> bool:
         return self._changed(_put(self.csi_drivers, driver.name, driver))
 
+    def set_capacity(self, capacity: StorageCapacity) -> bool:
+        return self._changed(_put(self.capacities, capacity.key, capacity))
+
     def assume_claim_node(self, key: str, node: NodeName | None) -> None:
         """A claim's selected node was asked for: the next view shows it at once, as an
         assumed bind shows its pod placed, so the next cycle pins the gang to the same
@@ -301,7 +307,8 @@ class BudgetsAndStorage(GroupsAndQueues):
             self._changed()
 
     def remove_stored(self, table: dict[str, Any], key: str) -> bool:
-        """Drop a claim, volume, class, CSINode, VolumeAttachment or CSIDriver (``table``
+        """Drop a claim, volume, class, CSINode, VolumeAttachment, CSIDriver or
+        CSIStorageCapacity (``table``
         is the mirror's table of its kind)."""
         return self._changed(table.pop(key, None) is not None)
 
@@ -653,7 +660,8 @@ class Mirror(BudgetsAndStorage):
             storage=Storage(dict(self.claims), dict(self.volumes), dict(self.storage_classes),
                             csi_nodes={NodeName(k): v for k, v in self.csi_nodes.items()},
                             attachments=dict(self.attachments),
-                            csi_drivers=dict(self.csi_drivers)),
+                            csi_drivers=dict(self.csi_drivers),
+                            capacities=dict(self.capacities)),
             named_by_others=self._named_by_others_now(),
         )
 

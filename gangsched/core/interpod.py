@@ -29,6 +29,7 @@ from gangsched.core.model import (
     SpreadConstraint,
 )
 from gangsched.core.nodefit import requirement_matches, selector_ok, untolerated_taint
+from gangsched.core.nodelocal import NODE_NAME_LABEL
 
 __all__ = [
     "PodRule",
@@ -154,7 +155,8 @@ class Residents:
     def __init__(self, nodes: Mapping[NodeName, Node], pods: Iterable[Pod]) -> None:
         self.nodes = nodes
         self.labels: dict[NodeName, Mapping[str, str]] = {
-            name: _label_map(node.labels) for name, node in nodes.items()
+            name: {**_label_map(node.labels), NODE_NAME_LABEL: name}
+            for name, node in nodes.items()
         }
         self.on: dict[PodKey, tuple[Pod, NodeName]] = {}
         self._by_label: dict[tuple[str, str], dict[PodKey, None]] = {}

@@ -49,6 +49,7 @@ from gangsched.core.model import (
     SelectorRequirement,
     SelectorTerm,
     SpreadConstraint,
+    StorageCapacity,
     StorageClassSpec,
     Taint,
     Toleration,
@@ -78,7 +79,8 @@ __all__ = [
     "group_from_api", "group_key_of",
     "group_name_of", "group_record_from_api", "namespace_from_api",
     "native_group_name", "node_from_api", "object_name", "object_ref", "pod_from_api", "pod_header",
-    "pod_record_from_api", "priority_class_from_api", "queue_from_api", "storage_class_from_api",
+    "pod_record_from_api", "priority_class_from_api", "queue_from_api",
+    "storage_capacity_from_api", "storage_class_from_api",
     "timestamp", "volume_attachment_from_api", "volume_from_api", "workload_queue_from_api",
 ]
 
@@ -100,6 +102,7 @@ POLICY_ANNOTATION = "scheduling.gangsched.io/policy"
 _TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
 _SELECTOR_OPERATORS = frozenset({"In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt"})
 _POD_LEVEL_RESOURCES = (CPU, MEMORY)
+"""With every ``hugepages-*``, what pod-level requests may set (IsSupportedPodLevelResource)."""
 _ONE_POD = Resources.of({PODS: 1})
 
 
@@ -231,6 +234,7 @@ def pod_from_api(obj: Mapping[str, Any]) -> Pod:
             node_selector=_str_map(spec.get("nodeSelector"), where, "spec.nodeSelector"),
             required_affinity=_required_affinity(spec, where),
             tolerations=_tolerations(spec, where),
+            features=_required_features(spec),
         ),
         node_name=NodeName(node_name) if node_name else None,
         priority=priority,
@@ -495,9 +499,10 @@ def _effective_requests(
     at a time before them, so the pod needs the largest of them, except that
     restartable (sidecar) init containers keep running: each adds to the
     total and to every init container that starts after it. Pod-level
-    requests (cpu, memory) replace the container sum when set; overhead and
-    one pod slot come on top. If we counted less than kube-scheduler does, we
-    would bind pods the kubelet then rejects.
+    requests (cpu, memory, hugepages-*) replace the container sum of each
+    one they name; overhead and one pod slot come on top. If we counted
+    less than kube-scheduler does, we would bind pods the kubelet then
+    rejects.
     """
     actual = _status_requests(status, where)
     resizing_infeasible = _resize_infeasible(status, where)
@@ -524,15 +529,46 @@ def _effective_requests(
     total = total.max_each(largest_init)
 
     pod_resources = _mapping(spec.get("resources"), where, "spec.resources")
-    pod_level = _resources(pod_resources.get("requests"), where, "pod requests")
-    if any(pod_level.get(name) for name in _POD_LEVEL_RESOURCES):
+    pod_requests = _mapping(pod_resources.get("requests"), where, "spec.resources.requests")
+    pod_level = _resources(pod_requests, where, "pod requests")
+    named = [name for name in pod_requests if _pod_level_resource(name)]
+    if named:
         amounts = dict(total.amounts)
-        for name in _POD_LEVEL_RESOURCES:
-            if name in pod_level.amounts:
-                amounts[name] = pod_level.get(name)
+        for name in named:
+            amounts[name] = pod_level.get(name)
         total = Resources.of(amounts)
 
     return total + _resources(spec.get("overhead"), where, "spec.overhead") + _ONE_POD
+
+
+def _required_features(spec: Mapping[str, object]) -> frozenset[str]:
+    """The node features the spec needs, as NodeDeclaredFeatures infers them for
+    scheduling (k8s.io/component-helpers/nodedeclaredfeatures): a container's restart
+    rule that restarts every container, a host-network pod in a user namespace, a volume
+    mount with bind mount options. The API has checked the fields' shapes."""
+    containers = [entry for field in ("containers", "initContainers")
+                  for entry in _entries(spec.get(field))]
+    needed = set()
+    if any(isinstance(rule, Mapping) and rule.get("action") == "RestartAllContainers"
+           for container in containers for rule in _entries(container.get("restartPolicyRules"))):
+        needed.add("RestartAllContainersOnContainerExits")
+    if spec.get("hostNetwork") is True and spec.get("hostUsers") is False:
+        needed.add("UserNamespacesHostNetworkSupport")
+    mounting = [*containers, *_entries(spec.get("ephemeralContainers"))]
+    if any(isinstance(mount, Mapping) and mount.get("bindMountOptions")
+           for container in mounting for mount in _entries(container.get("volumeMounts"))):
+        needed.add("VolumeBindMountOptions")
+    return frozenset(needed)
+
+
+def _entries(value: object) -> list[Mapping[str, object]]:
+    """The objects of a list field, skipping what is not one (the API has validated it)."""
+    return [item for item in value if isinstance(item, Mapping)] if isinstance(value, list) \
+        else []
+
+
+def _pod_level_resource(name: str) -> bool:
+    return name in _POD_LEVEL_RESOURCES or name.startswith("hugepages-")
 
 
 def _host_ports(spec: Mapping[str, object], where: str) -> tuple[HostPort, ...]:
@@ -718,7 +754,8 @@ def node_from_api(obj: Mapping[str, Any]) -> Node:
     """A node as the core sees it: what it offers and who may land on it.
 
     A node reports Ready only through its Ready condition; a node with no
-    such condition has never been seen healthy and is treated as not ready.
+    such condition has never been seen healthy and is treated as not ready
+    (by queue shares; fit reads only taints, as kube-scheduler does).
     """
     _, _, name = _metadata(obj, "node")
     where = f"node {name}"
@@ -744,6 +781,10 @@ def node_from_api(obj: Mapping[str, Any]) -> Node:
             )
         )
 
+    features = frozenset(_str(item, where, f"status.declaredFeatures[{index}]")
+                         for index, item in enumerate(
+                             _list(status.get("declaredFeatures"), where,
+                                   "status.declaredFeatures")))
     ready = False
     for index, item in enumerate(_list(status.get("conditions"), where, "status.conditions")):
         condition = _mapping(item, where, f"status.conditions[{index}]")
@@ -757,6 +798,7 @@ def node_from_api(obj: Mapping[str, Any]) -> Node:
         taints=tuple(taints),
         unschedulable=unschedulable,
         ready=ready,
+        features=features,
     )
 
 
@@ -1247,7 +1289,17 @@ def claim_from_api(obj: RawObject) -> Claim:
         owners=tuple(str(_mapping(o, where, "metadata.ownerReferences[]").get("uid") or "")
                      for o in owners
                      if _mapping(o, where, "metadata.ownerReferences[]").get("controller")),
+        storage=_storage_request(spec, where),
     )
+
+
+def _storage_request(spec: Mapping[str, object], where: str) -> int | None:
+    requests = _mapping(_mapping(spec.get("resources"), where, "spec.resources").get(
+        "requests"), where, "spec.resources.requests")
+    if "storage" not in requests:
+        return None
+    return _resources({"storage": requests["storage"]}, where, "spec.resources.requests").get(
+        "storage")
 
 
 def _cluster_object(obj: RawObject, kind: str) -> tuple[Mapping[str, object], str, str,
@@ -1324,7 +1376,28 @@ def volume_attachment_from_api(obj: RawObject) -> VolumeAttachmentSpec:
 def csi_driver_from_api(obj: RawObject) -> CsiDriver:
     """A CSIDriver: whether pods using it need it registered on their node."""
     _, name, _, spec = _cluster_object(obj, "CSIDriver")
-    return CsiDriver(name, required_on_node=spec.get("preventPodSchedulingIfMissing") is True)
+    return CsiDriver(name, required_on_node=spec.get("preventPodSchedulingIfMissing") is True,
+                     storage_capacity=spec.get("storageCapacity") is True)
+
+
+def storage_capacity_from_api(obj: RawObject) -> StorageCapacity:
+    """A CSIStorageCapacity: its fields sit at the top level, not under a spec."""
+    _, namespace, name = _metadata(obj, "CSIStorageCapacity")
+    where = f"CSIStorageCapacity {namespace}/{name}"
+    topology = None
+    if obj.get("nodeTopology") is not None:
+        selector = _mapping(obj.get("nodeTopology"), where, "nodeTopology")
+        labels = _str_map(selector.get("matchLabels"), where, "nodeTopology.matchLabels")
+        topology = SelectorTerm(match_expressions=(
+            *(SelectorRequirement(key, "In", (value,)) for key, value in labels),
+            *_requirements(selector.get("matchExpressions"), where,
+                           "nodeTopology.matchExpressions")))
+    field = next((f for f in ("maximumVolumeSize", "capacity") if obj.get(f) is not None), None)
+    size = None if field is None else _resources({"storage": obj[field]}, where, field).get(
+        "storage")
+    return StorageCapacity(f"{namespace}/{name}",
+                           _str(obj.get("storageClassName"), where, "storageClassName"),
+                           topology, size)
 
 
 def storage_class_from_api(obj: RawObject) -> StorageClassSpec:

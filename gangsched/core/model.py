@@ -98,6 +98,10 @@ class Node:
     taints: tuple[Taint, ...] = ()
     unschedulable: bool = False
     ready: bool = True
+    """The Ready condition: what queue shares count, never what fit reads (kube-scheduler
+    reads only the taints a node not Ready is given)."""
+    features: frozenset[str] = frozenset()
+    """``status.declaredFeatures``: what the node's kubelet says it supports."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,6 +115,9 @@ class PodPlacementRules:
     """Node restrictions of the pod's volumes (a bound volume's node affinity and zone,
     a provisioner's allowed topologies): each entry is a set of terms ORed, and every
     entry must hold, as VolumeBinding and VolumeZone check them beside NodeAffinity."""
+    features: frozenset[str] = frozenset()
+    """Node features the pod's spec needs (NodeDeclaredFeatures): a node must declare
+    every one."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -282,6 +289,8 @@ class Claim:
     deleting: bool = False
     owners: tuple[str, ...] = ()
     """UIDs of its controlling owners: a pod's generic ephemeral claim names the pod."""
+    storage: int | None = None
+    """``spec.resources.requests.storage`` in bytes; None when it asks no size."""
 
 
 @dataclass(frozen=True, slots=True, order=True)
@@ -356,6 +365,24 @@ class CsiDriver:
     required_on_node: bool = False
     """``spec.preventPodSchedulingIfMissing``: a pod using it goes only to nodes whose
     CSINode lists it."""
+    storage_capacity: bool = False
+    """``spec.storageCapacity``: it publishes CSIStorageCapacity objects, and a claim it
+    would provision goes only where one says there is room for it."""
+
+
+@dataclass(frozen=True, slots=True)
+class StorageCapacity:
+    """A CSIStorageCapacity: how large a volume of a class its driver can still make for
+    the nodes its topology selects."""
+
+    key: str
+    """``namespace/name``: the namespace says nothing, the class and topology say all."""
+    storage_class: str
+    topology: SelectorTerm | None
+    """``nodeTopology`` as a node term (``matchLabels`` as In requirements); None: unset,
+    so no node reaches it."""
+    size: int | None
+    """``maximumVolumeSize``, else ``capacity``, in bytes; None: neither is published."""
 
 
 @dataclass(frozen=True, slots=True)

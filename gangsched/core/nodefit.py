@@ -21,11 +21,12 @@ from gangsched.core.model import (
     Taint,
     Toleration,
 )
+from gangsched.core.nodelocal import NODE_NAME_LABEL
 
 __all__ = [
+    "CAPACITY_KEY",
     "CSI_DRIVER_LABEL_PREFIX",
     "CSI_NODE_LABEL",
-    "NOT_READY_TAINT",
     "PER_NODE_LABELS",
     "UNSCHEDULABLE_TAINT",
     "affinity_ok",
@@ -48,11 +49,12 @@ CSI_DRIVER_LABEL_PREFIX = "csi-driver.gangsched.io/"
 (see :mod:`gangsched.core.volumelimits`)."""
 CSI_NODE_LABEL = "csi-node.gangsched.io"
 """A label of a node, in the cycle's model only, when it has a CSINode at all."""
+CAPACITY_KEY = "storage-capacity.gangsched.io"
+"""A key no node carries, leading every node term a claim's storage capacity gives it
+(core.volumes), so a node those terms refuse is told "not enough free storage"."""
 
 UNSCHEDULABLE_TAINT = Taint("node.kubernetes.io/unschedulable", "", "NoSchedule")
 """Tolerating this lets a pod onto a cordoned node, as NodeUnschedulable allows."""
-NOT_READY_TAINT = Taint("node.kubernetes.io/not-ready", "", "NoSchedule")
-"""The taint the node lifecycle controller puts on a node that is not Ready."""
 _NOT_READY_KEYS = frozenset({"node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable"})
 """Taints that mark a node not Ready (False) or unreachable (Unknown)."""
 
@@ -209,6 +211,8 @@ def volume_refusal(rules: PodPlacementRules, node: Node) -> str | None:
                 else ""
             if key.startswith(CSI_DRIVER_LABEL_PREFIX):
                 return f"missing CSI driver {key[len(CSI_DRIVER_LABEL_PREFIX):]}"
+            if key == CAPACITY_KEY:
+                return "not enough free storage"
             return "volume node affinity"
     return None
 
@@ -218,7 +222,7 @@ def selector_ok(rules: PodPlacementRules, node: Node) -> bool:
     return node_selector_ok(rules, node) and affinity_ok(rules, node)
 
 
-PER_NODE_LABELS = frozenset({"kubernetes.io/hostname"})
+PER_NODE_LABELS = frozenset({"kubernetes.io/hostname", NODE_NAME_LABEL})
 """Labels that name one node: every node carries its own value, so grouping nodes
 by them would make every node a kind of its own."""
 
@@ -239,36 +243,27 @@ def uses_node_name(rules: PodPlacementRules) -> bool:
     )
 
 
-def _tolerates_not_ready(rules: PodPlacementRules, node: Node) -> bool:
-    """Whether the pod may go to a node that is not Ready.
-
-    kube-scheduler reads readiness only from the taints the node lifecycle
-    controller puts on (not-ready, or unreachable when the condition is
-    Unknown), so a node carrying them takes the pods that tolerate them.
-    A node not Ready that carries neither yet is kept from pods that do not
-    tolerate not-ready: its kubelet would not run them.
-    """
-    marks = [
-        taint for taint in node.taints
-        if taint.key in _NOT_READY_KEYS and taint.effect in _EXCLUDING_EFFECTS
-    ]
-    return all(tolerates(rules.tolerations, taint) for taint in marks or [NOT_READY_TAINT])
-
-
 def node_excluded_reason(rules: PodPlacementRules, node: Node) -> str | None:
     """None if the pod may go to the node; otherwise why not, in a few words.
 
-    The conditions that explain most (not ready, cordoned) come before the
-    taints they cause, so a cordoned node reads "cordoned", not
+    As kube-scheduler, readiness is read from the taints the node lifecycle
+    controller puts on a node that is not Ready (not-ready, or unreachable
+    when the condition is Unknown), never from the condition itself: a node
+    not Ready that carries neither yet takes pods, as it does for
+    kube-scheduler. The marks that explain most (not ready, cordoned) come
+    before other taints, so a cordoned node reads "cordoned", not
     "taint node.kubernetes.io/unschedulable:NoSchedule".
     """
-    if not node.ready and not _tolerates_not_ready(rules, node):
+    if any(taint.key in _NOT_READY_KEYS and taint.effect in _EXCLUDING_EFFECTS
+           and not tolerates(rules.tolerations, taint) for taint in node.taints):
         return "not ready"
     if node.unschedulable and not tolerates(rules.tolerations, UNSCHEDULABLE_TAINT):
         return "cordoned"
     taint = untolerated_taint(rules, node)
     if taint is not None:
         return f"taint {format_taint(taint)}"
+    if not rules.features <= node.features:
+        return f"missing node feature {min(rules.features - node.features)}"
     if not node_selector_ok(rules, node):
         return "node selector"
     if not affinity_ok(rules, node):

@@ -3,8 +3,9 @@
 kube-scheduler refuses a node when the pod asks for something a pod already
 there holds in a way that excludes it: a host port (NodePorts), an inline disk
 attached read-write (VolumeRestrictions). Each such thing is a label of the
-pod in gangsched's model — never on the API — and a required anti-affinity on
-``kubernetes.io/hostname`` against the labels that exclude it. Anti-affinity
+pod in gangsched's model — never on the API — and a required anti-affinity per
+node object (``node.gangsched.io/name``, never a label a node may lack or share
+with another) against the labels that exclude it. Anti-affinity
 is read in both directions (the newcomer's terms and those of pods already
 there), so the search that counts inter-pod rules for existing pods,
 terminating ones and the gang's own members as it places them keeps two
@@ -19,10 +20,13 @@ from dataclasses import dataclass
 
 from gangsched.core.model import PodAffinityTerm, SelectorRequirement
 
-__all__ = ["HOSTNAME", "RULES", "Held", "held_labels", "held_terms", "rule_of_term"]
+__all__ = ["NODE_NAME_LABEL", "RULES", "Held", "held_labels", "held_terms", "rule_of_term"]
 
-HOSTNAME = "kubernetes.io/hostname"
 _DOMAIN = ".gangsched.io/"
+NODE_NAME_LABEL = "node.gangsched.io/name"
+"""The node's own name as a topology key, in the inter-pod rules' model only: what
+kube-scheduler keeps apart per node object (a host port, a disk), whatever labels
+the node carries or shares with others."""
 
 
 @dataclass(frozen=True, slots=True, order=True)
@@ -56,7 +60,7 @@ def held_terms(held: Iterable[Held]) -> tuple[PodAffinityTerm, ...]:
     for item in sorted(set(held)):
         requirement = (SelectorRequirement(item.label, "In", item.excludes) if item.excludes
                        else SelectorRequirement(item.label, "Exists", ()))
-        terms.append(PodAffinityTerm(topology_key=HOSTNAME, match_expressions=(requirement,),
+        terms.append(PodAffinityTerm(topology_key=NODE_NAME_LABEL, match_expressions=(requirement,),
                                      any_namespace=True))
     return tuple(dict.fromkeys(terms))
 

@@ -40,7 +40,7 @@ _DECIMAL = {"n": -9, "u": -6, "m": -3, "k": 3, "M": 6, "G": 9, "T": 12, "P": 15,
 _MAX_TEXT = 128
 _MAX_EXPONENT = 1000
 
-_BYTE_RESOURCES = frozenset({"memory", "ephemeral-storage"})
+_BYTE_RESOURCES = frozenset({"memory", "ephemeral-storage", "storage"})
 
 
 def parse_quantity(text: str) -> Fraction:

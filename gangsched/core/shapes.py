@@ -230,14 +230,15 @@ class FreeNodes:
     def total(self) -> Resources:
         """Free resources summed over nodes that can take pods at all.
 
-        Cordoned and not-ready nodes are left out, and a node overcommitted
+        Cordoned nodes are left out (a node not Ready takes pods until it is
+        tainted, as in kube-scheduler), and a node overcommitted
         by another scheduler adds nothing rather than subtracting from the
         others: this is what admission may promise to a gang.
         """
         total: dict[str, int] = {}
         for kind, kind_classes in enumerate(self.classes):
             node = self.index.kinds[kind]
-            if node.unschedulable or not node.ready:
+            if node.unschedulable:
                 continue
             for free, members in kind_classes.items():
                 count = len(members)

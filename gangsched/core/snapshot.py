@@ -40,7 +40,7 @@ class NodeUsage:
         return self.node.allocatable - self.requested
 
 
-_KindKey = tuple[tuple[tuple[str, str], ...], tuple[Taint, ...], bool, bool]
+_KindKey = tuple[tuple[tuple[str, str], ...], tuple[Taint, ...], bool, bool, frozenset[str]]
 
 
 class NodeIndex:
@@ -81,7 +81,7 @@ class NodeIndex:
             usage = nodes[name]
             node = usage.node
             labels = tuple(item for item in node.labels if item[0] not in PER_NODE_LABELS)
-            key = (labels, node.taints, node.unschedulable, node.ready)
+            key = (labels, node.taints, node.unschedulable, node.ready, node.features)
             kind = by_key.get(key)
             if kind is None:
                 kind = by_key[key] = len(self.kinds)

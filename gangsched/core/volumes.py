@@ -39,12 +39,14 @@ from gangsched.core.model import (
     PodKey,
     SelectorRequirement,
     SelectorTerm,
+    StorageCapacity,
     StorageClassSpec,
     Volume,
     VolumeAttachmentSpec,
     VolumeBlock,
     VolumeProblem,
 )
+from gangsched.core.nodefit import CAPACITY_KEY
 from gangsched.core.reasons import VolumeBlocked
 
 __all__ = [
@@ -95,6 +97,8 @@ class Storage:
     """CSINodes by node: the drivers on each and their volume limits (core.volumelimits)."""
     attachments: Mapping[str, VolumeAttachmentSpec] = field(default_factory=dict)
     csi_drivers: Mapping[str, CsiDriver] = field(default_factory=dict)
+    capacities: Mapping[str, StorageCapacity] = field(default_factory=dict)
+    """CSIStorageCapacity objects by ``namespace/name``: where a driver can make a volume."""
 
 
 def claims_in_use(pods: Iterable[Pod]) -> dict[str, PodKey]:
@@ -195,7 +199,7 @@ def resolve_pod(pod: Pod, storage: Storage, uid: str, in_use: Mapping[str, PodKe
             terms.extend(_volume_terms(storage.volumes[claim.volume_name]))
         else:
             unbound.append(key)
-            terms.extend(_provision_terms(claim, storage.classes[claim.storage_class]))
+            terms.extend(_provision_terms(claim, storage.classes[claim.storage_class], storage))
     rules = replace(pod.rules, volume_affinity=tuple(terms))
     return replace(pod, rules=rules, unbound_claims=tuple(unbound), sole_claims=tuple(sole))
 
@@ -276,14 +280,37 @@ def _met_by_no_name(requirement: SelectorRequirement) -> bool:
     return (requirement.values[0] == "") == (requirement.operator == "In")
 
 
-def _provision_terms(claim: Claim, storage_class: StorageClassSpec) -> list[
+def _provision_terms(claim: Claim, storage_class: StorageClassSpec, storage: Storage) -> list[
     tuple[SelectorTerm, ...]
 ]:
     """Where a WaitForFirstConsumer claim can be provisioned: the node it was already
-    given (its volume is being made there), else where its class allows."""
+    given (its volume is being made there, so the room it took is not looked for
+    again), else where its class allows and its driver publishes room for it."""
     if claim.selected_node is not None:
         return [(_on_node(claim.selected_node),)]
-    return [storage_class.allowed_topologies] if storage_class.allowed_topologies else []
+    found = [storage_class.allowed_topologies] if storage_class.allowed_topologies else []
+    driver = storage.csi_drivers.get(storage_class.provisioner)
+    if claim.storage is not None and driver is not None and driver.storage_capacity:
+        found.append(_capacity_terms(claim.storage, storage_class.name, storage.capacities))
+    return found
+
+
+_NO_CAPACITY = SelectorTerm(match_expressions=(SelectorRequirement(CAPACITY_KEY, "Exists", ()),))
+"""Matches no node: no capacity is published where the claim fits."""
+
+
+def _capacity_terms(size: int, class_name: str, capacities: Mapping[str, StorageCapacity],
+                    ) -> tuple[SelectorTerm, ...]:
+    """The nodes some CSIStorageCapacity of the class reaches with room for ``size`` bytes
+    (its ``maximumVolumeSize``, else its ``capacity``), as VolumeBinding's capacity check
+    reads them: each claim alone, in whichever namespace the object is."""
+    mark = SelectorRequirement(CAPACITY_KEY, "DoesNotExist", ())
+    terms = tuple(dict.fromkeys(
+        SelectorTerm(match_expressions=(mark, *capacity.topology.match_expressions))
+        for capacity in capacities.values()
+        if capacity.storage_class == class_name and capacity.topology is not None
+        and capacity.size is not None and capacity.size >= size))
+    return terms or (_NO_CAPACITY,)
 
 
 def _on_node(node: NodeName) -> SelectorTerm:

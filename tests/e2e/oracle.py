@@ -1,11 +1,14 @@
 """kube-scheduler as the oracle of "may this pod go on this node".
 
-A seeded generator makes random nodes (labels, zones, taints, allocatable,
-cordons) with pods already bound to them by ``nodeName`` (with labels, some
-with their own required anti-affinity), and random pods (requests and
-limits, init and sidecar containers, node selectors, required node affinity
-with every operator, tolerations, host ports, required pod affinity and anti-affinity,
-some selecting namespaces by their labels, DoNotSchedule spread constraints).
+A seeded generator makes random nodes (labels, zones, taints, allocatable with
+huge pages, cordons, declared features; some without a hostname label or sharing
+one, some not Ready and untainted, as no controller here taints them) with pods
+already bound to them by ``nodeName`` (with labels, some with their own required
+anti-affinity), and random pods (requests and limits, init and sidecar
+containers, pod-level requests with huge pages, restart rules, node selectors,
+required node affinity with every operator, tolerations, host ports, required pod
+affinity and anti-affinity, some selecting namespaces by their labels,
+DoNotSchedule spread constraints).
 Most nodes have a CSINode whose EBS and PD drivers attach few volumes, so the
 pods' inline EBS and PD disks (counted as their CSI drivers' volumes) meet
 those limits too.
@@ -75,26 +78,64 @@ def _taint(rng: random.Random) -> dict[str, str]:
     return taint
 
 
+RESTART_ALL = "RestartAllContainersOnContainerExits"
+"""The node feature a container's restart rule restarting every container needs (the
+other features NodeDeclaredFeatures infers come from fields 1.37 keeps behind alpha
+gates)."""
+SHARED_HOSTNAME = f"{PREFIX}-shared"
+HUGEPAGES = "hugepages-2Mi"
+
+
+UNLABELLED, SHARING, NOT_READY = (5,), (3, 4), (7,)
+"""Of every eight nodes, by index: the one without a hostname label, the two sharing
+one value, the one not Ready."""
+
+
+def node_name(index: int) -> str:
+    return f"{PREFIX}-{index}"
+
+
+def _hostname(index: int) -> dict[str, str]:
+    """Most nodes are labelled with their own name; some have no hostname label, or
+    share one value with another: host ports stay per node object."""
+    if index % 8 in UNLABELLED:
+        return {}
+    return {"kubernetes.io/hostname": SHARED_HOSTNAME if index % 8 in SHARING
+            else node_name(index)}
+
+
 def node_manifest(rng: random.Random, index: int) -> dict[str, Any]:
-    name = f"{PREFIX}-{index}"
-    labels = {KWOK_LABEL[0]: KWOK_LABEL[1], "kubernetes.io/hostname": name,
+    """A node, most often managed by KWOK (Ready); some that nothing manages, whose
+    Ready condition stays False and that no controller taints (nor cordons, nor fills
+    with pods: what keeps pods off it is its readiness alone)."""
+    name = node_name(index)
+    ready = index % 8 not in NOT_READY
+    labels = {**({KWOK_LABEL[0]: KWOK_LABEL[1]} if ready else {}), **_hostname(index),
               "topology.kubernetes.io/zone": rng.choice(ZONES)}
     for key, values in (("tier", ("gold", "silver")), ("rank", ("1", "5", "10", "x"))):
         if rng.random() < 0.6:
             labels[key] = rng.choice(values)
-    allocatable = {"cpu": rng.choice(("1", "2", "3500m")),
-                   "memory": rng.choice(("1Gi", "2Gi", "4Gi")),
-                   "pods": str(rng.choice((2, 3, 110)))}
+    allocatable = {"cpu": rng.choice(("1", "2", "3500m")) if ready else "16",
+                   "memory": rng.choice(("1Gi", "2Gi", "4Gi")) if ready else "16Gi",
+                   "pods": str(rng.choice((2, 3, 110)) if ready else 110)}
     if rng.random() < 0.4:
         allocatable[EXTENDED] = str(rng.choice((1, 2)))
-    taints = [_taint(rng) for _ in range(rng.choice((0, 0, 1, 2)))]
+    if rng.random() < 0.4:
+        allocatable[HUGEPAGES] = rng.choice(("64Mi", "256Mi"))
+    taints = [_taint(rng) for _ in range(rng.choice((0, 0, 1, 2)))] if ready else []
     unique = {(t["key"], t["effect"]): t for t in taints}
+    status: dict[str, Any] = {"allocatable": allocatable, "capacity": dict(allocatable)}
+    if rng.random() < 0.5:
+        status["declaredFeatures"] = rng.choice(([RESTART_ALL], [RESTART_ALL, "SomeOther"],
+                                                 ["SomeOther"]))
+    if not ready:
+        status["conditions"] = [{"type": "Ready", "status": "False", "reason": "KubeletDown"}]
     return {
         "apiVersion": "v1", "kind": "Node",
         "metadata": {"name": name, "labels": labels,
                      "annotations": {"kwok.x-k8s.io/node": "fake"}},
-        "spec": {"taints": list(unique.values()), "unschedulable": rng.random() < 0.1},
-        "status": {"allocatable": allocatable, "capacity": dict(allocatable)},
+        "spec": {"taints": list(unique.values()), "unschedulable": ready and rng.random() < 0.1},
+        "status": status,
     }
 
 
@@ -301,10 +342,34 @@ def probe_spec(rng: random.Random) -> dict[str, Any]:
     return _inter_pod_spec(rng) if rng.random() < 0.5 else pod_spec(rng)
 
 
+def _with_restart_rules(rng: random.Random, containers: Sequence[dict[str, Any]]) -> None:
+    """Now and then a container's restart rule: one that restarts every container needs
+    nodes declaring the feature; a plain restart needs none."""
+    if rng.random() >= 0.25:
+        return
+    action = rng.choice(("RestartAllContainers", "RestartAllContainers", "Restart"))
+    rng.choice(containers).update(restartPolicy="Never", restartPolicyRules=[
+        {"action": action, "exitCodes": {"operator": "In", "values": [42]}}])
+
+
+def _with_pod_level_hugepages(rng: random.Random, spec: dict[str, Any]) -> None:
+    """Now and then pod-level requests with huge pages (and the cpu and memory they
+    need), the containers asking nothing of their own."""
+    if rng.random() >= 0.15:
+        return
+    for container in spec["containers"]:
+        container["resources"] = {}
+    for container in spec.get("initContainers", []):
+        container["resources"] = {}
+    amounts = {"cpu": "100m", "memory": "64Mi", HUGEPAGES: rng.choice(("32Mi", "128Mi"))}
+    spec["resources"] = {"requests": amounts, "limits": dict(amounts)}
+
+
 def pod_spec(rng: random.Random) -> dict[str, Any]:
     """A random pod spec with node rules and requests, and no inter-pod rule."""
     spec: dict[str, Any] = {"containers": [_container(rng, f"c{i}")
                                            for i in range(rng.choice((1, 1, 2)))]}
+    _with_restart_rules(rng, spec["containers"])
     inits = []
     for i in range(rng.choice((0, 0, 1, 2))):
         extra = {"restartPolicy": "Always"} if rng.random() < 0.5 else {}
@@ -313,6 +378,7 @@ def pod_spec(rng: random.Random) -> dict[str, Any]:
     _with_inline_disks(rng, spec)
     if inits:
         spec["initContainers"] = inits
+    _with_pod_level_hugepages(rng, spec)
     if rng.random() < 0.3:
         spec["nodeSelector"] = {"tier": rng.choice(("gold", "silver"))}
     if rng.random() < 0.5:
@@ -489,7 +555,8 @@ def make_nodes(cluster: LocalCluster, rng: random.Random, count: int) -> list[st
     for name in names:
         if (csi_node := csi_node_manifest(rng, name)) is not None:
             kind(cluster.client, csi_node).create()
-    cluster.wait_nodes_ready(names)
+    cluster.wait_nodes_ready([m["metadata"]["name"] for m in manifests
+                              if KWOK_LABEL[0] in m["metadata"]["labels"]])
     return names
 
 
@@ -517,7 +584,9 @@ def _pod(namespace: str, name: str, spec: Mapping[str, Any], **labels: str) -> d
 def place_existing(cluster: LocalCluster, namespace: str, rng: random.Random,
                    nodes: Sequence[str], *, inter_pod: bool = False) -> None:
     """Pods bound by ``nodeName``, as a DaemonSet or another scheduler leaves them:
-    labelled, and with ``inter_pod`` some with their own required anti-affinity."""
+    labelled, and with ``inter_pod`` some with their own required anti-affinity, and
+    one holding every host port on the node without a hostname label and on one of the
+    two sharing one."""
     for node in nodes:
         for i in range(rng.choice((0, 1, 2))):
             spec: dict[str, Any] = {"containers": [_container(rng, "main")], "nodeName": node,
@@ -530,6 +599,11 @@ def place_existing(cluster: LocalCluster, namespace: str, rng: random.Random,
                     "requiredDuringSchedulingIgnoredDuringExecution": [_pod_term(rng)]}}
             manifest = _pod(namespace, f"existing-{node}-{i}", spec, **pod_labels(rng))
             pykube.Pod(cluster.client, manifest).create()
+        if inter_pod and int(node.rsplit("-", 1)[1]) % 8 in (*UNLABELLED, SHARING[0]):
+            ports = [{"containerPort": n, "hostPort": n} for n in HOST_PORTS]
+            spec = {"containers": [{"name": "main", "image": "busybox", "ports": ports}],
+                    "nodeName": node, "tolerations": [{"operator": "Exists"}]}
+            pykube.Pod(cluster.client, _pod(namespace, f"ports-{node}", spec)).create()
 
 
 def _clear_probes(cluster: LocalCluster, namespace: str) -> None:

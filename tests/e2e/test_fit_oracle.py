@@ -1,6 +1,7 @@
 """gangsched's "may this pod go on this node" agrees with kube-scheduler's, pair by pair,
-for node rules, room, inter-pod affinity and anti-affinity, topology spread, and CSI
-volume limits on inline disks.
+for node rules, room (pod-level huge pages too), inter-pod affinity and anti-affinity,
+host ports on nodes without or sharing a hostname label, topology spread, declared node
+features, nodes not Ready that nothing taints, and CSI volume limits on inline disks.
 
 The generator is seeded; the seed is printed and ``GANGSCHED_ORACLE_SEED``
 replays a run (see ``tests/e2e/oracle.py``).
@@ -30,8 +31,13 @@ def test_our_filter_agrees_with_kube_scheduler_on_every_pair(
     print(Counter(v.why for v in verdicts).most_common())
     assert len(verdicts) == NODES * PODS
     assert {v.kube for v in verdicts} == {True, False}, "every pair had the same verdict"
-    inter_pod = [v for v in verdicts if v.why.startswith(("pod ", "anti-affinity", "topology"))]
-    assert inter_pod, "no pair was refused by an inter-pod rule: the generator lost them"
     assert not disagreements, (
         f"{len(disagreements)} of {len(verdicts)} pairs disagree "
         f"({oracle.SEED_VARIABLE}={seed}):\n{oracle.table(disagreements)}")
+    inter_pod = [v for v in verdicts if v.why.startswith(("pod ", "anti-affinity", "topology"))]
+    assert inter_pod, "no pair was refused by an inter-pod rule: the generator lost them"
+    assert any(v.why.startswith("missing node feature") for v in verdicts), \
+        "no pair was refused for a node feature: the generator lost them"
+    not_ready = {oracle.node_name(i) for i in oracle.NOT_READY}
+    assert any(v.kube for v in verdicts if v.node in not_ready), \
+        "no pod was accepted on the node not Ready: the generator lost it"

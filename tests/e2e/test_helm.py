@@ -258,6 +258,7 @@ def can(cluster: LocalCluster, verb: str, resource: str, *extra: str) -> bool:
         ("watch", "csinodes.storage.k8s.io", ()),
         ("watch", "volumeattachments.storage.k8s.io", ()),
         ("watch", "csidrivers.storage.k8s.io", ()),
+        ("watch", "csistoragecapacities.storage.k8s.io", ("--all-namespaces",)),
         ("create", "pods", ("--subresource=binding", "-n", "team-a")),
         ("create", "pods", ("--subresource=eviction", "-n", "team-a")),
         ("patch", "pods", ("--subresource=status", "-n", "team-a")),
@@ -302,6 +303,7 @@ def test_service_account_may_do_what_scheduling_needs(
         ("patch", "podgroups.scheduling.x-k8s.io", ("-n", "team-a")),
         ("patch", "events", ("-n", "team-a")),
         ("create", "events.events.k8s.io", ("-n", "team-a")),
+        ("create", "csistoragecapacities.storage.k8s.io", ("-n", "team-a")),
     ],
 )
 def test_service_account_may_do_nothing_more(

@@ -252,3 +252,50 @@ def test_our_volume_filter_agrees_with_kube_scheduler_on_every_pair(
     assert not disagreements, (
         f"{len(disagreements)} of {len(verdicts)} pairs disagree "
         f"({oracle.SEED_VARIABLE}={seed}):\n{oracle.table(disagreements)}")
+    assert any(v.why == "not enough free storage" for v in verdicts), \
+        "no pair was refused for storage capacity: the generator lost them"
+
+
+def test_a_claim_under_a_driver_publishing_its_capacity_is_given_a_node_with_room(
+    ws: Workspace, gangsched: SchedulerProcess, cluster: LocalCluster,
+    three_nodes: list[str],
+) -> None:
+    """The running scheduler reads the CSIStorageCapacity objects a driver publishes:
+    a gang whose claims are too large for every pool but one node's gets that node
+    (nothing provisions here: the claim is given the node and the gang waits for it);
+    one too large for every pool waits, saying there is not enough free storage."""
+    api = cluster.client
+    driver, klass = f"{ws.name}.csi.example.com", f"{ws.name}-capacity"
+    made = [
+        pykube.object_factory(api, "storage.k8s.io/v1", "CSIDriver")(api, {
+            "metadata": {"name": driver},
+            "spec": {"attachRequired": False, "storageCapacity": True}}),
+        pykube.object_factory(api, "storage.k8s.io/v1", "StorageClass")(api, {
+            "metadata": {"name": klass}, "provisioner": driver,
+            "volumeBindingMode": "WaitForFirstConsumer"}),
+        *(pykube.object_factory(api, "storage.k8s.io/v1", "CSIStorageCapacity")(api, {
+            "metadata": {"name": f"pool-{node}", "namespace": ws.name},
+            "storageClassName": klass, "capacity": "10Gi" if node == three_nodes[1] else "1Gi",
+            "nodeTopology": {"matchLabels": {"kubernetes.io/hostname": node}}})
+          for node in three_nodes)]
+    for item in made:
+        item.create()
+    try:
+        big = claim(ws, "big", storage_class=klass)
+        big["spec"]["resources"]["requests"]["storage"] = "5Gi"
+        huge = claim(ws, "huge", storage_class=klass)
+        huge["spec"]["resources"]["requests"]["storage"] = "50Gi"
+        ws.create(big, huge, ws.podgroup("job", min_member=1), ws.podgroup("other", min_member=1))
+        ws.create(with_claim(ws.pod("job-0", cpu="1", group="job"), "big"),
+                  with_claim(ws.pod("other-0", cpu="1", group="other"), "huge"))
+        wait_for(lambda: (claims(ws)["big"]["metadata"].get("annotations") or {}).get(
+            SELECTED_NODE), timeout=30, what="the claim to be given a node")
+        assert claims(ws)["big"]["metadata"]["annotations"][SELECTED_NODE] == three_nodes[1]
+        wait_for(lambda: saying(ws, "other-0", "not enough free storage"), timeout=30,
+                 what="the pod whose claim fits no pool to say so")
+        assert SELECTED_NODE not in (claims(ws)["huge"]["metadata"].get("annotations") or {})
+    finally:
+        ws.delete_pod("job-0")
+        ws.delete_pod("other-0")
+        for item in made:
+            item.delete()

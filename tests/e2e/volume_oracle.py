@@ -21,6 +21,14 @@ claims of CSI volumes of either driver. gangsched's side counts them through
 volume a pod already on a node holds: gangsched counts such a volume again
 where kube-scheduler does not (the module says why), which can refuse a node
 at its limit that kube-scheduler takes.
+
+Storage capacity (VolumeBinding's capacity check) too: a WaitForFirstConsumer
+class whose CSIDriver publishes its capacity, and CSIStorageCapacity objects of
+it for some zones, some nodes, every node or none, some in another namespace,
+some too small or with a smaller largest volume size. A probe of such a pod has
+a claim of its own, and kube-scheduler accepts it by giving that claim the
+probe's node (nothing provisions it); gangsched reads the capacities as a cycle
+does.
 """
 
 from __future__ import annotations
@@ -28,6 +36,7 @@ from __future__ import annotations
 import random
 import time
 from collections.abc import Mapping, Sequence
+from functools import partial
 from typing import Any
 
 import pykube
@@ -39,6 +48,7 @@ from gangsched.core.kubeobjects import (
     csi_node_from_api,
     node_from_api,
     pod_from_api,
+    storage_capacity_from_api,
     storage_class_from_api,
     volume_attachment_from_api,
     volume_from_api,
@@ -51,6 +61,7 @@ from gangsched.core.volumes import Storage, claims_in_use, resolve_pod
 from tests.e2e import oracle
 
 ZONE = "topology.kubernetes.io/zone"
+SELECTED_NODE = "volume.kubernetes.io/selected-node"
 PLAIN = {"containers": [{"name": "main", "image": "busybox",
                          "resources": {"requests": {"cpu": "100m"}}}],
          "tolerations": [{"operator": "Exists"}]}
@@ -61,7 +72,11 @@ EBS = "ebs.csi.aws.com"
 REQUIRED = "required.csi.example.com"
 """A driver whose CSIDriver keeps pods using it off nodes whose CSINode does not list it."""
 STORAGE_API = "storage.k8s.io/v1"
-CSI_KINDS = ("VolumeAttachment", "CSINode", "CSIDriver")
+CSI_KINDS = ("VolumeAttachment", "CSINode", "CSIDriver", "CSIStorageCapacity")
+CAPACITY_DRIVER = "capacity.csi.example.com"
+"""A driver that publishes its storage capacity; nothing runs it."""
+CAPACITY_CLASS = "oracle-capacity"
+SIZES = ("1Gi", "4Gi", "16Gi")
 
 
 def _volume(namespace: str, name: str, claim: str, rng: random.Random,
@@ -211,13 +226,56 @@ def make_csi(cluster: LocalCluster, namespace: str, rng: random.Random,
     return usable
 
 
+def _capacity(namespace: str, name: str, rng: random.Random,
+              topology: dict[str, Any] | None) -> dict[str, Any]:
+    found: dict[str, Any] = {"apiVersion": STORAGE_API, "kind": "CSIStorageCapacity",
+                             "metadata": {"name": name, "namespace": namespace},
+                             "storageClassName": CAPACITY_CLASS,
+                             "capacity": rng.choice(SIZES)}
+    if topology is not None:
+        found["nodeTopology"] = topology
+    if rng.random() < 0.3:
+        found["maximumVolumeSize"] = rng.choice(SIZES)
+    return found
+
+
+def make_capacity(cluster: LocalCluster, namespace: str, rng: random.Random,
+                  nodes: Sequence[str]) -> None:
+    """The class, its capacity-publishing driver, and what that driver publishes: per
+    zone, per node, for every node or for none, now in the run's namespace, now in
+    ``default`` (the namespace says nothing)."""
+    api = cluster.client
+    storage_class = pykube.object_factory(api, STORAGE_API, "StorageClass")
+    if not storage_class.objects(api).get_or_none(name=CAPACITY_CLASS):
+        storage_class(api, {"apiVersion": STORAGE_API, "kind": "StorageClass",
+                            "metadata": {"name": CAPACITY_CLASS},
+                            "provisioner": CAPACITY_DRIVER,
+                            "volumeBindingMode": "WaitForFirstConsumer"}).create()
+    create = {kind: pykube.object_factory(api, STORAGE_API, kind) for kind in CSI_KINDS}
+    create["CSIDriver"](api, {"apiVersion": STORAGE_API, "kind": "CSIDriver",
+                              "metadata": {"name": CAPACITY_DRIVER},
+                              "spec": {"attachRequired": False,
+                                       "storageCapacity": True}}).create()
+    topologies: list[dict[str, Any] | None] = [
+        {"matchLabels": {ZONE: zone}} for zone in oracle.ZONES if rng.random() < 0.7]
+    topologies += [{"matchExpressions": [{"key": "kubernetes.io/hostname", "operator": "In",
+                                          "values": [node]}]}
+                   for node in rng.sample(list(nodes), 2)]
+    topologies += rng.choice(([{}], [None], []))
+    for index, topology in enumerate(topologies):
+        where = namespace if rng.random() < 0.7 else "default"
+        create["CSIStorageCapacity"](
+            api, _capacity(where, f"{namespace}-cap-{index}", rng, topology)).create()
+
+
 def remove_csi(cluster: LocalCluster, namespace: str) -> None:
     """The run's CSI objects go: CSINodes and the CSIDriver would change what other tests'
     pods with volumes are allowed."""
     for kind in CSI_KINDS:
         for found in pykube.object_factory(cluster.client, STORAGE_API, kind).objects(
-                cluster.client):
-            if kind != "VolumeAttachment" or found.name.startswith(f"{namespace}-"):
+                cluster.client, namespace=pykube.all):
+            if kind not in ("VolumeAttachment", "CSIStorageCapacity") \
+                    or found.name.startswith(f"{namespace}-"):
                 found.delete()
 
 
@@ -264,16 +322,19 @@ def storage_of(cluster: LocalCluster, namespace: str) -> Storage:
         api, "storage.k8s.io/v1", "StorageClass").objects(api)]
 
     def listed(kind: str) -> list[Any]:
-        return [o.obj for o in pykube.object_factory(api, STORAGE_API, kind).objects(api)]
+        return [o.obj for o in pykube.object_factory(api, STORAGE_API, kind).objects(
+            api, namespace=pykube.all)]
 
     csi_nodes = [csi_node_from_api(o) for o in listed("CSINode")]
     attachments = [volume_attachment_from_api(o) for o in listed("VolumeAttachment")]
     drivers = [csi_driver_from_api(o) for o in listed("CSIDriver")]
+    capacities = [storage_capacity_from_api(o) for o in listed("CSIStorageCapacity")]
     return Storage({c.key: c for c in claims}, {v.name: v for v in volumes},
                    {s.name: s for s in classes},
                    csi_nodes={n.node: n for n in csi_nodes},
                    attachments={a.name: a for a in attachments},
-                   csi_drivers={d.name: d for d in drivers})
+                   csi_drivers={d.name: d for d in drivers},
+                   capacities={c.key: c for c in capacities})
 
 
 def our_verdict(cluster: LocalCluster, namespace: str, probe: Mapping[str, Any],
@@ -298,6 +359,41 @@ def our_verdict(cluster: LocalCluster, namespace: str, probe: Mapping[str, Any],
     return reason is None and fits, reason or (f"room: {short}" if not fits else "fits")
 
 
+def _own_claims(cluster: LocalCluster, namespace: str, rng: random.Random, index: int,
+                nodes: Sequence[str]) -> dict[str, dict[str, Any]]:
+    """A pod whose probes each have a claim of the capacity class of their own, all of
+    one size: a claim kube-scheduler gives one probe's node is no other probe's."""
+    size = rng.choice(("2Gi", "8Gi"))
+    specs = {}
+    for node in nodes:
+        name = f"cap-{index}-{node}"
+        manifest = _claim(namespace, name, storage_class=CAPACITY_CLASS)
+        manifest["spec"]["resources"]["requests"]["storage"] = size
+        pykube.PersistentVolumeClaim(cluster.client, manifest).create()
+        specs[node] = {**PLAIN, "volumes": [
+            {"name": "data", "persistentVolumeClaim": {"claimName": name}}]}
+    return specs
+
+
+def _verdict(cluster: LocalCluster, namespace: str, pod: Mapping[str, Any]) -> bool | None:
+    """kube-scheduler's verdict on a probe: bound, or its claim of the capacity class
+    given the probe's node (it then waits for a volume nothing provisions), is True."""
+    verdict = oracle.kube_verdict(pod)
+    if verdict is not None:
+        return verdict
+    for volume in pod["spec"].get("volumes") or []:
+        name = (volume.get("persistentVolumeClaim") or {}).get("claimName", "")
+        if name.startswith("cap-"):
+            claim = pykube.PersistentVolumeClaim.objects(
+                cluster.client, namespace=namespace).get_or_none(name=name)
+            selected = claim.annotations.get(SELECTED_NODE) if claim is not None else None
+            node = pod["spec"]["affinity"]["nodeAffinity"][
+                "requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"][0][
+                "matchFields"][0]["values"][0]
+            return True if selected == node else None
+    return None
+
+
 def run(cluster: LocalCluster, namespace: str, rng: random.Random, *, nodes: int,
         pods: int) -> list[oracle.Verdict]:
     """Every (pod with claims, node) pair of a generated cluster, with both verdicts."""
@@ -306,19 +402,27 @@ def run(cluster: LocalCluster, namespace: str, rng: random.Random, *, nodes: int
         oracle.place_existing(cluster, namespace, rng, names)
         claims = make_claims(cluster, namespace, rng, names)
         csi = make_csi(cluster, namespace, rng, names)
+        make_capacity(cluster, namespace, rng, names)
         storage = storage_of(cluster, namespace)
         verdicts = []
         for index in range(pods):
-            spec = with_claims(oracle.pod_spec(rng) if rng.random() < 0.4 else PLAIN, rng, claims,
-                               csi)
-            probes = {node: oracle._pod(namespace, f"p{index}-{node}", oracle.pinned(spec, node),
-                                        probe="yes") for node in names}
+            if rng.random() < 0.3:
+                specs = _own_claims(cluster, namespace, rng, index, names)
+                storage = storage_of(cluster, namespace)
+            else:
+                spec = with_claims(oracle.pod_spec(rng) if rng.random() < 0.4 else PLAIN, rng,
+                                   claims, csi)
+                specs = dict.fromkeys(names, spec)
+            probes = {node: oracle._pod(namespace, f"p{index}-{node}",
+                                        oracle.pinned(specs[node], node), probe="yes")
+                      for node in names}
             for manifest in probes.values():
                 pykube.Pod(cluster.client, manifest).create()
             resolved = oracle.wait_resolved(cluster, namespace,
-                                            [m["metadata"]["name"] for m in probes.values()])
+                                            [m["metadata"]["name"] for m in probes.values()],
+                                            verdict=partial(_verdict, cluster, namespace))
             for node, manifest in probes.items():
-                kube = oracle.kube_verdict(resolved[manifest["metadata"]["name"]])
+                kube = _verdict(cluster, namespace, resolved[manifest["metadata"]["name"]])
                 node_obj = pykube.Node.objects(cluster.client).get(name=node).obj
                 ours, why = our_verdict(cluster, namespace, manifest, node_obj, storage)
                 verdicts.append(oracle.Verdict(index, node, bool(kube), ours, why))

@@ -731,7 +731,7 @@ def test_placements_never_break_a_reservation_that_held_at_the_start(inp: CycleI
     zero = Resources.zero()
     free = zero
     for usage in inp.snapshot.nodes.values():
-        if usage.node.ready and not usage.node.unschedulable:
+        if not usage.node.unschedulable:
             free = free + usage.node.allocatable
 
     def reserved(admitted: frozenset[GangKey], bound: Mapping[GangKey, Resources]) -> int:

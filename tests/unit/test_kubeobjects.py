@@ -107,6 +107,19 @@ def test_pod_level_requests_replace_cpu_and_memory() -> None:
     assert pod_from_api(obj).requests == requests(cpu="3", memory="4Gi")
 
 
+def test_pod_level_hugepages_replace_the_containers_and_count_alone() -> None:
+    """A pod asking for huge pages at pod level only needs them on the node; one naming
+    them at pod level replaces what its containers ask, as for cpu and memory."""
+    alone = api_pod(resources={"requests": {"hugepages-2Mi": "1Gi"}},
+                    containers=[container("main", cpu="1")])
+    assert pod_from_api(alone).requests.get("hugepages-2Mi") == 2**30
+    assert pod_from_api(alone).requests.get("cpu") == 1000
+    replaced = api_pod(resources={"requests": {"hugepages-1Gi": "2Gi"}},
+                       containers=[container("main", cpu="1", **{"hugepages-1Gi": "1Gi"})])
+    assert pod_from_api(replaced).requests.get("hugepages-1Gi") == 2 * 2**30
+    assert pod_from_api(replaced).requests.get("cpu") == 1000
+
+
 def test_resized_container_counts_at_the_larger_size() -> None:
     obj = api_pod()
     obj["status"]["containerStatuses"] = [

@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+from typing import Any
+
 import pytest
 
+from gangsched.core.kubeobjects import node_from_api
 from gangsched.core.model import (
+    Node,
     PodPlacementRules,
     SelectorRequirement,
     SelectorTerm,
@@ -18,9 +23,11 @@ from gangsched.core.nodefit import (
     taints_ok,
     tolerates,
 )
-from tests.unit.clusters import node
+from gangsched.core.placement import Placement, Snapshot, place_gang
+from tests.unit.clusters import gang, node, nodes_used, pod, pod_read_from_api
 
 BUSY = Taint("gpu", "busy", "NoSchedule")
+NOT_READY = Taint("node.kubernetes.io/not-ready", "", "NoSchedule")
 
 
 @pytest.mark.parametrize(
@@ -132,7 +139,8 @@ def test_excluded_reasons() -> None:
     no_value = Taint("dedicated", "", "NoExecute")
     assert node_excluded_reason(plain, node("n", taints=[no_value])) == "taint dedicated:NoExecute"
     assert node_excluded_reason(plain, node("n", unschedulable=True)) == "cordoned"
-    assert node_excluded_reason(plain, node("n", ready=False)) == "not ready"
+    not_ready = node("n", ready=False, taints=[NOT_READY])
+    assert node_excluded_reason(plain, not_ready) == "not ready"
     zone_b = PodPlacementRules(node_selector=(("zone", "b"),))
     assert node_excluded_reason(zone_b, node("n", labels={"zone": "a"})) == "node selector"
     in_b = affinity(SelectorTerm((SelectorRequirement("zone", "In", ("b",)),)))
@@ -144,12 +152,14 @@ def test_cordoned_and_not_ready_can_be_tolerated_like_their_taints() -> None:
         Toleration("node.kubernetes.io/unschedulable", "Exists", "", "NoSchedule"),
         Toleration("node.kubernetes.io/not-ready", "Exists", "", ""),
     ))
-    assert node_excluded_reason(daemon, node("n", unschedulable=True, ready=False)) is None
+    not_ready = node("n", unschedulable=True, ready=False, taints=[NOT_READY])
+    assert node_excluded_reason(daemon, not_ready) is None
     # the default NoExecute toleration for not-ready does not let a pod schedule there
     default = PodPlacementRules(tolerations=(
         Toleration("node.kubernetes.io/not-ready", "Exists", "", "NoExecute"),
     ))
-    assert node_excluded_reason(default, node("n", ready=False)) == "not ready"
+    assert node_excluded_reason(default, node("n", ready=False, taints=[NOT_READY])) == \
+        "not ready"
 
 
 def test_a_node_marked_unreachable_takes_the_pods_that_tolerate_the_mark() -> None:
@@ -170,5 +180,68 @@ def test_a_node_marked_unreachable_takes_the_pods_that_tolerate_the_mark() -> No
         Toleration("node.kubernetes.io/unreachable", "Exists", "", "NoExecute"),
     ))
     assert node_excluded_reason(default, lost) == "not ready"
-    # a node not ready that nothing has tainted yet stays out unless not-ready is tolerated
-    assert node_excluded_reason(tolerant, node("n", ready=False)) == "not ready"
+
+
+def test_a_node_not_ready_that_nothing_has_tainted_yet_takes_pods() -> None:
+    """kube-scheduler reads readiness from the node lifecycle controller's taints
+    alone, never from the Ready condition: until the taint comes, it binds there."""
+    assert node_excluded_reason(PodPlacementRules(), node("n", ready=False)) is None
+    cordoned = node("n", ready=False, unschedulable=True)
+    assert node_excluded_reason(PodPlacementRules(), cordoned) == "cordoned"
+
+
+def api_node(name: str, *features: str) -> Node:
+    return node_from_api({
+        "metadata": {"name": name},
+        "status": {"allocatable": {"cpu": "4", "memory": "16Gi", "pods": "110"},
+                   "declaredFeatures": list(features),
+                   "conditions": [{"type": "Ready", "status": "True"}]}})
+
+
+RESTART_ALL = {"action": "RestartAllContainers",
+               "exitCodes": {"operator": "In", "values": [42]}}
+
+
+@pytest.mark.parametrize(
+    ("spec", "feature"),
+    [
+        ({"containers": [{"name": "main", "restartPolicyRules": [RESTART_ALL]}]},
+         "RestartAllContainersOnContainerExits"),
+        ({"initContainers": [{"name": "init", "restartPolicy": "Always",
+                              "restartPolicyRules": [RESTART_ALL]}]},
+         "RestartAllContainersOnContainerExits"),
+        ({"hostNetwork": True, "hostUsers": False}, "UserNamespacesHostNetworkSupport"),
+        ({"containers": [{"name": "main", "volumeMounts": [
+            {"name": "data", "mountPath": "/d", "bindMountOptions": ["nosuid"]}]}]},
+         "VolumeBindMountOptions"),
+    ],
+)
+def test_a_pod_needing_a_node_feature_goes_only_where_a_node_declares_it(
+    spec: dict[str, Any], feature: str
+) -> None:
+    """NodeDeclaredFeatures: the spec's fields say which features a node must declare in
+    ``status.declaredFeatures``; one that does not is refused, even beside one that does
+    and is otherwise the same node."""
+    rules = pod_read_from_api("p", spec).rules
+    assert node_excluded_reason(rules, api_node("n1", feature, "Other")) is None
+    assert node_excluded_reason(rules, api_node("n2", "Other")) == \
+        f"missing node feature {feature}"
+    plain = Snapshot.build([api_node("n1"), api_node("n2", feature)], ())
+    placing = gang("ns/a", [replace(pod("ns/p-0", cpu="1"), rules=rules)])
+    decision = place_gang(plain, placing)
+    assert isinstance(decision, Placement)
+    assert nodes_used(decision) == {"n2"}
+
+
+@pytest.mark.parametrize(
+    "spec",
+    [
+        {"containers": [{"name": "main", "restartPolicyRules": [
+            {"action": "Restart", "exitCodes": {"operator": "In", "values": [1]}}]}]},
+        {"hostNetwork": True},
+        {"hostUsers": False},
+        {"containers": [{"name": "main", "volumeMounts": [{"name": "d", "mountPath": "/d"}]}]},
+    ],
+)
+def test_a_pod_needing_no_node_feature_goes_anywhere(spec: dict[str, Any]) -> None:
+    assert node_excluded_reason(pod_read_from_api("p", spec).rules, api_node("n1")) is None

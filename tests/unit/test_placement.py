@@ -238,7 +238,9 @@ def test_a_hostname_rule_still_picks_its_one_node(by: str) -> None:
 
 
 def test_cordoned_and_not_ready_nodes_take_nothing() -> None:
-    s = snapshot(node("c", unschedulable=True), node("r", ready=False), node("ok", cpu="1"))
+    not_ready = Taint("node.kubernetes.io/not-ready", "", "NoSchedule")
+    s = snapshot(node("c", unschedulable=True), node("r", ready=False, taints=[not_ready]),
+                 node("ok", cpu="1"))
     decision = place_gang(s, gang("ns/a", workers("ns/a", 2, cpu="1")))
     assert isinstance(decision, Unplaceable)
     assert does_not_fit(decision.reason).shapes[0].excluded == {"cordoned": 1, "not ready": 1}

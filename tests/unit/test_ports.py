@@ -23,9 +23,10 @@ from tests.unit.clusters import pod_read_from_api
 HOST = "kubernetes.io/hostname"
 
 
-def node(name: str) -> Node:
-    return Node(NodeName(name), Resources.of({"cpu": 8000, "pods": 110}),
-                labels=((HOST, name),))
+def node(name: str, hostname: str | None = "") -> Node:
+    """A node labelled with its own name as hostname, another's, or (None) no hostname."""
+    labels = () if hostname is None else ((HOST, hostname or name),)
+    return Node(NodeName(name), Resources.of({"cpu": 8000, "pods": 110}), labels=labels)
 
 
 def port(number: int, protocol: str | None = None, ip: str | None = None) -> dict[str, Any]:
@@ -87,6 +88,21 @@ def test_two_members_with_one_port_land_on_two_nodes_or_wait_whole_naming_the_po
     waiting = place([node("n1")], members)
     assert isinstance(waiting, Unplaceable) and isinstance(waiting.reason, PodRulesUnmet)
     assert "host port TCP/8080 taken by pod w-0 of this gang" in render(waiting.reason)
+
+
+def test_ports_are_held_per_node_object_whatever_its_hostname_label() -> None:
+    """kube-scheduler keeps host ports per node object: a node without a hostname label
+    still has its ports taken, and two nodes sharing one hostname value are two."""
+    taken = api_pod("exporter", port(9100), on="n1")
+    asking = gang("job", api_pod("w", port(9100)))
+    assert isinstance(place([node("n1", None)], asking, taken), Unplaceable)
+    assert nodes_of(place([node("n1", None), node("n2", None)], asking, taken)) == ["n2"]
+    twins = [node("n1", "same"), node("n2", "same")]
+    assert nodes_of(place(twins, asking, taken)) == ["n2"]
+    members = gang("job", api_pod("w-0", port(8080)), api_pod("w-1", port(8080)))
+    assert isinstance(place([node("n1", None)], members), Unplaceable)
+    assert nodes_of(place([node("n1", None), node("n2", None)], members)) == ["n1", "n2"]
+    assert nodes_of(place(twins, members)) == ["n1", "n2"]
 
 
 def test_a_terminating_pod_still_holds_its_port() -> None:

@@ -53,7 +53,7 @@ def test_a_node_can_be_overcommitted_by_another_scheduler() -> None:
 
 def kind_signature(member: Node) -> object:
     labels = tuple(item for item in member.labels if item[0] not in PER_NODE_LABELS)
-    return labels, member.taints, member.unschedulable, member.ready
+    return labels, member.taints, member.unschedulable, member.ready, member.features
 
 
 @PROPERTY

@@ -10,7 +10,9 @@ import pytest
 
 from gangsched.core.kubeobjects import (
     claim_from_api,
+    csi_driver_from_api,
     pod_from_api,
+    storage_capacity_from_api,
     storage_class_from_api,
     volume_from_api,
 )
@@ -32,6 +34,8 @@ from gangsched.core.nodefit import node_excluded_reason
 from gangsched.core.reasons import VolumeBlocked, render
 from gangsched.core.resources import Resources
 from gangsched.core.volumes import Storage, claims_in_use, resolve_pod, with_volumes
+from gangsched.feed import Feed
+from gangsched.mirror import Mirror
 from tests.unit.test_cycle import SIX_CPU, cycle, gang, placed, reasons
 
 WFFC = StorageClassSpec("local", "rancher.io/local-path", wait_for_first_consumer=True)
@@ -123,6 +127,89 @@ def test_a_claim_waiting_for_its_first_consumer_goes_where_its_class_allows() ->
     # Once given a node it is provisioned there: its pod may go nowhere else.
     given = resolve_pod(user(), storage(replace(data, selected_node=NodeName("n3"))), "u", {})
     assert [n.name for n in SIX_CPU if node_excluded_reason(given.rules, n) is None] == ["n3"]
+
+
+ZONE = "topology.kubernetes.io/zone"
+
+
+def capacity(name: str, size: str | None, zone: str | None, *, max_size: str | None = None,
+             namespace: str = "kube-system", storage_class: str = "local") -> dict[str, Any]:
+    """A CSIStorageCapacity as a driver publishes it: for one zone (``""``: every node,
+    None: no topology at all)."""
+    found: dict[str, Any] = {"apiVersion": "storage.k8s.io/v1", "kind": "CSIStorageCapacity",
+                             "metadata": {"name": name, "namespace": namespace},
+                             "storageClassName": storage_class}
+    if zone is not None:
+        found["nodeTopology"] = {"matchLabels": {ZONE: zone}} if zone else {}
+    if size is not None:
+        found["capacity"] = size
+    if max_size is not None:
+        found["maximumVolumeSize"] = max_size
+    return found
+
+
+def sized_claim(size: str) -> Claim:
+    return claim_from_api(api_object(spec={"storageClassName": "local",
+                                           "resources": {"requests": {"storage": size}}}))
+
+
+def with_capacity(claim: Claim, *capacities: dict[str, Any], publishes: bool = True) -> Storage:
+    driver = csi_driver_from_api({"metadata": {"name": WFFC.provisioner},
+                                  "spec": {"storageCapacity": publishes}})
+    read = (storage_capacity_from_api(c) for c in capacities)
+    return replace(storage(claim), csi_drivers={driver.name: driver},
+                   capacities={c.key: c for c in read})
+
+
+ZONED = [node("x", **{ZONE: "a"}), node("y", **{ZONE: "b"}), node("z")]
+
+
+def allowed(stored: Storage) -> dict[str, str | None]:
+    rules = resolve_pod(user(), stored, "uid", {}).rules
+    return {n.name: node_excluded_reason(rules, n) for n in ZONED}
+
+
+def test_a_claim_to_provision_goes_where_its_driver_publishes_room_for_it() -> None:
+    """VolumeBinding's capacity check: a driver with ``storageCapacity`` provisions a
+    claim only where a CSIStorageCapacity of its class, in any namespace, reaches the
+    node with room for the claim's size (the largest volume size when given)."""
+    small = sized_claim("5Gi")
+    assert allowed(with_capacity(small, capacity("a", "10Gi", "a"))) == {
+        "x": None, "y": "not enough free storage", "z": "not enough free storage"}
+    pools = (capacity("a", "4Gi", "a"), capacity("b", "5Gi", "b", namespace="elsewhere"),
+             capacity("all", "1Gi", ""))
+    assert allowed(with_capacity(small, *pools)) == {
+        "x": "not enough free storage", "y": None, "z": "not enough free storage"}
+    # the largest volume a pool can make counts, not what it holds in all
+    assert allowed(with_capacity(small, capacity("a", "1Ti", "", max_size="1Gi")))["x"] == \
+        "not enough free storage"
+    # an empty topology reaches every node; none reaches no node; no size says no room
+    assert set(allowed(with_capacity(small, capacity("a", "6Gi", ""))).values()) == {None}
+    nowhere = with_capacity(small, capacity("a", "6Gi", None), capacity("b", None, ""))
+    assert set(allowed(nowhere).values()) == {"not enough free storage"}
+    # another class's capacity does not count
+    other = with_capacity(small, capacity("a", "6Gi", "", storage_class="fast"))
+    assert set(allowed(other).values()) == {"not enough free storage"}
+
+
+def test_storage_capacity_is_not_looked_at_unless_the_driver_publishes_it() -> None:
+    """A driver without ``storageCapacity``, a claim asking no size, and a claim already
+    given its node go where they went before."""
+    none = sized_claim("5Gi")
+    assert set(allowed(with_capacity(none, publishes=False)).values()) == {None}
+    assert set(allowed(with_capacity(Claim("ns/data", "local"))).values()) == {None}
+    given = replace(none, selected_node=NodeName("z"))
+    assert allowed(with_capacity(given))["z"] is None
+
+
+def test_a_gang_whose_claims_have_no_room_anywhere_waits_and_takes_the_node_with_room() -> None:
+    train = gang("ns/train", 1)
+    train = replace(train, pending=(replace(train.pending[0], claims=(ClaimRef("data"),)),))
+    stored = with_capacity(sized_claim("5Gi"), capacity("a", "8Gi", "b"))
+    result = cycle(ZONED, with_volumes([train], stored, {}, {}))
+    assert [a for p in result.placements for a in p.assignments] == [("ns/train-0", "y")]
+    empty = with_capacity(sized_claim("5Gi"))
+    assert cycle(ZONED, with_volumes([train], empty, {}, {})).placements == ()
 
 
 def test_a_class_without_provisioner_keeps_unbound_claims_waiting() -> None:
@@ -264,3 +351,17 @@ def test_a_volume_term_on_node_names_is_matched_as_kube_scheduler_does_without_a
 
     assert allowed(SelectorRequirement("metadata.name", "In", ("n1",))) == []
     assert allowed(SelectorRequirement("metadata.name", "NotIn", ("n1",))) == ["n1", "n2", "n3"]
+
+
+def test_the_mirror_holds_the_published_capacities_until_they_go() -> None:
+    mirror = Mirror(scheduler_names=frozenset({"gang"}))
+    feed = Feed(mirror)
+    feed.upsert("csistoragecapacities", capacity("pool-a", "10Gi", "a"))
+    feed.upsert("csidrivers", {"metadata": {"name": WFFC.provisioner},
+                               "spec": {"storageCapacity": True}})
+    stored = mirror.view().storage
+    assert stored.csi_drivers[WFFC.provisioner].storage_capacity
+    assert [(c.key, c.size) for c in stored.capacities.values()] == [
+        ("kube-system/pool-a", 10 * 2**30)]
+    feed.delete("csistoragecapacities", capacity("pool-a", "10Gi", "a"))
+    assert not mirror.view().storage.capacities
