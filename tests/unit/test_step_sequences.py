@@ -88,6 +88,10 @@ class World:
     def feed(self) -> Feed:
         return Feed(self.mirror)
 
+    def member(self, spec: Spec, index: int) -> dict[str, Any]:
+        """The API object of member ``index`` of ``spec`` created now, under a new UID."""
+        return member(spec.name, index, spec.cores, self.generation)
+
 
 @st.composite
 def specs(draw: st.DrawFn) -> dict[str, Spec]:
@@ -128,7 +132,7 @@ def test_step_keeps_its_promises_while_binds_fail_and_members_come_and_go(
 
 def _create(world: World, spec: Spec, index: int) -> None:
     world.generation += 1
-    raw = member(spec.name, index, spec.cores, world.generation)
+    raw = world.member(spec, index)
     world.raw[PodKey(f"{NAMESPACE}/{spec.name}-{index}")] = raw
     world.feed.upsert("pods", raw)
 
