@@ -102,7 +102,8 @@ def gather(
     PodGroup is ours only once a pod of ours names it, not before: with
     kube-scheduler running beside us, the others are its groups.
 
-    A pod in no PodGroup is a gang of one of the ``default`` queue for its whole
+    A pod in no PodGroup is a gang of one of its queue (its
+    ``scheduling.gangsched.io/queue`` annotation, else ``default``) for its whole
     life, pending and bound: once bound it still counts in its queue's usage and
     caps, and may be evicted by priority preemption and by reclaim, as any gang.
 
@@ -275,7 +276,8 @@ class _Tally:
             min_member=1 if solo or spec is None else spec.min_member,
             pending=pods,
             bound=counts.get("scheduled", 0) + counts.get("succeeded", 0),
-            queue=spec.queue if spec else DEFAULT_QUEUE,
+            queue=spec.queue if spec else next(
+                (pod.queue for pod in live if pod.queue), DEFAULT_QUEUE),
             min_resources=spec.min_resources if spec else Resources.zero(),
             priority=_gang_priority(spec, self.priority.get(key), priority_classes),
             created=(spec.created if spec and not solo

@@ -224,9 +224,11 @@ def pod_from_api(obj: Mapping[str, Any]) -> Pod:
     disks = inline_disks(
         _mapping(item, where, f"spec.volumes[{index}]")
         for index, item in enumerate(_list(spec.get("volumes"), where, "spec.volumes")))
-    runtime, runtime_problem = read_runtime(_annotations(meta))
+    annotations = _annotations(meta)
+    runtime, runtime_problem = read_runtime(annotations)
     deadline = spec.get("activeDeadlineSeconds")
     started = status.get("startTime")
+    queue = annotations.get(QUEUE_ANNOTATION)
     return Pod(
         key=PodKey(f"{namespace}/{name}"),
         requests=_effective_requests(spec, status, where),
@@ -242,6 +244,7 @@ def pod_from_api(obj: Mapping[str, Any]) -> Pod:
         terminal=phase in _TERMINAL_PHASES,
         terminating=meta.get("deletionTimestamp") is not None,
         gates=_gates(spec, where),
+        queue=QueueName(queue) if queue else None,
         preempts=spec.get("preemptionPolicy") != "Never",
         labels=labels + port_labels(ports) + disk_labels(disks),
         anti_affinity=anti_affinity + port_terms(ports) + disk_terms(disks),

@@ -431,6 +431,9 @@ class Pod:
     kube-scheduler counts it, but it is no member of its gang any more and is never placed."""
     gates: tuple[str, ...] = ()
     """Names of its ``spec.schedulingGates``: while any remain the pod may not be bound."""
+    queue: QueueName | None = None
+    """Its ``scheduling.gangsched.io/queue`` annotation: the queue whose gang of one it is
+    when it names no PodGroup (a group's pods are in their group's queue)."""
     preempts: bool = True
     """False for ``spec.preemptionPolicy: Never`` (set from its PriorityClass): the pod
     waits for room rather than taking it from lower priorities."""

@@ -6,12 +6,15 @@ from dataclasses import replace
 
 from gangsched.core.cycle import CycleInput, run_cycle
 from gangsched.core.gangs import Gathered, Member, gather
+from gangsched.core.kubeobjects import pod_from_api
 from gangsched.core.model import (
     Flavor,
     GangKey,
     GroupSpec,
+    NodeName,
     Pod,
     Policy,
+    QueueName,
     QueueSpec,
     solo_gang_key,
 )
@@ -126,6 +129,26 @@ def test_a_pod_in_no_podgroup_is_a_gang_of_the_default_queue_while_it_runs() -> 
     assert gathered.bound_pods[key] == (running,)
     # Finished, it is no gang any more.
     assert gather([Member(running, None, succeeded=True)], {}).gangs == ()
+
+
+def test_a_pod_in_no_podgroup_is_in_the_queue_its_annotation_names_waiting_and_running() -> None:
+    manifest = {"metadata": {"name": "alone", "namespace": "ns", "uid": "u",
+                             "annotations": {"scheduling.gangsched.io/queue": "team-a"},
+                             "creationTimestamp": "2026-01-01T00:00:00Z"},
+                "spec": {"schedulerName": "gang", "containers": [
+                    {"name": "main", "resources": {"requests": {"cpu": "1"}}}]}}
+    waiting = pod_from_api(manifest)
+    assert waiting.queue == "team-a"
+    running = replace(waiting, node_name=NodeName("n1"))
+    for member in (Member(waiting, None), Member(running, None, running=True)):
+        (gang,) = gather([member], {}).gangs
+        assert gang.queue == "team-a"
+    grouped = replace(waiting, gang=GangKey("ns/job"))
+    spec = GroupSpec(GangKey("ns/job"), Flavor.GANGSCHED, min_member=1,
+                     min_resources=Resources.zero(), queue=QueueName("team-b"), created=0.0,
+                     generation=1)
+    (gang,) = gather([Member(grouped, GangKey("ns/job"))], {spec.key: spec}).gangs
+    assert gang.queue == "team-b", "a group's pods are in their group's queue"
 
 
 def test_a_group_naming_a_class_its_pods_do_not_have_is_invalid() -> None:
