@@ -7,7 +7,8 @@
 #
 # `build.sh operators` does the same for the operators the end-to-end suite
 # runs (Kubeflow training-operator and mpi-operator), under a key of their own,
-# and copies their CRDs from their modules into the directory beside bin/.
+# and copies their CRDs from their modules into the directory beside bin/;
+# `build.sh promtool` for Prometheus's promtool, which tests the chart's alerts.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 # shellcheck source=versions.env
@@ -19,6 +20,9 @@ if [ "${1:-}" = provisioner ]; then
 fi
 if [ "${1:-}" = operators ]; then
   key="training-operator-${TRAINING_OPERATOR_VERSION}_mpi-operator-${MPI_OPERATOR_VERSION}"
+fi
+if [ "${1:-}" = promtool ]; then
+  key="promtool-${PROMETHEUS_VERSION}"
 fi
 cache="${GANGSCHED_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/gangsched}"
 bin="$cache/$key/bin"
@@ -100,6 +104,13 @@ build_operators() {
 
 if [ "${1:-}" = operators ]; then
   build_operators
+  [ $((SECONDS - started)) -gt 1 ] && say "done in $((SECONDS - started)) s"
+  echo "$bin"
+  exit 0
+fi
+
+if [ "${1:-}" = promtool ]; then
+  install_tool promtool "github.com/prometheus/prometheus/cmd/promtool@${PROMETHEUS_VERSION}"
   [ $((SECONDS - started)) -gt 1 ] && say "done in $((SECONDS - started)) s"
   echo "$bin"
   exit 0
