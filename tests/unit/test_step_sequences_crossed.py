@@ -304,6 +304,11 @@ SEEN = {
         CrossedSpec("g1", 1, 1, 1, queue="c", claim="template", gpus=2)),
         [([], []), ([BIND] * 2, []), ([("terminate", 0)], []), ([("gone", 0)], []),
          ([], [])]),
+    "a pod asking no device runs while a starving gang's lost member holds its GPUs": (shape(
+        CrossedSpec("g0", 2, 3, 1, queue="c", priority="high", claim="template", gpus=2),
+        CrossedSpec("g1", 1, 1, 1, lone=True, queue="c", priority="high")),
+        [([], []), ([BIND, BIND, ("lose", 0)], []), ([], []), ([], []), ([], []),
+         ([("terminate", 0)], [])]),
     "reclaim and priority preemption undo each other": (shape(
         CrossedSpec("g0", 2, 2, 4, queue="c", priority="high"),
         CrossedSpec("g1", 2, 2, 4, queue="c", priority="high"),
@@ -675,11 +680,14 @@ def _check_starving_kept(
         assert room.fits(free), (
             f"{placement.gang} placed after starving {starving.key}, which holds "
             f"{reason.hold}: {free} left")
+        # Devices its own members or others still hold are not free to keep: only a
+        # placement that takes devices of the class can leave too few.
+        taken = _devices_taken(placement)
+        took = sum(n for (_, cls), n in taken.items() if cls == spec.device_class)
         left = sum(n for (_, cls), n in _free_devices(world).items() if cls == spec.device_class)
-        assert left >= devices, (
+        assert not (took and left < devices), (
             f"{placement.gang} placed after starving {starving.key}, whose pods need {devices} "
             f"{spec.device_class} devices: {left} left")
-        taken = _devices_taken(placement)
         for pod, name in placement.assignments:
             if name not in reason.nodes:
                 continue
