@@ -89,7 +89,10 @@ umoci init --layout "$layout"
 umoci new --image "$layout:build"
 umoci unpack --image "$layout:build" "$work/bundle" >&2
 cp -a "$base/rootfs/." "$work/bundle/rootfs/"
-umoci repack --image "$layout:build" "$work/bundle"
+# --refresh-bundle: the package's layer is then what changed since the base, on
+# top of it; without it the next repack starts again from the empty image and
+# the base is lost in one layer holding everything.
+umoci repack --refresh-bundle --image "$layout:build" "$work/bundle"
 
 rootfs="$work/bundle/rootfs"
 cp -a "$work/wheels" "$rootfs/tmp/wheels"

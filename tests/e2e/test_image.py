@@ -16,6 +16,7 @@ import os
 import shlex
 import signal
 import subprocess
+import tarfile
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -108,6 +109,20 @@ def test_version_from_inside_the_image(image: Image) -> None:
                             timeout=60, check=False)
     assert result.returncode == 0, result.stderr
     assert __version__ in result.stdout
+
+
+def test_image_is_the_debian_base_and_the_package_in_two_layers(
+    image: Image, tmp_path: Path
+) -> None:
+    """The base layer is the same from one release to the next (its packages alone make
+    it), so a node that pulled one release pulls only the package's layer of the next."""
+    with tarfile.open(image.directory / "gangsched.oci.tar") as archive:
+        archive.extractall(tmp_path, filter="data")
+    index = json.loads((tmp_path / "index.json").read_text())
+    digest = index["manifests"][0]["digest"].split(":", 1)[1]
+    manifest = json.loads((tmp_path / "blobs" / "sha256" / digest).read_text())
+    base, package = (layer["size"] for layer in manifest["layers"])
+    assert base > package > 0
 
 
 def test_image_holds_no_compiler_nor_installer(image: Image) -> None:
