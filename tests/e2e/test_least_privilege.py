@@ -21,6 +21,14 @@ import pytest
 from devcluster.controlplane import LocalCluster
 from tests.e2e.deployed import NAMESPACE, WHOLE_SUITE, render_identity
 
+ON_FAILURE_ONLY = {
+    ("resource.k8s.io", "resourceclaims", "delete"):
+        "a claim the scheduler made for a pod's extended resources is deleted only when "
+        "another write of its gang is refused (tests/e2e/test_dra_extended.py provokes "
+        "it, but the garbage collector may delete the claim first)",
+}
+"""Rights the code uses only on a failure path a run may not reach, and why they stay."""
+
 SYNTHETIC = {("resource.k8s.io", "resourceclaims/binding", "patch"):
              ("resource.k8s.io", "resourceclaims/status", "patch")}
 """Rights the API server checks inside another request, never asked for on their own: a
@@ -85,5 +93,5 @@ def test_every_right_the_chart_grants_was_used(
             if not refused(r) and (r.resource != "leases" or r.namespace == NAMESPACE)}
     # A watch is a list with watch=true; the audit log says which.
     unused = sorted(grant for grant in granted(cluster)
-                    if SYNTHETIC.get(grant, grant) not in used)
+                    if SYNTHETIC.get(grant, grant) not in used and grant not in ON_FAILURE_ONLY)
     assert not unused, f"granted by the chart and never used by the suite: {unused}"
