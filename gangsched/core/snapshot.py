@@ -64,6 +64,7 @@ class NodeIndex:
         "kinds",
         "max_allocatable",
         "nodes",
+        "schedulable_nodes",
         "schedulable_total",
     )
 
@@ -77,6 +78,7 @@ class NodeIndex:
         by_key: dict[_KindKey, int] = {}
         largest: dict[str, int] = {}
         schedulable: dict[str, int] = {}
+        ready: list[NodeName] = []
         for name in sorted(nodes):
             usage = nodes[name]
             node = usage.node
@@ -101,6 +103,7 @@ class NodeIndex:
                 if amount > largest.get(resource, 0):
                     largest[resource] = amount
             if node.ready and not node.unschedulable:
+                ready.append(name)
                 for resource, amount in node.allocatable.amounts.items():
                     schedulable[resource] = schedulable.get(resource, 0) + amount
         self.classes: list[dict[Resources, tuple[NodeName, ...]]] = [
@@ -110,6 +113,8 @@ class NodeIndex:
         self.max_allocatable = Resources.of(largest)
         self.schedulable_total = Resources.of(schedulable)
         """What the ready, uncordoned nodes can hold: the whole queue shares are parts of."""
+        self.schedulable_nodes = frozenset(ready)
+        """The ready, uncordoned nodes, whose devices count in that whole too."""
         self._fit_cache: dict[PodPlacementRules, tuple[str | None, ...]] = {}
         self._name_fit_cache: dict[PodPlacementRules, dict[NodeName, str | None]] = {}
 

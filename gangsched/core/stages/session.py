@@ -145,12 +145,10 @@ def pending_need(gang: Gang, bound: Resources) -> Resources:
 def schedulable_total(snapshot: Snapshot) -> Resources:
     """What the ready, uncordoned nodes can hold, their devices of each class included:
     the whole that queue shares are parts of."""
-    nodes = snapshot.index.schedulable_total
+    index = snapshot.index
     if snapshot.devices.empty:
-        return nodes
-    ready = {name for name, usage in snapshot.nodes.items()
-             if usage.node.ready and not usage.node.unschedulable}
-    return nodes + device_totals(snapshot.devices, ready)
+        return index.schedulable_total
+    return index.schedulable_total + device_totals(snapshot.devices, index.schedulable_nodes)
 
 
 class Session:
