@@ -260,8 +260,7 @@ class Capacity:
 
     def devices_free(self, devices: Iterable[DeviceRef]) -> tuple[DeviceRef, ...]:
         """Those of the devices no claim has and no placement of this pass holds."""
-        taken = self._devices.taken
-        return tuple(ref for ref in devices if ref not in taken)
+        return self._devices.untaken(devices)
 
     def hold_devices(self, placement: Placement, devices: Iterable[DeviceRef]) -> Placement:
         """The placement of a pod that is not bound (a stand-in for room held: a starving

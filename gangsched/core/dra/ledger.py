@@ -110,13 +110,18 @@ class DeviceLedger:
         """Take those of ``devices`` no claim has, for a pod that is not placed (room held
         for a starving gang or a departed member), under ``key``, no claim's; None when
         none is free. :meth:`forget` of the write gives them back."""
-        free = sorted({ref for ref in devices if ref not in self.taken})
+        free = sorted(set(self.untaken(devices)))
         if not free:
             return None
         write = ClaimWrite(key, "", "", Allocation(
             tuple(AllocatedDevice("", ref) for ref in free), node), ())
         self.record((write,))
         return write
+
+    def untaken(self, devices: Iterable[DeviceRef]) -> tuple[DeviceRef, ...]:
+        """Those of the devices no claim has and no placement of this pass holds."""
+        taken = self.taken
+        return tuple(ref for ref in devices if ref not in taken)
 
     def now(self) -> Inventory:
         """The inventory with the claims allocated and the devices held so far in this pass:
