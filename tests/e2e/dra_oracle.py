@@ -248,6 +248,17 @@ def kube_verdict(pod: Mapping[str, Any]) -> bool | None:
     return oracle.kube_verdict(pod)
 
 
+def kube_judges(cluster: LocalCluster, namespace: str,
+                probes: Mapping[str, dict[str, Any]]) -> dict[str, Any]:
+    """Create the probe pods (one per node) and wait until kube-scheduler has bound or
+    refused each; its answers, by pod name."""
+    for manifest in probes.values():
+        pykube.Pod(cluster.client, manifest).create()
+    return oracle.wait_resolved(cluster, namespace,
+                                [m["metadata"]["name"] for m in probes.values()],
+                                verdict=kube_verdict)
+
+
 def _clear_probes(cluster: LocalCluster, namespace: str) -> None:
     cluster.kubectl("delete", "pods", "-n", namespace, "-l", "probe=yes", "--grace-period=0",
                     "--force", "--wait=false")
@@ -275,11 +286,7 @@ def probe_claim(cluster: LocalCluster, namespace: str, index: int, spec: dict[st
         claims(cluster.client, _claim(namespace, f"c{index}-{node}", spec)).create()
     probes = {node: _pod(namespace, f"p{index}-{node}", f"c{index}-{node}", node, probe=True)
               for node in nodes}
-    for manifest in probes.values():
-        pykube.Pod(cluster.client, manifest).create()
-    resolved = oracle.wait_resolved(cluster, namespace,
-                                    [m["metadata"]["name"] for m in probes.values()],
-                                    verdict=kube_verdict)
+    resolved = kube_judges(cluster, namespace, probes)
     claim = resource_claim_from_api(_claim(namespace, f"c{index}", spec))
     verdicts = []
     for node, manifest in probes.items():
@@ -385,11 +392,7 @@ def probe_ruled(cluster: LocalCluster, namespace: str, index: int, rng: random.R
                                     oracle.PROBE_LABEL: f"{oracle.PROBE_LABEL}-{node}"}},
             "spec": {"schedulerName": "default-scheduler", "terminationGracePeriodSeconds": 0,
                      **spec}}
-    for manifest in probes.values():
-        pykube.Pod(cluster.client, manifest).create()
-    resolved = oracle.wait_resolved(cluster, namespace,
-                                    [m["metadata"]["name"] for m in probes.values()],
-                                    verdict=kube_verdict)
+    resolved = kube_judges(cluster, namespace, probes)
     verdicts = []
     for node, manifest in probes.items():
         kube = kube_verdict(resolved[manifest["metadata"]["name"]])
@@ -417,11 +420,7 @@ def probe_extended(cluster: LocalCluster, namespace: str, index: int, count: int
     """``example.com/gpu: count`` asked of every node at once (no node lists it)."""
     before = inventory(cluster, namespace)
     probes = {node: _extended_pod(namespace, f"p{index}-{node}", count, node) for node in nodes}
-    for manifest in probes.values():
-        pykube.Pod(cluster.client, manifest).create()
-    resolved = oracle.wait_resolved(cluster, namespace,
-                                    [m["metadata"]["name"] for m in probes.values()],
-                                    verdict=kube_verdict)
+    resolved = kube_judges(cluster, namespace, probes)
     verdicts = []
     for node, manifest in probes.items():
         kube = kube_verdict(resolved[manifest["metadata"]["name"]])
