@@ -9,10 +9,27 @@
 # runs (Kubeflow training-operator and mpi-operator), under a key of their own,
 # and copies their CRDs from their modules into the directory beside bin/;
 # `build.sh promtool` for Prometheus's promtool, which tests the chart's alerts.
+#
+# `build.sh kube VERSION` builds another Kubernetes release's kube-apiserver and
+# kube-controller-manager (what `make test-versions` runs), from a module
+# cluster/kube-module.sh writes in the cache; etcd, kwok, helm and kubectl are
+# the pinned ones, linked beside them. VERSION@goX.Y.Z names the Go toolchain a
+# release needs when it is newer than the local one.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 # shellcheck source=versions.env
 source "$here/versions.env"
+pinned_bin=""
+kube_module="$here/go/kube"
+kube_commands=(kube-apiserver kube-scheduler kube-controller-manager kubectl)
+if [ "${1:-}" = kube ]; then
+  pinned_bin="$(bash "${BASH_SOURCE[0]}")"
+  requested="${2:?build.sh kube VERSION[@goX.Y.Z]}"
+  if [ "${requested%%@*}" = "$KUBE_VERSION" ]; then echo "$pinned_bin"; exit 0; fi
+  KUBE_VERSION="${requested%%@*}"
+  [ "$requested" != "$KUBE_VERSION" ] && export GOTOOLCHAIN="${requested#*@}"
+  kube_commands=(kube-apiserver kube-controller-manager)
+fi
 
 key="k8s-${KUBE_VERSION}_etcd-${ETCD_VERSION}_kwok-${KWOK_VERSION}_helm-${HELM_VERSION}"
 if [ "${1:-}" = provisioner ]; then
@@ -45,12 +62,12 @@ started=$SECONDS
 
 build_kube() {
   local missing=()
-  for cmd in kube-apiserver kube-scheduler kube-controller-manager kubectl; do
+  for cmd in "${kube_commands[@]}"; do
     [ -x "$bin/$cmd" ] || missing+=("k8s.io/kubernetes/cmd/$cmd")
   done
   [ ${#missing[@]} -eq 0 ] && return 0
   say "building ${missing[*]##*/} ${KUBE_VERSION} (cold: about 10 min on 2 cores)"
-  (cd "$here/go/kube" && go build -trimpath -ldflags "$kube_ldflags" -o "$bin/" "${missing[@]}")
+  (cd "$kube_module" && go build -trimpath -ldflags "$kube_ldflags" -o "$bin/" "${missing[@]}")
 }
 
 build_etcd() {
@@ -119,6 +136,18 @@ fi
 if [ "${1:-}" = provisioner ]; then
   install_tool local-path-provisioner \
     "github.com/rancher/local-path-provisioner@${LOCAL_PATH_PROVISIONER_VERSION}"
+  [ $((SECONDS - started)) -gt 1 ] && say "done in $((SECONDS - started)) s"
+  echo "$bin"
+  exit 0
+fi
+
+if [ "${1:-}" = kube ]; then
+  kube_module="$cache/$key/module"
+  [ -s "$kube_module/go.sum" ] || bash "$here/kube-module.sh" "$KUBE_VERSION" "$kube_module"
+  for tool in etcd kwok helm kubectl kwok-node-stages.yaml; do
+    ln -sf "$pinned_bin/$tool" "$bin/$tool"
+  done
+  build_kube
   [ $((SECONDS - started)) -gt 1 ] && say "done in $((SECONDS - started)) s"
   echo "$bin"
   exit 0
