@@ -28,7 +28,7 @@ from kubernetes_asyncio.leaderelection.leaderelection import LeaderElection
 from gangsched import __version__, handlers
 from gangsched.allocations import ClaimWriter
 from gangsched.binder import FIELD_MANAGER, Binder
-from gangsched.core.model import Policy
+from gangsched.core.step import StepConfig
 from gangsched.dispatcher import Dispatcher
 from gangsched.evictor import Evictor
 from gangsched.feed import Feed
@@ -55,16 +55,10 @@ class RunOptions:
     kubeconfig: str | None
     scheduler_names: frozenset[str]
     namespaces: tuple[str, ...]
-    policy: Policy
+    step: StepConfig
+    """How each cycle decides, as ``explain``, ``status`` and ``simulate`` decide."""
     bind_concurrency: int
     metrics_port: int
-    starvation_seconds: float
-    replacement_grace_seconds: float = 60.0
-    provisioning_timeout_seconds: float = 120.0
-    preemption: bool = True
-    reclaim: bool = False
-    reclaim_interval_seconds: float = 10.0
-    backfill: bool = True
     leader_elect: bool = False
     lease_namespace: str = "default"
     scheduled_events: ScheduledEvents = ScheduledEvents.GANG
@@ -208,13 +202,7 @@ def assemble(options: RunOptions, api: client.ApiClient) -> Parts:
     """Wire the mirror, the dispatcher and its writers, the loop and the watches together."""
     core = client.CoreV1Api(api)
     resource = client.ResourceV1Api(api)
-    config_ = SchedulerConfig(policy=options.policy, starvation_s=options.starvation_seconds,
-                              replacement_grace_s=options.replacement_grace_seconds,
-                              provisioning_timeout_s=options.provisioning_timeout_seconds,
-                              preemption=options.preemption, reclaim=options.reclaim,
-                              reclaim_interval_s=options.reclaim_interval_seconds,
-                              backfill=options.backfill,
-                              scheduled_events=options.scheduled_events)
+    config_ = SchedulerConfig(step=options.step, scheduled_events=options.scheduled_events)
     health = Health(stale_after_s=2 * config_.resync_s, leader_election=options.leader_elect)
     mirror = Mirror(scheduler_names=options.scheduler_names,
                     namespaces=frozenset(options.namespaces))
@@ -263,7 +251,7 @@ def assemble(options: RunOptions, api: client.ApiClient) -> Parts:
         Reflector("resourceclaims", resource.list_resource_claim_for_all_namespaces, feed,
                   scheduler.trigger),
     ]
-    if options.preemption:
+    if options.step.preemption:
         reflectors.append(Reflector(
             "poddisruptionbudgets",
             client.PolicyV1Api(api).list_pod_disruption_budget_for_all_namespaces, feed,
@@ -288,7 +276,7 @@ async def schedule_when_synced(options: RunOptions, parts: Parts) -> None:
     await scheduler.reporter.ensure_default_queue()
     log.info("scheduler_started", scheduler_names=sorted(options.scheduler_names),
              nodes=len(parts.mirror.nodes), pods=len(parts.mirror.pods),
-             policy=options.policy.value)
+             policy=options.step.policy.value)
     scheduler.trigger()
     parts.health.start_scheduling()
     await scheduler.run()

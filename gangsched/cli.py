@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import functools
 import json
 import re
 import sys
@@ -33,7 +34,7 @@ if TYPE_CHECKING:
     from rich.console import Console
 
     from gangsched.clusterobjects import ClusterObjects
-    from gangsched.decisions import Decision
+    from gangsched.core.step import StepConfig, Stepped
     from gangsched.mirror import View
 
 
@@ -52,6 +53,72 @@ def _env(flag: str) -> str:
     return "GANGSCHED_" + flag.upper().replace("-", "_")
 
 
+def _step_options(command: Callable[..., None]) -> Callable[..., None]:
+    """The flags that change decisions, taken alike by ``run``, ``explain``, ``status`` and
+    ``simulate`` and handed to the command as one :class:`StepConfig`, ``step``: what the
+    CLI answers is decided as the scheduler started with the same flags decides."""
+    options = (
+        click.option("--policy", envvar=_env("policy"),
+                     type=click.Choice([p.value for p in Policy]), default="binpack",
+                     show_default=True,
+                     help="Placement policy; a PodGroup may override it by the "
+                     "scheduling.gangsched.io/policy annotation."),
+        click.option("--starvation-seconds", envvar=_env("starvation-seconds"),
+                     type=click.FloatRange(0), default=60.0, show_default=True,
+                     help="After this long unplaced, a gang holds its room against gangs "
+                     "ordered after it."),
+        click.option("--replacement-grace-seconds", envvar=_env("replacement-grace-seconds"),
+                     type=click.FloatRange(0), default=60.0, show_default=True,
+                     help="When a running gang drops below its minMember, the room of each "
+                     "departed member is held this long for its replacement."),
+        click.option("--provisioning-timeout-seconds",
+                     envvar=_env("provisioning-timeout-seconds"),
+                     type=click.FloatRange(0, min_open=True), default=120.0, show_default=True,
+                     help="A placed gang waits this long for its WaitForFirstConsumer claims to "
+                     "be provisioned on their nodes; then the nodes are taken back and it tries "
+                     "again."),
+        click.option("--preemption/--no-preemption", envvar=_env("preemption"), default=True,
+                     show_default=True,
+                     help="A gang that cannot fit may evict whole gangs of lower priority "
+                     "(Eviction API: PodDisruptionBudgets hold)."),
+        click.option("--reclaim/--no-reclaim", envvar=_env("reclaim"), default=False,
+                     show_default=True,
+                     help="A queue below its deserved share may evict whole gangs of queues "
+                     "above theirs to take back the room they borrowed (needs --preemption; a "
+                     "Queue with reclaimable: false opts out)."),
+        click.option("--reclaim-interval-seconds", envvar=_env("reclaim-interval-seconds"),
+                     type=click.FloatRange(0), default=10.0, show_default=True,
+                     help="A queue that reclaimed reclaims again only after this long: at most "
+                     "one reclaim decision per queue per interval."),
+        click.option("--backfill/--no-backfill", envvar=_env("backfill"), default=True,
+                     show_default=True,
+                     help="A gang expected to end before the starving gang's estimated start "
+                     "may use the room kept for it (EASY backfill; gangs of unknown runtime "
+                     "never do)."),
+    )
+
+    @functools.wraps(command)
+    def with_step(*args: Any, policy: str, starvation_seconds: float,
+                  replacement_grace_seconds: float, provisioning_timeout_seconds: float,
+                  preemption: bool, reclaim: bool, reclaim_interval_seconds: float,
+                  backfill: bool, **kwargs: Any) -> None:
+        from gangsched.core.provisioning import ProvisionLimits
+        from gangsched.core.step import StepConfig
+
+        step = StepConfig(
+            policy=Policy(policy), starvation_s=starvation_seconds,
+            replacement_grace_s=replacement_grace_seconds,
+            provisioning=ProvisionLimits(timeout_s=provisioning_timeout_seconds),
+            preemption=preemption, reclaim=reclaim,
+            reclaim_interval_s=reclaim_interval_seconds, backfill=backfill,
+        )
+        command(*args, step=step, **kwargs)
+
+    for option in reversed(options):
+        with_step = option(with_step)
+    return with_step
+
+
 @main.command()
 @click.option("--kubeconfig", envvar=[_env("kubeconfig"), "KUBECONFIG"],
               help="Kubeconfig file, or several separated by ':' as in $KUBECONFIG (merged "
@@ -64,10 +131,6 @@ def _env(flag: str) -> str:
               "volcano, to stand in for Volcano with nothing else changed).")
 @click.option("--namespace", "namespaces", envvar=_env("namespace"), multiple=True,
               help="Only schedule pods of this namespace (repeatable); all by default.")
-@click.option("--policy", envvar=_env("policy"), type=click.Choice([p.value for p in Policy]),
-              default="binpack", show_default=True,
-              help="Placement policy; a PodGroup may override it by the "
-              "scheduling.gangsched.io/policy annotation.")
 @click.option("--bind-concurrency", envvar=_env("bind-concurrency"),
               type=click.IntRange(1, 512), default=96, show_default=True,
               help="Binding calls in flight at once.")
@@ -78,35 +141,7 @@ def _env(flag: str) -> str:
 @click.option("--metrics-port", envvar=_env("metrics-port"), type=click.IntRange(0, 65535),
               default=8080, show_default=True,
               help="Port serving /metrics, /healthz and /readyz; 0 turns them off.")
-@click.option("--starvation-seconds", envvar=_env("starvation-seconds"),
-              type=click.FloatRange(0), default=60.0, show_default=True,
-              help="After this long unplaced, a gang holds its room against gangs "
-              "ordered after it.")
-@click.option("--replacement-grace-seconds", envvar=_env("replacement-grace-seconds"),
-              type=click.FloatRange(0), default=60.0, show_default=True,
-              help="When a running gang drops below its minMember, the room of each "
-              "departed member is held this long for its replacement.")
-@click.option("--provisioning-timeout-seconds", envvar=_env("provisioning-timeout-seconds"),
-              type=click.FloatRange(0, min_open=True), default=120.0, show_default=True,
-              help="A placed gang waits this long for its WaitForFirstConsumer claims to be "
-              "provisioned on their nodes; then the nodes are taken back and it tries again.")
-@click.option("--preemption/--no-preemption", envvar=_env("preemption"), default=True,
-              show_default=True,
-              help="A gang that cannot fit may evict whole gangs of lower priority "
-              "(Eviction API: PodDisruptionBudgets hold).")
-@click.option("--reclaim/--no-reclaim", envvar=_env("reclaim"), default=False,
-              show_default=True,
-              help="A queue below its deserved share may evict whole gangs of queues above "
-              "theirs to take back the room they borrowed (needs --preemption; a Queue with "
-              "reclaimable: false opts out).")
-@click.option("--reclaim-interval-seconds", envvar=_env("reclaim-interval-seconds"),
-              type=click.FloatRange(0), default=10.0, show_default=True,
-              help="A queue that reclaimed reclaims again only after this long: at most one "
-              "reclaim decision per queue per interval.")
-@click.option("--backfill/--no-backfill", envvar=_env("backfill"), default=True,
-              show_default=True,
-              help="A gang expected to end before the starving gang's estimated start may use "
-              "the room kept for it (EASY backfill; gangs of unknown runtime never do).")
+@_step_options
 @click.option("--leader-elect/--no-leader-elect", envvar=_env("leader-elect"), default=False,
               show_default=True, help="Schedule only while holding a Lease (for replicas > 1).")
 @click.option("--lease-namespace", envvar=[_env("lease-namespace"), "POD_NAMESPACE"],
@@ -125,17 +160,10 @@ def run(
     context: str | None,
     scheduler_names: tuple[str, ...],
     namespaces: tuple[str, ...],
-    policy: str,
     bind_concurrency: int,
     scheduled_events: str,
     metrics_port: int,
-    starvation_seconds: float,
-    replacement_grace_seconds: float,
-    provisioning_timeout_seconds: float,
-    preemption: bool,
-    reclaim: bool,
-    reclaim_interval_seconds: float,
-    backfill: bool,
+    step: StepConfig,
     leader_elect: bool,
     lease_namespace: str,
     lease_name: str,
@@ -164,17 +192,10 @@ def run(
             kubeconfig=str(chosen) if chosen else None,
             scheduler_names=frozenset(scheduler_names),
             namespaces=namespaces,
-            policy=Policy(policy),
+            step=step,
             bind_concurrency=bind_concurrency,
             scheduled_events=ScheduledEvents(scheduled_events),
             metrics_port=metrics_port,
-            starvation_seconds=starvation_seconds,
-            replacement_grace_seconds=replacement_grace_seconds,
-            provisioning_timeout_seconds=provisioning_timeout_seconds,
-            preemption=preemption,
-            reclaim=reclaim,
-            reclaim_interval_seconds=reclaim_interval_seconds,
-            backfill=backfill,
             leader_elect=leader_elect,
             lease_namespace=lease_namespace,
             lease_name=lease_name,
@@ -201,17 +222,13 @@ def _kube_options(command: Callable[..., None]) -> Callable[..., None]:
 
 
 def _decision_options(command: Callable[..., None]) -> Callable[..., None]:
-    """The flags of ``run`` that change decisions, so the CLI decides as the scheduler does."""
+    """The flags of ``run`` that change decisions and the output format, for the commands
+    that answer people: they decide as the scheduler started with the same flags does."""
     for option in reversed((
         click.option("--scheduler-name", "scheduler_names", envvar=_env("scheduler-name"),
                      multiple=True, default=("gang",), show_default=True,
                      help="Pods with this spec.schedulerName are gangsched's (repeatable)."),
-        click.option("--policy", envvar=_env("policy"),
-                     type=click.Choice([p.value for p in Policy]), default="binpack",
-                     show_default=True, help="As the scheduler runs with (gangsched run)."),
-        click.option("--starvation-seconds", envvar=_env("starvation-seconds"),
-                     type=click.FloatRange(0), default=60.0, show_default=True,
-                     help="As the scheduler runs with (gangsched run)."),
+        _step_options,
         click.option("-o", "--output", type=click.Choice(OUTPUTS), default="text",
                      show_default=True,
                      help="text or wide (reasons in a column) for people; json or yaml for "
@@ -252,18 +269,15 @@ def _read(api: pykube.HTTPClient, namespace: str | None = None,
     return objects
 
 
-def _decide(objects: ClusterObjects, scheduler_names: tuple[str, ...], policy: str,
-            starvation_seconds: float, now: float) -> tuple[View, Decision]:
-    from gangsched.clusterobjects import admitted_groups
-    from gangsched.decisions import decide
+def _decide(objects: ClusterObjects, scheduler_names: tuple[str, ...], step: StepConfig,
+            now: float) -> tuple[View, Stepped]:
+    """The scheduler's step over the objects, from the state their status shows."""
+    from gangsched.decisions import decide, published_state, step_view
 
     mirror = objects.mirror(frozenset(scheduler_names))
     view = mirror.view()
-    return view, decide(
-        view, admitted=admitted_groups(objects), waiting_since={}, finished_uids=frozenset(),
-        priority_classes=mirror.priority_classes, now=now, policy=Policy(policy),
-        starvation_s=starvation_seconds,
-    )
+    seen = step_view(mirror, view)
+    return view, decide(seen, published_state(seen, now), now, step)
 
 
 def _print_data(data: object, output: str) -> None:
@@ -286,8 +300,8 @@ def _print_data(data: object, output: str) -> None:
 @_kube_options
 @_decision_options
 def status(namespace: str | None, all_namespaces: bool, kubeconfig: str | None,
-           context: str | None, scheduler_names: tuple[str, ...], policy: str,
-           starvation_seconds: float, output: str) -> None:
+           context: str | None, scheduler_names: tuple[str, ...], step: StepConfig,
+           output: str) -> None:
     """Queues and PodGroups of every flavour: phase, members bound, waiting time, reason.
 
     Within one namespace (-n, or the context's) only that namespace's pods,
@@ -309,12 +323,13 @@ def status(namespace: str | None, all_namespaces: bool, kubeconfig: str | None,
     objects = _read(api, scope, if_forbidden="" if scope else (
         "\n(gangsched status -n NAMESPACE reads one namespace alone, as a namespaced Role "
         "allows)"))
-    view, decision = _decide(objects, scheduler_names, policy, starvation_seconds, now)
+    view, decision = _decide(objects, scheduler_names, step, now)
     if scope is not None:
         # Without nodes the cycle's reasons would be about an empty cluster: keep
         # what the scheduler, which sees every node, wrote on each PodGroup.
-        decision = dataclasses.replace(decision, result=dataclasses.replace(
-            decision.result, unplaceable=(), unadmitted=()), estimates={})
+        decision = dataclasses.replace(
+            decision, result=dataclasses.replace(decision.result, unplaceable=(), unadmitted=()),
+            state=dataclasses.replace(decision.state, estimates={}))
     queues, groups = views.status_rows(view, decision, now)
     if scope is not None:
         queues = []
@@ -365,8 +380,7 @@ def _cell(value: object) -> str:
 @_kube_options
 @_decision_options
 def explain(target: str, namespace: str | None, kubeconfig: str | None, context: str | None,
-            scheduler_names: tuple[str, ...], policy: str, starvation_seconds: float,
-            output: str) -> None:
+            scheduler_names: tuple[str, ...], step: StepConfig, output: str) -> None:
     """Why a pod or a PodGroup waits: TARGET is POD, pod/NAME or podgroup/NAME (gpg/NAME).
 
     Decided by the same cycle the scheduler runs, over the cluster as it is now:
@@ -396,7 +410,7 @@ def explain(target: str, namespace: str | None, kubeconfig: str | None, context:
                              output)
     except ObjectsError as error:
         _fail(error)
-    view, decision = _decide(objects, scheduler_names, policy, starvation_seconds, time.time())
+    view, decision = _decide(objects, scheduler_names, step, time.time())
     if kind in GROUP_KINDS:
         key = gang_key(namespace, name)
         what = f"PodGroup {key}"
@@ -432,7 +446,7 @@ def explain(target: str, namespace: str | None, kubeconfig: str | None, context:
     explanation = explain_gang(decision.input, decision.result, key)
     if explanation is None:
         _fail(LookupError(f"{what}: PodGroup {key} has finished or is invalid"))
-    estimate = decision.estimates.get(key)
+    estimate = decision.state.estimates.get(key)
     if output in ("json", "yaml"):
         _print_data(views.explanation_json(explanation, estimate), output)
     else:
@@ -482,15 +496,11 @@ def _explain_from_status(objects: ClusterObjects, group: bool, namespace: str, n
 @click.option("--default-run-seconds", type=click.FloatRange(0, min_open=True), default=60.0,
               show_default=True,
               help="How long a pod runs when it has no kwok.gangsched.io/run-for annotation.")
-@click.option("--backfill/--no-backfill", default=True, show_default=True,
-              help="Whether gangs known to end before a starving gang's reservation may "
-                   "use the room kept for it.")
 @_kube_options
 @_decision_options
 def simulate(files: tuple[Path, ...], from_cluster: bool, default_run_seconds: float,
-             backfill: bool, kubeconfig: str | None, context: str | None,
-             scheduler_names: tuple[str, ...], policy: str, starvation_seconds: float,
-             output: str) -> None:
+             kubeconfig: str | None, context: str | None, scheduler_names: tuple[str, ...],
+             step: StepConfig, output: str) -> None:
     """What gangsched would do, offline: which gangs run now, where, and in what order
     the rest follow as pods finish. Nothing is written anywhere."""
     from rich.console import Console
@@ -510,10 +520,8 @@ def simulate(files: tuple[Path, ...], from_cluster: bool, default_run_seconds: f
     except ObjectsError as error:
         _fail(error)
     simulation = run_simulation(objects, scheduler_names=frozenset(scheduler_names),
-                                policy=Policy(policy),
-                                starvation_s=starvation_seconds,
-                                default_run_s=default_run_seconds, now=now,
-                                backfill=backfill)
+                                step_config=step, default_run_s=default_run_seconds,
+                                now=now)
     if output in ("json", "yaml"):
         _print_data(simulation.as_json(), output)
     else:

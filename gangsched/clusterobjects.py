@@ -21,8 +21,8 @@ import pykube
 import requests
 import yaml
 
-from gangsched.core.kubeobjects import group_record_from_api, object_ref
-from gangsched.core.model import Flavor, GangKey
+from gangsched.core.kubeobjects import object_ref
+from gangsched.core.model import Flavor
 from gangsched.feed import Feed
 from gangsched.mirror import Mirror
 
@@ -38,8 +38,6 @@ and finish, so these stay plain dicts (the mirror reads them as
 :data:`gangsched.core.kubeobjects.RawObject`)."""
 NAME_LABEL = "kubernetes.io/metadata.name"
 """The label the API server gives every Namespace: its name."""
-ADMITTED_PHASES = frozenset({"Inqueue", "Scheduling", "Running"})
-"""Phases, in every flavour, of a group the scheduler has admitted."""
 
 
 class ObjectsError(Exception):
@@ -68,6 +66,8 @@ class ClusterObjects:
     workloads: list[Document] = field(default_factory=list)
     """Native Workloads: their queue annotation is their PodGroups' queue."""
     priority_classes: list[Document] = field(default_factory=list)
+    budgets: list[Document] = field(default_factory=list)
+    """PodDisruptionBudgets: the gangs preemption may not evict."""
     storage: dict[str, list[Document]] = field(default_factory=dict)
     """PersistentVolumeClaims, PersistentVolumes and StorageClasses, by the feed's kind."""
     devices: dict[str, list[Document]] = field(default_factory=dict)
@@ -97,6 +97,8 @@ class ClusterObjects:
             self.workloads.append(obj)
         elif kind == "PriorityClass":
             self.priority_classes.append(obj)
+        elif kind == "PodDisruptionBudget":
+            self.budgets.append(obj)
         elif kind in STORAGE_KINDS:
             self.storage.setdefault(STORAGE_KINDS[kind], []).append(obj)
         elif kind in DEVICE_KINDS and api_version == RESOURCE_API:
@@ -112,6 +114,7 @@ class ClusterObjects:
         self.queues += other.queues
         self.workloads += other.workloads
         self.priority_classes += other.priority_classes
+        self.budgets += other.budgets
         for kind, documents in other.storage.items():
             self.storage.setdefault(kind, []).extend(documents)
         for plural, found in other.devices.items():
@@ -125,6 +128,7 @@ class ClusterObjects:
         feed.replace("priorityclasses", list(self.priority_classes))
         feed.replace("namespaces", list(self.namespaces))
         feed.replace("pods", list(self.pods))
+        feed.replace("poddisruptionbudgets", list(self.budgets))
         for kind, documents in self.storage.items():
             feed.replace(kind, documents)
         for plural in DEVICE_KINDS.values():
@@ -136,12 +140,6 @@ class ClusterObjects:
         for body in self.workloads:
             feed.upsert_workload(body)
         return mirror
-
-
-def admitted_groups(objects: ClusterObjects) -> frozenset[GangKey]:
-    """Groups whose status says the scheduler admitted them (it keeps that set in memory)."""
-    records = (group_record_from_api(body, flavor) for flavor, body in objects.groups)
-    return frozenset(r.key for r in records if r.status.get("phase") in ADMITTED_PHASES)
 
 
 # ---- from files -------------------------------------------------------------------
@@ -297,6 +295,7 @@ def from_cluster(api: pykube.HTTPClient, namespace: str | None = None) -> Cluste
                                              "priorityclasses")
         objects.queues = _readable(objects, api, QUEUE_API, "queues")
         objects.namespaces = _readable(objects, api, "v1", "namespaces")
+        objects.budgets = _readable(objects, api, "policy/v1", "poddisruptionbudgets")
         objects.storage["persistentvolumes"] = _readable(objects, api, "v1", "persistentvolumes")
         for plural in ("storageclasses", "csinodes", "volumeattachments", "csidrivers",
                        "csistoragecapacities"):

@@ -1,8 +1,8 @@
 """What the CLI shows: the rows and answers of ``status``, ``explain`` and ``simulate``.
 
 Each answer is plain data first (what ``--output json`` prints), then drawn
-with rich for people. The data comes from the decision the scheduler itself
-would take (``gangsched.decisions``) over the objects the command read.
+with rich for people. The data comes from the scheduler's own step
+(``gangsched.decisions``) over the objects the command read.
 """
 
 from __future__ import annotations
@@ -16,7 +16,6 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
-from gangsched.core.cycle import schedulable_total
 from gangsched.core.explain import Explanation
 from gangsched.core.fairness import dominant_share
 from gangsched.core.forecast import Estimate
@@ -25,7 +24,8 @@ from gangsched.core.hierarchy import QueueTree, build_tree, deserved_shares, sub
 from gangsched.core.model import DEFAULT_QUEUE, GangKey, QueueName
 from gangsched.core.reasons import code_of, describe_request, render
 from gangsched.core.resources import PODS, Capability, Resources, format_amount
-from gangsched.decisions import Decision
+from gangsched.core.stages.session import schedulable_total
+from gangsched.core.step import Stepped
 from gangsched.mirror import View
 from gangsched.simulation import Simulation
 
@@ -101,7 +101,7 @@ class QueueRow:
 
 
 def status_rows(
-    view: View, decision: Decision, now: float
+    view: View, decision: Stepped, now: float
 ) -> tuple[list[QueueRow], list[GroupRow]]:
     reasons = {u.gang: render(u.reason) for u in (*decision.result.unplaceable,
                                                    *decision.result.unadmitted)}
@@ -121,7 +121,7 @@ def status_rows(
         elif phase == "Running":
             running[queue] = running.get(queue, 0) + 1
         reason = record.error or reasons.get(key) or _status_message(record.status)
-        estimate = decision.estimates.get(key)
+        estimate = decision.state.estimates.get(key)
         written = record.status.get("estimatedStart")
         groups.append(GroupRow(
             group=key,
@@ -295,6 +295,7 @@ def explanation_json(explanation: Explanation,
             for shape in explanation.shapes
         ],
         "placement": [{"pod": pod, "node": node} for pod, node in explanation.assignments],
+        "preempts": list(explanation.preempts),
         "reservedByOthers": [
             {"gang": gang, "resources": quantities(held)}
             for gang, held in explanation.reserved_by_others
@@ -315,6 +316,8 @@ def print_explanation(console: Console, explanation: Explanation, what: str,
         console.print(f"  why: {render(e.reason)}", highlight=False)
     if estimate is not None:
         console.print(f"  expected to start: {estimate.explained}", highlight=False)
+    if e.preempts:
+        console.print(f"  evicts for its room: {', '.join(e.preempts)}", highlight=False)
     if e.assignments:
         placed = ", ".join(f"{pod.split('/', 1)[1]} → {node}" for pod, node in e.assignments)
         console.print(f"  would be placed: {placed}", highlight=False)

@@ -1,67 +1,82 @@
-"""One scheduling decision over a mirror's view: shared by the scheduler and the CLI.
+"""One scheduling decision over a mirror: the scheduler's step, for the CLI too.
 
-The scheduler runs it every cycle on its live mirror; ``gangsched explain``,
-``status`` and ``simulate`` run it on a mirror filled from the API server or
-from files. The same functions for both, so what the CLI says would happen
-is what the scheduler does with the same objects.
-
-The scheduler's step (:func:`gangsched.core.step.step`) gathers the view and
-builds the cycle's input with the state it carries between cycles; the CLI,
-knowing no such state, calls :func:`decide`, which does the same with none.
+The scheduler runs :func:`gangsched.core.step.step` every cycle on its live
+mirror and keeps the :class:`~gangsched.core.state.State` it returns.
+``gangsched explain``, ``status`` and ``simulate`` run the very same step on
+a mirror filled from the API server or from files, so every policy the
+scheduler applies (preemption, reclaim, a starving gang's reservation,
+backfill, disruption budgets, claims provisioned first) is in their answer.
+They start from the state the cluster says the scheduler reached
+(:func:`published_state`); ``simulate`` then threads the state each step
+returns into the next, as the scheduler does.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
-from gangsched.core.cycle import CycleInput, CycleResult, run_cycle
-from gangsched.core.forecast import Estimate, forecast, known_starts
-from gangsched.core.gangs import Gathered
-from gangsched.core.model import GangKey, Policy
-from gangsched.core.view import cycle_input, gather_view
-from gangsched.mirror import View
+from gangsched.core.forecast import known_starts
+from gangsched.core.hierarchy import build_tree
+from gangsched.core.model import GangKey
+from gangsched.core.state import State
+from gangsched.core.status_bodies import queue_conditions_current
+from gangsched.core.step import StepConfig, Stepped, step
+from gangsched.core.view import StepView, gather_view
+from gangsched.mirror import Mirror, View
 
-
-@dataclass(frozen=True, slots=True)
-class Decision:
-    gathered: Gathered
-    input: CycleInput
-    result: CycleResult
-    finished_uids: frozenset[str]
-    estimates: Mapping[GangKey, Estimate]
-    """When each gang the cycle left waiting is expected to start (core.forecast)."""
+ADMITTED_PHASES = frozenset({"Inqueue", "Scheduling", "Running"})
+"""Phases, in every flavour, of a group the scheduler has admitted."""
 
 
-def decide(
-    view: View,
-    *,
-    admitted: frozenset[GangKey],
-    waiting_since: Mapping[GangKey, float],
-    finished_uids: frozenset[str],
-    priority_classes: Mapping[str, int],
-    now: float,
-    policy: Policy,
-    starvation_s: float,
-    estimated_starts: Mapping[GangKey, float] | None = None,
-    backfill: bool = True,
-) -> Decision:
-    """Gather the view's gangs and run the pure cycle over them, holding no departed rooms,
-    and forecast when the gangs left waiting start.
+def step_view(mirror: Mirror, view: View) -> StepView:
+    """What a step reads of the mirror: its view and the tables beside it."""
+    problems = build_tree(view.queues).invalid
+    return StepView(
+        view, priority_classes=mirror.priority_classes,
+        never_preempting_classes=frozenset(mirror.never_preempting_classes),
+        bad_pods=dict(mirror.bad_pods), budgets=tuple(mirror.budgets.values()),
+        queues_settled=frozenset(
+            name for name, spec in mirror.queues.items()
+            if queue_conditions_current(spec.open, spec.error,
+                                        mirror.queue_conditions.get(name, ()),
+                                        problems[name].problem
+                                        if name in problems else None)),
+    )
 
-    ``estimated_starts`` are the last decision's (a starving gang's is its
-    reservation); None, for a caller that keeps none, decides twice, the second
-    time with the first's estimates, as the scheduler's next cycle would.
+
+def published_state(view: StepView, now: float) -> State:
+    """What the scheduler carries between cycles, as far as the cluster shows it.
+
+    A group whose status phase says it was admitted is admitted; a gang has
+    waited since its first pending member (or, with none, its PodGroup) was
+    created (objects read from files, created "later", wait from ``now``), as a
+    scheduler running all along would have it wait, so a gang past the
+    starvation threshold holds its room. What only the running
+    process knows (the room of departed members held for their replacements,
+    a preemption under way, refused binds) is not shown by the cluster and
+    starts empty.
     """
-    gathering = gather_view(view, finished_uids, priority_classes)
-    inp = cycle_input(view, gathering.gathered, admitted=admitted, waiting_since=waiting_since,
-                      now=now, policy=policy, starvation_s=starvation_s,
-                      estimated_starts=estimated_starts, backfill=backfill)
-    result = run_cycle(inp)
-    estimates = forecast(inp, result)
-    if estimated_starts is None and known_starts(estimates):
-        inp = replace(inp, estimated_starts=known_starts(estimates))
-        result = run_cycle(inp)
-        estimates = forecast(inp, result)
-    return Decision(gathered=gathering.gathered, input=inp, result=result,
-                    finished_uids=gathering.finished_uids, estimates=estimates)
+    cluster = view.cluster
+    admitted = frozenset(key for key, group in cluster.groups.items()
+                         if group.status.get("phase") in ADMITTED_PHASES)
+    gathering = gather_view(cluster, frozenset(), view.priority_classes,
+                            view.never_preempting_classes)
+    waiting_since: dict[GangKey, float] = {}
+    for gang in gathering.gathered.gangs:
+        if gang.pending:
+            waiting_since[gang.key] = min(now, *(pod.created for pod in gang.pending))
+        elif (spec := gathering.groups.get(gang.key)) is not None:
+            waiting_since[gang.key] = min(now, spec.created)
+    return State(admitted=admitted, waiting_since=waiting_since)
+
+
+def decide(view: StepView, state: State, now: float, config: StepConfig) -> Stepped:
+    """One step from ``state``; when it forecast starts that ``state`` did not know, one
+    more from ``state`` with that forecast, as the scheduler's next cycle decides (a
+    starving gang's estimated start is its reservation, which backfill reads)."""
+    stepped = step(state, view, now, config)
+    forecast = stepped.state
+    if known_starts(state.estimates) or not known_starts(forecast.estimates):
+        return stepped
+    return step(replace(state, estimates=forecast.estimates, forecast_from=forecast.forecast_from,
+                        forecast_at=forecast.forecast_at), view, now, config)

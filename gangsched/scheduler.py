@@ -23,7 +23,7 @@ import os
 import platform
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import structlog
 from prometheus_client import Counter, Gauge, Histogram, Info
@@ -35,17 +35,13 @@ from gangsched.allocations import ClaimWriter
 from gangsched.binder import Binder
 from gangsched.core.cycle import CycleResult
 from gangsched.core.forecast import Estimate
-from gangsched.core.hierarchy import build_tree
-from gangsched.core.model import GangKey, Policy
-from gangsched.core.provisioning import ProvisionLimits
-from gangsched.core.report_plan import Pacing
+from gangsched.core.model import GangKey
 from gangsched.core.state import State
-from gangsched.core.status_bodies import queue_conditions_current
 from gangsched.core.step import StepConfig, step
 from gangsched.core.thresholds import next_threshold
-from gangsched.core.view import StepView
+from gangsched.decisions import step_view
 from gangsched.evictor import Evictor
-from gangsched.mirror import Mirror, View
+from gangsched.mirror import Mirror
 from gangsched.reporting import Reporter
 
 log = structlog.get_logger(__name__)
@@ -89,41 +85,26 @@ def _fail_cycle_after() -> int | None:
     return int(value) if value else None
 
 
+def _step_default() -> StepConfig:
+    return StepConfig(preemption=True)
+
+
 @dataclass
 class SchedulerConfig:
-    policy: Policy = Policy.BINPACK
+    step: StepConfig = field(default_factory=_step_default)
+    """How each cycle decides: the same configuration ``explain``, ``status`` and
+    ``simulate`` decide with, built from the same flags (see :mod:`gangsched.cli`)."""
     debounce_s: float = 0.05
     resync_s: float = 5.0
     assume_ttl_s: float = 60.0
-    starvation_s: float = 60.0
-    replacement_grace_s: float = 60.0
-    provisioning_timeout_s: float = 120.0
-    """How long a placed gang waits for its claims to be provisioned (core.provisioning)."""
-    preemption: bool = True
-    reclaim: bool = False
-    """Queues below their deserved share reclaim from queues above (core.stages.reclaim)."""
-    reclaim_interval_s: float = 10.0
-    backfill: bool = True
-    """A gang known to end before the starving gang's reservation may use its room."""
-    preemption_timeout_s: float = 60.0
-    """A preemptor not placed this long after its victims were evicted stops holding room."""
     unevictable_s: float = 15.0
     """A gang the Eviction API refused (a PodDisruptionBudget) is no victim for this long."""
     reuse_unchanged: bool = True
     """A cycle whose inputs did not change since the last full one, and for which the
     clock crossed no threshold (:mod:`gangsched.core.thresholds`), reuses its answer
-    instead of deciding again: a settled cluster costs next to nothing per resync."""
-    settle_s: float = 15.0
-    """After the inputs change, every cycle decides in full for this long, so what the
-    reporter held back (an Event within ``EVENT_CHANGE_GAP_S`` of the last) goes out."""
-    reason_hold_s: float = 60.0
-    """A waiting gang's reported reason keeps its figures this long when only they moved
-    (see :func:`gangsched.core.reasons.reported_reasons`)."""
-    pod_report_s: float = 300.0
-    """A waiting pod is reported to the reporter when its reason changes, and with an
-    unchanged reason again after this long (its FailedScheduling Event sent again, a
-    failed condition write retried), as kube-scheduler retries an unschedulable pod
-    within five minutes: thousands of waiting pods must not cost an Event each a minute."""
+    instead of deciding again: a settled cluster costs next to nothing per resync.
+    After the inputs change, every cycle decides in full for the step's
+    ``pacing.settle_s``, so what the reporter held back goes out."""
     scheduled_events: ScheduledEvents = ScheduledEvents.GANG
     """One ``Scheduled`` Event per gang, on its PodGroup, or one per pod as kube-scheduler."""
     refresh_s: float = 60.0
@@ -132,19 +113,9 @@ class SchedulerConfig:
     fail_cycle_after: int | None = field(default_factory=_fail_cycle_after)
     """Fault injection for tests (``GANGSCHED_FAIL_CYCLE_AFTER``): cycles after this many raise."""
 
-
     def step_config(self, evicts: bool) -> StepConfig:
-        """What the pure step needs of this configuration; preemption needs an evictor."""
-        return StepConfig(
-            policy=self.policy, starvation_s=self.starvation_s,
-            replacement_grace_s=self.replacement_grace_s,
-            preemption=self.preemption and evicts,
-            preemption_timeout_s=self.preemption_timeout_s, reason_hold_s=self.reason_hold_s,
-            pacing=Pacing(settle_s=self.settle_s, pod_report_s=self.pod_report_s),
-            provisioning=ProvisionLimits(timeout_s=self.provisioning_timeout_s),
-            reclaim=self.reclaim, reclaim_interval_s=self.reclaim_interval_s,
-            backfill=self.backfill,
-        )
+        """The step's configuration; preemption needs an evictor."""
+        return replace(self.step, preemption=self.step.preemption and evicts)
 
 
 @dataclass(frozen=True, slots=True)
@@ -264,7 +235,7 @@ class Scheduler:
                       gangs=None, placed=0)
             return settled.result
         view = self.mirror.view()
-        stepped = step(self.state, self._step_view(view), now,
+        stepped = step(self.state, step_view(self.mirror, view), now,
                        self.config.step_config(self.evictor is not None))
         elapsed = time.perf_counter() - started
         self._count(elapsed, stepped.result)
@@ -282,21 +253,6 @@ class Scheduler:
                   reused=False, gangs=stepped.gangs, placed=len(stepped.result.placements))
         return stepped.result
 
-    def _step_view(self, view: View) -> StepView:
-        mirror = self.mirror
-        problems = build_tree(view.queues).invalid
-        return StepView(
-            view, priority_classes=mirror.priority_classes,
-            never_preempting_classes=frozenset(mirror.never_preempting_classes),
-            bad_pods=dict(mirror.bad_pods), budgets=tuple(mirror.budgets.values()),
-            queues_settled=frozenset(
-                name for name, spec in mirror.queues.items()
-                if queue_conditions_current(spec.open, spec.error,
-                                            mirror.queue_conditions.get(name, ()),
-                                            problems[name].problem
-                                            if name in problems else None)),
-        )
-
     def _inputs(self) -> tuple[object, ...]:
         """What a cycle decides from: the mirror (its version counts its changes) and the
         state, which outcomes of binds and evictions change between cycles too."""
@@ -307,7 +263,7 @@ class Scheduler:
             self.config.reuse_unchanged
             and settled.inputs == inputs
             and now < settled.until
-            and now - settled.since >= self.config.settle_s
+            and now - settled.since >= self.config.step.pacing.settle_s
             and now - settled.ran_at < self.config.refresh_s
         )
 

@@ -1,28 +1,33 @@
 """``gangsched simulate``: the scheduler's own decisions, replayed on a clock that jumps.
 
 No cluster is touched. The objects (from files, or listed from a cluster)
-fill a mirror; each step runs the very decision the scheduler runs, binds
-what it places by writing ``nodeName`` into the objects, then jumps to the
-moment the next pod finishes and marks it Succeeded. A pod runs for its
-``kwok.gangsched.io/run-for`` annotation (what the local cluster's fake
-kubelets honour), or for ``default_run_s``. What never runs is reported with
-the reason the last step gave.
+fill a mirror; each step is the scheduler's step (:func:`gangsched.core.step.step`)
+from the state the last one returned, starting from the state the objects'
+status shows (:func:`gangsched.decisions.published_state`). What it binds is
+bound by writing ``nodeName`` into the objects; the gangs it evicts for a
+preemptor go back to pending, as their controllers would create their pods
+again. Then the clock jumps to the moment the next pod finishes and marks it
+Succeeded. A pod runs for its ``kwok.gangsched.io/run-for`` annotation (what
+the local cluster's fake kubelets honour), or for ``default_run_s``. What
+never runs is reported with the reason the last step gave.
 """
 
 from __future__ import annotations
 
 import copy
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
-from gangsched.clusterobjects import ClusterObjects, admitted_groups
-from gangsched.core.forecast import known_starts
-from gangsched.core.model import GangKey, NodeName, PodKey, Policy
+from gangsched.clusterobjects import ClusterObjects
+from gangsched.core.actions import Evict
+from gangsched.core.model import GangKey, NodeName, PodKey
 from gangsched.core.reasons import Reason, code_of, render
 from gangsched.core.runtimes import parse_duration
-from gangsched.decisions import decide
+from gangsched.core.step import StepConfig, step
+from gangsched.decisions import published_state, step_view
 from gangsched.feed import Feed
+from gangsched.mirror import Mirror
 
 RUN_FOR = "kwok.gangsched.io/run-for"
 MAX_STEPS = 10_000
@@ -38,6 +43,15 @@ class GangRun:
     estimated_start_s: float | None = None
     """The start first estimated for it while it waited (core.forecast); None when it
     never waited or its start was unknown then."""
+    evicted_s: float | None = None
+    """When it was evicted for a preemptor, before it finished; None if it was not."""
+
+
+@dataclass(frozen=True, slots=True)
+class Eviction:
+    at_s: float
+    preemptor: GangKey
+    victims: tuple[GangKey, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,18 +62,23 @@ class Simulation:
     """Gangs still waiting when nothing more would finish, with the last reason."""
     not_ours: tuple[PodKey, ...]
     """Pending pods of other schedulers: they hold nothing and are not simulated."""
+    evictions: tuple[Eviction, ...] = ()
+    """Gangs evicted whole for a preemptor (priority or reclaim), in order."""
 
     def as_json(self) -> dict[str, Any]:
         return {
             "runs": [
                 {"gang": r.gang, "startSeconds": r.start_s, "endSeconds": r.end_s,
                  "estimatedStartSeconds": r.estimated_start_s,
+                 "evictedSeconds": r.evicted_s,
                  "pods": [{"pod": pod, "node": node} for pod, node in r.nodes]}
                 for r in self.runs
             ],
             "never": [{"gang": gang, "code": code_of(reason), "reason": render(reason)}
                       for gang, reason in self.never],
             "notOurs": list(self.not_ours),
+            "evictions": [{"atSeconds": e.at_s, "preemptor": e.preemptor,
+                           "victims": list(e.victims)} for e in self.evictions],
         }
 
 
@@ -78,18 +97,12 @@ def simulate(
     objects: ClusterObjects,
     *,
     scheduler_names: frozenset[str],
-    policy: Policy,
-    starvation_s: float,
+    step_config: StepConfig,
     default_run_s: float,
     now: float,
-    backfill: bool = True,
 ) -> Simulation:
-    """Replay the scheduler's decisions on a clock that jumps from one pod's end to the next.
-
-    Between steps it carries what the scheduler carries that placement reads:
-    admissions, waiting times and the estimated starts (a starving gang's is
-    its reservation, which gangs known to end before it may backfill into).
-    """
+    """Replay the scheduler's steps on a clock that jumps from one pod's end to the next,
+    each step from the state the one before returned."""
     objects = copy.deepcopy(objects)
     pods: dict[PodKey, dict[str, Any]] = {_key(p): p for p in objects.pods}
     mirror = objects.mirror(scheduler_names)
@@ -109,28 +122,26 @@ def simulate(
         if not r.ours and r.pod.node_name is None and not r.pod.terminal
     ))
 
-    admitted = admitted_groups(objects)
-    waiting_since: dict[GangKey, float] = {}
-    finished_uids: frozenset[str] = frozenset()
+    state = published_state(step_view(mirror, mirror.view()), now)
     runs: list[GangRun] = []
+    evictions: list[Eviction] = []
     reasons: dict[GangKey, Reason] = {}
     first_estimates: dict[GangKey, float | None] = {}
-    estimated: dict[GangKey, float] = {}
     at = 0.0
     for _ in range(MAX_STEPS):
-        decision = decide(
-            mirror.view(), admitted=admitted, waiting_since=waiting_since,
-            finished_uids=finished_uids, priority_classes=mirror.priority_classes,
-            now=now + at, policy=policy, starvation_s=starvation_s,
-            estimated_starts=estimated, backfill=backfill,
-        )
-        estimated = known_starts(decision.estimates)
-        for gang, estimate in decision.estimates.items():
+        stepped = step(state, step_view(mirror, mirror.view()), now + at, step_config)
+        state, result = stepped.state, stepped.result
+        for gang, estimate in state.estimates.items():
             first_estimates.setdefault(gang, None if estimate.at is None else estimate.at - now)
-        result = decision.result
-        admitted, finished_uids = result.admitted, decision.finished_uids
         reasons = {u.gang: u.reason for u in (*result.unplaceable, *result.unadmitted)}
-        waiting_since = {g: waiting_since.get(g, now + at) for g in reasons}
+        evicts = [action for action in stepped.actions if isinstance(action, Evict)]
+        for evict in evicts:
+            evictions.append(Eviction(at, evict.preemption.preemptor, evict.preemption.victims))
+            for victim, victim_pods in evict.victim_pods.items():
+                for pod_key in victim_pods:
+                    _pending_again(mirror, pods[pod_key], len(evictions))
+                    clock.ends.pop(pod_key, None)
+                _cut_short(runs, victim, at)
         for placement in result.placements:
             ends: list[float] = []
             for pod_key, node in placement.assignments:
@@ -144,8 +155,8 @@ def simulate(
             complete = len(ends) == len(placement.assignments)
             runs.append(GangRun(placement.gang, at, max(ends) if complete and ends else None,
                                 placement.assignments, first_estimates.get(placement.gang)))
-        if result.placements:
-            continue  # a placement can change admission and reservations: decide again now
+        if result.placements or evicts:
+            continue  # a placement or eviction changes what the next step sees: step again now
         if not clock.ends:
             break
         at = min(clock.ends.values())
@@ -157,4 +168,23 @@ def simulate(
         runs=tuple(runs),
         never=tuple(sorted(reasons.items())),
         not_ours=not_ours,
+        evictions=tuple(evictions),
     )
+
+
+def _cut_short(runs: list[GangRun], gang: GangKey, at: float) -> None:
+    """The gang's last run ends at ``at``, evicted, not when its pods would have finished."""
+    for i in reversed(range(len(runs))):
+        if runs[i].gang == gang:
+            runs[i] = replace(runs[i], end_s=None, evicted_s=at)
+            return
+
+
+def _pending_again(mirror: Mirror, pod: dict[str, Any], generation: int) -> None:
+    """An evicted pod, created again by its controller: a new pod under the same name,
+    pending."""
+    pod.get("spec", {}).pop("nodeName", None)
+    pod["status"] = {"phase": "Pending"}
+    meta = pod.setdefault("metadata", {})
+    meta["uid"] = f"{meta.get('uid', '')}-{generation}"
+    Feed(mirror).upsert("pods", pod)

@@ -4,8 +4,8 @@ The one-line reason (``reasons``) is what every waiting pod carries. A person
 asking about one gang wants the figures behind it: what each kind of pod
 lacks, node by node, which nodes came closest, which reservations and queue
 caps stand in the way, and what would let the gang run. Computed from the
-same cycle input and result the scheduler acts on, so the explanation
-cannot disagree with the decision.
+same cycle input and result the scheduler's step acts on, so the
+explanation cannot disagree with the decision.
 """
 
 from __future__ import annotations
@@ -106,6 +106,8 @@ class Explanation:
     queue_allocated: Resources
     remedies: tuple[str, ...]
     """What would let it run, most direct first."""
+    preempts: tuple[GangKey, ...] = ()
+    """The gangs the step evicts whole to make its room, when it preempts for it."""
 
 
 def _lack_ratio(lacks: Resources, requests: Resources) -> Fraction:
@@ -261,6 +263,7 @@ def explain_gang(inp: CycleInput, result: CycleResult, key: GangKey) -> Explanat
         queue_capability=capability,
         queue_allocated=allocated,
         remedies=_remedies(shapes, verdict, reason, reserved, gang.queue, capability),
+        preempts=next((p.victims for p in result.preemptions if p.preemptor == key), ()),
     )
 
 

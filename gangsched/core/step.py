@@ -70,6 +70,10 @@ class Stepped:
     state: State
     actions: tuple[Action, ...]
     result: CycleResult
+    input: CycleInput
+    """What the cycle decided from: ``gangsched explain`` reads its figures."""
+    gathered: Gathered
+    """The view's gangs and member counts, as the cycle read them."""
     thresholds: tuple[float, ...]
     """When the clock alone would change this answer or what it reports
     (see :mod:`gangsched.core.thresholds`); the shell adds its own (assumptions)."""
@@ -134,6 +138,8 @@ def step(state: State, view: StepView, now: float, config: StepConfig) -> Steppe
                       queues_served=plan.queues_served),
         actions=(*notes, *ended, *claim_writes, *acts, *plan.actions, *waiting),
         result=result,
+        input=inp,
+        gathered=gathered,
         thresholds=thresholds,
         gangs=len(gathered.gangs),
     )

@@ -10,6 +10,7 @@ from gangsched.core.forecast import forecast
 from gangsched.core.model import Gang, GangKey, NodeName
 from gangsched.core.reasons import DevicesShort, HeldForStarving, Starving
 from gangsched.core.resources import Resources
+from gangsched.core.step import StepConfig
 from gangsched.scheduler import SchedulerConfig
 from tests.unit.test_dra import claim_obj, claiming, gpu_cluster, held_by, request
 from tests.unit.test_forecast import node, running, waiting, world
@@ -72,7 +73,8 @@ def test_the_starving_gang_starts_no_later_for_the_backfill() -> None:
 def test_the_schedulers_no_backfill_setting_reaches_the_step() -> None:
     """``gangsched run --no-backfill`` (chart value ``backfill: false``) turns it off."""
     assert SchedulerConfig().step_config(evicts=True).backfill is True
-    assert SchedulerConfig(backfill=False).step_config(evicts=True).backfill is False
+    assert SchedulerConfig(step=StepConfig(backfill=False)).step_config(
+        evicts=True).backfill is False
 
 
 def gpu_starving(*small: tuple[str, float | None]) -> CycleInput:

@@ -4,9 +4,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import click
 from click.testing import CliRunner
 
-from gangsched.cli import main
+from gangsched.cli import _step_options, main
+from gangsched.core.model import Policy
+from gangsched.core.provisioning import ProvisionLimits
+from gangsched.core.step import StepConfig
 
 
 def test_status_without_a_kubeconfig_says_so(tmp_path: Path) -> None:
@@ -42,3 +46,38 @@ def test_run_with_a_context_no_kubeconfig_names_says_so(tmp_path: Path) -> None:
     result = CliRunner().invoke(main, ["run", "--kubeconfig", str(config), "--context", "d"])
     assert result.exit_code == 1
     assert f"error: no context 'd' in {config}" in result.output
+
+
+DECISION_FLAGS = {"policy", "starvation_seconds", "replacement_grace_seconds",
+                  "provisioning_timeout_seconds", "preemption", "reclaim",
+                  "reclaim_interval_seconds", "backfill"}
+
+
+def test_run_explain_status_and_simulate_take_the_same_decision_flags() -> None:
+    """What the CLI answers is decided as the scheduler started with the same flags decides:
+    every command takes each flag that changes a decision, with the same default."""
+    flags = [
+        {p.name: (p.default, p.envvar) for p in main.commands[name].params
+         if p.name in DECISION_FLAGS}
+        for name in ("run", "explain", "status", "simulate")
+    ]
+    assert set(flags[0]) == DECISION_FLAGS
+    assert all(found == flags[0] for found in flags[1:]), flags
+
+
+def test_the_decision_flags_become_one_step_configuration() -> None:
+    made: list[StepConfig] = []
+
+    @click.command()
+    @_step_options
+    def probe(step: StepConfig) -> None:
+        made.append(step)
+
+    result = CliRunner().invoke(probe, [
+        "--policy", "spread", "--starvation-seconds", "30", "--replacement-grace-seconds", "5",
+        "--provisioning-timeout-seconds", "90", "--no-preemption", "--reclaim",
+        "--reclaim-interval-seconds", "20", "--no-backfill"])
+    assert result.exit_code == 0, result.output
+    assert made == [StepConfig(policy=Policy.SPREAD, starvation_s=30.0, replacement_grace_s=5.0,
+                               provisioning=ProvisionLimits(timeout_s=90.0), preemption=False,
+                               reclaim=True, reclaim_interval_s=20.0, backfill=False)]

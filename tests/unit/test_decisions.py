@@ -1,34 +1,52 @@
-"""What ``gangsched explain``/``status``/``simulate`` decide equals what the scheduler does.
+"""What ``gangsched explain``/``status``/``simulate`` decide is what the scheduler does.
 
-The CLI fills a mirror from objects and calls :func:`gangsched.decisions.decide`;
-the scheduler calls :func:`gangsched.core.step.step` on the same mirror's view.
+The CLI fills a mirror from objects and calls :func:`gangsched.decisions.decide`,
+the scheduler's own step from the state the objects' status shows; the
+scheduler calls :func:`gangsched.core.step.step` on the same mirror's view.
 Each test writes the objects a user would apply, reads them as the CLI does,
 and compares the two decisions: who is admitted, what binds where, and the
-reason (with its figures) every waiting gang is given.
+reason (with its figures) every waiting gang is given; and shows that the
+policies only the step applies (preemption, a starving gang's hold) are in the
+CLI's answer.
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gangsched.clusterobjects import QUEUE_API, admitted_groups, from_files
-from gangsched.core.cycle import CycleResult
+from gangsched.clusterobjects import QUEUE_API, from_files
+from gangsched.console import explanation_json
+from gangsched.core.explain import explain_gang
 from gangsched.core.model import GangKey, Policy
-from gangsched.core.reasons import AdmissionNoRoom, DoesNotFit, Reason, ReservedByAdmitted
+from gangsched.core.reasons import (
+    AdmissionNoRoom,
+    DoesNotFit,
+    HeldForStarving,
+    Preempting,
+    Reason,
+    ReservedByAdmitted,
+    Starving,
+)
 from gangsched.core.state import State
-from gangsched.core.step import StepConfig, step
+from gangsched.core.step import StepConfig, Stepped, step
 from gangsched.core.view import StepView
-from gangsched.decisions import Decision, decide
+from gangsched.decisions import decide, published_state, step_view
 from gangsched.mirror import Mirror
+
+if TYPE_CHECKING:
+    from gangsched.core.stages.session import CycleResult
 from tests.unit.test_simulate import nodes, pod, podgroup
 
 NOW = 2_000_000_000.0
-STARVATION_S = 60.0
+STARVATION_S = 1000.0
+"""Longer than any gang of these objects has waited: none starves unless a test says so."""
+CONFIG = StepConfig(policy=Policy.BINPACK, starvation_s=STARVATION_S, preemption=True)
 
 
 def priority_class(name: str, value: int) -> dict[str, Any]:
@@ -51,36 +69,37 @@ def member(name: str, group: str, *, cpu: str = "1", node: str | None = None,
     return body
 
 
-def mirrored(tmp_path: Path, documents: list[dict[str, Any]]) -> tuple[Mirror, frozenset[GangKey]]:
-    """The objects read from a file as the CLI reads them, and the groups they say are admitted."""
+def mirrored(tmp_path: Path, documents: list[dict[str, Any]]) -> Mirror:
+    """The objects read from a file as the CLI reads them, created 100 s before NOW."""
     path = tmp_path / "cluster.yaml"
     path.write_text(yaml.safe_dump_all(documents))
-    objects = from_files([path], created=NOW - 100)
-    return objects.mirror(frozenset({"gang"})), admitted_groups(objects)
+    return from_files([path], created=NOW - 100).mirror(frozenset({"gang"}))
 
 
-def cli_decision(mirror: Mirror, admitted: frozenset[GangKey]) -> Decision:
-    return decide(mirror.view(), admitted=admitted, waiting_since={}, finished_uids=frozenset(),
-                  priority_classes=mirror.priority_classes, now=NOW, policy=Policy.BINPACK,
-                  starvation_s=STARVATION_S)
+def cli_decision(mirror: Mirror, config: StepConfig = CONFIG) -> Stepped:
+    view = step_view(mirror, mirror.view())
+    return decide(view, published_state(view, NOW), NOW, config)
 
 
-def scheduler_decision(mirror: Mirror, admitted: frozenset[GangKey]) -> CycleResult:
-    """What the scheduler's first step decides on the mirror, knowing the same admissions."""
+def scheduler_decision(mirror: Mirror) -> CycleResult:
+    """What the scheduler's first step decides on the mirror, knowing the admissions its
+    status shows."""
     view = mirror.view()
+    admitted = frozenset(key for key, group in view.groups.items()
+                         if group.status.get("phase") in ("Inqueue", "Running"))
     stepped = step(
         State(admitted=admitted),
         StepView(view, priority_classes=mirror.priority_classes,
                  never_preempting_classes=frozenset(mirror.never_preempting_classes),
                  bad_pods=dict(mirror.bad_pods)),
-        NOW, StepConfig(policy=Policy.BINPACK, starvation_s=STARVATION_S))
+        NOW, CONFIG)
     return stepped.result
 
 
-def both(tmp_path: Path, documents: list[dict[str, Any]]) -> tuple[Decision, CycleResult]:
+def both(tmp_path: Path, documents: list[dict[str, Any]]) -> tuple[Stepped, CycleResult]:
     """The CLI's decision and the scheduler's first step's, over the same objects."""
-    mirror, admitted = mirrored(tmp_path, documents)
-    return cli_decision(mirror, admitted), scheduler_decision(mirror, admitted)
+    mirror = mirrored(tmp_path, documents)
+    return cli_decision(mirror), scheduler_decision(mirror)
 
 
 def reasons(result: CycleResult) -> dict[GangKey, Reason]:
@@ -141,8 +160,8 @@ def test_a_pod_s_priority_class_counts_in_files_as_it_does_on_the_cluster(tmp_pa
                 podgroup("early", 2), member("early-0", "early", cpu="2"),
                 member("early-1", "early", cpu="2"), podgroup("urgent", 2), *urgent]
 
-    from_file = cli_decision(*mirrored(tmp_path, documents(stored=False)))
-    on_cluster = scheduler_decision(*mirrored(tmp_path, documents(stored=True)))
+    from_file = cli_decision(mirrored(tmp_path, documents(stored=False)))
+    on_cluster = scheduler_decision(mirrored(tmp_path, documents(stored=True)))
     assert [p.gang for p in on_cluster.placements] == ["default/urgent"]
     assert from_file.result.placements == on_cluster.placements
 
@@ -181,3 +200,61 @@ def test_for_any_objects_the_cli_decides_what_the_scheduler_does(
 ) -> None:
     cli, scheduler = both(tmp_path, documents)
     assert_same(cli.result, scheduler)
+
+
+def test_explain_names_the_gangs_a_preemption_would_evict(tmp_path: Path) -> None:
+    """The scheduler evicts a running gang of lower priority for an urgent one that does
+    not fit: ``explain`` says so, with the victims, as the step decides it."""
+    documents = [
+        *nodes(1, "4"), priority_class("high", 100),
+        podgroup("batch", 2), *(member(f"batch-{i}", "batch", cpu="2", node="node-0")
+                                for i in range(2)),
+        podgroup("urgent", 2, priorityClassName="high"),
+        *(member(f"urgent-{i}", "urgent", cpu="2", priority_class_name="high")
+          for i in range(2)),
+    ]
+    decision = cli_decision(mirrored(tmp_path, documents))
+    explanation = explain_gang(decision.input, decision.result, GangKey("default/urgent"))
+    assert explanation is not None
+    answer = explanation_json(explanation)
+    assert (answer["verdict"], answer["code"]) == ("waiting", "Preempting")
+    assert answer["preempts"] == ["default/batch"]
+    reason = reasons(decision.result)[GangKey("default/urgent")]
+    assert isinstance(reason, Preempting) and reason.hold.get("cpu") == 4000
+
+    without = cli_decision(mirrored(tmp_path, documents), replace(CONFIG, preemption=False))
+    assert isinstance(reasons(without.result)[GangKey("default/urgent")], DoesNotFit)
+
+    budget = {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+              "metadata": {"name": "batch"},
+              "spec": {"selector": {"matchLabels": {
+                  "scheduling.gangsched.io/pod-group": "batch"}}},
+              "status": {"disruptionsAllowed": 0}}
+    protected = cli_decision(mirrored(tmp_path, [*documents, budget]))
+    assert protected.result.preemptions == ()
+    assert not isinstance(reasons(protected.result)[GangKey("default/urgent")], Preempting)
+
+
+def test_a_gang_held_behind_a_starving_gangs_room_says_so(tmp_path: Path) -> None:
+    """``big`` has waited 100 s, past the 60 s threshold: it holds the two cores left on
+    the node, and ``small``, which would fit there, waits behind it."""
+    documents = [
+        *nodes(1, "4"),
+        pod("blocker", None, cpu="2", node="node-0", scheduler="default-scheduler",
+            run_for=None),
+        podgroup("big", 2), *(member(f"big-{i}", "big", cpu="2") for i in range(2)),
+        podgroup("small", 1), member("small-0", "small"),
+    ]
+    starving = cli_decision(mirrored(tmp_path, documents), replace(CONFIG, starvation_s=60.0))
+    assert starving.result.placements == ()
+    held = reasons(starving.result)
+    assert isinstance(held[GangKey("default/big")], Starving)
+    small = held[GangKey("default/small")]
+    assert isinstance(small, HeldForStarving)
+    assert (small.starving, small.held.get("cpu"), small.nodes) == (
+        "default/big", 2000, ("node-0",))
+    explanation = explain_gang(starving.input, starving.result, GangKey("default/small"))
+    assert explanation is not None and explanation_json(explanation)["code"] == "HeldForStarving"
+
+    patient = cli_decision(mirrored(tmp_path, documents))  # nobody has waited 1000 s
+    assert [p.gang for p in patient.result.placements] == ["default/small"]

@@ -23,6 +23,8 @@ from gangsched.core.groups import Flavor
 from gangsched.core.model import PodKey
 from gangsched.core.placement import Placement
 from gangsched.core.reasons import BindBackoff, Starved, Starving, TooBigToHold
+from gangsched.core.report_plan import Pacing
+from gangsched.core.step import StepConfig
 from gangsched.core.thresholds import next_threshold
 from gangsched.feed import Feed
 from gangsched.mirror import Mirror
@@ -129,9 +131,9 @@ def start(scenario: Scenario, clock: Clock, reuse: bool, *, settle_s: float = 0.
     for gang in scenario.gangs:
         Feed(mirror).upsert_group(Flavor.GANGSCHED,
                                   podgroup(gang.name, gang.min_member, gang.timeout))
-    config = SchedulerConfig(reuse_unchanged=reuse, settle_s=settle_s, refresh_s=1e9,
-                             starvation_s=scenario.starvation_s,
-                             assume_ttl_s=scenario.assume_ttl_s)
+    config = SchedulerConfig(
+        step=StepConfig(starvation_s=scenario.starvation_s, pacing=Pacing(settle_s=settle_s)),
+        reuse_unchanged=reuse, refresh_s=1e9, assume_ttl_s=scenario.assume_ttl_s)
     return Scheduler(mirror=mirror, binder=cast(Binder, binder or PendingBinder()),
                      reporter=cast(Reporter, reporter or SilentReporter()), config=config,
                      clock=clock)

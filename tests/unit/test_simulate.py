@@ -2,15 +2,26 @@
 
 from __future__ import annotations
 
+import copy
 import json
 from pathlib import Path
 from typing import Any
 
 import yaml
 from click.testing import CliRunner
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from gangsched.cli import main
+from gangsched.clusterobjects import ClusterObjects, from_files
+from gangsched.core.actions import Bind, Evict
+from gangsched.core.model import GangKey, NodeName, PodKey
 from gangsched.core.runtimes import parse_duration
+from gangsched.core.step import StepConfig, step
+from gangsched.decisions import published_state, step_view
+from gangsched.feed import Feed
+from gangsched.simulation import RUN_FOR
+from gangsched.simulation import simulate as run_simulation
 
 
 def nodes(count: int, cpu: str, gpus: int = 0) -> list[dict[str, Any]]:
@@ -229,3 +240,127 @@ def test_pods_with_claims_go_where_their_volumes_are_and_a_missing_claim_is_name
     [never] = out["never"]
     assert (never["gang"], never["code"]) == ("default/pod:lost", "VolumeBlocked")
     assert "persistentvolumeclaim default/gone does not exist" in never["reason"], never
+
+
+def test_an_urgent_gang_evicts_a_running_one_and_the_victim_runs_again_after(
+    tmp_path: Path,
+) -> None:
+    """The scheduler preempts: simulate does too, and the evicted gang, created again by
+    its controller, runs once the urgent one is done."""
+    high = {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+            "metadata": {"name": "high"}, "value": 100}
+    jobs: list[dict[str, Any]] = [high, podgroup("batch", 2),
+                                  podgroup("urgent", 2, priorityClassName="high")]
+    for i in range(2):
+        running = pod(f"batch-{i}", "batch", cpu="2", run_for="100s", node="node-0")
+        running["status"] = {"phase": "Running"}
+        urgent = pod(f"urgent-{i}", "urgent", cpu="2", run_for="10s")
+        urgent["spec"]["priorityClassName"] = "high"
+        jobs += [running, urgent]
+    out = simulate(tmp_path, nodes(1, "4"), jobs)
+    assert out["evictions"] == [
+        {"atSeconds": 0.0, "preemptor": "default/urgent", "victims": ["default/batch"]}]
+    assert [(r["gang"], r["startSeconds"], r["endSeconds"]) for r in out["runs"]] == [
+        ("default/urgent", 0.0, 10.0), ("default/batch", 10.0, 110.0)]
+
+    kept = simulate(tmp_path, nodes(1, "4"), jobs, "--no-preemption")
+    assert kept["evictions"] == []
+    assert [(r["gang"], r["startSeconds"]) for r in kept["runs"]] == [("default/urgent", 100.0)]
+
+
+HIGH = {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+        "metadata": {"name": "high"}, "value": 100}
+
+
+@st.composite
+def workloads(draw: st.DrawFn) -> list[dict[str, Any]]:
+    """A few nodes; gangs of both priorities, some running already, each pod running for
+    its own few seconds."""
+    node_count = draw(st.integers(1, 3))
+    documents = [*nodes(node_count, draw(st.sampled_from(["2", "4"]))), HIGH]
+    for g in range(draw(st.integers(1, 5))):
+        size = draw(st.integers(1, 3))
+        spec = {"priorityClassName": "high"} if draw(st.booleans()) else {}
+        documents.append(podgroup(f"g{g}", draw(st.integers(1, size)), **spec))
+        running = draw(st.booleans())
+        for i in range(size):
+            body = pod(f"g{g}-{i}", f"g{g}", cpu=draw(st.sampled_from(["500m", "1", "2"])),
+                       run_for=f"{draw(st.integers(1, 20))}s")
+            body["spec"].update(spec)
+            if running:
+                body["spec"]["nodeName"] = f"node-{draw(st.integers(0, node_count - 1))}"
+                body["status"] = {"phase": "Running"}
+            documents.append(body)
+    return documents
+
+
+Placed = tuple[float, GangKey, tuple[tuple[PodKey, NodeName], ...]]
+Evicted = tuple[float, GangKey, tuple[GangKey, ...]]
+
+
+def driven(objects: ClusterObjects, config: StepConfig,
+           now: float) -> tuple[list[Placed], list[Evicted]]:
+    """The scheduler's step driven directly, its actions carried out as the shell carries
+    them: a Bind binds, an Evict sends the victims' pods back to pending (their
+    controller creates them again), and with nothing to do the clock jumps to the next
+    pod's end."""
+    objects = copy.deepcopy(objects)
+    bodies = {PodKey(f"{p['metadata']['namespace']}/{p['metadata']['name']}"): p
+              for p in objects.pods}
+    run_for = {key: parse_duration(p["metadata"]["annotations"][RUN_FOR]) or 0.0
+               for key, p in bodies.items()}
+    mirror = objects.mirror(frozenset({"gang"}))
+    feed = Feed(mirror)
+    ends = {key: run_for[key] for key, p in bodies.items() if p["spec"].get("nodeName")}
+    state = published_state(step_view(mirror, mirror.view()), now)
+    placed: list[Placed] = []
+    evicted: list[Evicted] = []
+    at = 0.0
+    for _ in range(1000):
+        stepped = step(state, step_view(mirror, mirror.view()), now + at, config)
+        state = stepped.state
+        for action in stepped.actions:
+            if isinstance(action, Evict):
+                evicted.append((at, action.preemption.preemptor, action.preemption.victims))
+                for keys in action.victim_pods.values():
+                    for key in keys:
+                        body = bodies[key]
+                        del body["spec"]["nodeName"]
+                        body["status"] = {"phase": "Pending"}
+                        body["metadata"]["uid"] += f"-{len(evicted)}"
+                        feed.upsert("pods", body)
+                        ends.pop(key, None)
+            elif isinstance(action, Bind):
+                placed.append((at, action.placement.gang, action.placement.assignments))
+                for key, node in action.placement.assignments:
+                    bodies[key]["spec"]["nodeName"] = node
+                    bodies[key]["status"] = {"phase": "Running"}
+                    feed.upsert("pods", bodies[key])
+                    ends[key] = at + run_for[key]
+        if any(isinstance(action, Bind | Evict) for action in stepped.actions):
+            continue
+        if not ends:
+            break
+        at = min(ends.values())
+        for key in [k for k, end in ends.items() if end <= at]:
+            del ends[key]
+            bodies[key]["status"] = {"phase": "Succeeded"}
+            feed.upsert("pods", bodies[key])
+    return placed, evicted
+
+
+@settings(max_examples=40, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(workloads(), st.booleans())
+def test_simulate_places_and_evicts_step_by_step_as_the_step_driven_directly(
+    tmp_path: Path, documents: list[dict[str, Any]], preemption: bool,
+) -> None:
+    (tmp_path / "all.yaml").write_text(yaml.safe_dump_all(documents))
+    now = 2_000_000_000.0
+    objects = from_files([tmp_path / "all.yaml"], created=now)
+    config = StepConfig(starvation_s=5.0, preemption=preemption)
+    simulation = run_simulation(objects, scheduler_names=frozenset({"gang"}),
+                                step_config=config, default_run_s=60.0, now=now)
+    placed, evicted = driven(objects, config, now)
+    assert [(r.start_s, r.gang, r.nodes) for r in simulation.runs] == placed
+    assert [(e.at_s, e.preemptor, e.victims) for e in simulation.evictions] == evicted
