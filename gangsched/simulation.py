@@ -20,7 +20,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from gangsched.clusterobjects import ClusterObjects
-from gangsched.core.actions import Evict
+from gangsched.core.actions import Evict, SelectClaimNode
 from gangsched.core.model import GangKey, NodeName, PodKey
 from gangsched.core.reasons import Reason, code_of, render
 from gangsched.core.runtimes import parse_duration
@@ -30,6 +30,7 @@ from gangsched.feed import Feed
 from gangsched.mirror import Mirror
 
 RUN_FOR = "kwok.gangsched.io/run-for"
+HOSTNAME = "kubernetes.io/hostname"
 MAX_STEPS = 10_000
 
 
@@ -122,6 +123,10 @@ def simulate(
         if not r.ours and r.pod.node_name is None and not r.pod.terminal
     ))
 
+    claims = {_key(c): c for c in objects.storage.get("persistentvolumeclaims", ())}
+    hostnames = {str((n.get("metadata") or {}).get("name")):
+                 ((n.get("metadata") or {}).get("labels") or {}).get(HOSTNAME)
+                 for n in objects.nodes}
     state = published_state(step_view(mirror, mirror.view()), now)
     runs: list[GangRun] = []
     evictions: list[Eviction] = []
@@ -135,6 +140,11 @@ def simulate(
             first_estimates.setdefault(gang, None if estimate.at is None else estimate.at - now)
         reasons = {u.gang: u.reason for u in (*result.unplaceable, *result.unadmitted)}
         evicts = [action for action in stepped.actions if isinstance(action, Evict)]
+        provisions = [action for action in stepped.actions
+                      if isinstance(action, SelectClaimNode) and action.node is not None]
+        for provision in provisions:
+            _provisioned(mirror, claims[PodKey(provision.claim)], provision,
+                         hostnames.get(str(provision.node)))
         for evict in evicts:
             evictions.append(Eviction(at, evict.preemption.preemptor, evict.preemption.victims))
             for victim, victim_pods in evict.victim_pods.items():
@@ -155,8 +165,8 @@ def simulate(
             complete = len(ends) == len(placement.assignments)
             runs.append(GangRun(placement.gang, at, max(ends) if complete and ends else None,
                                 placement.assignments, first_estimates.get(placement.gang)))
-        if result.placements or evicts:
-            continue  # a placement or eviction changes what the next step sees: step again now
+        if result.placements or evicts or provisions:
+            continue  # what was done changes what the next step sees: step again now
         if not clock.ends:
             break
         at = min(clock.ends.values())
@@ -170,6 +180,31 @@ def simulate(
         not_ours=not_ours,
         evictions=tuple(evictions),
     )
+
+
+def _provisioned(mirror: Mirror, claim: dict[str, Any], given: SelectClaimNode,
+                 hostname: str | None) -> None:
+    """What the provisioner and the persistent-volume controller do with a
+    WaitForFirstConsumer claim given a node: a volume made there (pinned by the node's
+    hostname label, when it has one), and the claim bound to it."""
+    name = f"simulated-{given.claim.replace('/', '-')}"
+    spec = claim.setdefault("spec", {})
+    volume: dict[str, Any] = {
+        "capacity": {"storage": ((spec.get("resources") or {}).get("requests") or {}).get(
+            "storage", "0")},
+        "storageClassName": spec.get("storageClassName") or ""}
+    if hostname:
+        volume["nodeAffinity"] = {"required": {"nodeSelectorTerms": [{"matchExpressions": [
+            {"key": HOSTNAME, "operator": "In", "values": [hostname]}]}]}}
+    Feed(mirror).upsert("persistentvolumes", {
+        "apiVersion": "v1", "kind": "PersistentVolume",
+        "metadata": {"name": name, "uid": name}, "spec": volume})
+    spec["volumeName"] = name
+    notes = claim.setdefault("metadata", {}).setdefault("annotations", {})
+    notes.update({"pv.kubernetes.io/bind-completed": "yes",
+                  "volume.kubernetes.io/selected-node": str(given.node)})
+    claim["status"] = {"phase": "Bound"}
+    Feed(mirror).upsert("persistentvolumeclaims", claim)
 
 
 def _cut_short(runs: list[GangRun], gang: GangKey, at: float) -> None:

@@ -364,3 +364,31 @@ def test_simulate_places_and_evicts_step_by_step_as_the_step_driven_directly(
     placed, evicted = driven(objects, config, now)
     assert [(r.start_s, r.gang, r.nodes) for r in simulation.runs] == placed
     assert [(e.at_s, e.preemptor, e.victims) for e in simulation.evictions] == evicted
+
+
+def test_a_gang_whose_claims_wait_for_their_first_consumer_runs_once_they_are_provisioned(
+    tmp_path: Path,
+) -> None:
+    """The scheduler gives each WaitForFirstConsumer claim its pod's node before any
+    Binding; simulate provisions them there, then binds the gang whole."""
+    node_docs = nodes(2, "4")
+    for doc in node_docs:
+        doc["metadata"]["labels"] = {"kubernetes.io/hostname": doc["metadata"]["name"]}
+    local = {"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass",
+             "metadata": {"name": "local"}, "provisioner": "rancher.io/local-path",
+             "volumeBindingMode": "WaitForFirstConsumer"}
+    jobs: list[dict[str, Any]] = [local, podgroup("train", 2)]
+    for i in range(2):
+        jobs.append({"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+                     "metadata": {"name": f"data-{i}", "namespace": "default"},
+                     "spec": {"storageClassName": "local", "accessModes": ["ReadWriteOnce"],
+                              "resources": {"requests": {"storage": "1Gi"}}}})
+        worker = pod(f"w-{i}", "train", cpu="3")
+        worker["spec"]["volumes"] = [{"name": "d",
+                                      "persistentVolumeClaim": {"claimName": f"data-{i}"}}]
+        jobs.append(worker)
+    out = simulate(tmp_path, node_docs, jobs)
+    assert out["never"] == []
+    [run] = out["runs"]
+    assert (run["gang"], run["startSeconds"]) == ("default/train", 0.0)
+    assert sorted(p["node"] for p in run["pods"]) == ["node-0", "node-1"]
