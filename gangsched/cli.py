@@ -307,7 +307,7 @@ def status(namespace: str | None, all_namespaces: bool, kubeconfig: str | None,
     Within one namespace (-n, or the context's) only that namespace's pods,
     PodGroups and Workloads are read, so a tenant whose Role covers its own
     namespace gets an answer; the reasons are those the scheduler last wrote
-    on each PodGroup. With -A the reasons are worked out again by the cycle the
+    on each PodGroup. With -A the reasons are worked out again by the step the
     scheduler runs, over every node, pod and Queue.
     """
     from rich.console import Console
@@ -383,9 +383,10 @@ def explain(target: str, namespace: str | None, kubeconfig: str | None, context:
             scheduler_names: tuple[str, ...], step: StepConfig, output: str) -> None:
     """Why a pod or a PodGroup waits: TARGET is POD, pod/NAME or podgroup/NAME (gpg/NAME).
 
-    Decided by the same cycle the scheduler runs, over the cluster as it is now:
+    Decided by the same step the scheduler runs, over the cluster as it is now:
     what each kind of pod lacks, the nodes that came closest, reservations and
-    queue caps in the way, and what would let the gang run. An account that
+    queue caps in the way, the gangs a preemption would evict, and what would
+    let the gang run. An account that
     may not list nodes and pods cluster-wide gets the reason the scheduler last
     wrote instead. Exits 0 when bound or running, 3 while still waiting.
     """

@@ -36,7 +36,7 @@ from gangsched.core.reasons import (
 from gangsched.core.state import State
 from gangsched.core.step import StepConfig, Stepped, step
 from gangsched.core.view import StepView
-from gangsched.decisions import decide, published_state, step_view
+from gangsched.decisions import ADMITTED_PHASES, decide, published_state, step_view
 from gangsched.mirror import Mirror
 
 if TYPE_CHECKING:
@@ -86,7 +86,7 @@ def scheduler_decision(mirror: Mirror) -> CycleResult:
     status shows."""
     view = mirror.view()
     admitted = frozenset(key for key, group in view.groups.items()
-                         if group.status.get("phase") in ("Inqueue", "Running"))
+                         if group.status.get("phase") in ADMITTED_PHASES)
     stepped = step(
         State(admitted=admitted),
         StepView(view, priority_classes=mirror.priority_classes,
