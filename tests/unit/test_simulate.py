@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import yaml
 from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from gangsched.binder import Binder
 from gangsched.cli import main
 from gangsched.clusterobjects import ClusterObjects, from_files
 from gangsched.core.actions import Bind, Evict
@@ -19,9 +21,13 @@ from gangsched.core.model import GangKey, NodeName, PodKey
 from gangsched.core.runtimes import parse_duration
 from gangsched.core.step import StepConfig, step
 from gangsched.decisions import published_state, step_view
+from gangsched.evictor import EvictionOutcome, Evictor
 from gangsched.feed import Feed
+from gangsched.reporting import Reporter
+from gangsched.scheduler import Scheduler, SchedulerConfig
 from gangsched.simulation import RUN_FOR
 from gangsched.simulation import simulate as run_simulation
+from tests.unit.test_scheduler_reuse import Clock, PendingBinder, SilentReporter
 
 
 def nodes(count: int, cpu: str, gpus: int = 0) -> list[dict[str, Any]]:
@@ -392,3 +398,96 @@ def test_a_gang_whose_claims_wait_for_their_first_consumer_runs_once_they_are_pr
     [run] = out["runs"]
     assert (run["gang"], run["startSeconds"]) == ("default/train", 0.0)
     assert sorted(p["node"] for p in run["pods"]) == ["node-0", "node-1"]
+
+
+class InstantEvictor:
+    """Every eviction is taken at once; the pods are kept for the watch to report gone."""
+
+    def __init__(self) -> None:
+        self.evicted: list[PodKey] = []
+
+    async def evict_all(self, pods: tuple[PodKey, ...], uids: object = None,
+                        ) -> tuple[list[EvictionOutcome], list[EvictionOutcome]]:
+        self.evicted.extend(pods)
+        return [], [EvictionOutcome(pod, 200) for pod in pods]
+
+
+class QuietReporter(SilentReporter):
+    events = SilentReporter()
+
+
+def scheduled(objects: ClusterObjects, config: StepConfig,
+              now: float) -> tuple[list[Placed], list[Evicted]]:
+    """What the running scheduler (its loop, actuator and mirror) places and evicts on the
+    same objects, the watch reporting each bind and eviction it hands out (an evicted pod
+    created again, pending, by its controller) and each pod's end at its time."""
+    async def run() -> tuple[list[Placed], list[Evicted]]:
+        copied = copy.deepcopy(objects)
+        bodies = {PodKey(f"{p['metadata']['namespace']}/{p['metadata']['name']}"): p
+                  for p in copied.pods}
+        run_for = {key: parse_duration(p["metadata"]["annotations"][RUN_FOR]) or 0.0
+                   for key, p in bodies.items()}
+        mirror = copied.mirror(frozenset({"gang"}))
+        clock, evictor = Clock(now), InstantEvictor()
+        scheduler = Scheduler(
+            mirror=mirror, binder=cast(Binder, PendingBinder()),
+            reporter=cast(Reporter, QuietReporter()), clock=clock,
+            evictor=cast(Evictor, evictor),
+            config=SchedulerConfig(step=config, reuse_unchanged=False, assume_ttl_s=1e9))
+        ends = {key: run_for[key] for key, p in bodies.items() if p["spec"].get("nodeName")}
+        placed: list[Placed] = []
+        evicted: list[Evicted] = []
+        at = 0.0
+        for _ in range(1000):
+            result = scheduler.cycle()
+            for _ in range(3):
+                await asyncio.sleep(0)  # the eviction tasks the cycle handed out run
+            evicted += [(at, p.preemptor, p.victims) for p in result.preemptions]
+            for key in evictor.evicted:
+                body = bodies[key]
+                del body["spec"]["nodeName"]
+                body["status"] = {"phase": "Pending"}
+                body["metadata"]["uid"] += f"-{len(evicted)}"
+                Feed(mirror).upsert("pods", body)
+                ends.pop(key, None)
+            evictor.evicted.clear()
+            for placement in result.placements:
+                placed.append((at, placement.gang, placement.assignments))
+                for key, node in placement.assignments:
+                    bodies[key]["spec"]["nodeName"] = node
+                    bodies[key]["status"] = {"phase": "Running"}
+                    Feed(mirror).upsert("pods", bodies[key])
+                    ends[key] = at + run_for[key]
+            if result.placements or result.preemptions:
+                continue
+            if not ends:
+                break
+            at = min(ends.values())
+            clock.now = now + at
+            for key in [k for k, end in ends.items() if end <= at]:
+                del ends[key]
+                bodies[key]["status"] = {"phase": "Succeeded"}
+                Feed(mirror).upsert("pods", bodies[key])
+        for task in list(scheduler.actuator.tasks):
+            task.cancel()
+        return placed, evicted
+
+    return asyncio.run(run())
+
+
+@settings(max_examples=30, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(workloads(), st.booleans())
+def test_simulate_places_and_evicts_at_each_moment_what_the_running_scheduler_does(
+    tmp_path: Path, documents: list[dict[str, Any]], preemption: bool,
+) -> None:
+    """The scheduler's loop, actuator and mirror, not only its step."""
+    (tmp_path / "all.yaml").write_text(yaml.safe_dump_all(documents))
+    now = 2_000_000_000.0
+    objects = from_files([tmp_path / "all.yaml"], created=now)
+    config = StepConfig(starvation_s=5.0, preemption=preemption)
+    simulation = run_simulation(objects, scheduler_names=frozenset({"gang"}),
+                                step_config=config, default_run_s=60.0, now=now)
+    placed, evicted = scheduled(objects, config, now)
+    assert [(r.start_s, r.gang, r.nodes) for r in simulation.runs] == placed
+    assert [(e.at_s, e.preemptor, e.victims) for e in simulation.evictions] == evicted
