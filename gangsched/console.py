@@ -29,7 +29,7 @@ from gangsched.core.step import Stepped
 from gangsched.mirror import View
 from gangsched.simulation import Simulation
 
-WAITING_PHASES = frozenset({"Pending", "Inqueue", "Scheduling", "Unschedulable", ""})
+WAITING_PHASES = frozenset({"Pending", "Inqueue", "Scheduling", "Unschedulable", "Unknown", ""})
 FLAVOR_NAMES = {
     "scheduling.gangsched.io": "gangsched",
     "scheduling.x-k8s.io": "coscheduling",

@@ -24,7 +24,7 @@ from gangsched.core.step import StepConfig, Stepped, step
 from gangsched.core.view import StepView, gather_view
 from gangsched.mirror import Mirror, View
 
-ADMITTED_PHASES = frozenset({"Inqueue", "Scheduling", "Running"})
+ADMITTED_PHASES = frozenset({"Inqueue", "Scheduling", "Running", "Unknown"})
 """Phases, in every flavour, of a group the scheduler has admitted."""
 
 

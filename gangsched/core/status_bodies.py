@@ -56,6 +56,8 @@ class GroupStatus:
     """When it is expected to start, RFC 3339, or ``Unknown``; None once it does not wait."""
     runtime_problem: str | None = None
     """Why its expected runtime (or a member's) could not be read: it counts as unknown."""
+    min_member: int = 0
+    """The group's minMember (0: not known), which Volcano's phase names are relative to."""
 
 
 def group_status(
@@ -88,7 +90,7 @@ def group_status(
                                       holding=holding)
     waits = phase in (Phase.PENDING, Phase.INQUEUE, Phase.UNSCHEDULABLE) and reason != "Binding"
     return GroupStatus(phase, counts, reason, message, spec.generation,
-                       estimated_start if waits else None, runtime_problem)
+                       estimated_start if waits else None, runtime_problem, spec.min_member)
 
 
 def _verdict(
@@ -150,6 +152,8 @@ VOLCANO_PHASE = {
     Phase.FAILED: "Completed",
     Phase.UNSCHEDULABLE: "Pending",
 }
+VOLCANO_PARTLY_RUNNING = "Unknown"
+"""Volcano's phase for a group some of whose members run, fewer than its minMember."""
 QUIET_REASONS = frozenset({"Waiting", "Admitted"})
 """Reasons that report progress, not a problem: no Unschedulable condition for them."""
 NATIVE_SCHEDULED = "PodGroupInitiallyScheduled"
@@ -217,12 +221,22 @@ def status_body(
             "failed": counts.failed,
         }
     return {
-        "phase": VOLCANO_PHASE[status.phase],
+        "phase": volcano_phase(status),
         "running": counts.running,
         "succeeded": counts.succeeded,
         "failed": counts.failed,
         "conditions": _volcano_conditions(status, message, previous_conditions, now),
     }
+
+
+def volcano_phase(status: GroupStatus) -> str:
+    """Volcano's name for the phase: ``Unknown`` while some members run but fewer than
+    minMember (its API's word for that state), else the phase's own counterpart."""
+    counts = status.counts
+    placed = counts.scheduled + counts.succeeded
+    if not status.phase.finished and 0 < placed < status.min_member:
+        return VOLCANO_PARTLY_RUNNING
+    return VOLCANO_PHASE[status.phase]
 
 
 RUNTIME_CONDITION = "ExpectedRuntime"

@@ -131,3 +131,21 @@ def test_a_queue_status_without_counts_says_only_the_conditions() -> None:
     bare = queue_status_body(status, (), "2026-01-01T00:00:00Z", counts=False)
     assert set(whole) == {"allocated", "pending", "running", "conditions"}
     assert bare == {"conditions": whole["conditions"]}
+
+
+@pytest.mark.parametrize(("scheduled", "succeeded", "min_member", "volcano"), [
+    (5, 0, 7, "Unknown"),   # some members run, fewer than minMember: Volcano's Unknown
+    (0, 0, 7, "Inqueue"),   # none placed yet: admitted and waiting
+    (7, 0, 7, "Running"),
+    (4, 3, 7, "Running"),   # the finished ones count toward minMember
+])
+def test_volcano_phase_follows_its_api_for_a_partly_running_group(
+    scheduled: int, succeeded: int, min_member: int, volcano: str,
+) -> None:
+    spec = GroupSpec(GangKey("ns/g"), Flavor.VOLCANO, min_member, Resources.zero(),
+                     QueueName("q"), 0.0)
+    counts = MemberCounts(pending=min_member - scheduled - succeeded, scheduled=scheduled,
+                          running=scheduled, succeeded=succeeded)
+    status = group_status(spec, counts, admitted=True, waiting_reason=None, waited_seconds=0)
+    assert body(Flavor.VOLCANO, status)["phase"] == volcano
+    assert body(Flavor.COSCHEDULING, status)["phase"] != "Unknown"
