@@ -424,8 +424,9 @@ def explain(target: str, namespace: str | None, kubeconfig: str | None, context:
         if record is None:
             _fail(LookupError(f"no pod {name} in namespace {namespace}"))
         if not record.ours:
-            _fail(LookupError(f"pod {pod_key} is not gangsched's: its schedulerName is none "
-                              f"of {', '.join(scheduler_names)}"))
+            _fail(LookupError(f"pod {pod_key} is not gangsched's: its schedulerName is "
+                              f"{_scheduler_name_of(objects, namespace, name)!r}, none of "
+                              f"{', '.join(scheduler_names)}"))
         if record.pod.node_name is not None:
             if output in ("json", "yaml"):
                 _print_data({"pod": pod_key, "node": record.pod.node_name}, output)
@@ -455,6 +456,16 @@ def explain(target: str, namespace: str | None, kubeconfig: str | None, context:
     running = (explanation.verdict is Verdict.IDLE
                and explanation.bound >= explanation.min_member)
     sys.exit(0 if running else EXIT_WAITING)
+
+
+def _scheduler_name_of(objects: ClusterObjects, namespace: str, name: str) -> str:
+    """The ``schedulerName`` a pod carries (kube-scheduler's ``default-scheduler`` when
+    it names none)."""
+    for pod in objects.pods:
+        meta = pod.get("metadata") or {}
+        if (meta.get("namespace"), meta.get("name")) == (namespace, name):
+            return str((pod.get("spec") or {}).get("schedulerName") or "default-scheduler")
+    return "default-scheduler"
 
 
 def _explain_from_status(objects: ClusterObjects, group: bool, namespace: str, name: str,

@@ -22,6 +22,7 @@ from gangsched.core.reasons import (
     AdmissionNoRoom,
     AdmissionOverCapability,
     CapabilityExceeded,
+    Gated,
     NotReclaimable,
     PodRulesUnmet,
     ProtectedByShare,
@@ -31,6 +32,7 @@ from gangsched.core.reasons import (
     QueueNotLeaf,
     Reason,
     ReservedByAdmitted,
+    ShortOfMembers,
     Starved,
     Starving,
     TooBigToHold,
@@ -161,25 +163,15 @@ def _remedies(
     if verdict is Verdict.PLACED:
         return ("it fits now: a running gangsched binds it in its next cycle",)
     remedies: list[str] = []
-    for shape in explanation_shapes:
-        what = describe_request(shape.requests)
-        if not shape.closest:
-            excluded = ", ".join(f"{n} {r}" for r, n in sorted(shape.excluded.items()))
-            remedies.append(
-                f"no node may take pods of {what} ({excluded}): add a node they may use, "
-                f"or change their nodeSelector, affinity or tolerations"
-            )
-        elif shape.short:
-            near = shape.nearest_short
-            lack = _without_pods(near.lacks) if near is not None else Resources.zero()
-            freeing = (f"{describe_request(lack)} freed on {near.node} (it lacks only that), "
-                       f"or " if near is not None and not lack.is_zero else "")
-            remedies.append(
-                f"room for {shape.short} more pod(s) of {what} is missing: {freeing}a new "
-                f"node with {describe_request(shape.requests.scale(shape.short))}, "
-                f"would let it run"
-            )
     kinds = {type(cause) for cause in causes(reason)} if reason is not None else set()
+    if Gated in kinds:
+        remedies.append("its pods wait for their scheduling gates to be removed by whatever "
+                        "set them (the reason names the gates): more room would not let it run")
+    if ShortOfMembers in kinds:
+        remedies.append("fewer of its pods exist than its minMember: it runs once the rest "
+                        "are created, or minMember is lowered; more room would not let it run")
+    if not kinds & {Gated, ShortOfMembers}:
+        remedies.extend(_room_remedies(explanation_shapes))
     if reserved and kinds & {ReservedByAdmitted, AdmissionOverCapability, AdmissionNoRoom}:
         holders = ", ".join(str(key) for key, _ in reserved)
         remedies.append(f"room is held for admitted gangs ({holders}): it runs once their "
@@ -217,6 +209,33 @@ def _remedies(
         remedies.append("every kind of pod fits on its own but not all together: the gang "
                         "needs more room on the nodes at once")
     return tuple(remedies)
+
+
+def _room_remedies(explanation_shapes: tuple[ShapeNeed, ...]) -> list[str]:
+    """What room would let each kind of pod that does not fit run: a node none may use,
+    or the room missing (freeing on the nearest node places one pod, a new node all)."""
+    remedies: list[str] = []
+    for shape in explanation_shapes:
+        what = describe_request(shape.requests)
+        if not shape.closest:
+            excluded = ", ".join(f"{n} {r}" for r, n in sorted(shape.excluded.items()))
+            remedies.append(
+                f"no node may take pods of {what} ({excluded}): add a node they may use, "
+                f"or change their nodeSelector, affinity or tolerations"
+            )
+        elif shape.short:
+            near = shape.nearest_short
+            lack = _without_pods(near.lacks) if near is not None else Resources.zero()
+            some = "it" if shape.short == 1 else "one of them"
+            freeing = (f"{describe_request(lack)} freed on {near.node} (it lacks only that) "
+                       f"would make room for {some}; "
+                       if near is not None and not lack.is_zero else "")
+            remedies.append(
+                f"room for {shape.short} more pod(s) of {what} is missing: {freeing}a new "
+                f"node with {describe_request(shape.requests.scale(shape.short))} "
+                f"would let it run"
+            )
+    return remedies
 
 
 def explain_gang(inp: CycleInput, result: CycleResult, key: GangKey) -> Explanation | None:

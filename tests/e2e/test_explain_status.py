@@ -21,6 +21,7 @@ import pytest
 import yaml
 
 from devcluster.controlplane import REPO, LocalCluster, NodeShape
+from gangsched.cli import EXIT_ERROR
 from tests.e2e.conftest import SchedulerProcess, start_gangsched, stop_gangsched
 from tests.e2e.scenario import only_nodes
 from tests.e2e.workspace import Workspace, bound, phase_of, scheduled_condition, wait_for
@@ -89,6 +90,11 @@ def test_explain_names_the_node_that_lacks_a_gpu_and_what_would_let_it_run(
     ws.create(ws.pod("orphan", cpu="1", group="ghost"))
     orphan = gangsched_cli(cluster, "explain", "orphan", "-n", ws.name, expect=3)
     assert orphan.strip() == f"Pod {ws.name}/orphan waits for PodGroup {ws.name}/ghost to exist"
+
+    foreign = run_cli("explain", "blocker", "-n", ws.name, kubeconfig=cluster.kubeconfig,
+                      expect=EXIT_ERROR)
+    carried = ws.pods()["blocker"]["spec"]["schedulerName"]
+    assert f"its schedulerName is {carried!r}" in foreign.stderr, foreign.stderr
 
 
 @pytest.mark.usefixtures("blocked_gang")

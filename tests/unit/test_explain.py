@@ -9,7 +9,7 @@ from gangsched.core.cycle import CycleInput, run_cycle
 from gangsched.core.explain import Explanation, Verdict, explain_gang
 from gangsched.core.model import Gang, GangKey, Node, Pod, Policy, QueueName, QueueSpec, Taint
 from gangsched.core.placement import Snapshot
-from gangsched.core.reasons import DoesNotFit, QueueNotLeaf
+from gangsched.core.reasons import DoesNotFit, Gated, QueueNotLeaf, ShortOfMembers, causes
 from gangsched.core.resources import Capability, Resources
 from tests.unit.clusters import GPU, gang, node, pod
 
@@ -94,3 +94,35 @@ def test_a_gang_of_a_queue_with_child_queues_is_told_to_use_a_leaf() -> None:
     assert e.remedies == ("queue default has child queues and only leaf queues take gangs: "
                           "submit it to one of them (the PodGroup's spec.queue, or a lone "
                           "pod's scheduling.gangsched.io/queue annotation)",)
+
+
+def _room_advice(e: Explanation) -> list[str]:
+    return [r for r in e.remedies if "room" in r and "would not let it run" not in r]
+
+
+def test_a_gang_waiting_only_for_its_gates_is_not_told_it_needs_room() -> None:
+    gated = [replace(pod(f"ns/w{i}"), gates=("example.com/quota",)) for i in range(2)]
+    e = explain([node("n0", cpu="4")], [], [gang("ns/job", gated)], "ns/job")
+    assert isinstance(e.reason, Gated), e.reason
+    assert _room_advice(e) == [], e.remedies
+    assert len(e.remedies) == 1
+
+
+def test_a_gang_short_of_members_is_told_to_wait_for_them_not_for_room() -> None:
+    e = explain([node("n0", cpu="1")], [],
+                [gang("ns/job", [pod("ns/w0"), pod("ns/w1")], min_member=4)], "ns/job")
+    assert e.reason is not None
+    assert any(isinstance(c, ShortOfMembers) and (c.has, c.needs) == (2, 4)
+               for c in causes(e.reason)), e.reason
+    assert _room_advice(e) == [], e.remedies
+
+
+def test_freeing_the_nearest_node_is_offered_for_one_of_several_missing_pods() -> None:
+    nodes = [node("gpu-0", gpu=1), node("gpu-1", gpu=2)]
+    blockers = [pod("ns/b0", gpu=1, node_name="gpu-0"), pod("ns/b1", gpu=1, node_name="gpu-1")]
+    train = gang("ns/train", [pod(f"ns/w{i}", gpu=1) for i in range(3)])
+    e = explain(nodes, blockers, [train], "ns/train")
+    [shape] = e.shapes
+    assert shape.short == 2
+    [advice] = _room_advice(e)
+    assert "freed on gpu-0 (it lacks only that) would make room for one of them" in advice
