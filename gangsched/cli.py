@@ -261,7 +261,7 @@ def _decide(objects: ClusterObjects, scheduler_names: tuple[str, ...], policy: s
     view = mirror.view()
     return view, decide(
         view, admitted=admitted_groups(objects), waiting_since={}, finished_uids=frozenset(),
-        priority_classes=mirror.priority_classes, now=now, policy=Policy(policy),
+        priority_classes=mirror.groups_and_queues.priority_classes, now=now, policy=Policy(policy),
         starvation_s=starvation_seconds,
     )
 

@@ -76,8 +76,8 @@ class Watched:
 
     async def workload_changed(self, change: Change[WorkloadQueue]) -> None:
         mirror = self.mirror
-        changed = (mirror.remove_workload(change.obj.key) if change.deleted
-                   else mirror.set_workload_queue(change.obj))
+        changed = (mirror.groups_and_queues.remove_workload(change.obj.key) if change.deleted
+                   else mirror.groups_and_queues.set_workload_queue(change.obj))
         if changed:
             self.on_change()
 
@@ -137,12 +137,12 @@ def apply_group_change(mirror: Mirror, change: Change[GroupRecord]) -> bool:
     decides from, and waking the scheduler for them would loop it on itself.
     """
     record = change.obj
-    before = mirror.groups.get(record.key)
+    before = mirror.groups_and_queues.groups.get(record.key)
     if change.deleted:
-        mirror.remove_group(record.key, record.flavor)
+        mirror.groups_and_queues.remove_group(record.key, record.flavor)
     else:
-        mirror.set_group(record)
-    return _decides(before) != _decides(mirror.groups.get(record.key))
+        mirror.groups_and_queues.set_group(record)
+    return _decides(before) != _decides(mirror.groups_and_queues.groups.get(record.key))
 
 
 def _decides(group: GroupRecord | None) -> tuple[object, ...] | None:
@@ -157,5 +157,5 @@ def apply_queue_change(mirror: Mirror, change: Change[QueueObject]) -> bool:
     """Mirror the change; True when what a cycle reads of the queue changed (not when
     our own status write comes back)."""
     if change.deleted:
-        return mirror.remove_queue(change.obj.spec.name)
-    return mirror.set_queue(change.obj)
+        return mirror.groups_and_queues.remove_queue(change.obj.spec.name)
+    return mirror.groups_and_queues.set_queue(change.obj)

@@ -120,7 +120,7 @@ def simulate(
     for _ in range(MAX_STEPS):
         decision = decide(
             mirror.view(), admitted=admitted, waiting_since=waiting_since,
-            finished_uids=finished_uids, priority_classes=mirror.priority_classes,
+            finished_uids=finished_uids, priority_classes=mirror.groups_and_queues.priority_classes,
             now=now + at, policy=policy, starvation_s=starvation_s,
             estimated_starts=estimated, backfill=backfill,
         )

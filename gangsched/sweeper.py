@@ -112,7 +112,7 @@ class Sweeper:
 
     async def sweep(self) -> bool:
         """One pass; True when something was forgotten."""
-        mirror = self._mirror
+        mirror = self._mirror.groups_and_queues
         groups_before = {key: (record.flavor, record.uid) for key, record in mirror.groups.items()}
         queues_before = set(mirror.queues)
         workloads_before = set(mirror.workload_queues)

@@ -61,8 +61,8 @@ def mirrored(tmp_path: Path, documents: list[dict[str, Any]]) -> tuple[Mirror, f
 
 def cli_decision(mirror: Mirror, admitted: frozenset[GangKey]) -> Decision:
     return decide(mirror.view(), admitted=admitted, waiting_since={}, finished_uids=frozenset(),
-                  priority_classes=mirror.priority_classes, now=NOW, policy=Policy.BINPACK,
-                  starvation_s=STARVATION_S)
+                  priority_classes=mirror.groups_and_queues.priority_classes, now=NOW,
+                  policy=Policy.BINPACK, starvation_s=STARVATION_S)
 
 
 def scheduler_decision(mirror: Mirror, admitted: frozenset[GangKey]) -> CycleResult:
@@ -70,8 +70,8 @@ def scheduler_decision(mirror: Mirror, admitted: frozenset[GangKey]) -> CycleRes
     view = mirror.view()
     stepped = step(
         State(admitted=admitted),
-        StepView(view, priority_classes=mirror.priority_classes,
-                 never_preempting_classes=frozenset(mirror.never_preempting_classes),
+        StepView(view, priority_classes=mirror.groups_and_queues.priority_classes,
+                 never_preempting_classes=frozenset(mirror.groups_and_queues.never_preempting_classes),
                  bad_pods=dict(mirror.bad_pods)),
         NOW, StepConfig(policy=Policy.BINPACK, starvation_s=STARVATION_S))
     return stepped.result
