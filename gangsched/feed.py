@@ -22,29 +22,24 @@ from gangsched.core.dra.parse import (
     resource_claim_from_api,
     slice_from_api,
 )
-from gangsched.core.kubeobjects import (
-    GroupRecord,
-    ObjectError,
-    RawObject,
+from gangsched.core.kubeobjects.fields import ObjectError, RawObject, object_name, object_ref
+from gangsched.core.kubeobjects.nodes import namespace_from_api, node_from_api
+from gangsched.core.kubeobjects.podgroups import GroupRecord, group_key_of, group_record_from_api
+from gangsched.core.kubeobjects.queues import (
+    disruption_budget_from_api,
+    priority_class_from_api,
+    queue_from_api,
+    workload_queue_from_api,
+)
+from gangsched.core.kubeobjects.records import pod_header, pod_record_from_api
+from gangsched.core.kubeobjects.storage import (
     claim_from_api,
     csi_driver_from_api,
     csi_node_from_api,
-    disruption_budget_from_api,
-    group_key_of,
-    group_record_from_api,
-    namespace_from_api,
-    node_from_api,
-    object_name,
-    object_ref,
-    pod_header,
-    pod_record_from_api,
-    priority_class_from_api,
-    queue_from_api,
     storage_capacity_from_api,
     storage_class_from_api,
     volume_attachment_from_api,
     volume_from_api,
-    workload_queue_from_api,
 )
 from gangsched.core.model import ClaimKey, DisruptionBudget, Flavor, NodeName, QueueName
 from gangsched.mirror import BudgetsAndStorage, Mirror

@@ -21,12 +21,11 @@ from typing import Any, Generic, TypeVar
 import kopf
 
 from gangsched import kubeconfig
-from gangsched.core.kubeobjects import (
-    GroupRecord,
+from gangsched.core.kubeobjects.fields import RawObject
+from gangsched.core.kubeobjects.podgroups import GroupRecord, group_record_from_api
+from gangsched.core.kubeobjects.queues import (
     QueueObject,
-    RawObject,
     WorkloadQueue,
-    group_record_from_api,
     queue_from_api,
     workload_queue_from_api,
 )

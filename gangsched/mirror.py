@@ -29,14 +29,9 @@ from typing import Any, TypeVar
 import structlog
 
 from gangsched.core.gangs import Member
-from gangsched.core.kubeobjects import (
-    GroupRecord,
-    PodHeader,
-    PodRecord,
-    PriorityClass,
-    QueueObject,
-    WorkloadQueue,
-)
+from gangsched.core.kubeobjects.podgroups import GroupRecord
+from gangsched.core.kubeobjects.queues import PriorityClass, QueueObject, WorkloadQueue
+from gangsched.core.kubeobjects.records import PodHeader, PodRecord
 from gangsched.core.model import (
     DEFAULT_QUEUE,
     Claim,

@@ -22,7 +22,7 @@ import structlog
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from gangsched.core.kubeobjects import RawObject, object_ref
+from gangsched.core.kubeobjects.fields import RawObject, object_ref
 from gangsched.core.model import Flavor, QueueName
 from gangsched.feed import Feed
 from gangsched.handlers import QUEUES, WORKLOADS

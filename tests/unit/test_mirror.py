@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from gangsched.core.kubeobjects import queue_from_api
+from gangsched.core.kubeobjects.queues import queue_from_api
 from gangsched.core.model import Flavor, GangKey, NodeName, PodKey, QueueName
 from gangsched.core.placement import Placement
 from gangsched.core.resources import Resources
