@@ -24,9 +24,9 @@ LINT_IMPORTS = Path(sys.executable).with_name("lint-imports")
 
 
 def contracts() -> dict[str, dict[str, object]]:
-    """The import-linter contracts of pyproject.toml by their ids."""
+    """The import-linter contracts of pyproject.toml by their ids (else their names)."""
     config = tomllib.loads((ROOT / "pyproject.toml").read_text())
-    return {c["id"]: c for c in config["tool"]["importlinter"]["contracts"]}
+    return {c.get("id", c["name"]): c for c in config["tool"]["importlinter"]["contracts"]}
 
 
 def shell_modules() -> set[str]:
@@ -38,26 +38,25 @@ def shell_modules() -> set[str]:
     }
 
 
-def broken_contracts(probe: str | None, tmp_path: Path) -> set[str]:
-    """The ids of the contracts lint-imports finds broken in a copy with `probe` in step."""
+def broken_contracts(probe: str | None, tmp_path: Path, module: str = "core/step.py") -> set[str]:
+    """The ids of the contracts lint-imports finds broken in a copy of the package with
+    ``probe`` added to ``module``."""
     copy = tmp_path / "gangsched"
     shutil.copytree(PACKAGE, copy, ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copy(ROOT / "pyproject.toml", tmp_path)
     if probe is not None:
-        step = copy / "core" / "step.py"
+        probed = copy / module
         future = "from __future__ import annotations\n"
-        step.write_text(step.read_text().replace(future, f"{future}{probe}\n", 1))
-    broken = set()
-    env = {**os.environ, "PYTHONPATH": str(tmp_path)}
-    for contract in contracts():
-        run = subprocess.run(
-            [LINT_IMPORTS, "--no-cache", "--contract", contract],
-            cwd=tmp_path, env=env, capture_output=True, text=True, check=False,
-        )
-        assert "Contracts:" in run.stdout, run.stdout + run.stderr
-        if run.returncode != 0:
-            broken.add(contract)
-    return broken
+        probed.write_text(probed.read_text().replace(future, f"{future}{probe}\n", 1))
+    run = subprocess.run(
+        [LINT_IMPORTS, "--no-cache", "--no-logo"], cwd=tmp_path, capture_output=True,
+        text=True, env={**os.environ, "PYTHONPATH": str(tmp_path), "COLUMNS": "500"},
+        check=False,
+    )
+    assert "Contracts:" in run.stdout, run.stdout + run.stderr
+    ids = {str(contract["name"]): name for name, contract in contracts().items()}
+    return {ids[line.removesuffix(" BROKEN")] for line in run.stdout.splitlines()
+            if line.endswith(" BROKEN")}
 
 
 def test_the_package_keeps_every_contract(tmp_path: Path) -> None:
@@ -80,6 +79,11 @@ def test_an_import_across_the_line_breaks_its_contract(
     probe: str, guard: set[str], tmp_path: Path
 ) -> None:
     assert broken_contracts(probe, tmp_path) == guard
+
+
+def test_an_import_down_the_core_layers_breaks_them(tmp_path: Path) -> None:
+    probe = "from gangsched.core.stages import session"
+    assert "core-layers" in broken_contracts(probe, tmp_path, "core/kubeobjects/fields.py")
 
 
 def test_the_shell_layers_name_every_module_of_the_package() -> None:
