@@ -147,7 +147,8 @@ def replay(jobs: Sequence[Job], nodes: int, gpus_per_node: int, config: StepConf
             feed.upsert("pods", pods[key])
         while True:  # a placement can change admission and reservations: decide again now
             run.steps += 1
-            view = StepView(mirror.view(), priority_classes=mirror.priority_classes)
+            view = StepView(mirror.view(),
+                            priority_classes=mirror.groups_and_queues.priority_classes)
             stepped = step(state, view, T0 + at, config)
             state = stepped.state
             for gang, estimate in state.estimates.items():

@@ -70,7 +70,7 @@ def fill(mirror: Mirror, nodes: int, gangs: int,
 
 
 def step_view(mirror: Mirror) -> StepView:
-    return StepView(mirror.view(), priority_classes=mirror.priority_classes,
+    return StepView(mirror.view(), priority_classes=mirror.groups_and_queues.priority_classes,
                     never_preempting_classes=frozenset(), bad_pods={}, budgets=())
 
 

@@ -187,7 +187,7 @@ class Actuator:
                 case SelectClaimNode(claim=claim, node=node):
                     decisions.info("claim_node_selected" if node else "claim_node_released",
                                    claim=claim, node=node)
-                    self.mirror.assume_claim_node(claim, node)
+                    self.mirror.budgets_and_storage.assume_claim_node(claim, node)
                     self.binder.select_claim_node(claim, node)
                 case LogDecision(event=event, fields=fields):
                     decisions.info(event, **dict(fields), cycle_ms=cycle_ms)
@@ -213,9 +213,8 @@ class Actuator:
             case MarkGroupInvalid(group=key, error=error):
                 self.reporter.group_invalid(view.groups[key], error)
             case WriteQueueStatus(queue=queue, status=status, counts=counts):
-                self.reporter.queue_status(queue, status,
-                                           self.mirror.queue_conditions.get(queue, ()),
-                                           counts=counts)
+                conditions = self.mirror.groups_and_queues.queue_conditions.get(queue, ())
+                self.reporter.queue_status(queue, status, conditions, counts=counts)
                 self.queue_figures.show(action)
             case ForgetWritten():
                 self.reporter.retain(view.groups, view.pods)
@@ -337,7 +336,7 @@ class Actuator:
             GANGS_PLACED.inc()
         if not failed and first_created is not None:
             GANG_WAIT_SECONDS.labels(queue=queue).observe(max(0.0, self.clock() - first_created))
-        group = self.mirror.groups.get(placement.gang)
+        group = self.mirror.groups_and_queues.groups.get(placement.gang)
         per_gang = self.scheduled_events is ScheduledEvents.GANG and group is not None
         for outcome in outcomes:
             record = self.mirror.pods.get(outcome.pod)

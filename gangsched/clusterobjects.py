@@ -21,7 +21,7 @@ import pykube
 import requests
 import yaml
 
-from gangsched.core.kubeobjects import object_ref
+from gangsched.core.kubeobjects.fields import object_ref
 from gangsched.core.model import Flavor
 from gangsched.feed import Feed
 from gangsched.mirror import Mirror
@@ -35,7 +35,7 @@ DEVICE_KINDS = {"ResourceSlice": "resourceslices", "DeviceClass": "deviceclasses
 Document = dict[str, Any]
 """An object as a file or a list holds it; ``simulate`` changes its copies as pods bind
 and finish, so these stay plain dicts (the mirror reads them as
-:data:`gangsched.core.kubeobjects.RawObject`)."""
+:data:`gangsched.core.kubeobjects.fields.RawObject`)."""
 NAME_LABEL = "kubernetes.io/metadata.name"
 """The label the API server gives every Namespace: its name."""
 

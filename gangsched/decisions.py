@@ -30,15 +30,17 @@ ADMITTED_PHASES = frozenset({"Inqueue", "Scheduling", "Running", "Unknown"})
 
 def step_view(mirror: Mirror, view: View) -> StepView:
     """What a step reads of the mirror: its view and the tables beside it."""
+    held = mirror.groups_and_queues
     problems = build_tree(view.queues).invalid
     return StepView(
-        view, priority_classes=mirror.priority_classes,
-        never_preempting_classes=frozenset(mirror.never_preempting_classes),
-        bad_pods=dict(mirror.bad_pods), budgets=tuple(mirror.budgets.values()),
+        view, priority_classes=held.priority_classes,
+        never_preempting_classes=frozenset(held.never_preempting_classes),
+        bad_pods=dict(mirror.bad_pods),
+        budgets=tuple(mirror.budgets_and_storage.budgets.values()),
         queues_settled=frozenset(
-            name for name, spec in mirror.queues.items()
+            name for name, spec in held.queues.items()
             if queue_conditions_current(spec.open, spec.error,
-                                        mirror.queue_conditions.get(name, ()),
+                                        held.queue_conditions.get(name, ()),
                                         problems[name].problem
                                         if name in problems else None)),
     )

@@ -22,32 +22,27 @@ from gangsched.core.dra.parse import (
     resource_claim_from_api,
     slice_from_api,
 )
-from gangsched.core.kubeobjects import (
-    GroupRecord,
-    ObjectError,
-    RawObject,
+from gangsched.core.kubeobjects.fields import ObjectError, RawObject, object_name, object_ref
+from gangsched.core.kubeobjects.nodes import namespace_from_api, node_from_api
+from gangsched.core.kubeobjects.podgroups import GroupRecord, group_key_of, group_record_from_api
+from gangsched.core.kubeobjects.queues import (
+    disruption_budget_from_api,
+    priority_class_from_api,
+    queue_from_api,
+    workload_queue_from_api,
+)
+from gangsched.core.kubeobjects.records import pod_header, pod_record_from_api
+from gangsched.core.kubeobjects.storage import (
     claim_from_api,
     csi_driver_from_api,
     csi_node_from_api,
-    disruption_budget_from_api,
-    group_key_of,
-    group_record_from_api,
-    namespace_from_api,
-    node_from_api,
-    object_name,
-    object_ref,
-    pod_header,
-    pod_record_from_api,
-    priority_class_from_api,
-    queue_from_api,
     storage_capacity_from_api,
     storage_class_from_api,
     volume_attachment_from_api,
     volume_from_api,
-    workload_queue_from_api,
 )
 from gangsched.core.model import ClaimKey, DisruptionBudget, Flavor, NodeName, QueueName
-from gangsched.mirror import Mirror
+from gangsched.mirror import BudgetsAndStorage, Mirror
 
 __all__ = ["KINDS", "Feed", "Kind"]
 
@@ -94,7 +89,8 @@ def _upsert_node(mirror: Mirror, obj: RawObject) -> bool:
 
 def _upsert_priority_class(mirror: Mirror, obj: RawObject) -> bool:
     priority_class = priority_class_from_api(obj)
-    return priority_class is not None and mirror.set_priority_class(priority_class)
+    return (priority_class is not None
+            and mirror.groups_and_queues.set_priority_class(priority_class))
 
 
 def _upsert_budget(mirror: Mirror, obj: RawObject) -> bool:
@@ -106,17 +102,17 @@ def _upsert_budget(mirror: Mirror, obj: RawObject) -> bool:
         log.warning("disruption_budget_invalid", error=str(error))
         ref = object_ref(obj)
         budget = DisruptionBudget(ref.key, ref.namespace)
-    return mirror.set_budget(budget)
+    return mirror.budgets_and_storage.set_budget(budget)
 
 
 def _upsert_storage(
-    read: Callable[[RawObject], T], put: Callable[[Mirror, T], bool]
+    read: Callable[[RawObject], T], put: Callable[[BudgetsAndStorage, T], bool]
 ) -> Callable[[Mirror, RawObject], bool]:
     """A claim, volume, class or CSI object read and held; one that cannot be read is left
     out (a pod naming a claim or class then waits, saying it is missing)."""
     def upsert(mirror: Mirror, obj: RawObject) -> bool:
         try:
-            return put(mirror, read(obj))
+            return put(mirror.budgets_and_storage, read(obj))
         except ObjectError as error:
             log.warning("storage_object_invalid", error=str(error))
             return False
@@ -124,15 +120,17 @@ def _upsert_storage(
 
 
 def _stored(
-    read: Callable[[RawObject], T], put: Callable[[Mirror, T], bool],
-    table: Callable[[Mirror], dict[str, Any]],
+    read: Callable[[RawObject], T], put: Callable[[BudgetsAndStorage, T], bool],
+    table: Callable[[BudgetsAndStorage], dict[str, Any]],
 ) -> Kind:
     """A cluster-scoped storage kind, held by name in the mirror's ``table`` of it."""
     return Kind(
         key=object_name,
         upsert=_upsert_storage(read, put),
-        delete=lambda mirror, obj: mirror.remove_stored(table(mirror), object_name(obj)),
-        keep=lambda mirror, seen: mirror.keep_stored(table(mirror), seen),
+        delete=lambda mirror, obj: mirror.budgets_and_storage.remove_stored(
+            table(mirror.budgets_and_storage), object_name(obj)),
+        keep=lambda mirror, seen: mirror.budgets_and_storage.keep_stored(
+            table(mirror.budgets_and_storage), seen),
     )
 
 
@@ -200,8 +198,9 @@ KINDS: dict[str, Kind] = {
     "priorityclasses": Kind(
         key=_ref_key,
         upsert=_upsert_priority_class,
-        delete=lambda mirror, obj: mirror.remove_priority_class(object_ref(obj).name),
-        keep=lambda mirror, seen: mirror.keep_priority_classes(seen),
+        delete=lambda mirror, obj: mirror.groups_and_queues.remove_priority_class(
+            object_ref(obj).name),
+        keep=lambda mirror, seen: mirror.groups_and_queues.keep_priority_classes(seen),
     ),
     "resourceslices": Kind(
         key=_ref_key,
@@ -227,32 +226,38 @@ KINDS: dict[str, Kind] = {
     "poddisruptionbudgets": Kind(
         key=_ref_key,
         upsert=_upsert_budget,
-        delete=lambda mirror, obj: mirror.remove_budget(object_ref(obj).key),
-        keep=lambda mirror, seen: mirror.keep_budgets(seen),
+        delete=lambda mirror, obj: mirror.budgets_and_storage.remove_budget(object_ref(obj).key),
+        keep=lambda mirror, seen: mirror.budgets_and_storage.keep_budgets(seen),
     ),
     "persistentvolumeclaims": Kind(
         key=_ref_key,
-        upsert=_upsert_storage(claim_from_api, Mirror.set_claim),
-        delete=lambda mirror, obj: mirror.remove_stored(mirror.claims, object_ref(obj).key),
-        keep=lambda mirror, seen: mirror.keep_stored(mirror.claims, seen),
+        upsert=_upsert_storage(claim_from_api, BudgetsAndStorage.set_claim),
+        delete=lambda mirror, obj: mirror.budgets_and_storage.remove_stored(
+            mirror.budgets_and_storage.claims, object_ref(obj).key),
+        keep=lambda mirror, seen: mirror.budgets_and_storage.keep_stored(
+            mirror.budgets_and_storage.claims, seen),
     ),
     # Cluster-scoped: known by name alone, whatever namespace a file gave them.
-    "persistentvolumes": _stored(volume_from_api, Mirror.set_volume, lambda m: m.volumes),
-    "storageclasses": _stored(storage_class_from_api, Mirror.set_storage_class,
+    "persistentvolumes": _stored(volume_from_api, BudgetsAndStorage.set_volume,
+                                 lambda m: m.volumes),
+    "storageclasses": _stored(storage_class_from_api, BudgetsAndStorage.set_storage_class,
                               lambda m: m.storage_classes),
     # CSI volume limits: the drivers on each node with their limits, the volumes attached
     # there, and the drivers pods may need registered on their node.
-    "csinodes": _stored(csi_node_from_api, Mirror.set_csi_node, lambda m: m.csi_nodes),
-    "volumeattachments": _stored(volume_attachment_from_api, Mirror.set_attachment,
+    "csinodes": _stored(csi_node_from_api, BudgetsAndStorage.set_csi_node, lambda m: m.csi_nodes),
+    "volumeattachments": _stored(volume_attachment_from_api, BudgetsAndStorage.set_attachment,
                                  lambda m: m.attachments),
-    "csidrivers": _stored(csi_driver_from_api, Mirror.set_csi_driver, lambda m: m.csi_drivers),
+    "csidrivers": _stored(csi_driver_from_api, BudgetsAndStorage.set_csi_driver,
+                          lambda m: m.csi_drivers),
     # Where a driver publishing its storage capacity can still make a volume of a class:
     # namespaced, though the namespace says nothing.
     "csistoragecapacities": Kind(
         key=_ref_key,
-        upsert=_upsert_storage(storage_capacity_from_api, Mirror.set_capacity),
-        delete=lambda mirror, obj: mirror.remove_stored(mirror.capacities, object_ref(obj).key),
-        keep=lambda mirror, seen: mirror.keep_stored(mirror.capacities, seen),
+        upsert=_upsert_storage(storage_capacity_from_api, BudgetsAndStorage.set_capacity),
+        delete=lambda mirror, obj: mirror.budgets_and_storage.remove_stored(
+            mirror.budgets_and_storage.capacities, object_ref(obj).key),
+        keep=lambda mirror, seen: mirror.budgets_and_storage.keep_stored(
+            mirror.budgets_and_storage.capacities, seen),
     ),
 }
 """Every kind a reflector watches, by the name the reflector gives it."""
@@ -303,20 +308,20 @@ class Feed:
 
     # ---- PodGroups, Queues and native Workloads (the sweeper's and kopf's listings) ----
     def upsert_group(self, flavor: Flavor, body: RawObject) -> GroupRecord:
-        return self.mirror.set_group(group_record_from_api(body, flavor))
+        return self.mirror.groups_and_queues.set_group(group_record_from_api(body, flavor))
 
     def delete_group(self, flavor: Flavor, body: RawObject) -> bool:
-        return self.mirror.remove_group(group_key_of(body), flavor)
+        return self.mirror.groups_and_queues.remove_group(group_key_of(body), flavor)
 
     def upsert_queue(self, body: RawObject) -> bool:
-        return self.mirror.set_queue(queue_from_api(body))
+        return self.mirror.groups_and_queues.set_queue(queue_from_api(body))
 
     def delete_queue(self, body: RawObject) -> bool:
-        return self.mirror.remove_queue(QueueName(object_ref(body).name))
+        return self.mirror.groups_and_queues.remove_queue(QueueName(object_ref(body).name))
 
     def upsert_workload(self, body: RawObject) -> bool:
         """Mirror a native Workload's queue annotation; True when it changed."""
-        return self.mirror.set_workload_queue(workload_queue_from_api(body))
+        return self.mirror.groups_and_queues.set_workload_queue(workload_queue_from_api(body))
 
     def delete_workload(self, body: RawObject) -> bool:
-        return self.mirror.remove_workload(workload_queue_from_api(body).key)
+        return self.mirror.groups_and_queues.remove_workload(workload_queue_from_api(body).key)

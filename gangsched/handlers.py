@@ -21,12 +21,11 @@ from typing import Any, Generic, TypeVar
 import kopf
 
 from gangsched import kubeconfig
-from gangsched.core.kubeobjects import (
-    GroupRecord,
+from gangsched.core.kubeobjects.fields import RawObject
+from gangsched.core.kubeobjects.podgroups import GroupRecord, group_record_from_api
+from gangsched.core.kubeobjects.queues import (
     QueueObject,
-    RawObject,
     WorkloadQueue,
-    group_record_from_api,
     queue_from_api,
     workload_queue_from_api,
 )
@@ -76,8 +75,8 @@ class Watched:
 
     async def workload_changed(self, change: Change[WorkloadQueue]) -> None:
         mirror = self.mirror
-        changed = (mirror.remove_workload(change.obj.key) if change.deleted
-                   else mirror.set_workload_queue(change.obj))
+        changed = (mirror.groups_and_queues.remove_workload(change.obj.key) if change.deleted
+                   else mirror.groups_and_queues.set_workload_queue(change.obj))
         if changed:
             self.on_change()
 
@@ -137,12 +136,12 @@ def apply_group_change(mirror: Mirror, change: Change[GroupRecord]) -> bool:
     decides from, and waking the scheduler for them would loop it on itself.
     """
     record = change.obj
-    before = mirror.groups.get(record.key)
+    before = mirror.groups_and_queues.groups.get(record.key)
     if change.deleted:
-        mirror.remove_group(record.key, record.flavor)
+        mirror.groups_and_queues.remove_group(record.key, record.flavor)
     else:
-        mirror.set_group(record)
-    return _decides(before) != _decides(mirror.groups.get(record.key))
+        mirror.groups_and_queues.set_group(record)
+    return _decides(before) != _decides(mirror.groups_and_queues.groups.get(record.key))
 
 
 def _decides(group: GroupRecord | None) -> tuple[object, ...] | None:
@@ -157,5 +156,5 @@ def apply_queue_change(mirror: Mirror, change: Change[QueueObject]) -> bool:
     """Mirror the change; True when what a cycle reads of the queue changed (not when
     our own status write comes back)."""
     if change.deleted:
-        return mirror.remove_queue(change.obj.spec.name)
-    return mirror.set_queue(change.obj)
+        return mirror.groups_and_queues.remove_queue(change.obj.spec.name)
+    return mirror.groups_and_queues.set_queue(change.obj)

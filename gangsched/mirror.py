@@ -29,14 +29,9 @@ from typing import Any, TypeVar
 import structlog
 
 from gangsched.core.gangs import Member
-from gangsched.core.kubeobjects import (
-    GroupRecord,
-    PodHeader,
-    PodRecord,
-    PriorityClass,
-    QueueObject,
-    WorkloadQueue,
-)
+from gangsched.core.kubeobjects.podgroups import GroupRecord
+from gangsched.core.kubeobjects.queues import PriorityClass, QueueObject, WorkloadQueue
+from gangsched.core.kubeobjects.records import PodHeader, PodRecord
 from gangsched.core.model import (
     DEFAULT_QUEUE,
     Claim,
@@ -127,7 +122,19 @@ def _reported(old: PodRecord | None, new: PodRecord) -> bool:
 
 
 @dataclass(kw_only=True)
-class GroupsAndQueues:
+class Versioned:
+    """Counts the changes to what a part of the mirror holds: equal versions, equal views."""
+
+    changes: int = 0
+
+    def _changed(self, changed: bool = True) -> bool:
+        if changed:
+            self.changes += 1
+        return changed
+
+
+@dataclass(kw_only=True)
+class GroupsAndQueues(Versioned):
     """What gangs are scheduled by rather than what occupies nodes: PodGroups, Queues,
     native Workloads' queues and PriorityClasses.
 
@@ -146,13 +153,6 @@ class GroupsAndQueues:
     workload_queues: dict[str, QueueName] = field(default_factory=dict)
     """Queue annotations of native Workloads by ``namespace/name``: their PodGroups'
     queue when a PodGroup names none itself."""
-    version: int = 0
-    """Counts the changes to what the mirror holds: equal versions, equal views."""
-
-    def _changed(self, changed: bool = True) -> bool:
-        if changed:
-            self.version += 1
-        return changed
 
     # ---- PriorityClasses (watched with pods and nodes) ----------------------------
     def set_priority_class(self, priority_class: PriorityClass) -> bool:
@@ -230,7 +230,7 @@ class GroupsAndQueues:
         """Drop a Workload's queue annotation by ``namespace/name``."""
         return self._changed(self.workload_queues.pop(key, None) is not None)
 
-    def _with_workload_queue(self, record: GroupRecord) -> GroupRecord:
+    def with_workload_queue(self, record: GroupRecord) -> GroupRecord:
         spec = record.spec
         if spec is None or spec.workload is None:
             return record
@@ -239,7 +239,7 @@ class GroupsAndQueues:
 
 
 @dataclass(kw_only=True)
-class BudgetsAndStorage(GroupsAndQueues):
+class BudgetsAndStorage(Versioned):
     """What placement and preemption read besides nodes and pods: PodDisruptionBudgets,
     claims, volumes and storage classes, and devices."""
 
@@ -257,8 +257,6 @@ class BudgetsAndStorage(GroupsAndQueues):
     csi_drivers: dict[str, CsiDriver] = field(default_factory=dict)
     capacities: dict[str, StorageCapacity] = field(default_factory=dict)
     """CSIStorageCapacity objects by ``namespace/name``."""
-    devices: DeviceCache = field(default_factory=DeviceCache)
-    """ResourceSlices, DeviceClasses and ResourceClaims, with the claims we assumed."""
 
     # ---- PodDisruptionBudgets -------------------------------------------------------------
     def set_budget(self, budget: DisruptionBudget) -> bool:
@@ -317,21 +315,19 @@ class BudgetsAndStorage(GroupsAndQueues):
         for key in [k for k in table if k not in keys]:
             del table[key]
 
-    # ---- devices (dynamic resource allocation) --------------------------------------------
-    def devices_changed(self, changed: bool) -> bool:
-        """A slice, class or claim in ``devices`` changed: so does the view."""
-        return self._changed(changed)
-
-    def forget_claims(self, claims: tuple[ClaimKey, ...]) -> None:
-        """Claim writes that failed or were undone: the claims are what the watch says."""
-        self.devices.forget(claims)
-        self._changed(bool(claims))
+    def storage(self) -> Storage:
+        """The claims, volumes and storage objects, as a cycle reads them."""
+        return Storage(dict(self.claims), dict(self.volumes), dict(self.storage_classes),
+                       csi_nodes={NodeName(k): v for k, v in self.csi_nodes.items()},
+                       attachments=dict(self.attachments),
+                       csi_drivers=dict(self.csi_drivers),
+                       capacities=dict(self.capacities))
 
 
 @dataclass(kw_only=True)
-class Mirror(BudgetsAndStorage):
+class Mirror(Versioned):
     """Pods and nodes, with the assumptions of binds under way, beside the groups and
-    queues they are scheduled by."""
+    queues they are scheduled by, the budgets and storage, and the devices."""
 
     scheduler_names: frozenset[str]
     """Every ``spec.schedulerName`` whose pods are ours."""
@@ -345,30 +341,19 @@ class Mirror(BudgetsAndStorage):
     """Each namespace's labels: what inter-pod terms select namespaces by."""
     on_status_change: Callable[[], None] = lambda: None
     """Called for a change that alters no decision but what a status reports."""
-    # Kept as pods and assumptions change, so a view costs no pass over every pod:
-    _members: dict[PodKey, Member] = field(default_factory=dict)
-    """Our pods as the cycle gathers them, placed where they are assumed."""
-    _seated: dict[PodKey, tuple[NodeName, Resources]] = field(default_factory=dict)
-    """Each live pod on a node (bound or assumed): where, and what it requests."""
-    _requested: dict[NodeName, Resources] = field(default_factory=dict)
-    """What the seated pods request, by node name (known to us or not)."""
-    _usage: dict[NodeName, NodeUsage] = field(default_factory=dict)
-    """Each known node with the sum of what its seated pods request."""
-    _holders: dict[PodKey, tuple[PodAffinityTerm, ...]] = field(default_factory=dict)
-    """Seated pods with required anti-affinity terms (host ports make them too), and
-    the terms; ``_holder_terms`` counts each distinct term. Gangs without inter-pod
-    rules ask only whether one of these terms selects them, never read every pod."""
-    _holder_terms: dict[PodAffinityTerm, int] = field(default_factory=dict)
-    _by_namespace_labels: set[PodKey] = field(default_factory=set)
-    """Pods with an inter-pod term that selects namespaces by their labels: the ones
-    to resolve again when a namespace's labels change."""
-    _others_group: dict[PodKey, GangKey] = field(default_factory=dict)
-    """Each pod of another scheduler that names a group, and the group, finished or
-    not: while it exists, a group without a pod of ours is that scheduler's."""
-    _named_by_others: dict[GangKey, int] = field(default_factory=dict)
-    """How many of those pods name each group; ``_named_frozen`` is its keys, made
-    again only when a group gains its first such pod or loses its last."""
-    _named_frozen: frozenset[GangKey] | None = None
+    groups_and_queues: GroupsAndQueues = field(default_factory=GroupsAndQueues)
+    budgets_and_storage: BudgetsAndStorage = field(default_factory=BudgetsAndStorage)
+    devices: DeviceCache = field(default_factory=DeviceCache)
+    """ResourceSlices, DeviceClasses and ResourceClaims, with the claims we assumed."""
+    index: PodIndex = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.index = PodIndex(nodes=self.nodes)
+
+    @property
+    def version(self) -> int:
+        """Counts the changes to what the mirror holds: equal versions, equal views."""
+        return self.changes + self.groups_and_queues.changes + self.budgets_and_storage.changes
 
     def in_scope(self, namespace: str) -> bool:
         """Whether objects of ``namespace`` are this scheduler's to act on."""
@@ -386,7 +371,7 @@ class Mirror(BudgetsAndStorage):
     # ---- nodes ---------------------------------------------------------------------------
     def add_node(self, node: Node) -> bool:
         self.nodes[node.name] = node
-        self._usage[node.name] = NodeUsage(node, self._requested.get(node.name, Resources.zero()))
+        self.index.add_node(node)
         return self._changed()
 
     def update_node(self, old: Node, new: Node) -> bool:
@@ -396,7 +381,7 @@ class Mirror(BudgetsAndStorage):
         return self.add_node(new)
 
     def remove_node(self, name: NodeName) -> bool:
-        self._usage.pop(name, None)
+        self.index.remove_node(name)
         return self._changed(self.nodes.pop(name, None) is not None)
 
     def keep_nodes(self, names: set[str]) -> None:
@@ -426,7 +411,7 @@ class Mirror(BudgetsAndStorage):
     def _reselect(self) -> bool:
         """Resolve again every term selecting namespaces by labels; whether one changed."""
         changed = False
-        for key in list(self._by_namespace_labels):
+        for key in list(self.index.by_namespace_labels):
             record = self.pods[key]
             resolved = self._resolved(record)
             if resolved != record:
@@ -544,30 +529,97 @@ class Mirror(BudgetsAndStorage):
         finished = [a.bound_at for a in self.assumed.values() if a.bound_at is not None]
         return min(finished) + ttl if finished else None
 
-    # ---- what a view is made of, kept as pods change ----------------------
     def _derive(self, key: PodKey) -> bool:
+        return self.index.derive(key, self.pods.get(key), self.assumed.get(key))
+
+    # ---- devices (dynamic resource allocation) --------------------------------------------
+    def devices_changed(self, changed: bool) -> bool:
+        """A slice, class or claim in ``devices`` changed: so does the view."""
+        return self._changed(changed)
+
+    def forget_claims(self, claims: tuple[ClaimKey, ...]) -> None:
+        """Claim writes that failed or were undone: the claims are what the watch says."""
+        self.devices.forget(claims)
+        self._changed(bool(claims))
+
+    # ---- the per-cycle view -------------------------------------------------
+    def view(self) -> View:
+        scheduling, index = self.groups_and_queues, self.index
+        queues = dict(scheduling.queues)
+        queues.setdefault(DEFAULT_QUEUE, QueueSpec(name=DEFAULT_QUEUE))
+        members, pods = tuple(index.members.values()), dict(self.pods)
+        return View(
+            snapshot=Snapshot(index.usage, seated=partial(seated_pods, members, pods),
+                              devices=self.devices.inventory(),
+                              anti_affinity_terms=tuple(index.holder_terms)),
+            members=members,
+            groups={key: scheduling.with_workload_queue(g)
+                    for key, g in scheduling.groups.items()},
+            queues=queues,
+            pods=pods,
+            storage=self.budgets_and_storage.storage(),
+            named_by_others=index.named_by_others_now(),
+        )
+
+
+@dataclass(kw_only=True)
+class PodIndex:
+    """What a view is made of, kept as pods and assumptions change, so a view costs no
+    pass over every pod."""
+
+    nodes: Mapping[NodeName, Node]
+    """The mirror's nodes: the ones whose usage is kept."""
+    members: dict[PodKey, Member] = field(default_factory=dict)
+    """Our pods as the cycle gathers them, placed where they are assumed."""
+    seated: dict[PodKey, tuple[NodeName, Resources]] = field(default_factory=dict)
+    """Each live pod on a node (bound or assumed): where, and what it requests."""
+    requested: dict[NodeName, Resources] = field(default_factory=dict)
+    """What the seated pods request, by node name (known to us or not)."""
+    usage: dict[NodeName, NodeUsage] = field(default_factory=dict)
+    """Each known node with the sum of what its seated pods request."""
+    holders: dict[PodKey, tuple[PodAffinityTerm, ...]] = field(default_factory=dict)
+    """Seated pods with required anti-affinity terms (host ports make them too), and
+    the terms; ``holder_terms`` counts each distinct term. Gangs without inter-pod
+    rules ask only whether one of these terms selects them, never read every pod."""
+    holder_terms: dict[PodAffinityTerm, int] = field(default_factory=dict)
+    by_namespace_labels: set[PodKey] = field(default_factory=set)
+    """Pods with an inter-pod term that selects namespaces by their labels: the ones
+    to resolve again when a namespace's labels change."""
+    others_group: dict[PodKey, GangKey] = field(default_factory=dict)
+    """Each pod of another scheduler that names a group, and the group, finished or
+    not: while it exists, a group without a pod of ours is that scheduler's."""
+    named_by_others: dict[GangKey, int] = field(default_factory=dict)
+    """How many of those pods name each group; ``named_frozen`` is its keys, made
+    again only when a group gains its first such pod or loses its last."""
+    named_frozen: frozenset[GangKey] | None = None
+
+    def add_node(self, node: Node) -> None:
+        self.usage[node.name] = NodeUsage(node, self.requested.get(node.name, Resources.zero()))
+
+    def remove_node(self, name: NodeName) -> None:
+        self.usage.pop(name, None)
+
+    def derive(self, key: PodKey, record: PodRecord | None, assumed: Assumption | None) -> bool:
         """Bring the pod's member and seat in line with its record and assumption;
         whether a group began or ceased to be named by pods of other schedulers."""
-        record = self.pods.get(key)
         owners_changed = self._name_group(
             key, record.group if record is not None and not record.ours else None)
         if record is None:
-            self._members.pop(key, None)
+            self.members.pop(key, None)
             self._unseat(key)
-            self._by_namespace_labels.discard(key)
+            self.by_namespace_labels.discard(key)
             return owners_changed
         pod = record.pod
         if selects_by_labels(pod):
-            self._by_namespace_labels.add(key)
+            self.by_namespace_labels.add(key)
         else:
-            self._by_namespace_labels.discard(key)
-        assumed = self.assumed.get(key)
+            self.by_namespace_labels.discard(key)
         if assumed is not None and pod.node_name is None:
             pod = replace(pod, node_name=assumed.node)
         # A terminating pod keeps its seat below but leaves its gang: to the cycle, and
         # to the room held for a running gang's replacements, it departed already.
         if record.ours and not pod.terminating:
-            self._members[key] = Member(
+            self.members[key] = Member(
                 pod=pod,
                 group=record.group,
                 running=record.phase == "Running",
@@ -575,14 +627,14 @@ class Mirror(BudgetsAndStorage):
                 failed=record.phase == "Failed",
             )
         else:
-            self._members.pop(key, None)
+            self.members.pop(key, None)
         # Terminal pods hold nothing; the node's kubelet has released them.
         if pod.terminal or pod.node_name is None:
             self._unseat(key)
         else:
-            if self._seated.get(key) != (pod.node_name, pod.requests):
+            if self.seated.get(key) != (pod.node_name, pod.requests):
                 self._unseat(key)
-                self._seated[key] = (pod.node_name, pod.requests)
+                self.seated[key] = (pod.node_name, pod.requests)
                 self._add_requested(pod.node_name, pod.requests, +1)
             self._hold_terms(key, pod.anti_affinity)
         return owners_changed
@@ -590,85 +642,64 @@ class Mirror(BudgetsAndStorage):
     def _name_group(self, key: PodKey, group: GangKey | None) -> bool:
         """Count the pod ``key`` of another scheduler as naming ``group`` (None: it names
         none, is ours or is gone); whether a group gained its first or lost its last."""
-        before = self._others_group.pop(key, None)
+        before = self.others_group.pop(key, None)
         if before == group:
             if group is not None:
-                self._others_group[key] = group
+                self.others_group[key] = group
             return False
         changed = False
         if before is not None:
-            left = self._named_by_others[before] - 1
+            left = self.named_by_others[before] - 1
             if left:
-                self._named_by_others[before] = left
+                self.named_by_others[before] = left
             else:
-                del self._named_by_others[before]
+                del self.named_by_others[before]
                 changed = True
         if group is not None:
-            self._others_group[key] = group
-            self._named_by_others[group] = self._named_by_others.get(group, 0) + 1
-            changed = changed or self._named_by_others[group] == 1
+            self.others_group[key] = group
+            self.named_by_others[group] = self.named_by_others.get(group, 0) + 1
+            changed = changed or self.named_by_others[group] == 1
         if changed:
-            self._named_frozen = None
+            self.named_frozen = None
         return changed
 
     def _hold_terms(self, key: PodKey, terms: tuple[PodAffinityTerm, ...]) -> None:
         """Count the anti-affinity terms of the seated pod ``key`` (none: it holds none)."""
-        before = self._holders.pop(key, ())
+        before = self.holders.pop(key, ())
         if before == terms:
             if terms:
-                self._holders[key] = terms
+                self.holders[key] = terms
             return
         for term in before:
-            self._holder_terms[term] -= 1
-            if not self._holder_terms[term]:
-                del self._holder_terms[term]
+            self.holder_terms[term] -= 1
+            if not self.holder_terms[term]:
+                del self.holder_terms[term]
         for term in terms:
-            self._holder_terms[term] = self._holder_terms.get(term, 0) + 1
+            self.holder_terms[term] = self.holder_terms.get(term, 0) + 1
         if terms:
-            self._holders[key] = terms
+            self.holders[key] = terms
 
     def _unseat(self, key: PodKey) -> None:
         self._hold_terms(key, ())
-        seat = self._seated.pop(key, None)
+        seat = self.seated.pop(key, None)
         if seat is not None:
             self._add_requested(seat[0], seat[1], -1)
 
     def _add_requested(self, name: NodeName, requests: Resources, sign: int) -> None:
-        before = self._requested.get(name, Resources.zero())
+        before = self.requested.get(name, Resources.zero())
         total = before + requests if sign > 0 else before - requests
         if total.is_zero:
-            self._requested.pop(name, None)
+            self.requested.pop(name, None)
         else:
-            self._requested[name] = total
+            self.requested[name] = total
         node = self.nodes.get(name)
         if node is not None:
-            self._usage[name] = NodeUsage(node, total)
+            self.usage[name] = NodeUsage(node, total)
 
-    # ---- the per-cycle view -------------------------------------------------
-    def view(self) -> View:
-        queues = dict(self.queues)
-        queues.setdefault(DEFAULT_QUEUE, QueueSpec(name=DEFAULT_QUEUE))
-        members, pods = tuple(self._members.values()), dict(self.pods)
-        return View(
-            snapshot=Snapshot(self._usage, seated=partial(seated_pods, members, pods),
-                              devices=self.devices.inventory(),
-                              anti_affinity_terms=tuple(self._holder_terms)),
-            members=members,
-            groups={key: self._with_workload_queue(g) for key, g in self.groups.items()},
-            queues=queues,
-            pods=pods,
-            storage=Storage(dict(self.claims), dict(self.volumes), dict(self.storage_classes),
-                            csi_nodes={NodeName(k): v for k, v in self.csi_nodes.items()},
-                            attachments=dict(self.attachments),
-                            csi_drivers=dict(self.csi_drivers),
-                            capacities=dict(self.capacities)),
-            named_by_others=self._named_by_others_now(),
-        )
-
-    def _named_by_others_now(self) -> frozenset[GangKey]:
-        if self._named_frozen is None:
-            self._named_frozen = frozenset(self._named_by_others)
-        return self._named_frozen
+    def named_by_others_now(self) -> frozenset[GangKey]:
+        if self.named_frozen is None:
+            self.named_frozen = frozenset(self.named_by_others)
+        return self.named_frozen
 
 
 def _put(table: dict[str, V], key: str, value: V) -> bool:

@@ -21,7 +21,7 @@ import orjson
 import structlog
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from gangsched.core.kubeobjects import RawObject
+from gangsched.core.kubeobjects.fields import RawObject
 
 log = structlog.get_logger(__name__)
 

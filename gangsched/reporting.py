@@ -46,6 +46,48 @@ def _group_id(group: GroupRecord) -> ObjectId:
     return object_id_of(group.uid, f"podgroup/{group.flavor.value}", group.key)
 
 
+class PodConditions:
+    """Writes pods' ``PodScheduled=False`` conditions through the dispatcher; a condition
+    for a pod ``placed`` by the time it would go out is dropped."""
+
+    def __init__(self, core: client.CoreV1Api, dispatcher: Dispatcher,
+                 placed: Callable[[PodKey], bool]) -> None:
+        self._core = core
+        self._dispatcher = dispatcher
+        self._placed = placed
+
+    def ask(self, pod: PodKey, uid: str, message: str, version: str, reason: str) -> None:
+        """The condition is paced per pod (``CONDITION_CHANGE_GAP_S``, the latest wins); a
+        pod new under an old name has another UID, so its first condition goes at once."""
+        self._dispatcher.submit(Call(
+            (object_id_of(uid, "pod", pod), ""), Rank.STATUS, f"pod condition {pod}",
+            functools.partial(self._write, pod, message, version, reason),
+            state=(reason, message), gap=CONDITION_CHANGE_GAP_S, retry=True,
+        ))
+
+    async def _write(self, pod: PodKey, message: str, version: str, reason: str) -> Answer:
+        """Write one pod's condition, unless the pod is placed by now.
+
+        The patch carries the resourceVersion the message was decided on, so it
+        fails with 409 instead of overwriting ``PodScheduled=True`` if the pod
+        was bound in between.
+        """
+        if self._placed(pod):
+            return Answer(0, "placed meanwhile", sent=False)
+        namespace, name = pod.split("/", 1)
+        body: dict[str, Any] = {"status": {"conditions": [{
+            "type": "PodScheduled",
+            "status": "False",
+            "reason": reason,
+            "message": message,
+            "lastTransitionTime": now_iso(),
+        }]}}
+        if version:
+            body["metadata"] = {"resourceVersion": version}
+        return await answer_of(self._core.patch_namespaced_pod_status(
+            name, namespace, body, field_manager=FIELD_MANAGER, _preload_content=False))
+
+
 class Reporter:
     """Writes what users see, through the dispatcher; status and conditions go ahead of Events.
 
@@ -59,12 +101,12 @@ class Reporter:
         dispatcher: Dispatcher,
         placed: Callable[[PodKey], bool],
     ) -> None:
-        self._core = client.CoreV1Api(api)
+        core = client.CoreV1Api(api)
         self._custom = client.CustomObjectsApi(api)
         self._dispatcher = dispatcher
-        self.events = Events(self._core, dispatcher)
+        self.events = Events(core, dispatcher)
         """Events about pods and PodGroups (``Scheduled``, ``FailedScheduling``, preemption)."""
-        self._placed = placed
+        self._conditions = PodConditions(core, dispatcher, placed)
         self._asked: dict[ObjectId, Mapping[str, Any]] = {}
         """The status last asked for, per group and queue: an unchanged one is not asked
         again (the dispatcher retries one that failed until it is accepted)."""
@@ -110,45 +152,16 @@ class Reporter:
         self, pod: PodKey, uid: str, current: str | None, message: str, version: str,
         reason: str = "Unschedulable",
     ) -> None:
-        """The condition is paced per pod (``CONDITION_CHANGE_GAP_S``, the latest wins); a
-        pod new under an old name has another UID, so its first condition goes at once."""
+        """The condition, and for ``Unschedulable`` a paced ``FailedScheduling`` Event."""
         namespace, name = pod.split("/", 1)
-        object_id = object_id_of(uid, "pod", pod)
         if current != message:
-            self._dispatcher.submit(Call(
-                (object_id, ""), Rank.STATUS, f"pod condition {pod}",
-                functools.partial(self._write_condition, pod, message, version, reason),
-                state=(reason, message), gap=CONDITION_CHANGE_GAP_S, retry=True,
-            ))
+            self._conditions.ask(pod, uid, message, version, reason)
         if reason == "Unschedulable":
             involved = {"apiVersion": "v1", "namespace": namespace, "name": name}
             if uid:
                 involved["uid"] = uid
             self.events.post(involved, kind="Pod", reason="FailedScheduling", message=message,
                        type_="Warning", paced=True)
-
-    async def _write_condition(self, pod: PodKey, message: str, version: str,
-                               reason: str) -> Answer:
-        """Write one pod's condition, unless the pod is placed by now.
-
-        The patch carries the resourceVersion the message was decided on, so it
-        fails with 409 instead of overwriting ``PodScheduled=True`` if the pod
-        was bound in between.
-        """
-        if self._placed(pod):
-            return Answer(0, "placed meanwhile", sent=False)
-        namespace, name = pod.split("/", 1)
-        body: dict[str, Any] = {"status": {"conditions": [{
-            "type": "PodScheduled",
-            "status": "False",
-            "reason": reason,
-            "message": message,
-            "lastTransitionTime": now_iso(),
-        }]}}
-        if version:
-            body["metadata"] = {"resourceVersion": version}
-        return await answer_of(self._core.patch_namespaced_pod_status(
-            name, namespace, body, field_manager=FIELD_MANAGER, _preload_content=False))
 
     def pod_placed(self, pod: PodKey) -> None:
         """The pod is assumed. Nothing to undo here: its bind, keyed by the pod's UID as

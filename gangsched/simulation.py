@@ -88,6 +88,24 @@ class _Clock:
     run_for: dict[PodKey, float] = field(default_factory=dict)
     ends: dict[PodKey, float] = field(default_factory=dict)
 
+    @classmethod
+    def of(cls, pods: Mapping[PodKey, Mapping[str, Any]], mirror: Mirror,
+           default_run_s: float) -> _Clock:
+        """How long each pod runs (its annotation, else ``default_run_s`` for ours), and
+        when those already running end."""
+        clock = cls()
+        for key, pod in pods.items():
+            annotation = ((pod.get("metadata") or {}).get("annotations") or {}).get(RUN_FOR)
+            parsed = parse_duration(str(annotation)) if annotation else None
+            record = mirror.pods.get(key)
+            ours = record is not None and record.ours
+            if parsed is not None or ours:
+                clock.run_for[key] = parsed if parsed is not None else default_run_s
+            terminal = (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed")
+            if (pod.get("spec") or {}).get("nodeName") and not terminal and key in clock.run_for:
+                clock.ends[key] = clock.run_for[key]
+        return clock
+
 
 def _key(obj: Mapping[str, Any]) -> PodKey:
     meta = obj.get("metadata") or {}
@@ -107,17 +125,7 @@ def simulate(
     objects = copy.deepcopy(objects)
     pods: dict[PodKey, dict[str, Any]] = {_key(p): p for p in objects.pods}
     mirror = objects.mirror(scheduler_names)
-    clock = _Clock()
-    for key, pod in pods.items():
-        annotation = ((pod.get("metadata") or {}).get("annotations") or {}).get(RUN_FOR)
-        parsed = parse_duration(str(annotation)) if annotation else None
-        record = mirror.pods.get(key)
-        ours = record is not None and record.ours
-        if parsed is not None or ours:
-            clock.run_for[key] = parsed if parsed is not None else default_run_s
-        terminal = (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed")
-        if (pod.get("spec") or {}).get("nodeName") and not terminal and key in clock.run_for:
-            clock.ends[key] = clock.run_for[key]
+    clock = _Clock.of(pods, mirror, default_run_s)
     not_ours = tuple(sorted(
         k for k, r in mirror.pods.items()
         if not r.ours and r.pod.node_name is None and not r.pod.terminal

@@ -22,7 +22,7 @@ import structlog
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from gangsched.core.kubeobjects import RawObject, object_ref
+from gangsched.core.kubeobjects.fields import RawObject, object_ref
 from gangsched.core.model import Flavor, QueueName
 from gangsched.feed import Feed
 from gangsched.handlers import QUEUES, WORKLOADS
@@ -112,7 +112,7 @@ class Sweeper:
 
     async def sweep(self) -> bool:
         """One pass; True when something was forgotten."""
-        mirror = self._mirror
+        mirror = self._mirror.groups_and_queues
         groups_before = {key: (record.flavor, record.uid) for key, record in mirror.groups.items()}
         queues_before = set(mirror.queues)
         workloads_before = set(mirror.workload_queues)

@@ -129,6 +129,18 @@ def gather(
     for member in members:
         tally.add(member, groups)
     theirs = frozenset(key for key in named_by_others if key not in tally.named)
+    gangs, finished = _gangs(tally, groups, theirs, finished_before, policies or {},
+                             priority_classes or {}, never_preempting_classes)
+    return tally.gathered(gangs, finished, invalid, theirs)
+
+
+def _gangs(
+    tally: _Tally, groups: Mapping[GangKey, GroupSpec], theirs: frozenset[GangKey],
+    finished_before: frozenset[GangKey], policies: Mapping[GangKey, Policy],
+    priority_classes: Mapping[str, int], never_preempting_classes: frozenset[str],
+) -> tuple[tuple[Gang, ...], frozenset[GangKey]]:
+    """The gangs of the tally's pods and of the groups, and the groups that finished (see
+    :func:`gather`)."""
     gangs: list[Gang] = []
     finished: set[GangKey] = set()
     lone_bound = {key for key in tally.bound_pods if key not in groups}
@@ -145,22 +157,11 @@ def gather(
             continue  # no pod of ours in it: another scheduler's group, or none yet
         owner = groups.get(tally.solo_of[key]) if key in tally.solo_of else None
         gang = tally.gang(key, owner or spec, solo=owner is not None,
-                          priority_classes=priority_classes or {},
+                          priority_classes=priority_classes,
                           never_preempting_classes=never_preempting_classes)
-        policy = (policies or {}).get(tally.solo_of.get(key, key))
+        policy = policies.get(tally.solo_of.get(key, key))
         gangs.append(gang if policy is None else replace(gang, policy=policy))
-    return Gathered(
-        gangs=tuple(gangs),
-        bound_requests={key: Resources.sum(pod.requests for pod in pods)
-                        for key, pods in tally.bound_pods.items()},
-        counts={key: MemberCounts(**t) for key, t in tally.counts.items()},
-        orphans={key: tuple(pods) for key, pods in tally.orphans.items()},
-        finished=frozenset(finished),
-        solo_of=tally.solo_of,
-        bound_pods={key: tuple(pods) for key, pods in tally.bound_pods.items()},
-        invalid=invalid,
-        theirs=theirs,
-    )
+    return tuple(gangs), frozenset(finished)
 
 
 def _priority_mismatches(
@@ -203,6 +204,22 @@ class _Tally:
     never: set[GangKey] = field(default_factory=set)
     """Gangs with a pod that may not preempt."""
     solo_of: dict[GangKey, GangKey] = field(default_factory=dict)
+
+    def gathered(self, gangs: tuple[Gang, ...], finished: frozenset[GangKey],
+                 invalid: dict[GangKey, str], theirs: frozenset[GangKey]) -> Gathered:
+        """The gangs made of this tally, with what the tally counted of every gang."""
+        return Gathered(
+            gangs=gangs,
+            bound_requests={key: Resources.sum(pod.requests for pod in pods)
+                            for key, pods in self.bound_pods.items()},
+            counts={key: MemberCounts(**t) for key, t in self.counts.items()},
+            orphans={key: tuple(pods) for key, pods in self.orphans.items()},
+            finished=finished,
+            solo_of=self.solo_of,
+            bound_pods={key: tuple(pods) for key, pods in self.bound_pods.items()},
+            invalid=invalid,
+            theirs=theirs,
+        )
 
     def add(self, member: Member, groups: Mapping[GangKey, GroupSpec]) -> None:
         pod = member.pod

@@ -15,7 +15,7 @@ API in :mod:`gangsched.core.kubeobjects`, its status in
 
 from __future__ import annotations
 
-from gangsched.core.kubeobjects import (
+from gangsched.core.kubeobjects.podgroups import (
     COSCHEDULING_LABEL,
     GROUP_LABEL,
     PREEMPTIBLE_ANNOTATIONS,

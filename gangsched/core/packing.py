@@ -286,12 +286,7 @@ class Search:
         return assignments
 
     def _search(self) -> list[tuple[int, StateKey]] | None:
-        names: set[str] = set()
-        for key in self.view:
-            names.update(key[0].amounts)
-        for kind in self.types:
-            names.update(kind.requests.amounts)
-        self._names = tuple(sorted(names))
+        self._names = _resource_names(self.view, self.types)
 
         counts = {key: sum(len(group) for group in members) for key, members in self.view.items()}
         sequence: list[int] = []
@@ -376,6 +371,17 @@ class Search:
             remaining[sequence[cursor]] = end - cursor
             cursor = end
         return remaining
+
+
+def _resource_names(view: Mapping[StateKey, object], types: Iterable[PodType]
+                    ) -> tuple[str, ...]:
+    """Every resource a node group of the search has or one of its pods requests."""
+    names: set[str] = set()
+    for key in view:
+        names.update(key[0].amounts)
+    for kind in types:
+        names.update(kind.requests.amounts)
+    return tuple(sorted(names))
 
 
 def _most_placeable(

@@ -77,19 +77,12 @@ class Capacity:
     :class:`FreeNodes`; this class holds the policies that choose among them.
     """
 
-    __slots__ = (
-        "_budget", "_devices", "_figures_of", "_infeasible", "_nodes", "_placed",
-        "_placed_holders", "_residents", "_snapshot",
-    )
+    __slots__ = ("_budget", "_devices", "_figures_of", "_infeasible", "_nodes", "_placed")
 
     def __init__(self, snapshot: Snapshot, *, budget: int = SEARCH_BUDGET) -> None:
         """``budget`` bounds the exhaustive search per gang (0: greedy answers only)."""
-        self._snapshot = snapshot
         self._nodes = FreeNodes(snapshot.index)
-        self._placed: dict[PodKey, tuple[Pod, NodeName]] = {}
-        self._placed_holders = 0
-        """Placed pods with required anti-affinity, which may keep any later pod away."""
-        self._residents: Residents | None = None
+        self._placed = PlacedPods(snapshot)
         self._infeasible: dict[tuple[object, ...], bool] = {}
         self._figures_of: dict[tuple[object, ...], list[ShapeFigures]] = {}
         """The figures of a signature that did not fit, while no node's room moved:
@@ -148,7 +141,7 @@ class Capacity:
         # One pod at the least, even for a gang's extras: a placement of none binds nothing.
         if any(pod.resource_claims or self._served_by_devices(pod) for pod in pending):
             return self._place_with_devices(gang, max(need, 1), policy)
-        if self._under_rules(pending):
+        if self._placed.under_rules(pending):
             return self._place_under_rules(gang, max(need, 1), policy)
         types = PodType.group(pending, self._nodes.index.max_allocatable)
         signature = (tuple((kind.requests, kind.rules, len(kind.pods)) for kind in types), need)
@@ -156,7 +149,7 @@ class Capacity:
         exhausted = bool(known)
         assignments = None
         if known is None:
-            assignments, exhausted = self._solve(types, need, policy)
+            assignments, exhausted = _solve(self._nodes, types, need, policy, self._budget)
         if assignments is None:
             # Capacity only shrinks until the next release, so what did not
             # fit now will not fit later in the pass either.
@@ -167,51 +160,14 @@ class Capacity:
                 self._figures_of[signature] = figures
             return Unplaceable(gang.key, self._reason(gang, figures, need, exhausted))
         self._figures_of.clear()
-        residents = self._residents
         for pod, node in assignments:
-            self._keep(pod, node)
-            if residents is not None:
-                residents.add(pod, node)
+            self._placed.keep(pod, node)
         return _ordered(gang, assignments)
-
-    def _keep(self, pod: Pod, node: NodeName) -> None:
-        self._placed[pod.key] = (pod, node)
-        if pod.anti_affinity:
-            self._placed_holders += 1
 
     # ------------------------------------------------------------ inter-pod rules
 
-    def _residents_now(self) -> Residents:
-        """The pods on nodes as inter-pod rules read them, placed ones included; built the
-        first time a gang needs them, then kept current."""
-        residents = self._residents
-        if residents is None:
-            nodes = {name: usage.node for name, usage in self._snapshot.nodes.items()}
-            residents = Residents(nodes, self._snapshot.pods)
-            for pod, node in self._placed.values():
-                residents.add(pod, node)
-            self._residents = residents
-        return residents
-
-    def _under_rules(self, pending: Sequence[Pod]) -> bool:
-        """Whether where these pods may go depends on the pods already placed: they carry
-        inter-pod rules, or some placed pod's anti-affinity selects one of them.
-
-        Gangs without either keep the plain search, whose cost does not grow with
-        the pods on nodes."""
-        if any(pod.has_pod_rules for pod in pending):
-            return True
-        if not self._placed_holders and not self._snapshot.holds_anti_affinity:
-            return False
-        terms = self._snapshot.anti_affinity_terms
-        if terms is not None and not self._placed_holders:
-            # Distinct terms, however many pods hold them (a DaemonSet's host port).
-            return any(term_selects(term, pod) for pod in pending for term in terms)
-        residents = self._residents_now()
-        return any(residents.held_off(pod) for pod in pending)
-
     def _place_under_rules(self, gang: Gang, need: int, policy: Policy) -> Decision:
-        outcome = place_under_rules(self._nodes, self._residents_now(), gang.pending, need,
+        outcome = place_under_rules(self._nodes, self._placed.residents(), gang.pending, need,
                                     policy, self._budget)
         if outcome.assignments is None:
             blocked = outcome.blocked
@@ -223,7 +179,7 @@ class Capacity:
                 gang.key, need, self._budget if outcome.exhausted else None))
         self._figures_of.clear()
         for pod, node in outcome.assignments:
-            self._keep(pod, node)
+            self._placed.keep(pod, node, residents=False)
         return _ordered(gang, outcome.assignments)
 
     def take(self, gang: GangKey, pod: PodKey, node: NodeName, requests: Resources) -> Placement:
@@ -235,7 +191,7 @@ class Capacity:
         if not requests.fits(self.free(node)):
             raise ValueError(f"{requests} is not free on {node}")
         self._nodes.take([(node, requests)])
-        self._placed[pod] = (Pod(pod, requests, node_name=node), node)
+        self._placed.keep(Pod(pod, requests, node_name=node), node, residents=False)
         self._figures_of.clear()
         return Placement(gang, ((pod, node),))
 
@@ -281,14 +237,7 @@ class Capacity:
         missing = [key for key, _ in placement.assignments if key not in self._placed]
         if missing:
             raise ValueError(f"release of pods this capacity did not place: {missing}")
-        returned = []
-        for key, node in placement.assignments:
-            pod, _ = self._placed.pop(key)
-            returned.append((node, pod.requests))
-            if pod.anti_affinity:
-                self._placed_holders -= 1
-            if self._residents is not None:
-                self._residents.remove(key)
+        returned = [(node, self._placed.drop(key).requests) for key, node in placement.assignments]
         self._nodes.take(returned, sign=-1)
         self._infeasible.clear()
         self._figures_of.clear()
@@ -312,8 +261,8 @@ class Capacity:
         the nodes they refuse and rank the others before the devices do.
         """
         nodes = self._nodes
-        rules = (MemberRules(nodes, self._residents_now(), gang.pending)
-                 if self._under_rules(gang.pending) else None)
+        rules = (MemberRules(nodes, self._placed.residents(), gang.pending)
+                 if self._placed.under_rules(gang.pending) else None)
         room = NodeRoom(partial(allowed_nodes, nodes), nodes.free.__getitem__,
                         lambda name: dict(nodes.index.nodes[name].node.labels),
                         lambda name: nodes.index.nodes[name].node.allocatable)
@@ -324,44 +273,11 @@ class Capacity:
             return Unplaceable(gang.key, answer)
         nodes.take((node, pod.requests) for pod, node in answer.assignments)
         self._figures_of.clear()
-        residents = self._residents
         for pod, node in answer.assignments:
-            self._keep(pod, node)
-            if residents is not None:
-                residents.add(pod, node)
+            self._placed.keep(pod, node)
         self._devices.record(answer.writes)
         return Placement(gang.key, tuple((pod.key, node) for pod, node in answer.assignments),
                          answer.writes)
-
-    # ------------------------------------------------------------ solving
-
-    def _solve(
-        self, types: list[PodType], need: int, policy: Policy
-    ) -> tuple[list[tuple[Pod, NodeName]] | None, bool]:
-        """(assignments, search cut short); assignments are already consumed."""
-        nodes = self._nodes
-        nodes.begin()
-        placed = greedy(self._nodes, [(kind, kind.pods) for kind in types], policy, {})
-        if placed and len(placed) >= need:
-            nodes.commit()
-            return placed, False
-        nodes.undo()
-        if len(types) == 1:
-            return None, False  # greedy is exact for one kind of pod
-        view = search_view(nodes.index, nodes.classes, types)
-        search = Search(view, types, need, policy, self._budget)
-        found = search.solve()
-        if found is None:
-            return None, search.exhausted
-        nodes.take((node, pod.requests) for pod, node in found)
-        # The gang's minimum is secured; the pods beyond it go where the
-        # policy puts them, beside the nodes the search chose.
-        chosen = {pod.key for pod, _ in found}
-        mine: dict[NodeName, int] = {}
-        for _, node in found:
-            mine[node] = mine.get(node, 0) + 1
-        rest = [(kind, [pod for pod in kind.pods if pod.key not in chosen]) for kind in types]
-        return found + greedy(self._nodes, rest, policy, mine), False
 
     # ------------------------------------------------------------ reasons
 
@@ -375,6 +291,100 @@ class Capacity:
             search_stopped_after=self._budget if stopped else None,
             search_skipped_over=SEARCH_MAX_PODS if skipped else None,
         )
+
+class PlacedPods:
+    """The pods a pass has placed, as inter-pod rules read them: which hold
+    anti-affinity, and the pods on nodes with them (built the first time a gang needs
+    them, then kept current)."""
+
+    __slots__ = ("_holders", "_placed", "_residents", "_snapshot")
+
+    def __init__(self, snapshot: Snapshot) -> None:
+        self._snapshot = snapshot
+        self._placed: dict[PodKey, tuple[Pod, NodeName]] = {}
+        self._holders = 0
+        """Placed pods with required anti-affinity, which may keep any later pod away."""
+        self._residents: Residents | None = None
+
+    def __contains__(self, key: PodKey) -> bool:
+        return key in self._placed
+
+    def keep(self, pod: Pod, node: NodeName, *, residents: bool = True) -> None:
+        """Count the pod placed; ``residents``: add it to the residents too, when built
+        (the search under rules added its own already)."""
+        self._placed[pod.key] = (pod, node)
+        if pod.anti_affinity:
+            self._holders += 1
+        if residents and self._residents is not None:
+            self._residents.add(pod, node)
+
+    def drop(self, key: PodKey) -> Pod:
+        """The placed pod ``key`` released: placed no more."""
+        pod, _ = self._placed.pop(key)
+        if pod.anti_affinity:
+            self._holders -= 1
+        if self._residents is not None:
+            self._residents.remove(key)
+        return pod
+
+    def residents(self) -> Residents:
+        """The pods on nodes as inter-pod rules read them, placed ones included; built the
+        first time a gang needs them, then kept current."""
+        residents = self._residents
+        if residents is None:
+            nodes = {name: usage.node for name, usage in self._snapshot.nodes.items()}
+            residents = Residents(nodes, self._snapshot.pods)
+            for pod, node in self._placed.values():
+                residents.add(pod, node)
+            self._residents = residents
+        return residents
+
+    def under_rules(self, pending: Sequence[Pod]) -> bool:
+        """Whether where these pods may go depends on the pods already placed: they carry
+        inter-pod rules, or some placed pod's anti-affinity selects one of them.
+
+        Gangs without either keep the plain search, whose cost does not grow with
+        the pods on nodes."""
+        if any(pod.has_pod_rules for pod in pending):
+            return True
+        if not self._holders and not self._snapshot.holds_anti_affinity:
+            return False
+        terms = self._snapshot.anti_affinity_terms
+        if terms is not None and not self._holders:
+            # Distinct terms, however many pods hold them (a DaemonSet's host port).
+            return any(term_selects(term, pod) for pod in pending for term in terms)
+        residents = self.residents()
+        return any(residents.held_off(pod) for pod in pending)
+
+
+def _solve(
+    nodes: FreeNodes, types: list[PodType], need: int, policy: Policy, budget: int
+) -> tuple[list[tuple[Pod, NodeName]] | None, bool]:
+    """(assignments, search cut short); assignments are already taken from ``nodes``: a
+    greedy pass first, exact for one kind of pod, then the search within ``budget``."""
+    nodes.begin()
+    placed = greedy(nodes, [(kind, kind.pods) for kind in types], policy, {})
+    if placed and len(placed) >= need:
+        nodes.commit()
+        return placed, False
+    nodes.undo()
+    if len(types) == 1:
+        return None, False  # greedy is exact for one kind of pod
+    view = search_view(nodes.index, nodes.classes, types)
+    search = Search(view, types, need, policy, budget)
+    found = search.solve()
+    if found is None:
+        return None, search.exhausted
+    nodes.take((node, pod.requests) for pod, node in found)
+    # The gang's minimum is secured; the pods beyond it go where the
+    # policy puts them, beside the nodes the search chose.
+    chosen = {pod.key for pod, _ in found}
+    mine: dict[NodeName, int] = {}
+    for _, node in found:
+        mine[node] = mine.get(node, 0) + 1
+    rest = [(kind, [pod for pod in kind.pods if pod.key not in chosen]) for kind in types]
+    return found + greedy(nodes, rest, policy, mine), False
+
 
 def _ordered(gang: Gang, assignments: Iterable[tuple[Pod, NodeName]]) -> Placement:
     """The placement with the gang's pods in their pending order."""

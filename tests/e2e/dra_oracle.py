@@ -50,7 +50,7 @@ from gangsched.core.dra.parse import (
     resource_claim_from_api,
     slice_from_api,
 )
-from gangsched.core.kubeobjects import pod_from_api
+from gangsched.core.kubeobjects.pods import pod_from_api
 from gangsched.core.model import Gang, GangKey, NodeName
 from gangsched.core.namespaces import resolve_pod
 from gangsched.core.placement import Capacity, Placement, Snapshot

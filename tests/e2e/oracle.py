@@ -36,7 +36,9 @@ import pykube
 
 from devcluster.controlplane import KWOK_LABEL, LocalCluster
 from gangsched.core.interpod import pod_rules_refusal
-from gangsched.core.kubeobjects import csi_node_from_api, node_from_api, pod_from_api
+from gangsched.core.kubeobjects.nodes import node_from_api
+from gangsched.core.kubeobjects.pods import pod_from_api
+from gangsched.core.kubeobjects.storage import csi_node_from_api
 from gangsched.core.model import Gang, GangKey, Node, NodeName, Pod
 from gangsched.core.namespaces import NamespaceLabels, resolve_pod
 from gangsched.core.nodefit import node_excluded_reason

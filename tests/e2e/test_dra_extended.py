@@ -18,7 +18,8 @@ from gangsched.allocations import ClaimWriter
 from gangsched.app import api_client
 from gangsched.core.dra.devices import ClaimRequest, Request
 from gangsched.core.dra.extended import ExtendedClaim, claim_manifest
-from gangsched.core.kubeobjects import node_from_api, pod_from_api
+from gangsched.core.kubeobjects.nodes import node_from_api
+from gangsched.core.kubeobjects.pods import pod_from_api
 from gangsched.core.model import Gang, GangKey
 from gangsched.core.placement import Capacity, Placement, Snapshot
 from gangsched.dispatcher import Dispatcher

@@ -51,14 +51,14 @@ async def test_sweep_forgets_what_is_gone_and_keeps_what_is_there(
     ws.create(ws.podgroup("recreated"))
     Feed(mirror).upsert_group(Flavor.GANGSCHED, _group(ws, "recreated", uid="0000-old"))
     Feed(mirror).upsert_queue({"metadata": {"name": f"gone-{ws.name}"}, "spec": {"weight": 2}})
-    mirror.workload_queues[f"{ws.name}/gone"] = QueueName("research")
+    mirror.groups_and_queues.workload_queues[f"{ws.name}/gone"] = QueueName("research")
 
     forgotten = await sweep(Sweeper(api, mirror, on_change=lambda: None))
 
     assert forgotten
-    assert set(mirror.groups) == {f"{ws.name}/kept"}
-    assert QueueName(f"gone-{ws.name}") not in mirror.queues
-    assert f"{ws.name}/gone" not in mirror.workload_queues
+    assert set(mirror.groups_and_queues.groups) == {f"{ws.name}/kept"}
+    assert QueueName(f"gone-{ws.name}") not in mirror.groups_and_queues.queues
+    assert f"{ws.name}/gone" not in mirror.groups_and_queues.workload_queues
     assert await sweep(Sweeper(api, mirror, on_change=lambda: None)) is False
 
 
@@ -74,13 +74,13 @@ async def test_an_entry_the_watch_adds_during_the_sweep_stays(
     async def late_arrival(group: str, version: str, plural: str) -> set[tuple[str, str]] | None:
         if plural == "podgroups" and group == Flavor.GANGSCHED.group:
             Feed(mirror).upsert_group(Flavor.GANGSCHED, _group(ws, "newborn", uid="0000-new"))
-            mirror.queues[QueueName("newborn")] = QueueSpec(QueueName("newborn"))
+            mirror.groups_and_queues.queues[QueueName("newborn")] = QueueSpec(QueueName("newborn"))
         return await original(group, version, plural)
 
     sweeper._names = late_arrival  # type: ignore[method-assign]
     await sweep(sweeper)
-    assert f"{ws.name}/newborn" in mirror.groups
-    assert QueueName("newborn") in mirror.queues
+    assert f"{ws.name}/newborn" in mirror.groups_and_queues.groups
+    assert QueueName("newborn") in mirror.groups_and_queues.queues
 
 
 async def test_prime_fills_the_mirror_before_the_first_cycle(
@@ -89,5 +89,5 @@ async def test_prime_fills_the_mirror_before_the_first_cycle(
     ws.create(ws.podgroup("early", min_member=2), ws.native_podgroup("native", min_count=2))
     mirror = Mirror(scheduler_names=frozenset({"gang"}))
     await Sweeper(api, mirror, on_change=lambda: None).prime()
-    assert {f"{ws.name}/early", f"{ws.name}/native"} <= set(mirror.groups)
-    assert mirror.groups[GangKey(f"{ws.name}/native")].flavor is Flavor.NATIVE
+    assert {f"{ws.name}/early", f"{ws.name}/native"} <= set(mirror.groups_and_queues.groups)
+    assert mirror.groups_and_queues.groups[GangKey(f"{ws.name}/native")].flavor is Flavor.NATIVE

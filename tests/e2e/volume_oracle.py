@@ -42,12 +42,12 @@ from typing import Any
 import pykube
 
 from devcluster.controlplane import LocalCluster
-from gangsched.core.kubeobjects import (
+from gangsched.core.kubeobjects.nodes import node_from_api
+from gangsched.core.kubeobjects.pods import pod_from_api
+from gangsched.core.kubeobjects.storage import (
     claim_from_api,
     csi_driver_from_api,
     csi_node_from_api,
-    node_from_api,
-    pod_from_api,
     storage_capacity_from_api,
     storage_class_from_api,
     volume_attachment_from_api,

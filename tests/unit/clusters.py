@@ -8,7 +8,7 @@ from typing import Any
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 
-from gangsched.core.kubeobjects import pod_from_api
+from gangsched.core.kubeobjects.pods import pod_from_api
 from gangsched.core.model import (
     Gang,
     GangKey,

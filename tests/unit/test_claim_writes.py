@@ -17,7 +17,7 @@ from gangsched.core.actions import Bind
 from gangsched.core.dra.devices import AllocatedDevice, Allocation, ClaimKey, DeviceRef
 from gangsched.core.dra.extended import CLAIM_ANNOTATION, ExtendedClaim
 from gangsched.core.dra.placing import ClaimWrite, Consumer
-from gangsched.core.kubeobjects import pod_from_api
+from gangsched.core.kubeobjects.pods import pod_from_api
 from gangsched.core.model import Gang, NodeName, PodClaim, PodKey
 from gangsched.core.placement import Capacity, Placement, Unplaceable
 from gangsched.core.reasons import DevicesShort, render

@@ -89,8 +89,8 @@ def scheduler_decision(mirror: Mirror) -> CycleResult:
                          if group.status.get("phase") in ADMITTED_PHASES)
     stepped = step(
         State(admitted=admitted),
-        StepView(view, priority_classes=mirror.priority_classes,
-                 never_preempting_classes=frozenset(mirror.never_preempting_classes),
+        StepView(view, priority_classes=mirror.groups_and_queues.priority_classes,
+                 never_preempting_classes=frozenset(mirror.groups_and_queues.never_preempting_classes),
                  bad_pods=dict(mirror.bad_pods)),
         NOW, CONFIG)
     return stepped.result

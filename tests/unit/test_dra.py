@@ -27,7 +27,7 @@ from gangsched.core.dra.parse import (
     slice_from_api,
 )
 from gangsched.core.dra.placing import Consumer
-from gangsched.core.kubeobjects import pod_from_api
+from gangsched.core.kubeobjects.pods import pod_from_api
 from gangsched.core.model import (
     DEFAULT_QUEUE,
     Gang,

@@ -13,7 +13,7 @@ from gangsched.core.dra.devices import ClaimRequest, Inventory, Request
 from gangsched.core.dra.extended import RequestMapping, claim_manifest
 from gangsched.core.dra.parse import device_class_from_api, resource_claim_from_api, slice_from_api
 from gangsched.core.dra.placing import Consumer
-from gangsched.core.kubeobjects import pod_from_api
+from gangsched.core.kubeobjects.pods import pod_from_api
 from gangsched.core.model import Gang, GangKey, Node, NodeName, Pod, Policy
 from gangsched.core.placement import Capacity, Placement, Snapshot, Unplaceable
 from gangsched.core.reasons import ClaimNotReady, DevicesShort, render

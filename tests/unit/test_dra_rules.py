@@ -9,7 +9,7 @@ from collections import Counter
 from dataclasses import replace
 from typing import Any
 
-from gangsched.core.kubeobjects import pod_from_api
+from gangsched.core.kubeobjects.pods import pod_from_api
 from gangsched.core.model import Gang, GangKey, Pod, Policy
 from gangsched.core.placement import Capacity, Placement, Snapshot, Unplaceable
 from gangsched.core.reasons import DevicesShort, PodRulesUnmet

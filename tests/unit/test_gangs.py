@@ -6,7 +6,7 @@ from dataclasses import replace
 
 from gangsched.core.cycle import CycleInput, run_cycle
 from gangsched.core.gangs import Gathered, Member, gather
-from gangsched.core.kubeobjects import pod_from_api
+from gangsched.core.kubeobjects.pods import pod_from_api
 from gangsched.core.model import (
     Flavor,
     GangKey,

@@ -7,7 +7,8 @@ from typing import Any
 
 import pytest
 
-from gangsched.core.kubeobjects import ObjectError, pod_from_api
+from gangsched.core.kubeobjects.fields import ObjectError
+from gangsched.core.kubeobjects.pods import pod_from_api
 from gangsched.core.model import Gang, PodKey
 from gangsched.core.reasons import Gated
 from tests.unit.test_cycle import SIX_CPU, cycle, gang, placed, reasons

@@ -7,7 +7,8 @@ from dataclasses import replace
 import pytest
 
 from gangsched.core.gangs import Member, gather
-from gangsched.core.kubeobjects import ObjectError, group_from_api, group_name_of
+from gangsched.core.kubeobjects.fields import ObjectError
+from gangsched.core.kubeobjects.podgroups import group_from_api, group_name_of
 from gangsched.core.model import (
     Flavor,
     GangKey,

@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gangsched.core.interpod import PodRule, pod_rules_refusal, term_selects
-from gangsched.core.kubeobjects import pod_from_api
+from gangsched.core.kubeobjects.pods import pod_from_api
 from gangsched.core.model import Gang, GangKey, Node, NodeName, Pod, Policy
 from gangsched.core.placement import Capacity, Placement, Snapshot, Unplaceable
 from gangsched.core.reasons import PodRulesUnmet, render

@@ -10,19 +10,18 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gangsched.core.kubeobjects import (
+from gangsched.core.kubeobjects.fields import ObjectError
+from gangsched.core.kubeobjects.nodes import node_from_api
+from gangsched.core.kubeobjects.pods import pod_from_api
+from gangsched.core.kubeobjects.queues import (
     FieldProblem,
-    ObjectError,
     PriorityClass,
     WorkloadQueue,
-    node_from_api,
-    pod_from_api,
-    pod_header,
-    pod_record_from_api,
     priority_class_from_api,
     queue_from_api,
     workload_queue_from_api,
 )
+from gangsched.core.kubeobjects.records import pod_header, pod_record_from_api
 from gangsched.core.model import GangKey, QueueName, SelectorRequirement, Taint, Toleration
 from gangsched.core.resources import Resources
 

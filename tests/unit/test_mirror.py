@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from gangsched.core.kubeobjects import queue_from_api
+from gangsched.core.kubeobjects.queues import queue_from_api
 from gangsched.core.model import Flavor, GangKey, NodeName, PodKey, QueueName
 from gangsched.core.placement import Placement
 from gangsched.core.resources import Resources
@@ -203,7 +203,7 @@ def test_queue_the_schema_should_have_rejected_is_read_without_crashing() -> Non
     Feed(mirror).upsert_queue({"metadata": {"name": "q"},
                          "spec": {"weight": "heavy", "capability": {"cpu": "lots"},
                                   "state": "Closed"}})
-    queue = mirror.queues[QueueName("q")]
+    queue = mirror.groups_and_queues.queues[QueueName("q")]
     assert (queue.weight, queue.capability, queue.open) == (1, None, False)
 
 
@@ -211,7 +211,7 @@ def test_a_queue_capability_of_zero_is_kept() -> None:
     mirror = mirror_with()
     Feed(mirror).upsert_queue({"metadata": {"name": "q"},
                          "spec": {"capability": {"nvidia.com/gpu": "0", "cpu": "4"}}})
-    capability = mirror.queues[QueueName("q")].capability
+    capability = mirror.groups_and_queues.queues[QueueName("q")].capability
     assert capability is not None
     assert capability.items() == (("cpu", 4000), ("nvidia.com/gpu", 0))
     assert not capability.allows(Resources.of({"nvidia.com/gpu": 1}))
@@ -232,9 +232,9 @@ def test_our_own_queue_status_coming_back_wakes_no_cycle() -> None:
     event("MODIFIED", written)
     assert woken == ["q"]
     event("MODIFIED", {**written, "spec": {"weight": 3}})
-    assert watched.mirror.queues[QueueName("q")].weight == 3 and len(woken) == 2
+    assert watched.mirror.groups_and_queues.queues[QueueName("q")].weight == 3 and len(woken) == 2
     event("DELETED", written)
-    assert watched.mirror.queues == {} and len(woken) == 3
+    assert watched.mirror.groups_and_queues.queues == {} and len(woken) == 3
 
 
 def test_our_own_group_status_coming_back_wakes_no_cycle_nor_does_another_flavour() -> None:
@@ -251,9 +251,9 @@ def test_our_own_group_status_coming_back_wakes_no_cycle_nor_does_another_flavou
     assert woken == ["g"]
     # The same name deleted in another API leaves ours in place.
     event(Flavor.VOLCANO, "DELETED", group)
-    assert GangKey("ns/g") in watched.mirror.groups and woken == ["g"]
+    assert GangKey("ns/g") in watched.mirror.groups_and_queues.groups and woken == ["g"]
     event(Flavor.GANGSCHED, "DELETED", group)
-    assert watched.mirror.groups == {} and woken == ["g", "g"]
+    assert watched.mirror.groups_and_queues.groups == {} and woken == ["g", "g"]
 
 
 def test_a_terminating_member_keeps_its_room_but_leaves_its_gang() -> None:
@@ -281,22 +281,22 @@ def budget_body(name: str, allowed: int, *, generation: int = 1, observed: int =
 def test_disruption_budgets_are_mirrored_with_what_they_allow_now() -> None:
     mirror = Mirror(scheduler_names=frozenset({"gang"}))
     Feed(mirror).replace("poddisruptionbudgets", [budget_body("a", 1), budget_body("b", 2)])
-    budget = mirror.budgets["ns/a"]
+    budget = mirror.budgets_and_storage.budgets["ns/a"]
     assert (budget.namespace, budget.match_labels, budget.disruptions_allowed) == (
         "ns", (("app", "train"),), 1)
     assert [r.operator for r in budget.match_expressions] == ["Exists"]
     # A budget changed since the disruption controller last counted it allows nothing,
     # as the Eviction API then refuses every pod.
     assert Feed(mirror).upsert("poddisruptionbudgets", budget_body("a", 1, generation=2))
-    assert mirror.budgets["ns/a"].disruptions_allowed == 0
+    assert mirror.budgets_and_storage.budgets["ns/a"].disruptions_allowed == 0
     # One that cannot be read protects every pod of its namespace.
     Feed(mirror).upsert("poddisruptionbudgets", budget_body("c", 5, selector={"matchLabels": 3}))
-    unreadable = mirror.budgets["ns/c"]
+    unreadable = mirror.budgets_and_storage.budgets["ns/c"]
     assert (unreadable.match_labels, unreadable.selects_pods,
             unreadable.disruptions_allowed) == ((), True, 0)
     assert Feed(mirror).delete("poddisruptionbudgets", budget_body("b", 2))
     Feed(mirror).replace("poddisruptionbudgets", [budget_body("a", 1)])
-    assert sorted(mirror.budgets) == ["ns/a"]
+    assert sorted(mirror.budgets_and_storage.budgets) == ["ns/a"]
 
 
 def claim(name: str, **annotations: str) -> dict[str, Any]:
@@ -333,7 +333,7 @@ def test_a_claim_node_asked_for_is_assumed_until_the_watch_says_otherwise() -> N
     mirror = Mirror(scheduler_names=frozenset({"gang"}))
     feed = Feed(mirror)
     feed.upsert("persistentvolumeclaims", claim("data"))
-    mirror.assume_claim_node("ns/data", NodeName("n1"))
+    mirror.budgets_and_storage.assume_claim_node("ns/data", NodeName("n1"))
     assert mirror.view().storage.claims["ns/data"].selected_node == "n1"
     feed.upsert("persistentvolumeclaims",
                 claim("data", **{"volume.kubernetes.io/selected-node": "n2"}))

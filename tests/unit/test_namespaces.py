@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from gangsched.core.interpod import PodRule, pod_rules_refusal
-from gangsched.core.kubeobjects import ObjectError
+from gangsched.core.kubeobjects.fields import ObjectError
 from gangsched.core.model import NodeName, Pod, PodKey
 from gangsched.core.namespaces import resolve_pod
 from gangsched.feed import Feed

@@ -9,7 +9,8 @@ import pytest
 
 from gangsched.core.cycle import CycleInput, run_cycle
 from gangsched.core.gangs import Member, gather
-from gangsched.core.kubeobjects import ObjectError, group_from_api, native_group_name
+from gangsched.core.kubeobjects.fields import ObjectError
+from gangsched.core.kubeobjects.podgroups import group_from_api, native_group_name
 from gangsched.core.model import (
     Flavor,
     Gang,

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from gangsched.core.kubeobjects import node_from_api
+from gangsched.core.kubeobjects.nodes import node_from_api
 from gangsched.core.model import (
     Node,
     PodPlacementRules,

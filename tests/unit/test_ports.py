@@ -11,7 +11,8 @@ from typing import Any
 
 import pytest
 
-from gangsched.core.kubeobjects import ObjectError, pod_from_api
+from gangsched.core.kubeobjects.fields import ObjectError
+from gangsched.core.kubeobjects.pods import pod_from_api
 from gangsched.core.model import Gang, GangKey, Node, NodeName, Pod
 from gangsched.core.placement import Capacity, Placement, Snapshot, Unplaceable
 from gangsched.core.reasons import PodRulesUnmet, render

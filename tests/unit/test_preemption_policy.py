@@ -8,7 +8,7 @@ import pytest
 
 from gangsched.core.gangs import Member, gather
 from gangsched.core.groups import Flavor, GroupSpec, group_from_api
-from gangsched.core.kubeobjects import pod_from_api
+from gangsched.core.kubeobjects.pods import pod_from_api
 from gangsched.core.model import GangKey, NodeName, Pod, PodKey, QueueName
 from gangsched.core.resources import Resources
 

@@ -7,7 +7,8 @@ from typing import Any
 import pytest
 from kubernetes_asyncio import client
 
-from gangsched.core.kubeobjects import GroupRecord, PodRecord, pod_record_from_api
+from gangsched.core.kubeobjects.podgroups import GroupRecord
+from gangsched.core.kubeobjects.records import PodRecord, pod_record_from_api
 from gangsched.core.model import Flavor, GangKey, MemberCounts, QueueName
 from gangsched.core.resources import Resources
 from gangsched.core.status_bodies import GroupStatus, Phase, QueueStatus

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from gangsched.core.kubeobjects import group_from_api, pod_from_api
+from gangsched.core.kubeobjects.podgroups import group_from_api
+from gangsched.core.kubeobjects.pods import pod_from_api
 from gangsched.core.model import Flavor, Gang, GangKey, Pod, PodKey
 from gangsched.core.resources import Resources
 from gangsched.core.runtimes import (

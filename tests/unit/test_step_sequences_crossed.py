@@ -51,7 +51,7 @@ from gangsched.core.actions import Bind, Evict
 from gangsched.core.dra.parse import allocation_to_api
 from gangsched.core.dra.placing import ClaimWrite
 from gangsched.core.fairness import gang_order
-from gangsched.core.kubeobjects import QUEUE_ANNOTATION
+from gangsched.core.kubeobjects.podgroups import QUEUE_ANNOTATION
 from gangsched.core.model import Flavor, Gang, GangKey, NodeName, PodKey
 from gangsched.core.placement import Placement
 from gangsched.core.reasons import Starving

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from gangsched.core.cycle import CycleInput, run_cycle
 from gangsched.core.intree import from_source
-from gangsched.core.kubeobjects import pod_from_api
+from gangsched.core.kubeobjects.pods import pod_from_api
 from gangsched.core.model import (
     DEFAULT_QUEUE,
     AttachedVolume,

@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
-from gangsched.core.kubeobjects import (
+from gangsched.core.kubeobjects.pods import pod_from_api
+from gangsched.core.kubeobjects.storage import (
     claim_from_api,
     csi_driver_from_api,
-    pod_from_api,
     storage_capacity_from_api,
     storage_class_from_api,
     volume_from_api,

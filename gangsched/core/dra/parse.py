@@ -28,7 +28,7 @@ from gangsched.core.dra.devices import (
     SemVer,
 )
 from gangsched.core.dra.extended import CLAIM_ANNOTATION
-from gangsched.core.kubeobjects import ObjectError
+from gangsched.core.kubeobjects.fields import ObjectError
 from gangsched.core.model import NodeName, SelectorRequirement, SelectorTerm, Taint, Toleration
 from gangsched.core.quantity import QuantityError, parse_quantity
 

@@ -53,7 +53,7 @@ def _place_gang(session: Session, gang: Gang) -> None:
         starving = session.starving
         if starving is not None and session.pins and _fits_unpinned(session, gang):
             reason = HeldForStarving(starving, session.pinned.get(starving, Resources.zero()),
-                                     session.pinned_nodes())
+                                     session.pins.nodes())
         if not preempt(session, gang, reason) and not reclaim(session, gang, reason):
             wait(session, gang, protected_by_shares(session, gang, reason))
         return
@@ -98,7 +98,7 @@ def _keep(
         return CapabilityExceeded(hit.queue, hit.capability, hit.allocated,
                                   hit.reserved - own_before + own_after, used)
 
-    session.fits_unpinned.clear()  # room moved
+    session.pins.fits_unpinned.clear()  # room moved
     session.placements.append(decision)
     by_key = {pod.key: pod for pod in gang.pending}
     session.placed_pods.extend(
@@ -146,7 +146,7 @@ def _backfill(session: Session, gang: Gang) -> bool:
     if (not inp.backfill or starving is None or starving == gang.key
             or not backfills(gang, inp.now, inp.estimated_starts.get(starving))):
         return False
-    freed = session.unpin()
+    freed = session.pins.unpin()
     decision = _decide(session, gang)
     kept = isinstance(decision, Placement) and _keep(
         session, gang, decision,
@@ -171,13 +171,13 @@ def _fits_unpinned(session: Session, gang: Gang) -> bool:
     they cannot get keep a pod out whatever is pinned) while no room moves."""
     key = (tuple((pod.requests, pod.rules, pod.resource_claims) for pod in gang.pending),
            gang.min_member - gang.bound, gang.topology_keys, gang.policy)
-    known = session.fits_unpinned.get(key)
+    known = session.pins.fits_unpinned.get(key)
     if known is None:
-        with session.unpinned():
+        with session.pins.unpinned():
             decision = _decide(session, gang)
             if isinstance(decision, Placement):
                 session.capacity.release(decision)
-        known = session.fits_unpinned[key] = isinstance(decision, Placement)
+        known = session.pins.fits_unpinned[key] = isinstance(decision, Placement)
     return known
 
 

@@ -8,8 +8,7 @@ at the end (:meth:`Session.result`).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
 
@@ -48,6 +47,7 @@ from gangsched.core.model import (
 from gangsched.core.placement import Capacity, Placement, Snapshot, Unplaceable
 from gangsched.core.preemption import Preemption
 from gangsched.core.resources import Resources
+from gangsched.core.stages.pins import Pins
 from gangsched.core.topology import Domain, domains_of
 
 
@@ -160,15 +160,9 @@ class Session:
         if len(set(keys)) != len(keys):
             raise ValueError("CycleInput.gangs holds two gangs with the same key")
         self.gangs = sorted(inp.gangs, key=lambda gang: gang.key)
-        self.queues = dict(inp.queues)
-        # A default queue exists without anyone creating it.
-        self.queues.setdefault(DEFAULT_QUEUE, QueueSpec(DEFAULT_QUEUE))
         self.renames = renames(inp.snapshot.devices)
         """Implicit DeviceClass names read as the classes' extended resource names."""
-        if self.renames:
-            self.queues = {name: spec if spec.capability is None else replace(
-                spec, capability=capability_in_ledger(spec.capability, self.renames))
-                for name, spec in self.queues.items()}
+        self.queues = _queues(inp.queues, self.renames)
         self.tree = build_tree(self.queues)
         self._deserved: Mapping[QueueName, Fraction] | None = None
 
@@ -213,10 +207,7 @@ class Session:
                 self.hold(gang, outstanding(gang.min_resources, self.bound[gang.key]))
 
         self.starving: GangKey | None = None
-        self.pins: list[tuple[Placement, Resources]] = []
-        """The starving gang's room taken on the nodes it chose, and what each took."""
-        self.fits_unpinned: dict[tuple[object, ...], bool] = {}
-        """Whether gangs of a shape fit with the pins given back, while no room moved."""
+        self.pins = Pins(self.capacity)
         self.victims_of = {
             victim: preemptor
             for preemptor, victims in inp.preempting.items()
@@ -355,57 +346,16 @@ class Session:
 
     def pin(self, gang: GangKey, pod: PodKey, node: NodeName, room: Resources,
             devices: Iterable[DeviceRef] = ()) -> None:
-        """Take ``room``, free on ``node``, from the capacity for the rest of the cycle,
-        and those of ``devices`` free there: a starving gang's room on a node it chose for
-        its pod ``pod``."""
-        self.pins.append((self._take_pin(gang, PodKey(f"{pod}#pinned"), node, room, devices),
-                          room))
+        """Pin ``room``, free on ``node``, and those of ``devices`` free there, for the
+        rest of the cycle: a starving gang's room on a node it chose for its pod ``pod``."""
+        self.pins.pin(gang, pod, node, room, devices)
         self.free = self.free - room
 
-    def _take_pin(self, gang: GangKey, pod: PodKey, node: NodeName, room: Resources,
-                  devices: Iterable[DeviceRef]) -> Placement:
-        return self.capacity.hold_devices(self.capacity.take(gang, pod, node, room), devices)
-
-    def pinned_nodes(self) -> tuple[NodeName, ...]:
-        return tuple(sorted({node for placement, _ in self.pins
-                             for _, node in placement.assignments}))
-
-    @contextmanager
-    def unpinned(self) -> Iterator[None]:
-        """The capacity with the pinned room given back, pinned again on leaving."""
-        for placement, _ in self.pins:
-            self.capacity.release(placement)
-        try:
-            yield
-        finally:
-            self.pins = [
-                (self._take_pin(placement.gang, pod, node, room, _devices_of(placement)), room)
-                for placement, room in self.pins for (pod, node) in placement.assignments
-            ]
-
-    def unpin(self) -> Resources:
-        """Give the pinned room back to the capacity (not to ``free``) for a gang that
-        may backfill into it; :meth:`repin` pins again what is left. Returns the room."""
-        for placement, _ in self.pins:
-            self.capacity.release(placement)
-        return Resources.sum(room for _, room in self.pins)
-
     def repin(self, starving: GangKey) -> None:
-        """Pin again, after :meth:`unpin`, what is still free of each pin: all of it unless
-        a gang backfilled into it. The starving gang's hold keeps its total; the part no
-        longer pinned is held in the cluster's total instead."""
-        pins, self.pins = self.pins, []
-        for placement, room in pins:
-            (pod, node), = placement.assignments
-            free = self.capacity.free(node)
-            share = Resources.of({name: min(amount, max(0, free.get(name)))
-                                  for name, amount in room.items()})
-            devices = self.capacity.devices_free(_devices_of(placement))
-            if not share.is_zero or devices:
-                self.pins.append((self._take_pin(placement.gang, pod, node, share, devices),
-                                  share))
-        was = Resources.sum(room for _, room in pins)
-        now = Resources.sum(room for _, room in self.pins)
+        """Pin again what is still free of each pin (see :meth:`Pins.repin`). The starving
+        gang's hold keeps its total; the part no longer pinned is held in the cluster's
+        total instead."""
+        was, now = self.pins.repin()
         if now == was:
             return
         self.free = self.free + was - now
@@ -421,11 +371,17 @@ class Session:
         return released
 
 
-def _devices_of(placement: Placement) -> tuple[DeviceRef, ...]:
-    """The devices a placement holds through its claims (a pin's or a hold's, see
-    :meth:`Capacity.hold_devices`)."""
-    return tuple(allocated.device for write in placement.claims if write.allocation is not None
-                 for allocated in write.allocation.devices)
+def _queues(queues: Mapping[QueueName, QueueSpec], names: Mapping[str, str]
+            ) -> dict[QueueName, QueueSpec]:
+    """The queues with the default one, which exists without anyone creating it, and
+    their capabilities in the ledger's names of devices."""
+    found = dict(queues)
+    found.setdefault(DEFAULT_QUEUE, QueueSpec(DEFAULT_QUEUE))
+    if names:
+        found = {name: spec if spec.capability is None else replace(
+            spec, capability=capability_in_ledger(spec.capability, names))
+            for name, spec in found.items()}
+    return found
 
 
 def _merged(placements: Iterable[Placement]) -> tuple[Placement, ...]:
