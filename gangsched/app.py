@@ -17,6 +17,7 @@ import urllib.request
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import NoReturn
 
 import kopf
@@ -31,7 +32,7 @@ from gangsched.binder import FIELD_MANAGER, Binder
 from gangsched.core.model import Policy
 from gangsched.dispatcher import Dispatcher
 from gangsched.evictor import Evictor
-from gangsched.feed import Feed
+from gangsched.feed import CUSTOM_KINDS, Feed
 from gangsched.health import Health, HealthServer
 from gangsched.kubeconfig import renew_exec_credentials
 from gangsched.leadership import (
@@ -45,7 +46,6 @@ from gangsched.mirror import Mirror
 from gangsched.reflector import Reflector
 from gangsched.reporting import Reporter
 from gangsched.scheduler import ScheduledEvents, Scheduler, SchedulerConfig
-from gangsched.sweeper import Sweeper
 
 log = structlog.get_logger(__name__)
 
@@ -199,7 +199,6 @@ class Parts:
     mirror: Mirror
     scheduler: Scheduler
     reflectors: list[Reflector]
-    sweeper: Sweeper
     health: Health
     leadership: Leadership
 
@@ -268,19 +267,23 @@ def assemble(options: RunOptions, api: client.ApiClient) -> Parts:
             "poddisruptionbudgets",
             client.PolicyV1Api(api).list_pod_disruption_budget_for_all_namespaces, feed,
             scheduler.trigger))
+    # PodGroups of every flavour, Queues and native Workloads: a flavour whose API is not
+    # served is looked for again now and then.
+    custom = client.CustomObjectsApi(api)
+    reflectors.extend(
+        Reflector(kind, partial(custom.list_cluster_custom_object, *resource), feed,
+                  scheduler.trigger)
+        for kind, resource in CUSTOM_KINDS.items())
     health.failing = lambda: {r.kind: r.failure for r in reflectors if r.failure}
-    return Parts(api, mirror, scheduler, reflectors, Sweeper(api, mirror, scheduler.trigger),
-                 health, leadership)
+    return Parts(api, mirror, scheduler, reflectors, health, leadership)
 
 
 async def schedule_when_synced(options: RunOptions, parts: Parts) -> None:
-    """Start the loop once pods, nodes and PriorityClasses are listed in full.
-
-    Not waiting for kopf: the priming list gives the mirror every PodGroup and
-    Queue, and kopf's own events about them change nothing after it.
+    """Start the loop once every watched kind is listed in full: a first cycle before
+    the PodGroups' list would tell every member of a gang that its PodGroup does not
+    exist, one before the pods' would see free room where other schedulers' pods sit.
     """
     await asyncio.gather(*(r.synced.wait() for r in parts.reflectors))
-    await parts.sweeper.prime()
     # The mirror now holds the cluster; its long-lived objects need no more
     # collection passes, which otherwise stall cycles by hundreds of ms.
     gc.freeze()
@@ -296,10 +299,9 @@ async def schedule_when_synced(options: RunOptions, parts: Parts) -> None:
 
 def start_kopf(options: RunOptions, parts: Parts, stop: asyncio.Event,
                ready: asyncio.Event) -> asyncio.Task[None]:
-    """kopf, embedded in this loop, reconciles PodGroups and Queues into the mirror."""
+    """kopf, embedded in this loop, logged in as the scheduler's client is."""
     registry = kopf.OperatorRegistry()
-    handlers.register(registry, parts.mirror, parts.scheduler.trigger,
-                      in_cluster=not options.kubeconfig)
+    handlers.register(registry, in_cluster=not options.kubeconfig)
     return asyncio.create_task(
         kopf.operator(registry=registry, standalone=True, clusterwide=not options.namespaces,
                       namespaces=options.namespaces, stop_flag=stop, ready_flag=ready),
@@ -326,7 +328,6 @@ async def run(options: RunOptions) -> int:
         await server.start()
     kopf_ready = asyncio.Event()
     tasks = [asyncio.create_task(r.run(), name=f"watch-{r.kind}") for r in parts.reflectors]
-    tasks.append(asyncio.create_task(parts.sweeper.run(), name="sweeper"))
 
     async def report_synced(part: str, synced: asyncio.Event) -> None:
         await synced.wait()
