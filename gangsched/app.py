@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import gc
-import os
 import signal
 import socket
 import urllib.parse
@@ -22,7 +21,7 @@ from typing import NoReturn
 
 import kopf
 import structlog
-from kubernetes_asyncio import client, config
+from kubernetes_asyncio import client
 from kubernetes_asyncio.leaderelection.electionconfig import Config as ElectionConfig
 from kubernetes_asyncio.leaderelection.leaderelection import LeaderElection
 
@@ -34,7 +33,7 @@ from gangsched.dispatcher import Dispatcher
 from gangsched.evictor import Evictor
 from gangsched.feed import CUSTOM_KINDS, Feed
 from gangsched.health import Health, HealthServer
-from gangsched.kubeconfig import renew_exec_credentials
+from gangsched.kubeconfig import Context, configure
 from gangsched.leadership import (
     LEASE_DURATION_S,
     RENEW_DEADLINE_S,
@@ -52,7 +51,8 @@ log = structlog.get_logger(__name__)
 
 @dataclass(frozen=True)
 class RunOptions:
-    kubeconfig: str | None
+    connection: Context
+    """Where the API server is and who we are to it, for the scheduler's client and kopf's."""
     scheduler_names: frozenset[str]
     namespaces: tuple[str, ...]
     policy: Policy
@@ -78,7 +78,7 @@ OTHER_CONNECTIONS = 64
 """Connections beside the binds': watches, status and Event writers, the Lease."""
 
 
-async def api_client(kubeconfig: str | None, bind_concurrency: int) -> client.ApiClient:
+async def api_client(connection: Context, bind_concurrency: int) -> client.ApiClient:
     """A client whose every write is ours by name, with a connection for every bind
     in flight.
 
@@ -88,12 +88,7 @@ async def api_client(kubeconfig: str | None, bind_concurrency: int) -> client.Ap
     """
     configuration = client.Configuration()
     configuration.connection_pool_maxsize = bind_concurrency + OTHER_CONNECTIONS
-    if kubeconfig:
-        await config.load_kube_config(config_file=kubeconfig,
-                                      client_configuration=configuration)
-        renew_exec_credentials(configuration, kubeconfig)
-    else:
-        config.load_incluster_config(client_configuration=configuration)
+    await configure(configuration, connection)
     api = client.ApiClient(configuration)
     api.user_agent = f"{FIELD_MANAGER}/{__version__}"
     rest = api.rest_client
@@ -301,7 +296,7 @@ def start_kopf(options: RunOptions, parts: Parts, stop: asyncio.Event,
                ready: asyncio.Event) -> asyncio.Task[None]:
     """kopf, embedded in this loop, logged in as the scheduler's client is."""
     registry = kopf.OperatorRegistry()
-    handlers.register(registry, in_cluster=not options.kubeconfig)
+    handlers.register(registry, options.connection)
     return asyncio.create_task(
         kopf.operator(registry=registry, standalone=True, clusterwide=not options.namespaces,
                       namespaces=options.namespaces, stop_flag=stop, ready_flag=ready),
@@ -314,14 +309,12 @@ async def run(options: RunOptions) -> int:
     # Watches allocate many short-lived dicts; collecting every 700 allocations
     # (the default) spends more time scanning the mirror than freeing garbage.
     gc.set_threshold(20_000, 20, 50)
-    if options.kubeconfig:
-        os.environ["KUBECONFIG"] = options.kubeconfig  # kopf's login reads it
     # A signal before kopf installs its handlers stops the process cleanly too: as
     # PID 1 in a container, a signal with no handler is ignored, not fatal.
     stop = asyncio.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         asyncio.get_running_loop().add_signal_handler(sig, stop.set)
-    parts = assemble(options, await api_client(options.kubeconfig, options.bind_concurrency))
+    parts = assemble(options, await api_client(options.connection, options.bind_concurrency))
     health = parts.health
     server = HealthServer(health, options.metrics_port) if options.metrics_port else None
     if server is not None:

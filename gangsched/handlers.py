@@ -19,21 +19,20 @@ from typing import Any
 import kopf
 
 from gangsched import kubeconfig
+from gangsched.kubeconfig import Context
 
 ERROR_BACKOFFS = (0.25, 0.5, *([1.0] * 300))
 """Seconds between retries of a failed API request: every second for five minutes."""
 
 
-def register(registry: kopf.OperatorRegistry, *, in_cluster: bool) -> None:
+def register(registry: kopf.OperatorRegistry, connection: Context) -> None:
     """Attach kopf's login and settings to ``registry``; a separate registry keeps tests
     independent."""
 
     @kopf.on.login(registry=registry)
-    def login(**kwargs: Any) -> kopf.ConnectionInfo | None:
-        """Use the same credentials as the scheduler: in-cluster, or the kubeconfig given."""
-        if in_cluster:
-            return kubeconfig.kopf_in_cluster_login()
-        return kubeconfig.kopf_login(**kwargs)
+    def login(**_: Any) -> kopf.ConnectionInfo | None:
+        """Log in where the scheduler's client connects, as whom it connects."""
+        return kubeconfig.kopf_login(connection)
 
     @kopf.on.startup(registry=registry)
     def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
