@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import gc
-import os
 import signal
 import socket
 import urllib.parse
@@ -17,11 +16,12 @@ import urllib.request
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import NoReturn
 
 import kopf
 import structlog
-from kubernetes_asyncio import client, config
+from kubernetes_asyncio import client
 from kubernetes_asyncio.leaderelection.electionconfig import Config as ElectionConfig
 from kubernetes_asyncio.leaderelection.leaderelection import LeaderElection
 
@@ -31,9 +31,9 @@ from gangsched.binder import FIELD_MANAGER, Binder
 from gangsched.core.step import StepConfig
 from gangsched.dispatcher import Dispatcher
 from gangsched.evictor import Evictor
-from gangsched.feed import Feed
+from gangsched.feed import CUSTOM_KINDS, Feed
 from gangsched.health import Health, HealthServer
-from gangsched.kubeconfig import renew_exec_credentials
+from gangsched.kubeconfig import Context, configure
 from gangsched.leadership import (
     LEASE_DURATION_S,
     RENEW_DEADLINE_S,
@@ -45,14 +45,14 @@ from gangsched.mirror import Mirror
 from gangsched.reflector import Reflector
 from gangsched.reporting import Reporter
 from gangsched.scheduler import ScheduledEvents, Scheduler, SchedulerConfig
-from gangsched.sweeper import Sweeper
 
 log = structlog.get_logger(__name__)
 
 
 @dataclass(frozen=True)
 class RunOptions:
-    kubeconfig: str | None
+    connection: Context
+    """Where the API server is and who we are to it, for the scheduler's client and kopf's."""
     scheduler_names: frozenset[str]
     namespaces: tuple[str, ...]
     step: StepConfig
@@ -72,7 +72,7 @@ OTHER_CONNECTIONS = 64
 """Connections beside the binds': watches, status and Event writers, the Lease."""
 
 
-async def api_client(kubeconfig: str | None, bind_concurrency: int) -> client.ApiClient:
+async def api_client(connection: Context, bind_concurrency: int) -> client.ApiClient:
     """A client whose every write is ours by name, with a connection for every bind
     in flight.
 
@@ -82,12 +82,7 @@ async def api_client(kubeconfig: str | None, bind_concurrency: int) -> client.Ap
     """
     configuration = client.Configuration()
     configuration.connection_pool_maxsize = bind_concurrency + OTHER_CONNECTIONS
-    if kubeconfig:
-        await config.load_kube_config(config_file=kubeconfig,
-                                      client_configuration=configuration)
-        renew_exec_credentials(configuration, kubeconfig)
-    else:
-        config.load_incluster_config(client_configuration=configuration)
+    await configure(configuration, connection)
     api = client.ApiClient(configuration)
     api.user_agent = f"{FIELD_MANAGER}/{__version__}"
     rest = api.rest_client
@@ -193,7 +188,6 @@ class Parts:
     mirror: Mirror
     scheduler: Scheduler
     reflectors: list[Reflector]
-    sweeper: Sweeper
     health: Health
     leadership: Leadership
 
@@ -256,19 +250,23 @@ def assemble(options: RunOptions, api: client.ApiClient) -> Parts:
             "poddisruptionbudgets",
             client.PolicyV1Api(api).list_pod_disruption_budget_for_all_namespaces, feed,
             scheduler.trigger))
+    # PodGroups of every flavour, Queues and native Workloads: a flavour whose API is not
+    # served is looked for again now and then.
+    custom = client.CustomObjectsApi(api)
+    reflectors.extend(
+        Reflector(kind, partial(custom.list_cluster_custom_object, *resource), feed,
+                  scheduler.trigger)
+        for kind, resource in CUSTOM_KINDS.items())
     health.failing = lambda: {r.kind: r.failure for r in reflectors if r.failure}
-    return Parts(api, mirror, scheduler, reflectors, Sweeper(api, mirror, scheduler.trigger),
-                 health, leadership)
+    return Parts(api, mirror, scheduler, reflectors, health, leadership)
 
 
 async def schedule_when_synced(options: RunOptions, parts: Parts) -> None:
-    """Start the loop once pods, nodes and PriorityClasses are listed in full.
-
-    Not waiting for kopf: the priming list gives the mirror every PodGroup and
-    Queue, and kopf's own events about them change nothing after it.
+    """Start the loop once every watched kind is listed in full: a first cycle before
+    the PodGroups' list would tell every member of a gang that its PodGroup does not
+    exist, one before the pods' would see free room where other schedulers' pods sit.
     """
     await asyncio.gather(*(r.synced.wait() for r in parts.reflectors))
-    await parts.sweeper.prime()
     # The mirror now holds the cluster; its long-lived objects need no more
     # collection passes, which otherwise stall cycles by hundreds of ms.
     gc.freeze()
@@ -284,10 +282,9 @@ async def schedule_when_synced(options: RunOptions, parts: Parts) -> None:
 
 def start_kopf(options: RunOptions, parts: Parts, stop: asyncio.Event,
                ready: asyncio.Event) -> asyncio.Task[None]:
-    """kopf, embedded in this loop, reconciles PodGroups and Queues into the mirror."""
+    """kopf, embedded in this loop, logged in as the scheduler's client is."""
     registry = kopf.OperatorRegistry()
-    handlers.register(registry, parts.mirror, parts.scheduler.trigger,
-                      in_cluster=not options.kubeconfig)
+    handlers.register(registry, options.connection)
     return asyncio.create_task(
         kopf.operator(registry=registry, standalone=True, clusterwide=not options.namespaces,
                       namespaces=options.namespaces, stop_flag=stop, ready_flag=ready),
@@ -300,21 +297,18 @@ async def run(options: RunOptions) -> int:
     # Watches allocate many short-lived dicts; collecting every 700 allocations
     # (the default) spends more time scanning the mirror than freeing garbage.
     gc.set_threshold(20_000, 20, 50)
-    if options.kubeconfig:
-        os.environ["KUBECONFIG"] = options.kubeconfig  # kopf's login reads it
     # A signal before kopf installs its handlers stops the process cleanly too: as
     # PID 1 in a container, a signal with no handler is ignored, not fatal.
     stop = asyncio.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         asyncio.get_running_loop().add_signal_handler(sig, stop.set)
-    parts = assemble(options, await api_client(options.kubeconfig, options.bind_concurrency))
+    parts = assemble(options, await api_client(options.connection, options.bind_concurrency))
     health = parts.health
     server = HealthServer(health, options.metrics_port) if options.metrics_port else None
     if server is not None:
         await server.start()
     kopf_ready = asyncio.Event()
     tasks = [asyncio.create_task(r.run(), name=f"watch-{r.kind}") for r in parts.reflectors]
-    tasks.append(asyncio.create_task(parts.sweeper.run(), name="sweeper"))
 
     async def report_synced(part: str, synced: asyncio.Event) -> None:
         await synced.wait()

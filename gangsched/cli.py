@@ -12,13 +12,11 @@ error, 3 ``explain`` found the pod or PodGroup still waiting.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import dataclasses
 import functools
 import json
 import re
 import sys
-import tempfile
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -122,7 +120,8 @@ def _step_options(command: Callable[..., None]) -> Callable[..., None]:
 @main.command()
 @click.option("--kubeconfig", envvar=[_env("kubeconfig"), "KUBECONFIG"],
               help="Kubeconfig file, or several separated by ':' as in $KUBECONFIG (merged "
-              "as kubectl merges them); in-cluster service account when absent.")
+              "as kubectl merges them); ~/.kube/config, else the in-cluster service "
+              "account, when absent.")
 @click.option("--context", envvar=_env("context"), default=None,
               help="Kubeconfig context; the current one by default.")
 @click.option("--scheduler-name", "scheduler_names", envvar=_env("scheduler-name"),
@@ -172,35 +171,28 @@ def run(
 ) -> None:
     """Run the scheduler until SIGTERM or SIGINT."""
     from gangsched import app, logs
-    from gangsched.kubeconfig import KubeconfigError, minified_file
+    from gangsched.kubeconfig import KubeconfigError, connection
     from gangsched.scheduler import ScheduledEvents
 
     logs.configure(log_format, log_level)
-    with contextlib.ExitStack() as cleanup:
-        # The scheduler's client and kopf's login each read one file: the context
-        # chosen here, so that several files, --context and exec plugins mean to
-        # both what they mean to kubectl. In a pod (no kubeconfig) nothing is
-        # written: its root filesystem may be read-only.
-        chosen = None
-        if kubeconfig or context:
-            private = cleanup.enter_context(tempfile.TemporaryDirectory(prefix="gangsched-"))
-            try:
-                chosen = minified_file(kubeconfig, context, Path(private))
-            except KubeconfigError as error:
-                _fail(error)
-        options = app.RunOptions(
-            kubeconfig=str(chosen) if chosen else None,
-            scheduler_names=frozenset(scheduler_names),
-            namespaces=namespaces,
-            step=step,
-            bind_concurrency=bind_concurrency,
-            scheduled_events=ScheduledEvents(scheduled_events),
-            metrics_port=metrics_port,
-            leader_elect=leader_elect,
-            lease_namespace=lease_namespace,
-            lease_name=lease_name,
-        )
-        code = asyncio.run(app.run(options))
+    try:
+        # One connection for the scheduler's client and kopf's login alike.
+        chosen = connection(kubeconfig, context)
+    except KubeconfigError as error:
+        _fail(error)
+    options = app.RunOptions(
+        connection=chosen,
+        scheduler_names=frozenset(scheduler_names),
+        namespaces=namespaces,
+        step=step,
+        bind_concurrency=bind_concurrency,
+        scheduled_events=ScheduledEvents(scheduled_events),
+        metrics_port=metrics_port,
+        leader_elect=leader_elect,
+        lease_namespace=lease_namespace,
+        lease_name=lease_name,
+    )
+    code = asyncio.run(app.run(options))
     sys.exit(code)
 
 
@@ -244,10 +236,10 @@ def _fail(error: Exception) -> NoReturn:
 
 
 def _client(kubeconfig: str | None, context: str | None) -> pykube.HTTPClient:
-    from gangsched.kubeconfig import KubeconfigError, pykube_client
+    from gangsched.kubeconfig import KubeconfigError, connection, pykube_client
 
     try:
-        return pykube_client(kubeconfig, context)
+        return pykube_client(connection(kubeconfig, context))
     except KubeconfigError as error:
         _fail(error)
 

@@ -1,5 +1,6 @@
-"""Raw API objects into the mirror: the one way in for the watches, the sweeper and
-kopf's listings.
+"""Raw API objects into the mirror: the one way in, for every watched kind (pods and
+nodes, storage and devices, PodGroups of every flavour, Queues and Workloads) and for
+the CLI's listings.
 
 Each watched kind is one entry of :data:`KINDS`: how to key an object of it, and
 which of the mirror's typed verbs a watch event, a deletion and the end of a list
@@ -11,7 +12,7 @@ entry (and the verbs it calls), not a new branch in every method.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
 import structlog
@@ -44,7 +45,7 @@ from gangsched.core.kubeobjects.storage import (
 from gangsched.core.model import ClaimKey, DisruptionBudget, Flavor, NodeName, QueueName
 from gangsched.mirror import BudgetsAndStorage, Mirror
 
-__all__ = ["KINDS", "Feed", "Kind"]
+__all__ = ["CUSTOM_KINDS", "KINDS", "Feed", "Kind", "group_kind"]
 
 T = TypeVar("T")
 
@@ -175,6 +176,49 @@ def _pod_key(obj: RawObject) -> str:
     return pod_header(obj).key
 
 
+def group_kind(flavor: Flavor) -> str:
+    """The watched kind of one PodGroup flavour, named as kubectl names it."""
+    return f"podgroups.{flavor.group}"
+
+
+def _decides(group: GroupRecord | None) -> tuple[object, ...] | None:
+    """What of a group a scheduling decision reads (not its status, not its generation)."""
+    if group is None:
+        return None
+    spec = replace(group.spec, generation=0) if group.spec is not None else None
+    return (group.flavor, group.uid, spec, group.error, group.policy)
+
+
+def _upsert_group(flavor: Flavor) -> Callable[[Mirror, RawObject], bool]:
+    """Our own status writes come back as events; they change nothing a cycle decides
+    from, and waking the scheduler for them would loop it on itself."""
+    def upsert(mirror: Mirror, obj: RawObject) -> bool:
+        if not mirror.in_scope(object_ref(obj).namespace):
+            return False  # not a namespace this scheduler serves
+        record = group_record_from_api(obj, flavor)
+        held = mirror.groups_and_queues
+        before = _decides(held.groups.get(record.key))
+        held.set_group(record)
+        return before != _decides(held.groups.get(record.key))
+    return upsert
+
+
+def _group_kind(flavor: Flavor) -> Kind:
+    return Kind(
+        key=group_key_of,
+        upsert=_upsert_group(flavor),
+        delete=lambda mirror, obj: mirror.groups_and_queues.remove_group(group_key_of(obj), flavor),
+        keep=lambda mirror, seen: mirror.groups_and_queues.keep_groups(flavor, seen),
+    )
+
+
+def _upsert_workload(mirror: Mirror, obj: RawObject) -> bool:
+    """A native Workload's queue annotation, which its PodGroups inherit."""
+    workload = workload_queue_from_api(obj)
+    held = mirror.groups_and_queues
+    return mirror.in_scope(object_ref(obj).namespace) and held.set_workload_queue(workload)
+
+
 KINDS: dict[str, Kind] = {
     "pods": Kind(
         key=_pod_key,
@@ -259,14 +303,38 @@ KINDS: dict[str, Kind] = {
         keep=lambda mirror, seen: mirror.budgets_and_storage.keep_stored(
             mirror.budgets_and_storage.capacities, seen),
     ),
+    **{group_kind(flavor): _group_kind(flavor) for flavor in Flavor},
+    # Cluster-scoped; in the mirror by name.
+    "queues": Kind(
+        key=object_name,
+        upsert=lambda mirror, obj: mirror.groups_and_queues.set_queue(queue_from_api(obj)),
+        delete=lambda mirror, obj: mirror.groups_and_queues.remove_queue(
+            QueueName(object_name(obj))),
+        keep=lambda mirror, seen: mirror.groups_and_queues.keep_queues(seen),
+    ),
+    "workloads": Kind(
+        key=_ref_key,
+        upsert=_upsert_workload,
+        delete=lambda mirror, obj: mirror.groups_and_queues.remove_workload(object_ref(obj).key),
+        keep=lambda mirror, seen: mirror.groups_and_queues.keep_workloads(seen),
+    ),
 }
 """Every kind a reflector watches, by the name the reflector gives it."""
 
 
+CUSTOM_KINDS: dict[str, tuple[str, str, str]] = {
+    **{group_kind(flavor): (flavor.group, flavor.version, "podgroups") for flavor in Flavor},
+    "queues": ("scheduling.gangsched.io", "v1alpha1", "queues"),
+    "workloads": ("scheduling.k8s.io", "v1beta1", "workloads"),
+}
+"""The kinds listed as custom objects, each with its API group, version and plural: no
+generated client covers them all."""
+
+
 @dataclass(frozen=True, slots=True)
 class Feed:
-    """The mirror's entry points for raw objects: what a reflector's sink, the
-    sweeper's listing and kopf's handlers hand over."""
+    """The mirror's entry points for raw objects: what a reflector's sink and the CLI's
+    listings hand over."""
 
     mirror: Mirror
 
@@ -306,22 +374,12 @@ class Feed:
     def delete(self, kind: str, obj: RawObject) -> bool:
         return KINDS[kind].delete(self.mirror, obj)
 
-    # ---- PodGroups, Queues and native Workloads (the sweeper's and kopf's listings) ----
-    def upsert_group(self, flavor: Flavor, body: RawObject) -> GroupRecord:
-        return self.mirror.groups_and_queues.set_group(group_record_from_api(body, flavor))
-
-    def delete_group(self, flavor: Flavor, body: RawObject) -> bool:
-        return self.mirror.groups_and_queues.remove_group(group_key_of(body), flavor)
+    # ---- shorthands for the CLI's listings and tests ----------------------------------
+    def upsert_group(self, flavor: Flavor, body: RawObject) -> bool:
+        return self.upsert(group_kind(flavor), body)
 
     def upsert_queue(self, body: RawObject) -> bool:
-        return self.mirror.groups_and_queues.set_queue(queue_from_api(body))
-
-    def delete_queue(self, body: RawObject) -> bool:
-        return self.mirror.groups_and_queues.remove_queue(QueueName(object_ref(body).name))
+        return self.upsert("queues", body)
 
     def upsert_workload(self, body: RawObject) -> bool:
-        """Mirror a native Workload's queue annotation; True when it changed."""
-        return self.mirror.groups_and_queues.set_workload_queue(workload_queue_from_api(body))
-
-    def delete_workload(self, body: RawObject) -> bool:
-        return self.mirror.groups_and_queues.remove_workload(workload_queue_from_api(body).key)
+        return self.upsert("workloads", body)

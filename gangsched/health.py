@@ -10,7 +10,7 @@ out and restarts the process, which is what a liveness probe is for.
   changes). A follower, or a replica still listing the cluster, runs no
   cycles and is alive while it answers.
 - ``/readyz`` (readiness): pods, nodes and PriorityClasses are listed in full,
-  kopf watches PodGroups and Queues, and no watch is failing (a list refused
+  kopf has logged in, and no watch is failing (a list refused
   for want of a right, an API server that does not answer): its mirror would
   miss what changed. A follower is ready: it holds a warm
   mirror and takes over within one lease period; the body says it does not lead.

@@ -1,17 +1,23 @@
-"""Kubeconfig read once, as kubectl reads it, for every client the process holds.
+"""One connection configuration, read once as kubectl reads it, for every client.
 
 Three clients talk to the API server: kubernetes_asyncio (the scheduler's
-watches and writes), kopf (the PodGroup and Queue handlers) and pykube-ng
+watches and writes), kopf (embedded in the scheduler's loop) and pykube-ng
 (the CLI). Each reads kubeconfig its own way and each lacks part of what
 users' kubeconfigs hold: pykube reads one file and runs exec plugins of
 ``client.authentication.k8s.io/v1beta1`` but not ``v1`` (what EKS, GKE and
-AKS write today); kopf's own login runs no exec plugin and ignores
-``--context``; kubernetes_asyncio lets the last of several files name the
-current context where kubectl lets the first. This module is the one
-reader: it merges the files of ``KUBECONFIG`` by kubectl's rules, picks the
-context, makes relative paths absolute, and runs exec plugins (``v1``,
-``v1beta1``, ``v1alpha1``), so that every client is handed the same single
-context with credentials it understands.
+AKS write today); kopf's own login runs no exec plugin, ignores
+``--context`` and, in a pod, talks to a hard-coded
+``https://kubernetes.default.svc``; kubernetes_asyncio lets the last of
+several files name the current context where kubectl lets the first.
+
+So :func:`connection` is the one place that decides where the API server is
+and who we are to it: the context of the kubeconfig files (merged by
+kubectl's rules, relative paths made absolute), else, in a pod, the service
+account as client-go reads it (``KUBERNETES_SERVICE_HOST``/``PORT``, the
+mounted CA and token file). Every client is derived from that one
+:class:`Context`: :func:`pykube_client`, :func:`configure` and
+:func:`kopf_login`, each running exec plugins (``v1``, ``v1beta1``,
+``v1alpha1``) or reading the token file as it needs.
 """
 
 from __future__ import annotations
@@ -21,7 +27,7 @@ import base64
 import json
 import os
 import subprocess
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -153,6 +159,48 @@ def load(kubeconfig: str | None, context: str | None = None) -> Context | None:
                    namespace=chosen.get("namespace") or None)
 
 
+IN_CLUSTER = "in-cluster"
+
+
+def in_cluster(environ: Mapping[str, str] | None = None, token_file: str | None = None,
+               ca_file: str | None = None) -> Context:
+    """The pod's service account as a context, where client-go finds it: the API server at
+    ``KUBERNETES_SERVICE_HOST:KUBERNETES_SERVICE_PORT`` (not a DNS name that may not
+    resolve), the mounted CA, and the token file, read again as the kubelet rotates it."""
+    from kubernetes_asyncio.client import Configuration
+    from kubernetes_asyncio.config.config_exception import ConfigException
+    from kubernetes_asyncio.config.incluster_config import (
+        SERVICE_CERT_FILENAME,
+        SERVICE_TOKEN_FILENAME,
+        InClusterConfigLoader,
+    )
+
+    token_file = token_file or SERVICE_TOKEN_FILENAME
+    found = Configuration()
+    loader = InClusterConfigLoader(
+        token_filename=token_file, cert_filename=ca_file or SERVICE_CERT_FILENAME,
+        try_refresh_token=False, environ=dict(os.environ if environ is None else environ))
+    try:
+        loader.load_and_set(found)
+    except ConfigException as error:
+        raise KubeconfigError(f"no kubeconfig, and no in-cluster configuration: "
+                              f"{error}") from error
+    namespace_file = Path(token_file).with_name("namespace")
+    return Context(name=IN_CLUSTER,
+                   cluster={"server": str(found.host),
+                            "certificate-authority": str(found.ssl_ca_cert)},
+                   user={"tokenFile": token_file},
+                   namespace=(namespace_file.read_text().strip()
+                              if namespace_file.is_file() else None))
+
+
+def connection(kubeconfig: str | None, context: str | None = None) -> Context:
+    """Where every client of the process connects, and as whom: the kubeconfig's context as
+    kubectl picks it, else (in a pod) the service account's."""
+    chosen = load(kubeconfig, context)
+    return chosen if chosen is not None else in_cluster()
+
+
 # ---- exec credential plugins --------------------------------------------------------
 
 
@@ -243,54 +291,74 @@ def with_credentials(context: Context) -> tuple[Entry, datetime | None]:
     return user, given.expires
 
 
-# ---- one entry point per client -----------------------------------------------------------
+# ---- every client made from the one connection ------------------------------------------
+
+TOKEN_FILE_REREAD = timedelta(seconds=60)
+"""How often a token file is read again: the kubelet rotates a service account's token
+there, and client-go reads it again as often."""
 
 
-def pykube_client(kubeconfig: str | None, context: str | None) -> pykube.HTTPClient:
-    """The CLI's client: kubeconfig as kubectl reads it, else the pod's service account."""
+def _credentialed(chosen: Context) -> tuple[Entry, datetime | None]:
+    """The context as a kubeconfig whose user holds the credentials themselves (an exec
+    plugin run, a token file read), and when they expire."""
+    user, expires = with_credentials(chosen)
+    document = chosen.document()
+    document["users"] = [{"name": chosen.name, "user": user}]
+    return document, expires
+
+
+def pykube_client(chosen: Context) -> pykube.HTTPClient:
+    """The CLI's client."""
     import pykube
 
-    chosen = load(kubeconfig, context)
+    document, _ = _credentialed(chosen)
     try:
-        if chosen is None:
-            return pykube.HTTPClient(pykube.KubeConfig.from_service_account())
-        user, _ = with_credentials(chosen)
-        document = chosen.document()
-        document["users"] = [{"name": chosen.name, "user": user}]
         return pykube.HTTPClient(pykube.KubeConfig(document))
     except (pykube.exceptions.PyKubeError, FileNotFoundError) as error:
         raise KubeconfigError(f"no usable kubeconfig: {error}") from error
 
 
-def minified_file(kubeconfig: str | None, context: str | None, directory: Path) -> Path | None:
-    """The chosen context written alone to ``directory`` (mode 0600), for ``run``: the
-    scheduler's client and kopf then read this one file and cannot disagree on the
-    context. Exec plugins stay, so credentials are asked for again when they expire."""
-    chosen = load(kubeconfig, context)
-    if chosen is None:
-        return None
-    path = directory / "kubeconfig"
-    path.touch(mode=0o600)
-    path.write_text(yaml.safe_dump(chosen.document(), sort_keys=False))
-    return path
+async def configure(configuration: Any, chosen: Context) -> None:
+    """Set up the scheduler's kubernetes_asyncio client, with its credentials kept fresh.
 
-
-def renew_exec_credentials(configuration: Any, kubeconfig: str) -> None:
-    """Keep the scheduler's client's exec-plugin token fresh (EKS's lasts 15 minutes).
-
-    kubernetes_asyncio runs the plugin once, when the kubeconfig is loaded, and
-    renews only if a task the caller keeps runs its ``refresh_token``; the
-    client configuration's ``refresh_api_key_hook``, which it awaits before
-    every request (the binder's too), asks the plugin again, in a thread and
-    once for all requests waiting, when the token is near its expiry. A plugin
+    The configuration's ``refresh_api_key_hook``, which kubernetes_asyncio
+    awaits before every request (the binder's too), asks an exec plugin again
+    (in a thread, once for all requests waiting) when its token is near its
+    expiry, and reads a token file again every ``TOKEN_FILE_REREAD``. A plugin
     that fails keeps the old token for ``RETRY_AFTER`` and is asked again.
     """
-    chosen = load(kubeconfig)
-    plugin = chosen.user.get("exec") if chosen is not None else None
-    if chosen is None or not isinstance(plugin, dict):
-        return
-    cluster = chosen.cluster
-    renew_at = [datetime.min.replace(tzinfo=UTC)]
+    from kubernetes_asyncio import config
+
+    document, expires = _credentialed(chosen)
+    await config.load_kube_config_from_dict(document, client_configuration=configuration)
+    plugin, token_file = chosen.user.get("exec"), chosen.user.get("tokenFile")
+    if isinstance(plugin, dict):
+        cluster = chosen.cluster
+
+        def ask() -> tuple[str | None, datetime]:
+            given = run_plugin(plugin, cluster)
+            return given.token, _renew_time(given.expires)
+
+        configuration.refresh_api_key_hook = _renewing(ask, _renew_time(expires),
+                                                       "exec_plugin_failed")
+    elif isinstance(token_file, str) and not chosen.user.get("token"):
+        def reread() -> tuple[str | None, datetime]:
+            user, _ = with_credentials(chosen)
+            return user.get("token"), datetime.now(UTC) + TOKEN_FILE_REREAD
+
+        configuration.refresh_api_key_hook = _renewing(
+            reread, datetime.now(UTC) + TOKEN_FILE_REREAD, "token_file_unreadable")
+
+
+def _renew_time(expires: datetime | None) -> datetime:
+    """A plugin that names no expiry keeps its first token, as kubectl keeps it."""
+    return expires - RENEW_BEFORE if expires else datetime.max.replace(tzinfo=UTC)
+
+
+def _renewing(ask: Callable[[], tuple[str | None, datetime]], first: datetime, failed: str
+              ) -> Callable[[Any], Awaitable[None]]:
+    """A refresh hook that asks for a token again (in a thread) once the last one is due."""
+    renew_at = [first]
     lock = asyncio.Lock()
 
     async def renew(config: Any) -> None:
@@ -300,29 +368,23 @@ def renew_exec_credentials(configuration: Any, kubeconfig: str) -> None:
             if datetime.now(UTC) < renew_at[0]:
                 return
             try:
-                given = await asyncio.to_thread(run_plugin, plugin, cluster)
+                token, renew_at[0] = await asyncio.to_thread(ask)
             except KubeconfigError as error:
-                log.warning("exec_plugin_failed", error=str(error))
+                log.warning(failed, error=str(error))
                 renew_at[0] = datetime.now(UTC) + RETRY_AFTER
                 return
-            if given.token:
-                config.api_key["BearerToken"] = f"Bearer {given.token}"
-            # A plugin that names no expiry keeps its first token, as kubectl keeps it.
-            renew_at[0] = (given.expires - RENEW_BEFORE if given.expires
-                           else datetime.max.replace(tzinfo=UTC))
+            if token:
+                config.api_key["BearerToken"] = f"Bearer {token}"
 
-    configuration.refresh_api_key_hook = renew
+    return renew
 
 
-def kopf_login(**_: Any) -> kopf.ConnectionInfo:
-    """kopf's login from ``$KUBECONFIG``, exec plugins included; kopf logs in again when
-    the API server refuses an expired token, which runs the plugin again."""
+def kopf_login(chosen: Context) -> kopf.ConnectionInfo:
+    """kopf's login, exec plugins included; kopf logs in again when the API server refuses
+    an expired token, which runs the plugin (or reads the token file) again."""
     import kopf
 
     try:
-        chosen = load(os.environ.get("KUBECONFIG"))
-        if chosen is None:
-            raise KubeconfigError("no kubeconfig")
         user, expires = with_credentials(chosen)
     except KubeconfigError as error:
         raise kopf.LoginError(str(error)) from error
@@ -343,45 +405,3 @@ def kopf_login(**_: Any) -> kopf.ConnectionInfo:
         proxy_url=cluster.get("proxy-url"),
         expiration=expires,
     )
-
-
-def kopf_in_cluster_login(
-    environ: Mapping[str, str] | None = None,
-    token_file: str | None = None, ca_file: str | None = None,
-) -> kopf.ConnectionInfo:
-    """kopf's login in a pod, from the same endpoint and files as the scheduler's client.
-
-    kopf's own in-cluster login talks to a hard-coded
-    ``https://kubernetes.default.svc``; the scheduler's client, as client-go,
-    to ``KUBERNETES_SERVICE_HOST:KUBERNETES_SERVICE_PORT``. Where the name does
-    not resolve (no cluster DNS for the scheduler, a custom cluster domain),
-    kopf would never see a PodGroup while the rest of the process works. The
-    token is read again at each login, so a rotated token is picked up when
-    kopf logs in again after a refusal.
-    """
-    import kopf
-    from kubernetes_asyncio.client import Configuration
-    from kubernetes_asyncio.config.config_exception import ConfigException
-    from kubernetes_asyncio.config.incluster_config import (
-        SERVICE_CERT_FILENAME,
-        SERVICE_TOKEN_FILENAME,
-        InClusterConfigLoader,
-    )
-
-    configuration = Configuration()
-    loader = InClusterConfigLoader(
-        token_filename=token_file or SERVICE_TOKEN_FILENAME,
-        cert_filename=ca_file or SERVICE_CERT_FILENAME,
-        try_refresh_token=False, environ=dict(os.environ if environ is None else environ))
-    try:
-        loader.load_and_set(configuration)
-    except ConfigException as error:
-        raise kopf.LoginError(f"no in-cluster configuration: {error}") from error
-    token = str(configuration.api_key["BearerToken"]).removeprefix("Bearer ").strip()
-    namespace_file = Path(token_file or SERVICE_TOKEN_FILENAME).with_name("namespace")
-    return kopf.ConnectionInfo(
-        server=str(configuration.host), ca_path=configuration.ssl_ca_cert, token=token,
-        default_namespace=(namespace_file.read_text().strip()
-                           if namespace_file.is_file() else None),
-    )
-

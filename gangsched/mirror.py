@@ -136,9 +136,8 @@ class Versioned:
 @dataclass(kw_only=True)
 class GroupsAndQueues(Versioned):
     """What gangs are scheduled by rather than what occupies nodes: PodGroups, Queues,
-    native Workloads' queues and PriorityClasses.
-
-    kopf's handlers and the sweeper keep the first three, a watch the classes.
+    native Workloads' queues and PriorityClasses, each kept by a watch through
+    :mod:`gangsched.feed`.
     """
 
     groups: dict[GangKey, GroupRecord] = field(default_factory=dict)
@@ -177,7 +176,7 @@ class GroupsAndQueues(Versioned):
             del self.priority_classes[class_name]
         self.never_preempting_classes &= names
 
-    # ---- PodGroups, Queues and Workloads (from kopf event handlers) --------------------
+    # ---- PodGroups, Queues and Workloads (watched, one watch per PodGroup flavour) -------
 
     def set_group(self, record: GroupRecord) -> GroupRecord:
         """Hold the group, unless a valid group of another flavour holds its key: the
@@ -190,15 +189,19 @@ class GroupsAndQueues(Versioned):
 
 
     def remove_group(self, key: GangKey, flavor: Flavor | None = None) -> bool:
-        """Drop a group by key (its deletion was seen, or the sweeper missed it); with
-        ``flavor``, only a group of that flavour: another API's group of the same name
-        stays."""
+        """Drop a group by key; with ``flavor``, only a group of that flavour: another
+        API's group of the same name stays."""
         current = self.groups.get(key)
         if current is None or (flavor is not None and current.flavor != flavor):
             return False
         del self.groups[key]
         return self._changed()
 
+    def keep_groups(self, flavor: Flavor, keys: set[str]) -> None:
+        """A list of ``flavor``'s PodGroups returned exactly ``keys``: its others were
+        deleted meanwhile (another flavour's groups are its own list's to keep)."""
+        for key in [k for k, g in self.groups.items() if g.flavor == flavor and k not in keys]:
+            self.remove_group(key)
 
     def set_queue(self, queue: QueueObject) -> bool:
         """Mirror a Queue; a part the schema should have rejected is logged and left out."""
@@ -216,6 +219,9 @@ class GroupsAndQueues(Versioned):
         self.queue_conditions.pop(name, None)
         return self._changed(self.queues.pop(name, None) is not None)
 
+    def keep_queues(self, names: set[str]) -> None:
+        for name in [n for n in self.queues if n not in names]:
+            self.remove_queue(name)
 
     def set_workload_queue(self, workload: WorkloadQueue) -> bool:
         before = self.workload_queues.get(workload.key)
@@ -229,6 +235,10 @@ class GroupsAndQueues(Versioned):
     def remove_workload(self, key: str) -> bool:
         """Drop a Workload's queue annotation by ``namespace/name``."""
         return self._changed(self.workload_queues.pop(key, None) is not None)
+
+    def keep_workloads(self, keys: set[str]) -> None:
+        for key in [k for k in self.workload_queues if k not in keys]:
+            self.remove_workload(key)
 
     def with_workload_queue(self, record: GroupRecord) -> GroupRecord:
         spec = record.spec

@@ -23,6 +23,7 @@ from gangsched.core.kubeobjects.pods import pod_from_api
 from gangsched.core.model import Gang, GangKey
 from gangsched.core.placement import Capacity, Placement, Snapshot
 from gangsched.dispatcher import Dispatcher
+from gangsched.kubeconfig import connection
 from tests.e2e import dra_oracle
 from tests.e2e.test_dra import claims, condition_message, devices_of, gpu_nodes, members
 from tests.e2e.test_explain_status import gangsched_cli
@@ -169,7 +170,7 @@ async def test_a_write_refused_half_way_leaves_nothing_and_undo_takes_back_the_r
     ghost = asking(ws.pod("ghost", scheduler="nobody"), 2)
     ghost["metadata"]["uid"] = "00000000-0000-0000-0000-000000000001"
     placement = _placed(cluster, ws, [kept, ghost], gpu_nodes)
-    api = await api_client(str(cluster.kubeconfig), bind_concurrency=4)
+    api = await api_client(connection(str(cluster.kubeconfig)), bind_concurrency=4)
     try:
         writer = ClaimWriter(api, Dispatcher(bind_workers=4))
         answers = await writer.write(placement.claims)

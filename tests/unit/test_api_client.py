@@ -8,6 +8,7 @@ import pytest
 import yaml
 
 from gangsched.app import api_client
+from gangsched.kubeconfig import connection
 
 SERVER = "https://10.20.30.40:6443"
 
@@ -38,7 +39,7 @@ async def test_the_environment_s_proxy_carries_requests_to_the_api_server(
         monkeypatch.delenv(name, raising=False)
     for name, value in environment.items():
         monkeypatch.setenv(name, value)
-    api = await api_client(kubeconfig(tmp_path), bind_concurrency=4)
+    api = await api_client(connection(kubeconfig(tmp_path)), bind_concurrency=4)
     try:
         assert api.rest_client.proxy == expected
         # Looked up once here, not again per request by the session.

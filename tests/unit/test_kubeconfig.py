@@ -1,25 +1,29 @@
-"""Kubeconfig as kubectl reads it, handed alike to the CLI's, the scheduler's and kopf's clients."""
+"""One connection, from kubeconfig as kubectl reads it or from the pod's service account,
+handed alike to the CLI's, the scheduler's and kopf's clients."""
 
 from __future__ import annotations
 
 import json
 import os
 import stat
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
-from kubernetes_asyncio import client, config
+from kubernetes_asyncio import client
 
+from gangsched import kubeconfig as connections
 from gangsched.kubeconfig import (
+    Context,
     KubeconfigError,
-    kopf_in_cluster_login,
+    configure,
+    connection,
+    in_cluster,
     kopf_login,
     load,
-    minified_file,
     pykube_client,
-    renew_exec_credentials,
 )
 
 
@@ -105,17 +109,14 @@ def test_no_kubeconfig_and_no_such_context_are_plain_errors(tmp_path: Path) -> N
 
 @pytest.mark.parametrize("api", ["client.authentication.k8s.io/v1",
                                  "client.authentication.k8s.io/v1beta1"])
-def test_an_exec_plugin_gives_the_cli_and_kopf_their_token(
-    tmp_path: Path, api: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    config_path = with_plugin(tmp_path, api)
+def test_an_exec_plugin_gives_the_cli_and_kopf_their_token(tmp_path: Path, api: str) -> None:
+    chosen = connection(str(with_plugin(tmp_path, api)))
 
-    api_client = pykube_client(str(config_path), None)
+    api_client = pykube_client(chosen)
     assert api_client.config.user["token"] == "from-plugin"
     assert api_client.url == "https://127.0.0.1:6443"
 
-    monkeypatch.setenv("KUBECONFIG", str(config_path))
-    login = kopf_login()
+    login = kopf_login(chosen)
     assert (login.server, login.token, login.default_namespace) == \
         ("https://127.0.0.1:6443", "from-plugin", "ns-c")
     assert login.expiration is not None and login.expiration.year == 2030
@@ -136,7 +137,7 @@ def test_a_plugin_that_gives_a_certificate_becomes_client_certificate_data(
         "clientCertificateData": "-----BEGIN CERTIFICATE-----\nx\n-----END CERTIFICATE-----\n",
         "clientKeyData": "-----BEGIN PRIVATE KEY-----\ny\n-----END PRIVATE KEY-----\n",
     })
-    user = pykube_client(str(config_path), None).config.user
+    user = pykube_client(connection(str(config_path))).config.user
     assert user["client-certificate"].bytes().startswith(b"-----BEGIN CERTIFICATE-----")
     assert user["client-key"].bytes().startswith(b"-----BEGIN PRIVATE KEY-----")
 
@@ -151,10 +152,10 @@ def test_a_plugin_that_gives_nothing_usable_is_an_error(
     config_path = with_plugin(tmp_path, "client.authentication.k8s.io/v1",
                               answer=answer, exit_code=exit_code)
     with pytest.raises(KubeconfigError, match=message):
-        pykube_client(str(config_path), None)
+        pykube_client(connection(str(config_path)))
 
 
-async def test_run_hands_the_scheduler_one_context_its_client_reads_exec_included(
+async def test_the_schedulers_client_reads_the_chosen_context_exec_included(
     tmp_path: Path,
 ) -> None:
     api = "client.authentication.k8s.io/v1"
@@ -162,16 +163,10 @@ async def test_run_hands_the_scheduler_one_context_its_client_reads_exec_include
     other = kubeconfig(tmp_path / "other", current="elsewhere",
                        contexts={"elsewhere": ("x", "y")},
                        clusters={"x": {"server": "https://elsewhere:6443"}}, users={"y": {}})
-    private = tmp_path / "private"
-    private.mkdir()
-
-    written = minified_file(os.pathsep.join([str(other), str(config_path)]), "c", private)
-    assert written is not None
-    assert stat.S_IMODE(written.stat().st_mode) == 0o600
-    assert yaml.safe_load(written.read_text())["current-context"] == "c"
 
     configuration = client.Configuration()
-    await config.load_kube_config(config_file=str(written), client_configuration=configuration)
+    await configure(configuration, connection(os.pathsep.join([str(other), str(config_path)]),
+                                              "c"))
     assert configuration.host == "https://127.0.0.1:6443"
     assert configuration.api_key["BearerToken"] == "Bearer from-plugin"
 
@@ -197,44 +192,80 @@ async def test_the_schedulers_client_asks_the_plugin_again_once_its_token_expire
         clusters={"k": {"server": "https://127.0.0.1:6443"}},
         users={"u": {"exec": {"apiVersion": api, "command": "./plugin"}}})
 
-    written = minified_file(str(config_path), None, directory)
-    assert written is not None
-
     configuration = client.Configuration()
-    await config.load_kube_config(config_file=str(written), client_configuration=configuration)
-    renew_exec_credentials(configuration, str(written))
+    await configure(configuration, connection(str(config_path)))
     first = (await configuration.auth_settings())["BearerToken"]["value"]
     second = (await configuration.auth_settings())["BearerToken"]["value"]
     assert (first, second) == ("Bearer token-2", "Bearer token-3")
 
 
-@pytest.mark.parametrize(("host", "server"), [("10.96.0.1", "https://10.96.0.1:443"),
-                                               ("fd00::1", "https://[fd00::1]:443")])
-async def test_in_a_pod_kopf_reaches_the_api_where_the_scheduler_does(
-    tmp_path: Path, host: str, server: str
-) -> None:
-    """Both from KUBERNETES_SERVICE_HOST/PORT and the mounted token, never a DNS name that
-    may not resolve."""
+def service_account(tmp_path: Path) -> tuple[Path, Path]:
+    """A pod's mounted service account: its token, CA and namespace files."""
     account = tmp_path / "serviceaccount"
     account.mkdir()
     (account / "token").write_text("sa-token\n")
     (account / "ca.crt").write_text("-----BEGIN CERTIFICATE-----\n")
     (account / "namespace").write_text("gangsched-system")
+    return account / "token", account / "ca.crt"
+
+
+@pytest.mark.parametrize(("host", "server"), [("10.96.0.1", "https://10.96.0.1:443"),
+                                               ("fd00::1", "https://[fd00::1]:443")])
+async def test_in_a_pod_every_client_reaches_the_api_where_client_go_does(
+    tmp_path: Path, host: str, server: str
+) -> None:
+    """From KUBERNETES_SERVICE_HOST/PORT and the mounted token, never a DNS name that may
+    not resolve: the scheduler's client, kopf's login and the CLI's alike."""
+    token, ca = service_account(tmp_path)
     environ = {"KUBERNETES_SERVICE_HOST": host, "KUBERNETES_SERVICE_PORT": "443"}
+    chosen = in_cluster(environ, str(token), str(ca))
 
-    login = kopf_in_cluster_login(environ, str(account / "token"), str(account / "ca.crt"))
-
+    login = kopf_login(chosen)
     scheduler = client.Configuration()
-    loader = config.incluster_config.InClusterConfigLoader(
-        str(account / "token"), str(account / "ca.crt"), environ=environ)
-    loader.load_and_set(scheduler)
-    assert login.server == scheduler.host == server
+    await configure(scheduler, chosen)
+    cli = pykube_client(chosen)
+    assert login.server == scheduler.host == cli.url == server
     assert (login.token, login.ca_path, login.default_namespace) == \
-        ("sa-token", str(account / "ca.crt"), "gangsched-system")
+        ("sa-token", str(ca), "gangsched-system")
+    assert scheduler.api_key["BearerToken"] == "Bearer sa-token"
+    assert scheduler.ssl_ca_cert == str(ca)
+    assert cli.config.user["token"] == "sa-token"
 
 
-def test_outside_a_pod_the_in_cluster_login_says_what_is_missing(tmp_path: Path) -> None:
-    import kopf
+async def test_in_a_pod_a_rotated_token_is_read_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The kubelet rotates the service account's token in its file: the scheduler's client
+    sends the new one once it reads the file again, kopf's at its next login."""
+    token, ca = service_account(tmp_path)
+    chosen = in_cluster({"KUBERNETES_SERVICE_HOST": "10.96.0.1",
+                         "KUBERNETES_SERVICE_PORT": "443"}, str(token), str(ca))
+    monkeypatch.setattr(connections, "TOKEN_FILE_REREAD", timedelta(0))
+    scheduler = client.Configuration()
+    await configure(scheduler, chosen)
+    assert (await scheduler.auth_settings())["BearerToken"]["value"] == "Bearer sa-token"
+    token.write_text("rotated\n")
+    assert (await scheduler.auth_settings())["BearerToken"]["value"] == "Bearer rotated"
+    assert kopf_login(chosen).token == "rotated"
 
-    with pytest.raises(kopf.LoginError, match="host/port is not set"):
-        kopf_in_cluster_login({}, str(tmp_path / "token"), str(tmp_path / "ca.crt"))
+
+def test_without_kubeconfig_outside_a_pod_the_error_says_what_is_missing(
+    tmp_path: Path
+) -> None:
+    with pytest.raises(KubeconfigError, match="host/port is not set"):
+        in_cluster({}, str(tmp_path / "token"), str(tmp_path / "ca.crt"))
+
+
+def test_every_client_is_made_from_the_one_context_chosen(tmp_path: Path) -> None:
+    """--context picks the context for every client, not only for one of them."""
+    path = kubeconfig(tmp_path / "config", current="one",
+                      contexts={"one": ("k1", "u1"), "two": ("k2", "u2")},
+                      clusters={"k1": {"server": "https://one:6443"},
+                                "k2": {"server": "https://two:6443"}},
+                      users={"u1": {"token": "t1"}, "u2": {"token": "t2"}})
+    chosen = connection(str(path), "two")
+    assert isinstance(chosen, Context)
+    login, cli = kopf_login(chosen), pykube_client(chosen)
+    assert (login.server, login.token, login.default_namespace) == \
+        ("https://two:6443", "t2", "ns-two")
+    assert (cli.url, cli.config.user["token"]) == ("https://two:6443", "t2")

@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
-from gangsched.core.kubeobjects.queues import queue_from_api
 from gangsched.core.model import Flavor, GangKey, NodeName, PodKey, QueueName
 from gangsched.core.placement import Placement
 from gangsched.core.resources import Resources
-from gangsched.feed import Feed
-from gangsched.handlers import Change, Watched, group_change
+from gangsched.feed import Feed, group_kind
 from gangsched.mirror import Mirror
 
 
@@ -129,7 +126,8 @@ def test_invalid_podgroup_is_recorded_with_its_error_not_raised() -> None:
     mirror = mirror_with()
     body = {"metadata": {"name": "g", "namespace": "ns"},
             "spec": {"minMember": 2, "minResources": {"cpu": "lots"}}}
-    record = Feed(mirror).upsert_group(Flavor.VOLCANO, body)
+    Feed(mirror).upsert_group(Flavor.VOLCANO, body)
+    record = mirror.groups_and_queues.groups[GangKey("ns/g")]
     assert record.spec is None
     assert record.error is not None and "lots" in record.error
 
@@ -139,7 +137,8 @@ def test_unknown_placement_policy_makes_the_group_invalid_saying_why() -> None:
     body = {"metadata": {"name": "g", "namespace": "ns",
                          "annotations": {"scheduling.gangsched.io/policy": "sprad"}},
             "spec": {"minMember": 2}}
-    record = Feed(mirror).upsert_group(Flavor.GANGSCHED, body)
+    Feed(mirror).upsert_group(Flavor.GANGSCHED, body)
+    record = mirror.groups_and_queues.groups[GangKey("ns/g")]
     assert record.spec is None
     assert record.error is not None and "'sprad' is not one of binpack, spread" in record.error
 
@@ -218,42 +217,85 @@ def test_a_queue_capability_of_zero_is_kept() -> None:
 
 
 def test_our_own_queue_status_coming_back_wakes_no_cycle() -> None:
-    woken: list[str] = []
-    watched = Watched(Mirror(scheduler_names=frozenset({"gang"})), lambda: woken.append("q"))
-
-    def event(kind: str, body: dict[str, Any]) -> None:
-        asyncio.run(watched.queue_changed(Change.of({"type": kind, "object": body},
-                                                    queue_from_api)))
-
+    feed = Feed(Mirror(scheduler_names=frozenset({"gang"})))
     queue = {"metadata": {"name": "q"}, "spec": {"weight": 2}}
-    event("ADDED", queue)
-    assert woken == ["q"]
+    assert feed.upsert("queues", queue) is True
     written = {**queue, "status": {"running": 3, "pending": 1}}
-    event("MODIFIED", written)
-    assert woken == ["q"]
-    event("MODIFIED", {**written, "spec": {"weight": 3}})
-    assert watched.mirror.groups_and_queues.queues[QueueName("q")].weight == 3 and len(woken) == 2
-    event("DELETED", written)
-    assert watched.mirror.groups_and_queues.queues == {} and len(woken) == 3
+    assert feed.upsert("queues", written) is False
+    assert feed.upsert("queues", {**written, "spec": {"weight": 3}}) is True
+    assert feed.mirror.groups_and_queues.queues[QueueName("q")].weight == 3
+    assert feed.delete("queues", written) is True
+    assert feed.mirror.groups_and_queues.queues == {}
 
 
 def test_our_own_group_status_coming_back_wakes_no_cycle_nor_does_another_flavour() -> None:
-    woken: list[str] = []
-    watched = Watched(Mirror(scheduler_names=frozenset({"gang"})), lambda: woken.append("g"))
-
-    def event(flavor: Flavor, kind: str, body: dict[str, Any]) -> None:
-        asyncio.run(watched.group_changed(group_change(flavor, {"type": kind, "object": body})))
-
-    group = {"metadata": {"name": "g", "namespace": "ns", "uid": "u1", "generation": 1},
-             "spec": {"minMember": 2}}
-    event(Flavor.GANGSCHED, "ADDED", group)
-    event(Flavor.GANGSCHED, "MODIFIED", {**group, "status": {"phase": "Pending"}})
-    assert woken == ["g"]
+    feed = Feed(Mirror(scheduler_names=frozenset({"gang"})))
+    ours, volcano = group_kind(Flavor.GANGSCHED), group_kind(Flavor.VOLCANO)
+    group = podgroup_body("g", uid="u1")
+    assert feed.upsert(ours, group) is True
+    assert feed.upsert(ours, {**group, "status": {"phase": "Pending"}}) is False
+    assert feed.upsert(ours, {**group, "metadata": {**group["metadata"], "generation": 2}}) \
+        is False
     # The same name deleted in another API leaves ours in place.
-    event(Flavor.VOLCANO, "DELETED", group)
-    assert GangKey("ns/g") in watched.mirror.groups_and_queues.groups and woken == ["g"]
-    event(Flavor.GANGSCHED, "DELETED", group)
-    assert watched.mirror.groups_and_queues.groups == {} and woken == ["g", "g"]
+    assert feed.delete(volcano, group) is False
+    assert GangKey("ns/g") in feed.mirror.groups_and_queues.groups
+    assert feed.delete(ours, group) is True
+    assert feed.mirror.groups_and_queues.groups == {}
+
+
+def podgroup_body(name: str, *, ns: str = "ns", uid: str = "u1",
+                  min_member: int = 2) -> dict[str, Any]:
+    return {"metadata": {"name": name, "namespace": ns, "uid": uid, "generation": 1},
+            "spec": {"minMember": min_member}}
+
+
+def test_relist_forgets_the_groups_of_its_flavour_deleted_while_the_watch_was_down() -> None:
+    """A deleted PodGroup would keep its reservation for good; a relist says it is gone."""
+    mirror = Mirror(scheduler_names=frozenset({"gang"}))
+    feed = Feed(mirror)
+    ours, native = group_kind(Flavor.GANGSCHED), group_kind(Flavor.NATIVE)
+    feed.replace(ours, [podgroup_body("kept"), podgroup_body("gone"),
+                        podgroup_body("recreated", uid="old")])
+    feed.replace(native, [podgroup_body("native")])
+    feed.replace(ours, [podgroup_body("kept"), podgroup_body("recreated", uid="new")])
+    assert set(mirror.groups_and_queues.groups) == {"ns/kept", "ns/recreated", "ns/native"}
+    assert mirror.groups_and_queues.groups[GangKey("ns/recreated")].uid == "new"
+    assert mirror.groups_and_queues.groups[GangKey("ns/native")].flavor is Flavor.NATIVE
+    feed.replace(native, [])
+    assert set(mirror.groups_and_queues.groups) == {"ns/kept", "ns/recreated"}
+
+
+def test_relist_forgets_queues_and_workloads_deleted_while_the_watch_was_down() -> None:
+    mirror = Mirror(scheduler_names=frozenset({"gang"}))
+    feed = Feed(mirror)
+
+    def workload(name: str) -> dict[str, Any]:
+        return {"metadata": {"name": name, "namespace": "ns", "annotations": {
+            "scheduling.gangsched.io/queue": "research"}}}
+
+    feed.replace("queues", [{"metadata": {"name": n}, "spec": {"weight": 2}}
+                            for n in ("kept", "gone")])
+    feed.replace("workloads", [workload("kept"), workload("gone")])
+    assert mirror.groups_and_queues.workload_queues == {"ns/kept": "research",
+                                                        "ns/gone": "research"}
+    feed.replace("queues", [{"metadata": {"name": "kept"}, "spec": {"weight": 2}}])
+    feed.replace("workloads", [workload("kept")])
+    assert set(mirror.groups_and_queues.queues) == {"kept"}
+    assert mirror.groups_and_queues.workload_queues == {"ns/kept": "research"}
+
+
+def test_a_scheduler_given_namespaces_holds_only_their_groups_and_workloads() -> None:
+    """Another namespace's PodGroups are another scheduler's: it never reports on them."""
+    mirror = Mirror(scheduler_names=frozenset({"gang"}), namespaces=frozenset({"team-a"}))
+    feed = Feed(mirror)
+    feed.replace(group_kind(Flavor.GANGSCHED),
+                 [podgroup_body("g", ns="team-a"), podgroup_body("g", ns="team-b")])
+    feed.replace("workloads", [
+        {"metadata": {"name": "w", "namespace": ns,
+                      "annotations": {"scheduling.gangsched.io/queue": "research"}}}
+        for ns in ("team-a", "team-b")])
+    assert set(mirror.groups_and_queues.groups) == {"team-a/g"}
+    assert set(mirror.groups_and_queues.workload_queues) == {"team-a/w"}
 
 
 def test_a_terminating_member_keeps_its_room_but_leaves_its_gang() -> None:
