@@ -213,8 +213,10 @@ class Actuator:
             case MarkGroupInvalid(group=key, error=error):
                 self.reporter.group_invalid(view.groups[key], error)
             case WriteQueueStatus(queue=queue, status=status, counts=counts):
-                conditions = self.mirror.groups_and_queues.queue_conditions.get(queue, ())
-                self.reporter.queue_status(queue, status, conditions, counts=counts)
+                held = self.mirror.groups_and_queues
+                self.reporter.queue_status(queue, status, held.queue_conditions.get(queue, ()),
+                                           counts=counts,
+                                           shown=held.queue_allocated.get(queue, frozenset()))
                 self.queue_figures.show(action)
             case ForgetWritten():
                 self.reporter.retain(view.groups, view.pods)

@@ -145,6 +145,8 @@ class GroupsAndQueues(Versioned):
     queue_conditions: dict[QueueName, tuple[Mapping[str, Any], ...]] = field(
         default_factory=dict)
     """Each Queue's status conditions as last read: a rewrite keeps their transition times."""
+    queue_allocated: dict[QueueName, frozenset[str]] = field(default_factory=dict)
+    """The resource names each Queue's ``status.allocated`` showed when last read."""
     priority_classes: dict[str, int] = field(default_factory=dict)
     """PriorityClass values by name: a PodGroup's priorityClassName orders its gang."""
     never_preempting_classes: set[str] = field(default_factory=set)
@@ -212,11 +214,13 @@ class GroupsAndQueues(Versioned):
         changed = self._changed(self.queues.get(spec.name) != spec)
         self.queues[spec.name] = spec
         self.queue_conditions[spec.name] = queue.conditions
+        self.queue_allocated[spec.name] = queue.allocated
         return changed
 
 
     def remove_queue(self, name: QueueName) -> bool:
         self.queue_conditions.pop(name, None)
+        self.queue_allocated.pop(name, None)
         return self._changed(self.queues.pop(name, None) is not None)
 
     def keep_queues(self, names: set[str]) -> None:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any
 
 import structlog
@@ -272,7 +272,7 @@ class Reporter:
     # ---- Queues -------------------------------------------------------------------
     def queue_status(self, name: QueueName, status: QueueStatus,
                      previous_conditions: Sequence[Mapping[str, Any]], *,
-                     counts: bool = True) -> None:
+                     counts: bool = True, shown: Collection[str] = ()) -> None:
         """The Queue's whole status (only its conditions when ``counts`` is false: the
         merge patch then leaves the counts another scheduler wrote); skipped when it is
         what was last asked for."""
@@ -280,7 +280,7 @@ class Reporter:
         earlier = self._asked.get(object_id)
         body = queue_status_body(
             status, previous_conditions or (earlier or {}).get("conditions") or (), now_iso(),
-            counts=counts)
+            counts=counts, shown=shown)
         if earlier == body:
             return
         self._asked[object_id] = body

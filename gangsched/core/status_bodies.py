@@ -15,7 +15,7 @@ names, from the same ``GroupStatus``. Pure: the time is a parameter.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
@@ -386,9 +386,11 @@ def _invalid_reason(error: str | None, problem: str | None) -> str | None:
 
 def queue_status_body(
     status: QueueStatus, previous_conditions: Sequence[Mapping[str, Any]], now: str,
-    *, counts: bool = True,
+    *, counts: bool = True, shown: Collection[str] = (),
 ) -> dict[str, Any]:
-    """The Queue's whole status, conditions included, so a merge patch leaves nothing stale.
+    """The Queue's whole status, conditions included, so a merge patch leaves nothing stale:
+    a resource of ``allocated`` the status ``shown`` has and the queue no longer holds is
+    written null, which removes it (a merge patch of a map keeps keys it does not name).
 
     ``Open`` says whether the queue admits new PodGroups (reason ``Open`` or
     ``Closed``); ``Invalid`` is there only while part of the spec is
@@ -414,8 +416,10 @@ def queue_status_body(
         "lastTransitionTime": transition_time(previous_conditions, type_, value, now),
     } for type_, value, reason, message in conditions]}
     if counts:  # else the merge patch leaves the counts another scheduler wrote
-        body.update(allocated={name: format_amount(name, amount)
-                               for name, amount in status.allocated.items()},
+        allocated: dict[str, str | None] = dict.fromkeys(shown)
+        allocated.update((name, format_amount(name, amount))
+                         for name, amount in status.allocated.items() if amount)
+        body.update(allocated=allocated,
                     pending=status.pending, running=status.running)
     return body
 

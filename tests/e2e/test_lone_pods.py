@@ -69,6 +69,11 @@ def test_running_pods_in_no_podgroup_stay_under_the_default_queues_cap(
     wait_for(lambda: allocated_cpu() == "2", timeout=30,
              what="the default queue's status to count the running pods")
 
+    for name in names:
+        ws.delete_pod(name)
+    wait_for(lambda: allocated_cpu() is None, timeout=30,
+             what="the queue's status to drop cpu once nothing holds any")
+
 
 @pytest.mark.usefixtures("gangsched", "classes")
 def test_a_pod_in_no_podgroup_preempts_a_running_one_of_lower_priority(

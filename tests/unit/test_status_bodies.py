@@ -149,3 +149,13 @@ def test_volcano_phase_follows_its_api_for_a_partly_running_group(
     status = group_status(spec, counts, admitted=True, waiting_reason=None, waited_seconds=0)
     assert body(Flavor.VOLCANO, status)["phase"] == volcano
     assert body(Flavor.COSCHEDULING, status)["phase"] != "Unknown"
+
+
+def test_a_queue_status_removes_what_the_queue_no_longer_holds() -> None:
+    # status.allocated showed cpu, pods and GPUs; now only one cpu is held.
+    status = QueueStatus(allocated=Resources.parse({"cpu": 1, "nvidia.com/gpu": 0}),
+                         pending=0, running=1)
+    written = queue_status_body(status, (), NOW, shown={"cpu", "pods", "nvidia.com/gpu"})
+    # null removes a key under a JSON merge patch; a figure of zero is not kept either
+    assert written["allocated"] == {"cpu": "1", "pods": None, "nvidia.com/gpu": None}
+    assert queue_status_body(status, (), NOW, shown={"cpu"})["allocated"] == {"cpu": "1"}

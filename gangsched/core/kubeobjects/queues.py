@@ -53,6 +53,9 @@ class QueueObject:
     problems: tuple[FieldProblem, ...] = ()
     conditions: tuple[Mapping[str, Any], ...] = ()
     """The status conditions last written: their transition times are kept while they hold."""
+    allocated: frozenset[str] = frozenset()
+    """The resource names its ``status.allocated`` last showed: a rewrite removes those it
+    no longer holds."""
 
 
 def queue_from_api(body: RawObject) -> QueueObject:
@@ -63,6 +66,7 @@ def queue_from_api(body: RawObject) -> QueueObject:
     than stopping the scheduler.
     """
     spec = body.get("spec") or {}
+    status = body.get("status") or {}
     problems: list[FieldProblem] = []
     capability: Capability | None = None
     try:
@@ -92,7 +96,9 @@ def queue_from_api(body: RawObject) -> QueueObject:
                   open=spec.get("state", "Open") != "Closed", error=left_out,
                   parent=QueueName(parent) if parent else None, reclaimable=reclaimable),
         tuple(problems),
-        tuple((body.get("status") or {}).get("conditions") or ()),
+        tuple(status.get("conditions") or ()),
+        frozenset(status.get("allocated") or {}) if isinstance(status.get("allocated"), dict)
+        else frozenset(),
     )
 
 
