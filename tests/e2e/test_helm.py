@@ -23,6 +23,7 @@ import pytest
 import yaml
 
 from devcluster.controlplane import REPO, LocalCluster
+from tests.e2e import deployed
 from tests.e2e.conftest import SchedulerProcess
 from tests.e2e.workspace import wait_for
 
@@ -235,6 +236,16 @@ def test_helm_test_pod_is_bound_by_the_scheduler_name_and_runs(
         assert "Phase:          Succeeded" in result.stdout, result.stdout
     finally:
         cluster.ensure_nodes(0, prefix="helm-node")
+
+
+def test_the_suites_scheduler_leads_on_the_charts_lease(
+    cluster: LocalCluster, gangsched: SchedulerProcess
+) -> None:
+    """The session's scheduler runs with the arguments the chart's Deployment renders:
+    leader election on the release's Lease, in the release's namespace, is theirs."""
+    holder = cluster.kubectl("get", "lease", deployed.RELEASE, "-n", deployed.NAMESPACE, "-o",
+                             "jsonpath={.spec.holderIdentity}").stdout
+    assert holder and f"identity={holder}" in gangsched.logs()
 
 
 def can(cluster: LocalCluster, verb: str, resource: str, *extra: str) -> bool:
