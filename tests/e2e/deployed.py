@@ -136,3 +136,15 @@ def refusals(log: str) -> list[str]:
     """The lines of a scheduler's log where the API server refused it for want of a right."""
     return [line for line in log.splitlines() if REFUSAL.search(line)]
 
+
+def service_account_volume(cluster: LocalCluster, directory: Path) -> Path:
+    """``directory`` filled as the kubelet fills the chart's pod's
+    ``/var/run/secrets/kubernetes.io/serviceaccount``: the ServiceAccount's token, the
+    cluster's CA certificate and the pod's namespace."""
+    kubeconfig = json.loads(deployed_kubeconfig(cluster).read_text())
+    authority = Path(kubeconfig["clusters"][0]["cluster"]["certificate-authority"])
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "token").write_text(kubeconfig["users"][0]["user"]["token"])
+    (directory / "ca.crt").write_bytes(authority.read_bytes())
+    (directory / "namespace").write_text(NAMESPACE)
+    return directory
