@@ -14,8 +14,10 @@
 # that goes into it (pyproject, lock file, sources, these scripts), so a
 # second run with nothing changed prints the same directory at once.
 #
-# Exit status 3 means the host lacks debootstrap or umoci and cannot install
-# them (not root, or no apt-get).
+# Exit status 3 means the host lacks debootstrap, umoci or runc and cannot
+# install them (not root, or no apt-get). runc builds nothing: it is the OCI
+# runtime tests/e2e/test_image.py runs the image with, installed here so that
+# wherever the image builds it can be run.
 set -euo pipefail
 repo="$(cd "$(dirname "$0")/.." && pwd)"
 cache="${GANGSCHED_CACHE:-$HOME/.cache/gangsched}/image"
@@ -27,6 +29,7 @@ say() { echo "image: $*" >&2; }
 need=()
 command -v debootstrap >/dev/null || need+=(debootstrap)
 command -v umoci >/dev/null || need+=(umoci)
+command -v runc >/dev/null || need+=(runc)
 keyring=/usr/share/keyrings/debian-archive-keyring.gpg  # to check Debian's signatures on Ubuntu too
 [ -f "$keyring" ] || need+=(debian-archive-keyring)
 if [ ${#need[@]} -gt 0 ]; then

@@ -9,6 +9,7 @@ scheduler is measured in the same run as gangsched.
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import sys
@@ -21,7 +22,15 @@ import pytest
 from kubernetes_asyncio import client, config
 
 from devcluster.controlplane import ClusterOptions, LocalCluster, running_cluster
-from tests.e2e.deployed import SERVICE_ACCOUNT, WHOLE_SUITE, deployed_kubeconfig, refusals
+from tests.e2e.deployed import (
+    SERVICE_ACCOUNT,
+    WHOLE_SUITE,
+    chart_args,
+    deployed_kubeconfig,
+    overridden,
+    refusals,
+    set_by_environment,
+)
 from tests.e2e.workspace import Workspace
 
 E2E = Path(__file__).parent
@@ -87,6 +96,21 @@ def ws(cluster: LocalCluster) -> Iterator[Workspace]:
     workspace.close()
 
 
+SUITE_OVERRIDES = (
+    # Several schedulers run at once on this one host: the chart's port would be
+    # taken by the first; a test that probes the endpoints gives a port of its own.
+    "--metrics-port=0",
+    # A failed test's log shows every cycle (cycle_done lines).
+    "--log-level=debug",
+    # The chart's one Lease would let one of the session's schedulers schedule and
+    # keep every other waiting; a test that elects a leader names a Lease of its own.
+    "--no-leader-elect",
+)
+"""What every scheduler of the suite runs with in place of the chart's arguments; the
+kubeconfig (no pod here: the token comes in a kubeconfig) and the log format (console
+for the reader of a failed test's log, json where a test parses the lines) besides."""
+
+
 @dataclass
 class SchedulerProcess:
     """gangsched running as users run it: the ``gangsched run`` command, in its own process."""
@@ -102,14 +126,19 @@ def start_gangsched(
     cluster: LocalCluster, log_path: Path, *extra: str, ready: str = "scheduler_started",
     kubeconfig: Path | None = None, log_format: str = "console",
 ) -> SchedulerProcess:
-    """gangsched speaking as the chart's ServiceAccount, with the chart's ClusterRole
-    (:mod:`tests.e2e.deployed`); ``kubeconfig`` reaches the cluster another way
+    """gangsched as the chart deploys it: speaking as the chart's ServiceAccount, with the
+    chart's ClusterRole (:mod:`tests.e2e.deployed`), run with the arguments the chart's
+    Deployment gives it but for :data:`SUITE_OVERRIDES` and ``extra`` (each option
+    named there replaces the chart's); ``kubeconfig`` reaches the cluster another way
     (through a proxy, as another identity)."""
+    suite = [f"--kubeconfig={kubeconfig or deployed_kubeconfig(cluster)}",
+             f"--log-format={log_format}", *SUITE_OVERRIDES]
+    # An option a test sets in the environment, as the chart's `env` value may, would
+    # be hidden by the chart's flag for it: that flag is left out.
+    chart = [arg for arg in chart_args(cluster) if not set_by_environment(arg, os.environ)]
     log = log_path.open("ab")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "gangsched", "run",
-         f"--kubeconfig={kubeconfig or deployed_kubeconfig(cluster)}", "--metrics-port=0",
-         f"--log-format={log_format}", "--log-level=debug", *extra],
+        [sys.executable, "-m", "gangsched", *overridden(overridden(chart, suite), extra)],
         stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
     )
     running = SchedulerProcess(proc, log_path)
@@ -141,8 +170,11 @@ def gangsched(
     It serves ``volcano`` too, as a user standing in for Volcano would run it:
     operators in Volcano mode (mpi-operator) write that name on their pods.
     """
+    # The chart's Lease and leader election as the Deployment runs them: no other
+    # scheduler of the session holds that Lease.
     running = start_gangsched(cluster, tmp_path_factory.mktemp("gangsched") / "gangsched.log",
-                              "--scheduler-name=gang", "--scheduler-name=volcano")
+                              "--scheduler-name=gang", "--scheduler-name=volcano",
+                              "--leader-elect")
     yield running
     code = stop_gangsched(running)
     assert code == 0, running.logs()[-3000:]

@@ -10,9 +10,11 @@ covers, and the name stays clear of the releases the Helm tests install.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import subprocess
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -35,15 +37,55 @@ REFUSAL = re.compile(r"cannot \w+ resource|requires resource=")
 ``User ... cannot patch resource "x"`` and DRA's ``requires resource="resourceclaims/binding"``."""
 
 
-def render_identity(cluster: LocalCluster) -> list[dict[str, Any]]:
-    """The chart's ServiceAccount and RBAC objects, rendered with its default values."""
-    rendered = subprocess.run(
-        [str(cluster.bin_dir / "helm"), "template", RELEASE, str(REPO / "helm" / "gangsched"),
+@functools.cache
+def _rendered(helm: Path) -> str:
+    """The chart as ``helm template`` renders it with its default values (once a session)."""
+    return subprocess.run(
+        [str(helm), "template", RELEASE, str(REPO / "helm" / "gangsched"),
          "--namespace", NAMESPACE],
         capture_output=True, text=True, check=True, timeout=60,
     ).stdout
-    return [doc for doc in yaml.safe_load_all(rendered)
-            if isinstance(doc, dict) and doc.get("kind") in IDENTITY_KINDS]
+
+
+def render_chart(cluster: LocalCluster) -> list[dict[str, Any]]:
+    """Every object the chart renders with its default values."""
+    return [doc for doc in yaml.safe_load_all(_rendered(cluster.bin_dir / "helm"))
+            if isinstance(doc, dict)]
+
+
+def render_identity(cluster: LocalCluster) -> list[dict[str, Any]]:
+    """The chart's ServiceAccount and RBAC objects, rendered with its default values."""
+    return [doc for doc in render_chart(cluster) if doc.get("kind") in IDENTITY_KINDS]
+
+
+def chart_args(cluster: LocalCluster) -> list[str]:
+    """The arguments the chart's Deployment runs gangsched with (``run`` and its options)."""
+    deployment = next(doc for doc in render_chart(cluster) if doc["kind"] == "Deployment")
+    container = deployment["spec"]["template"]["spec"]["containers"][0]
+    return [str(arg) for arg in container["args"]]
+
+
+def overridden(args: Iterable[str], overrides: Iterable[str]) -> list[str]:
+    """``args`` with each option ``overrides`` names replaced by the overrides' values of it:
+    every occurrence (``--scheduler-name`` repeated), and a flag's ``--no-`` form too."""
+    overrides = list(overrides)
+    named = {_option(arg) for arg in overrides}
+    return [arg for arg in args if _option(arg) not in named] + overrides
+
+
+def set_by_environment(arg: str, environ: Mapping[str, str]) -> bool:
+    """Whether ``environ`` sets the option ``arg`` sets (``GANGSCHED_<FLAG>``), which
+    a flag of that option would hide."""
+    option = _option(arg)
+    return option.startswith("--") and (
+        "GANGSCHED_" + option[2:].upper().replace("-", "_")) in environ
+
+
+def _option(arg: str) -> str:
+    """The option an argument sets: ``--policy=spread`` and ``--no-preemption`` set
+    ``--policy`` and ``--preemption``."""
+    name = arg.split("=", 1)[0]
+    return "--" + name.removeprefix("--no-") if name.startswith("--no-") else name
 
 
 def deployed_kubeconfig(cluster: LocalCluster, *, without: str = "") -> Path:
@@ -93,3 +135,16 @@ def _without(doc: dict[str, Any], resource: str, suffix: str) -> dict[str, Any]:
 def refusals(log: str) -> list[str]:
     """The lines of a scheduler's log where the API server refused it for want of a right."""
     return [line for line in log.splitlines() if REFUSAL.search(line)]
+
+
+def service_account_volume(cluster: LocalCluster, directory: Path) -> Path:
+    """``directory`` filled as the kubelet fills the chart's pod's
+    ``/var/run/secrets/kubernetes.io/serviceaccount``: the ServiceAccount's token, the
+    cluster's CA certificate and the pod's namespace."""
+    kubeconfig = json.loads(deployed_kubeconfig(cluster).read_text())
+    authority = Path(kubeconfig["clusters"][0]["cluster"]["certificate-authority"])
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "token").write_text(kubeconfig["users"][0]["user"]["token"])
+    (directory / "ca.crt").write_bytes(authority.read_bytes())
+    (directory / "namespace").write_text(NAMESPACE)
+    return directory

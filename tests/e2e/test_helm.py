@@ -4,12 +4,15 @@ The release this module works on is installed the way an existing user's is:
 from the previous chart version (packaged at test time from git, with the
 CRDs of that version), with a PodGroup and a Queue in use, then upgraded to
 the chart in this tree as docs/upgrade.md says. Every test after that reads
-the upgraded release.
+the upgraded release, until it is uninstalled; then docs/install.md's install
+and uninstall blocks run as written, by bash.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import re
 import shlex
 import subprocess
 import tarfile
@@ -23,6 +26,7 @@ import pytest
 import yaml
 
 from devcluster.controlplane import REPO, LocalCluster
+from tests.e2e import deployed
 from tests.e2e.conftest import SchedulerProcess
 from tests.e2e.workspace import wait_for
 
@@ -106,15 +110,20 @@ def install_previous_and_upgrade(cluster: LocalCluster, workdir: Path) -> InUse:
     return in_use
 
 
+def documented_block(page: Path, heading: str, after: str = "") -> str:
+    """The first shell block under ``heading`` of a docs page (after the text ``after``)."""
+    text = page.read_text()
+    section = text[text.index(heading):]
+    section = section[section.index(after):]
+    block = section[section.index("```sh\n") + 6:]
+    return block[:block.index("```")]
+
+
 def documented_helm(page: Path, heading: str) -> list[str]:
     """The first ``helm`` command in a shell block under ``heading`` of a docs page, as
     arguments for this tree's chart: the published chart's reference is this
     directory and its ``--version`` is dropped (this tree is that version)."""
-    text = page.read_text()
-    section = text[text.index(heading):]
-    block = section[section.index("```sh\n") + 6:]
-    block = block[:block.index("```")]
-    words = shlex.split(block.replace("\\\n", " "))
+    words = shlex.split(documented_block(page, heading).replace("\\\n", " "))
     start = words.index("helm")
     command = words[start + 1:words.index("helm", start + 1)] if words.count("helm") > 1 \
         else words[start + 1:]
@@ -237,6 +246,16 @@ def test_helm_test_pod_is_bound_by_the_scheduler_name_and_runs(
         cluster.ensure_nodes(0, prefix="helm-node")
 
 
+def test_the_suites_scheduler_leads_on_the_charts_lease(
+    cluster: LocalCluster, gangsched: SchedulerProcess
+) -> None:
+    """The session's scheduler runs with the arguments the chart's Deployment renders:
+    leader election on the release's Lease, in the release's namespace, is theirs."""
+    holder = cluster.kubectl("get", "lease", deployed.RELEASE, "-n", deployed.NAMESPACE, "-o",
+                             "jsonpath={.spec.holderIdentity}").stdout
+    assert holder and f"identity={holder}" in gangsched.logs()
+
+
 def can(cluster: LocalCluster, verb: str, resource: str, *extra: str) -> bool:
     result = cluster.kubectl("auth", "can-i", verb, resource, f"--as={SA}", *extra, check=False)
     return result.stdout.strip() == "yes"
@@ -346,6 +365,127 @@ def test_uninstall_keeps_the_crds_and_every_podgroup(cluster: LocalCluster, rele
     cluster.kubectl("get", *CRDS)
     cluster.kubectl("get", "gpg", release.podgroup, "-n", release.namespace)
     cluster.kubectl("get", "gq", release.queue)
+
+
+PUBLISHED_CHART = re.compile(r"oci://ghcr\.io/gangsched/charts/gangsched\s+--version\s+(\S+)")
+"""The published chart's reference in the docs' commands, with the version they install."""
+RELEASE_KINDS = ("all,serviceaccounts,roles,rolebindings,configmaps,poddisruptionbudgets,"
+                 "leases,secrets")
+CLUSTER_KINDS = "clusterroles,clusterrolebindings,customresourcedefinitions"
+
+
+def shell(cluster: LocalCluster, script: str) -> subprocess.Popen[str]:
+    """``script`` run by bash as a user runs it from a clone of the repository, with the
+    session's kubectl and helm on ``PATH`` and its cluster in ``KUBECONFIG``."""
+    env = {**os.environ, "KUBECONFIG": str(cluster.kubeconfig),
+           "PATH": f"{cluster.bin_dir}{os.pathsep}{os.environ['PATH']}"}
+    return subprocess.Popen(["bash", "-euo", "pipefail", "-c", script], cwd=REPO, env=env,
+                            text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+
+
+def of_this_tree(script: str) -> str:
+    """``script`` with the published chart's reference replaced by this tree's chart,
+    which is the version the docs install."""
+    script = script.replace("\\\n", " ")
+    versions = PUBLISHED_CHART.findall(script)
+    chart = yaml.safe_load((CHART / "Chart.yaml").read_text())["version"]
+    assert versions and set(versions) == {chart}, (versions, chart)
+    return PUBLISHED_CHART.sub(shlex.quote(str(CHART)), script)
+
+
+def release_objects(cluster: LocalCluster) -> set[str]:
+    """Every object the release labels as its own, in its namespace and cluster-wide, and
+    Helm's record of it."""
+    mine = f"app.kubernetes.io/instance={RELEASE}"
+    found = [cluster.kubectl("get", RELEASE_KINDS, "-n", NAMESPACE, "-l", mine, "-o", "name"),
+             cluster.kubectl("get", CLUSTER_KINDS, "-l", mine, "-o", "name"),
+             cluster.kubectl("get", "secrets", "-n", NAMESPACE, "-l", f"owner=helm,name={RELEASE}",
+                             "-o", "name")]
+    return {line for result in found for line in result.stdout.split()}
+
+
+def finished(running: subprocess.Popen[str], timeout: float = 180) -> str:
+    """The output of a shell that ran a documented block, once it exited 0."""
+    output, _ = running.communicate(timeout=timeout)
+    assert running.returncode == 0, output
+    return output
+
+
+def assert_crds_established(cluster: LocalCluster) -> None:
+    for crd in CRDS:
+        established = cluster.kubectl("get", crd, "-o", "jsonpath={.status.conditions["
+                                      "?(@.type=='Established')].status}").stdout
+        assert established == "True", crd
+
+
+KEPT = {f"customresourcedefinition.apiextensions.k8s.io/{crd.removeprefix('crd/')}"
+        for crd in CRDS}
+"""What an uninstall leaves of the release, as install.md says: its CRDs."""
+
+
+def test_the_documented_install_and_uninstall_run_as_written(
+    cluster: LocalCluster, gangsched: SchedulerProcess
+) -> None:
+    """docs/install.md's Helm install and its uninstall, each block run by bash as
+    written but for the chart's reference: this tree's chart, of the version the
+    docs name."""
+    # A cluster without the release: the module's upgraded one is gone already unless
+    # test_uninstall_keeps_the_crds_and_every_podgroup was deselected.
+    gone = helm(cluster, "uninstall", RELEASE, "-n", NAMESPACE, "--ignore-not-found", "--wait")
+    assert gone.returncode == 0, gone.stderr
+    page = REPO / "docs" / "install.md"
+    install = of_this_tree(documented_block(page, "## With Helm"))
+    uninstall = documented_block(page, "## Uninstalling")
+    # The session's CRDs stand in for those a previous install of the release kept (a
+    # fresh cluster has none; deleting them would delete every PodGroup of the session).
+    for crd in CRDS:
+        cluster.kubectl("label", crd, "--overwrite", "app.kubernetes.io/managed-by=Helm")
+        cluster.kubectl("annotate", crd, "--overwrite", f"meta.helm.sh/release-name={RELEASE}",
+                        f"meta.helm.sh/release-namespace={NAMESPACE}")
+    cluster.ensure_nodes(2, prefix="install-node")
+    try:
+        installing = shell(cluster, install)
+        # KWOK runs no container: it is told that the `helm test` pod's one
+        # (`gangsched --version`) exits at once.
+        wait_for(lambda: installing.poll() is not None or cluster.kubectl(
+                     "annotate", "pod", f"{RELEASE}-test", "-n", NAMESPACE,
+                     "kwok.gangsched.io/run-for=0s", check=False).returncode == 0,
+                 timeout=240, interval=1, what="the `helm test` pod")
+        assert "Phase:          Succeeded" in finished(installing, 240)
+        status = json.loads(helm(cluster, "status", RELEASE, "-n", NAMESPACE, "-o", "json").stdout)
+        assert status["info"]["status"] == "deployed"
+        assert_crds_established(cluster)
+        assert f"deployment.apps/{RELEASE}" in release_objects(cluster)
+
+        finished(shell(cluster, uninstall))
+        wait_for(lambda: release_objects(cluster) == KEPT, timeout=60,
+                 what="nothing of the release left but its CRDs")
+    finally:
+        cluster.ensure_nodes(0, prefix="install-node")
+
+
+def test_the_documented_install_without_helm_and_its_uninstall_run_as_written(
+    cluster: LocalCluster,
+) -> None:
+    """docs/install.md's install without Helm and its uninstall, each block run by bash
+    as written, from the repository's root as a clone's reader would."""
+    page = REPO / "docs" / "install.md"
+    install = documented_block(page, "## Without Helm")
+    uninstall = documented_block(page, "## Uninstalling", after="Installed without Helm")
+    # The block creates the namespace: a cluster without it (the Helm tests' is left).
+    cluster.kubectl("delete", "namespace", NAMESPACE, "--ignore-not-found", "--timeout=120s",
+                    timeout=150)
+    cluster.ensure_nodes(2, prefix="install-node")
+    try:
+        finished(shell(cluster, install), 240)
+        assert_crds_established(cluster)
+        assert f"deployment.apps/{RELEASE}" in release_objects(cluster)
+
+        finished(shell(cluster, uninstall), 240)
+        assert cluster.kubectl("get", "namespace", NAMESPACE, check=False).returncode != 0
+        assert not release_objects(cluster) - KEPT
+    finally:
+        cluster.ensure_nodes(0, prefix="install-node")
 
 
 def test_helm_test_pod_is_not_counted_as_a_scheduler_replica(cluster: LocalCluster) -> None:
