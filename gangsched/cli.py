@@ -218,8 +218,11 @@ def _decision_options(command: Callable[..., None]) -> Callable[..., None]:
     that answer people: they decide as the scheduler started with the same flags does."""
     for option in reversed((
         click.option("--scheduler-name", "scheduler_names", envvar=_env("scheduler-name"),
-                     multiple=True, default=("gang",), show_default=True,
-                     help="Pods with this spec.schedulerName are gangsched's (repeatable)."),
+                     multiple=True,
+                     help="Pods with this spec.schedulerName are gangsched's (repeatable). "
+                          "Default: the names the installed gangsched Deployment serves "
+                          "(read from the cluster when the account may list Deployments), "
+                          f"else {DEFAULT_SCHEDULER_NAME}."),
         _step_options,
         click.option("-o", "--output", type=click.Choice(OUTPUTS), default="text",
                      show_default=True,
@@ -228,6 +231,20 @@ def _decision_options(command: Callable[..., None]) -> Callable[..., None]:
     )):
         command = option(command)
     return command
+
+
+DEFAULT_SCHEDULER_NAME = "gang"
+
+
+def _names(given: tuple[str, ...], api: pykube.HTTPClient | None) -> tuple[str, ...]:
+    """The schedulerNames that make a pod gangsched's: those given, else those the installed
+    Deployment serves, else the chart's default."""
+    if given:
+        return given
+    from gangsched.clusterobjects import deployed_scheduler_names
+
+    deployed = deployed_scheduler_names(api) if api is not None else frozenset()
+    return tuple(sorted(deployed)) or (DEFAULT_SCHEDULER_NAME,)
 
 
 def _fail(error: Exception) -> NoReturn:
@@ -315,7 +332,7 @@ def status(namespace: str | None, all_namespaces: bool, kubeconfig: str | None,
     objects = _read(api, scope, if_forbidden="" if scope else (
         "\n(gangsched status -n NAMESPACE reads one namespace alone, as a namespaced Role "
         "allows)"))
-    view, decision = _decide(objects, scheduler_names, step, now)
+    view, decision = _decide(objects, _names(scheduler_names, api), step, now)
     if scope is not None:
         # Without nodes the cycle's reasons would be about an empty cluster: keep
         # what the scheduler, which sees every node, wrote on each PodGroup.
@@ -403,6 +420,7 @@ def explain(target: str, namespace: str | None, kubeconfig: str | None, context:
                              output)
     except ObjectsError as error:
         _fail(error)
+    scheduler_names = _names(scheduler_names, api)
     view, decision = _decide(objects, scheduler_names, step, time.time())
     if kind in GROUP_KINDS:
         key = gang_key(namespace, name)
@@ -516,8 +534,10 @@ def simulate(files: tuple[Path, ...], from_cluster: bool, default_run_seconds: f
     if not files and not from_cluster:
         raise click.UsageError("give -f FILE (nodes, jobs) or --from-cluster")
     objects = ClusterObjects()
-    if from_cluster:
-        objects = _read(_client(kubeconfig, context))
+    api = _client(kubeconfig, context) if from_cluster else None
+    if api is not None:
+        objects = _read(api)
+    scheduler_names = _names(scheduler_names, api)
     now = time.time()
     try:
         objects.extend(from_files(files, created=now))

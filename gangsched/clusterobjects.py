@@ -10,6 +10,7 @@ user would ``kubectl apply`` them.
 from __future__ import annotations
 
 import copy
+import itertools
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -282,6 +283,41 @@ def _readable(objects: ClusterObjects, api: pykube.HTTPClient, version: str, plu
     except Forbidden:
         objects.unreadable.append(f"{plural}.{version.split('/')[0]}")
         return []
+
+
+DEPLOYMENT_LABEL = "app.kubernetes.io/name=gangsched"
+"""The label the chart gives gangsched's Deployment."""
+NAME_FLAG = "--scheduler-name"
+NAME_ENV = "GANGSCHED_SCHEDULER_NAME"
+
+
+def deployed_scheduler_names(api: pykube.HTTPClient) -> frozenset[str]:
+    """The schedulerNames the installed gangsched Deployments serve, from their containers'
+    arguments and environment; empty when there is none or the account may not list them."""
+    try:
+        response = api.get(version="apps/v1", url="deployments",
+                           params={"labelSelector": DEPLOYMENT_LABEL})
+    except requests.RequestException:
+        return frozenset()
+    if response.status_code >= 400:
+        return frozenset()
+    names: set[str] = set()
+    for deployment in response.json().get("items") or []:
+        template = ((deployment.get("spec") or {}).get("template") or {}).get("spec") or {}
+        for container in template.get("containers") or []:
+            names.update(_named(container))
+    return frozenset(names)
+
+
+def _named(container: Document) -> list[str]:
+    """The ``--scheduler-name`` values a container's arguments (or environment) give."""
+    args = [str(a) for a in (*(container.get("command") or ()), *(container.get("args") or ()))]
+    names = [arg.split("=", 1)[1] for arg in args if arg.startswith(f"{NAME_FLAG}=")]
+    names += [after for before, after in itertools.pairwise(args) if before == NAME_FLAG]
+    for env in container.get("env") or []:
+        if env.get("name") == NAME_ENV and env.get("value"):
+            names += str(env["value"]).split()
+    return names
 
 
 def from_cluster(api: pykube.HTTPClient, namespace: str | None = None) -> ClusterObjects:

@@ -97,6 +97,28 @@ def test_explain_names_the_node_that_lacks_a_gpu_and_what_would_let_it_run(
     assert f"its schedulerName is {carried!r}" in foreign.stderr, foreign.stderr
 
 
+def test_the_cli_takes_the_scheduler_names_the_installed_deployment_serves(
+    cluster: LocalCluster, ws: Workspace
+) -> None:
+    """No --scheduler-name given: a pod of a name the gangsched Deployment serves is
+    gangsched's to explain, not refused as another scheduler's."""
+    served = f"gang-{ws.name}"
+    ws.create({
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": "gangsched", "namespace": ws.name,
+                     "labels": {"app.kubernetes.io/name": "gangsched"}},
+        "spec": {"replicas": 0, "selector": {"matchLabels": {"app": "gangsched-cli-test"}},
+                 "template": {"metadata": {"labels": {"app": "gangsched-cli-test"}},
+                              "spec": {"containers": [{
+                                  "name": "gangsched", "image": "gangsched:test",
+                                  "args": ["run", "--scheduler-name=gang",
+                                           f"--scheduler-name={served}"]}]}}},
+    })
+    ws.create(ws.pod("waiting", cpu="1", scheduler=served, group="nowhere"))
+    answer = gangsched_cli(cluster, "explain", "waiting", "-n", ws.name, expect=3)
+    assert answer.strip() == f"Pod {ws.name}/waiting waits for PodGroup {ws.name}/nowhere to exist"
+
+
 @pytest.mark.usefixtures("blocked_gang")
 def test_status_lists_the_waiting_group_with_its_reason_and_queue(
     cluster: LocalCluster, ws: Workspace
