@@ -5,8 +5,8 @@ Runs the generator of ``tests/e2e/dra_oracle.py`` on its own local control
 plane (kube-scheduler, kube-controller-manager) for at least 500 (claim,
 node) pairs: the seed (``--seed`` or ``GANGSCHED_ORACLE_SEED`` replays it),
 the pairs, how many kube-scheduler accepted, and every pair where gangsched's
-allocator (for pods with rules beside their claim, its whole placement)
-disagrees. Exits 1 when any pair disagrees.
+allocator and the running pods' anti-affinity (for pods with rules beside their
+claim, its whole placement) disagree. Exits 1 when any pair disagrees.
 """
 
 from __future__ import annotations

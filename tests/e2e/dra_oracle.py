@@ -9,8 +9,10 @@ memory capacity, a one-clique ``matchAttribute`` constraint, ``firstAvailable``
 alternatives. Each claim is asked of every node at once by probes pinned to
 it, one claim per probe; gangsched answers from
 :func:`gangsched.core.dra.allocator.allocate_on_node` over the objects read
-from the API server before the probes. Any pair where they differ is a bug on
-one side.
+from the API server before the probes, and from the required anti-affinity of
+the pods already on the node (the neighbours below), which kube-scheduler
+holds against every probe whose labels it selects. Any pair where they differ
+is a bug on one side.
 
 Some probes ask no claim but ``example.com/gpu: N`` in their container
 requests, which no node lists and a DeviceClass of the run names (all GPUs,
@@ -50,6 +52,7 @@ from gangsched.core.dra.parse import (
     resource_claim_from_api,
     slice_from_api,
 )
+from gangsched.core.interpod import pod_rules_refusal
 from gangsched.core.kubeobjects.pods import pod_from_api
 from gangsched.core.model import Gang, GangKey, NodeName
 from gangsched.core.namespaces import resolve_pod
@@ -78,6 +81,9 @@ ADMIN_LABEL = "resource.kubernetes.io/admin-access"
 ZONE = "topology.kubernetes.io/zone"
 RULED = "ruled "
 """How the verdict of a probe with rules begins."""
+KEPT_OFF = "kept off by "
+"""How gangsched's answer for a probe without rules begins when the pods on its node
+keep it off."""
 
 
 def _kind(cluster: LocalCluster, kind: str) -> type[pykube.objects.APIObject]:
@@ -277,9 +283,19 @@ def _clear_probes(cluster: LocalCluster, namespace: str) -> None:
         time.sleep(0.2)
 
 
+def refused_by_rules(manifest: Mapping[str, Any], node: str, seen: oracle.Cluster) -> str | None:
+    """Why the pods on the node keep a probe without rules of its own off it (their
+    required anti-affinity, as kube-scheduler's InterPodAffinity filter reads it), or None."""
+    pod = resolve_pod(pod_from_api(manifest), seen.namespaces)
+    refusal = pod_rules_refusal(pod, NodeName(node), seen.nodes, seen.pods)
+    return None if refusal is None else (
+        f"{KEPT_OFF}{refusal.rule.value} {refusal.topology_key}={refusal.domain}")
+
+
 def probe_claim(cluster: LocalCluster, namespace: str, index: int, spec: dict[str, Any],
                 nodes: Sequence[str]) -> list[oracle.Verdict]:
     """One claim asked of every node at once (a claim and a probe per node)."""
+    seen = oracle.Cluster.read(cluster)
     before = inventory(cluster, namespace)
     claims = _kind(cluster, "ResourceClaim")
     for node in nodes:
@@ -292,9 +308,10 @@ def probe_claim(cluster: LocalCluster, namespace: str, index: int, spec: dict[st
     for node, manifest in probes.items():
         kube = kube_verdict(resolved[manifest["metadata"]["name"]])
         answer = allocate_on_node(before, [claim], NodeName(node), before.in_use)
-        ours = isinstance(answer, NodeAllocation)
+        rules = refused_by_rules(manifest, node, seen)
+        ours = isinstance(answer, NodeAllocation) and rules is None
         verdicts.append(oracle.Verdict(index, node, bool(kube), ours,
-                                       f"{spec['devices']} -> {answer}"[:300]))
+                                       f"{spec['devices']} -> {rules or answer}"[:300]))
     _clear_probes(cluster, namespace)
     return verdicts
 
@@ -418,6 +435,7 @@ def _extended_pod(namespace: str, name: str, count: int, node: str) -> dict[str,
 def probe_extended(cluster: LocalCluster, namespace: str, index: int, count: int,
                    nodes: Sequence[str]) -> list[oracle.Verdict]:
     """``example.com/gpu: count`` asked of every node at once (no node lists it)."""
+    seen = oracle.Cluster.read(cluster)
     before = inventory(cluster, namespace)
     probes = {node: _extended_pod(namespace, f"p{index}-{node}", count, node) for node in nodes}
     resolved = kube_judges(cluster, namespace, probes)
@@ -428,9 +446,10 @@ def probe_extended(cluster: LocalCluster, namespace: str, index: int, count: int
         served = served_by_devices(pod, before.extended, Resources.zero())
         answer = allocate_on_node(before, [extended_claim(pod, served, before.extended)[0]],
                                   NodeName(node), before.in_use) if served else None
-        ours = isinstance(answer, NodeAllocation)
+        rules = refused_by_rules(manifest, node, seen)
+        ours = isinstance(answer, NodeAllocation) and rules is None
         verdicts.append(oracle.Verdict(index, node, bool(kube), ours,
-                                       f"{EXTENDED}: {count} -> {answer}"[:300]))
+                                       f"{EXTENDED}: {count} -> {rules or answer}"[:300]))
     _clear_probes(cluster, namespace)
     return verdicts
 

@@ -241,8 +241,10 @@ def test_claims_fit_where_kube_scheduler_says_they_fit(
                               claims=ORACLE_CLAIMS)
     assert len(verdicts) == 3 * ORACLE_CLAIMS
     extended = sum(1 for v in verdicts if v.why.startswith(dra_oracle.EXTENDED))
+    kept_off = sum(1 for v in verdicts if dra_oracle.KEPT_OFF in v.why)
     print(f"{len(verdicts)} pairs, {extended} asking {dra_oracle.EXTENDED}, "
-          f"{sum(v.kube for v in verdicts)} accepted by kube-scheduler")
+          f"{sum(v.kube for v in verdicts)} accepted by kube-scheduler, "
+          f"{kept_off} kept off their node by the anti-affinity of a pod there")
     disagreements = [v for v in verdicts if v.kube != v.ours]
     assert not disagreements, (
         f"{len(disagreements)} of {len(verdicts)} pairs disagree "
