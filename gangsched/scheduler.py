@@ -118,7 +118,7 @@ class SchedulerConfig:
     reporter held back (an Event within ``EVENT_CHANGE_GAP_S`` of the last) goes out."""
     reason_hold_s: float = 60.0
     """A waiting gang's reported reason keeps its figures this long when only they moved
-    (see :func:`gangsched.core.reasons.reported_reasons`)."""
+    (see :func:`gangsched.core.report_plan.reported_reasons`)."""
     pod_report_s: float = 300.0
     """A waiting pod is reported to the reporter when its reason changes, and with an
     unchanged reason again after this long (its FailedScheduling Event sent again, a
@@ -139,8 +139,9 @@ class SchedulerConfig:
             policy=self.policy, starvation_s=self.starvation_s,
             replacement_grace_s=self.replacement_grace_s,
             preemption=self.preemption and evicts,
-            preemption_timeout_s=self.preemption_timeout_s, reason_hold_s=self.reason_hold_s,
-            pacing=Pacing(settle_s=self.settle_s, pod_report_s=self.pod_report_s),
+            preemption_timeout_s=self.preemption_timeout_s,
+            pacing=Pacing(figures_hold_s=self.reason_hold_s, settle_s=self.settle_s,
+                          pod_report_s=self.pod_report_s),
             provisioning=ProvisionLimits(timeout_s=self.provisioning_timeout_s),
             reclaim=self.reclaim, reclaim_interval_s=self.reclaim_interval_s,
             backfill=self.backfill,

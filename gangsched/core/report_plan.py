@@ -3,9 +3,11 @@
 Every waiting pod says why it waits (``PodScheduled=False``, as
 kube-scheduler writes it; autoscalers read it), every PodGroup says the whole
 truth of its phase, counts and conditions, every Queue what it holds. Pure:
-the writers skip what would change nothing and pace Events; this plan paces
-how often a waiting pod is handed to them at all, because thousands of
-waiting pods must not cost thousands of calls every cycle.
+this plan decides when a waiting gang's reason is said again
+(:func:`reported_reasons`: a reason whose figures alone moved waits
+``figures_hold_s``) and how often a waiting pod is handed to the writers at
+all (:func:`waiting_pods`), because thousands of waiting pods must not cost
+thousands of calls every cycle. The writers skip what would change nothing.
 """
 
 from __future__ import annotations
@@ -31,9 +33,29 @@ from gangsched.core.gangs import Gathered
 from gangsched.core.groups import Flavor, GroupStatus, MemberCounts, Phase, group_status
 from gangsched.core.hierarchy import QueueTree, build_tree, deserved_shares
 from gangsched.core.model import GangKey, Pod, PodKey, QueueName, QueueSpec, solo_gang_key
-from gangsched.core.reasons import render
+from gangsched.core.reasons import (
+    AwaitingVictims,
+    BindBackoff,
+    DevicesShort,
+    DoesNotFit,
+    GroupInvalid,
+    GroupMissing,
+    HeldForStarving,
+    NoDomainHolds,
+    NotReclaimable,
+    Preempting,
+    ProtectedByBudget,
+    ProtectedByShare,
+    Reason,
+    ReservedByAdmitted,
+    ShortOfMembers,
+    Starving,
+    TooBigToHold,
+    code_of,
+    render,
+)
 from gangsched.core.resources import Resources
-from gangsched.core.state import PodReport
+from gangsched.core.state import PodReport, Reported
 from gangsched.core.status_bodies import QueueStatus
 from gangsched.core.view import ClusterView, StepView
 
@@ -43,6 +65,9 @@ FORGET_EVERY = 100
 
 @dataclass(frozen=True, slots=True)
 class Pacing:
+    figures_hold_s: float = 60.0
+    """A waiting gang's reason whose figures alone moved is said again only this long
+    after it was first said (see :func:`reported_reasons`)."""
     settle_s: float = 15.0
     """A new reason is reported every cycle this long, so what a writer held back goes out."""
     pod_report_s: float = 300.0
@@ -136,10 +161,8 @@ def unplaceable_pods(view: ClusterView, gathered: Gathered) -> list[Action]:
     for key, pods in gathered.orphans.items():
         group = view.groups.get(key)
         error = gathered.invalid.get(key) or (group.error if group is not None else None)
-        message = (
-            f"PodGroup {key} is invalid: {error}" if group is not None and error
-            else f"waiting for PodGroup {key} to exist"
-        )
+        message = render(GroupInvalid(key, error) if group is not None and error
+                         else GroupMissing(key))
         actions.extend(MarkUnschedulable(pod.key, message) for pod in pods
                        if pod.key in view.pods)
     return actions
@@ -290,3 +313,75 @@ def queue_statuses(
         for queue, spec in view.queues.items()
         if counted is None or queue in counted or queue not in settled
     ]
+
+
+def reported_reasons(
+    reported: Mapping[GangKey, Reported],
+    reasons: Mapping[GangKey, Reason],
+    now: float,
+    hold_s: float,
+) -> dict[GangKey, Reported]:
+    """The reasons to report now: a new reason, unless only its figures moved.
+
+    While other gangs come and go, the room a waiting gang is told about
+    ("3 nodes can take 1 each") changes nearly every cycle, and each change
+    would rewrite the condition of every waiting pod, send Events and log a
+    line: thousands of writes a minute on a busy cluster for nothing anyone
+    acts on. So a reason of the same kind whose steady part (see
+    :func:`_steady`: what the gang asks, what it holds, what it waits for) is
+    unchanged, and whose moving figures differ, keeps the reason reported
+    before until that one is ``hold_s`` old. Any other change is reported
+    at once.
+    """
+    settled: dict[GangKey, Reported] = {}
+    for gang, reason in reasons.items():
+        before = reported.get(gang)
+        if before is not None and (before.reason == reason or (
+            now - before.since < hold_s and _only_figures_moved(before.reason, reason)
+        )):
+            settled[gang] = before
+        else:
+            settled[gang] = Reported(reason, now)
+    return settled
+
+
+def _only_figures_moved(old: Reason, new: Reason) -> bool:
+    steady = _steady(new)
+    return steady is not None and type(old) is type(new) and _steady(old) == steady
+
+
+def _steady(reason: Reason) -> object | None:
+    """What of a reason must stay the same for a change to be only its figures moving;
+    None for a reason whose every figure matters at once."""
+    match reason:
+        case DoesNotFit():
+            return (reason.gang, reason.need, reason.bound, reason.min_member,
+                    tuple((shape.requests, shape.wanted) for shape in reason.shapes))
+        case NoDomainHolds():
+            return (reason.label, reason.domains)
+        case ShortOfMembers():
+            return (reason.gang, reason.needs)
+        case BindBackoff():
+            return (reason.pod, reason.status, reason.message, reason.others)
+        case ReservedByAdmitted():
+            return (reason.reserved, reason.starving, reason.starving_held)
+        case HeldForStarving():
+            return (reason.starving, reason.held)
+        case DevicesShort():
+            # Which member, claim and request, and what it asks: the devices free on the
+            # best node move with every gang that comes and goes.
+            return (reason.gang, reason.pod, reason.claim, reason.request, reason.need,
+                    reason.attribute, reason.minimum, reason.placed, reason.unreadable,
+                    reason.resource)
+        case Starving():
+            return (reason.urgency, reason.hold, code_of(reason.cause), _steady(reason.cause))
+        case TooBigToHold():
+            return (reason.urgency, reason.need, code_of(reason.cause), _steady(reason.cause))
+        case Preempting() | AwaitingVictims():
+            return (reason.victims, reason.hold, code_of(reason.cause), _steady(reason.cause))
+        case ProtectedByBudget():
+            return (reason.gangs, reason.budgets, code_of(reason.cause), _steady(reason.cause))
+        case NotReclaimable() | ProtectedByShare():
+            return (reason.queues, code_of(reason.cause), _steady(reason.cause))
+        case _:
+            return None

@@ -136,8 +136,6 @@ WORDED: list[tuple[Reason, str]] = [
     (ProtectedByShare((QueueName("b"),), QueueClosed(Q)),
      "no preemption: the gangs of lower priority that could make room are of queue 'b', "
      "which would fall below its deserved share; queue 'q' is closed: it admits no new gangs"),
-    ("a message from a writer not yet turned to data", "a message from a writer not yet "
-                                                       "turned to data"),
 ]
 
 

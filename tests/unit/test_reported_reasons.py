@@ -12,14 +12,14 @@ from gangsched.core.reasons import (
     DoesNotFit,
     MembersMissing,
     Reason,
-    Reported,
     ShapeFigures,
     ShortOfMembers,
     Starved,
     Starving,
-    reported_reasons,
 )
+from gangsched.core.report_plan import reported_reasons
 from gangsched.core.resources import Resources
+from gangsched.core.state import Reported
 
 GANG = GangKey("ns/train")
 GPU = Resources.of({"nvidia.com/gpu": 1, "pods": 1})
