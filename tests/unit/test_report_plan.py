@@ -19,6 +19,7 @@ from gangsched.core.actions import (
 )
 from gangsched.core.model import GangKey, Pod, PodKey, QueueName, QueueSpec
 from gangsched.core.placement import Snapshot
+from gangsched.core.reasons import GroupInvalid, GroupMissing, render
 from gangsched.core.report_plan import FORGET_EVERY, Pacing
 from gangsched.core.state import State
 from gangsched.core.step import StepConfig, Stepped, step
@@ -79,8 +80,8 @@ def test_pods_of_a_missing_or_invalid_group_and_unreadable_pods_say_why() -> Non
     stepped = step(State(), cluster, 1000.0, CONFIG)
     messages = {a.pod: a.message for a in of_type(stepped.actions, MarkUnschedulable)}
     assert messages == {
-        "ns/lost-0": "waiting for PodGroup ns/lost to exist",
-        "ns/broken-0": "PodGroup ns/broken is invalid: minMember must be at least 1",
+        "ns/lost-0": render(GroupMissing(GangKey("ns/lost"))),
+        "ns/broken-0": render(GroupInvalid(GangKey("ns/broken"), "minMember must be at least 1")),
     }
     assert of_type(stepped.actions, MarkInvalid) == [MarkInvalid(PodKey("ns/odd"),
                                                                  "cpu: bad quantity")]
