@@ -82,10 +82,11 @@ class Reporter:
         await self._dispatcher.drain()
 
     # ---- pods -------------------------------------------------------------------
-    def pod_unschedulable(self, record: PodRecord, message: str) -> None:
-        """``PodScheduled=False/Unschedulable`` as kube-scheduler writes it: autoscalers read it."""
+    def pod_unschedulable(self, record: PodRecord, message: str, *, event: bool = True) -> None:
+        """``PodScheduled=False/Unschedulable`` as kube-scheduler writes it: autoscalers read it;
+        ``event``: a ``FailedScheduling`` Event is due too (the report plan says when)."""
         self._unschedulable(record.pod.key, record.uid, record.scheduled_message, message,
-                            record.resource_version)
+                            record.resource_version, event=event)
 
     def pod_gated(self, record: PodRecord, message: str) -> None:
         """``PodScheduled=False/SchedulingGated`` as kube-scheduler writes it, and no Event.
@@ -108,7 +109,7 @@ class Reporter:
 
     def _unschedulable(
         self, pod: PodKey, uid: str, current: str | None, message: str, version: str,
-        reason: str = "Unschedulable",
+        reason: str = "Unschedulable", *, event: bool = True,
     ) -> None:
         """The condition is paced per pod (``CONDITION_CHANGE_GAP_S``, the latest wins); a
         pod new under an old name has another UID, so its first condition goes at once."""
@@ -120,7 +121,7 @@ class Reporter:
                 functools.partial(self._write_condition, pod, message, version, reason),
                 state=(reason, message), gap=CONDITION_CHANGE_GAP_S, retry=True,
             ))
-        if reason == "Unschedulable":
+        if reason == "Unschedulable" and event:
             involved = {"apiVersion": "v1", "namespace": namespace, "name": name}
             if uid:
                 involved["uid"] = uid

@@ -68,10 +68,8 @@ class Pacing:
     figures_hold_s: float = 60.0
     """A waiting gang's reason whose figures alone moved is said again only this long
     after it was first said (see :func:`reported_reasons`)."""
-    settle_s: float = 15.0
-    """A new reason is reported every cycle this long, so what a writer held back goes out."""
     pod_report_s: float = 300.0
-    """Then an unchanged reason is reported again this often."""
+    """A waiting pod's unchanged reason is said again (its Event) this often."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,8 +127,16 @@ def waiting_pods(
     now: float,
     pacing: Pacing,
 ) -> tuple[dict[PodKey, PodReport], list[Action]]:
-    """Each pending pod of a waiting gang, when due: its reason is new (a new pod under
-    the same name is new too), still settling, or last reported ``pod_report_s`` ago."""
+    """Each pending pod of a waiting gang, when due.
+
+    Its Event is due when its reason is new (a new pod under the same name is new
+    too) and again every ``pod_report_s`` while it is unchanged, as kube-scheduler
+    retries an unschedulable pod within five minutes. Its condition is written with
+    the Event, and again at any cycle its ``PodScheduled`` condition does not say the
+    reason yet: a write refused (the pod changed meanwhile) or not seen yet is made
+    good at the next cycle, whenever that is, and the writers skip a write already
+    accepted.
+    """
     reports: dict[PodKey, PodReport] = {}
     actions: list[Action] = []
     for gang in gathered.gangs:
@@ -142,16 +148,17 @@ def waiting_pods(
             if record is None:
                 continue
             last = previous.get(pod.key)
+            event = True
             if last is None or (last.uid, last.reason) != (record.uid, reason):
                 last = PodReport(record.uid, reason, now, now)
-            elif (now - last.since >= pacing.settle_s
-                  and now - last.at < pacing.pod_report_s):
-                reports[pod.key] = last
-                continue
-            else:
+            elif now - last.at >= pacing.pod_report_s:
                 last = replace(last, at=now)
+            else:
+                event = False
             reports[pod.key] = last
-            actions.append(MarkUnschedulable(pod.key, reason, gated=bool(pod.gates)))
+            if event or record.scheduled_message != reason:
+                actions.append(MarkUnschedulable(pod.key, reason, gated=bool(pod.gates),
+                                                 event=event))
     return reports, actions
 
 

@@ -49,10 +49,8 @@ class Reported:
 
 @dataclass(frozen=True, slots=True)
 class PodReport:
-    """What a waiting pod was last reported as waiting for.
-
-    Reported every cycle while the reason is new (for ``settle_s``, so an Event the
-    reporter held back goes out once it settles), then once every ``pod_report_s``.
+    """What a waiting pod was last reported as waiting for (``since``), and when its
+    Event was last asked for (``at``): see :func:`gangsched.core.report_plan.waiting_pods`.
     """
 
     uid: str

@@ -28,12 +28,26 @@ from tests.unit.test_cycle import DEFAULT, cpu, node, pod
 from tests.unit.test_step import Cluster, Group, group, members, status_of, view
 
 T = TypeVar("T")
-CONFIG = StepConfig(starvation_s=1e6, pacing=Pacing(settle_s=15.0, pod_report_s=300.0))
+CONFIG = StepConfig(starvation_s=1e6, pacing=Pacing(pod_report_s=300.0))
 JOB = GangKey("ns/job")
 
 
 def marked(stepped: Stepped) -> list[tuple[str, bool]]:
     return [(a.pod, a.gated) for a in stepped.actions if isinstance(a, MarkUnschedulable)]
+
+
+def told(stepped: Stepped) -> list[str]:
+    """The pods whose Event is due this cycle."""
+    return [a.pod for a in stepped.actions if isinstance(a, MarkUnschedulable) and a.event]
+
+
+def showing(cluster: StepView, stepped: Stepped) -> StepView:
+    """The view once every condition asked for is written and seen by the mirror."""
+    said = {a.pod: a.message for a in stepped.actions if isinstance(a, MarkUnschedulable)}
+    pods = cast(Cluster, cluster.cluster).pods
+    return replace(cluster, cluster=replace(cast(Cluster, cluster.cluster), pods={
+        key: replace(record, scheduled_message=said.get(key, record.scheduled_message))
+        for key, record in pods.items()}))
 
 
 def of_type(actions: tuple[Action, ...], kind: type[T]) -> list[T]:
@@ -44,25 +58,39 @@ def waiting_job(pods: list[Pod] | None = None, uids: dict[str, str] | None = Non
     return view([node("n1", 1)], pods or members("job", 2), [group("job", 2)], uids=uids)
 
 
-def test_a_waiting_pod_is_reported_while_its_reason_is_new_then_every_five_minutes() -> None:
-    state, counts = State(), []
+def test_a_waiting_pod_is_told_when_its_reason_is_new_then_every_five_minutes() -> None:
+    state, cluster, counts = State(), waiting_job(), []
     for seconds in (0, 5, 10, 20, 200, 290, 310, 320):
-        stepped = step(state, waiting_job(), 1000.0 + seconds, CONFIG)
-        counts.append(len(marked(stepped)))
-        state = stepped.state
-    # Both pods within settle_s (15 s) of the reason, then once 300 s after the last.
-    assert counts == [2, 2, 2, 0, 0, 0, 2, 0]
+        stepped = step(state, cluster, 1000.0 + seconds, CONFIG)
+        counts.append((len(told(stepped)), len(marked(stepped))))
+        state, cluster = stepped.state, showing(cluster, stepped)
+    # Both pods' Events and conditions at once, nothing while the conditions say the
+    # reason, both Events again 300 s after the last.
+    assert counts == [(2, 2), (0, 0), (0, 0), (0, 0), (0, 0), (0, 0), (2, 2), (0, 0)]
+
+
+def test_a_condition_not_showing_the_reason_is_written_again_at_the_next_cycle() -> None:
+    """A condition write refused because the pod changed meanwhile (409) is not retried
+    by the writers: the next cycle, however late, asks for it again, without an Event."""
+    first = step(State(), waiting_job(), 1000.0, CONFIG)
+    cluster = showing(waiting_job(), first)
+    lost = replace(cluster, cluster=replace(cast(Cluster, cluster.cluster), pods={
+        **cast(Cluster, cluster.cluster).pods,
+        PodKey("ns/job-1"): replace(cast(Cluster, cluster.cluster).pods[PodKey("ns/job-1")],
+                                    scheduled_message=None)}))
+    again = step(first.state, lost, 1060.0, CONFIG)
+    assert marked(again) == [("ns/job-1", False)] and told(again) == []
 
 
 def test_a_new_reason_or_a_new_pod_under_the_same_name_is_reported_at_once() -> None:
     state = State()
     for seconds in (0, 20):
         state = step(state, waiting_job(), 1000.0 + seconds, CONFIG).state
-    assert marked(step(state, waiting_job(), 1030.0, CONFIG)) == []
+    assert told(step(state, waiting_job(), 1030.0, CONFIG)) == []
     recreated = waiting_job(uids={"ns/job-0": "second-life"})
-    assert marked(step(state, recreated, 1030.0, CONFIG)) == [("ns/job-0", False)]
+    assert told(step(state, recreated, 1030.0, CONFIG)) == ["ns/job-0"]
     bigger = view([node("n1", 1)], members("job", 3), [group("job", 3)])
-    assert len(marked(step(state, bigger, 1030.0, CONFIG))) == 3, "its reason changed"
+    assert len(told(step(state, bigger, 1030.0, CONFIG))) == 3, "its reason changed"
 
 
 def test_a_gated_pod_is_marked_gated_not_unschedulable() -> None:

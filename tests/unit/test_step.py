@@ -65,6 +65,7 @@ class Group:
 class Record:
     pod: Pod
     uid: str
+    scheduled_message: str | None = None
 
 
 @dataclass(frozen=True)
