@@ -98,7 +98,6 @@ def plan_reports(
     """Every report of one full cycle; ``reasons`` are the texts to report per gang."""
     cluster = view.cluster
     reports, actions = waiting_pods(cluster, gathered, reasons, previous, now, pacing)
-    actions.extend(unplaceable_pods(cluster, gathered))
     actions.extend(MarkInvalid(pod, error) for pod, error in view.bad_pods.items())
     problems, tell = runtime_problems(gathered)
     actions.extend(tell)
@@ -127,7 +126,8 @@ def waiting_pods(
     now: float,
     pacing: Pacing,
 ) -> tuple[dict[PodKey, PodReport], list[Action]]:
-    """Each pending pod of a waiting gang, when due.
+    """Each pending pod of a waiting gang, and each pod of a missing or invalid
+    PodGroup (:func:`unplaceable_pods`), when due.
 
     Its Event is due when its reason is new (a new pod under the same name is new
     too) and again every ``pod_report_s`` while it is unchanged, as kube-scheduler
@@ -137,42 +137,38 @@ def waiting_pods(
     good at the next cycle, whenever that is, and the writers skip a write already
     accepted.
     """
+    waiting = [(pod.key, reason, bool(pod.gates)) for gang in gathered.gangs
+               if (reason := reasons.get(gang.key)) is not None for pod in gang.pending]
     reports: dict[PodKey, PodReport] = {}
     actions: list[Action] = []
-    for gang in gathered.gangs:
-        reason = reasons.get(gang.key)
-        if reason is None:
+    for pod, reason, gated in (*waiting, *unplaceable_pods(view, gathered)):
+        record = view.pods.get(pod)
+        if record is None:
             continue
-        for pod in gang.pending:
-            record = view.pods.get(pod.key)
-            if record is None:
-                continue
-            last = previous.get(pod.key)
-            event = True
-            if last is None or (last.uid, last.reason) != (record.uid, reason):
-                last = PodReport(record.uid, reason, now, now)
-            elif now - last.at >= pacing.pod_report_s:
-                last = replace(last, at=now)
-            else:
-                event = False
-            reports[pod.key] = last
-            if event or record.scheduled_message != reason:
-                actions.append(MarkUnschedulable(pod.key, reason, gated=bool(pod.gates),
-                                                 event=event))
+        last = previous.get(pod)
+        event = True
+        if last is None or (last.uid, last.reason) != (record.uid, reason):
+            last = PodReport(record.uid, reason, now, now)
+        elif now - last.at >= pacing.pod_report_s:
+            last = replace(last, at=now)
+        else:
+            event = False
+        reports[pod] = last
+        if event or record.scheduled_message != reason:
+            actions.append(MarkUnschedulable(pod, reason, gated=gated, event=event))
     return reports, actions
 
 
-def unplaceable_pods(view: ClusterView, gathered: Gathered) -> list[Action]:
-    """Pods no cycle can place: their PodGroup is missing or invalid."""
-    actions: list[Action] = []
+def unplaceable_pods(view: ClusterView, gathered: Gathered) -> list[tuple[PodKey, str, bool]]:
+    """Pods no cycle can place, with why: their PodGroup is missing or invalid."""
+    told: list[tuple[PodKey, str, bool]] = []
     for key, pods in gathered.orphans.items():
         group = view.groups.get(key)
         error = gathered.invalid.get(key) or (group.error if group is not None else None)
         message = render(GroupInvalid(key, error) if group is not None and error
                          else GroupMissing(key))
-        actions.extend(MarkUnschedulable(pod.key, message) for pod in pods
-                       if pod.key in view.pods)
-    return actions
+        told.extend((pod.key, message, False) for pod in pods)
+    return told
 
 
 def group_statuses(

@@ -116,6 +116,15 @@ def test_pods_of_a_missing_or_invalid_group_and_unreadable_pods_say_why() -> Non
     assert of_type(stepped.actions, MarkGroupInvalid) == [MarkGroupInvalid(invalid.key)]
 
 
+def test_a_pod_of_a_missing_group_is_told_as_a_waiting_pod_is_not_every_cycle() -> None:
+    state, cluster, counts = State(), view([node("n1", 4)], members("lost", 1), []), []
+    for seconds in (0, 60, 120, 310):
+        stepped = step(state, cluster, 1000.0 + seconds, CONFIG)
+        counts.append((told(stepped), len(marked(stepped))))
+        state, cluster = stepped.state, showing(cluster, stepped)
+    assert counts == [(["ns/lost-0"], 1), ([], 0), ([], 0), (["ns/lost-0"], 1)]
+
+
 def test_a_pod_in_no_podgroup_is_told_itself_of_an_unreadable_runtime() -> None:
     bad = "annotation scheduling.gangsched.io/expected-runtime='-5m' is negative"
     waiting, running = pod("ns/lone", 8), pod("ns/ran", 1, on="n1")
