@@ -120,7 +120,7 @@ def scenarios(draw: st.DrawFn) -> Scenario:
     return Scenario(nodes, gangs, steps, draw(st.floats(1, 90)), draw(st.floats(5, 120)))
 
 
-def start(scenario: Scenario, clock: Clock, reuse: bool, *, settle_s: float = 0.0,
+def start(scenario: Scenario, clock: Clock, reuse: bool, *,
           binder: object = None, reporter: object = None) -> Scheduler:
     mirror = Mirror(scheduler_names=frozenset({"gang"}))
     Feed(mirror).replace("nodes", [node(f"n{i}", gpus) for i, gpus in enumerate(scenario.nodes)])
@@ -129,7 +129,7 @@ def start(scenario: Scenario, clock: Clock, reuse: bool, *, settle_s: float = 0.
     for gang in scenario.gangs:
         Feed(mirror).upsert_group(Flavor.GANGSCHED,
                                   podgroup(gang.name, gang.min_member, gang.timeout))
-    config = SchedulerConfig(reuse_unchanged=reuse, settle_s=settle_s, refresh_s=1e9,
+    config = SchedulerConfig(reuse_unchanged=reuse, refresh_s=1e9,
                              starvation_s=scenario.starvation_s,
                              assume_ttl_s=scenario.assume_ttl_s)
     return Scheduler(mirror=mirror, binder=cast(Binder, binder or PendingBinder()),
@@ -214,7 +214,7 @@ def test_a_waiting_pods_event_is_due_when_its_reason_is_new_then_every_few_minut
         scenario = Scenario(nodes=[1], gangs=[Gang("big", 2, 1, 2, None)],
                             steps=[], starvation_s=1e6, assume_ttl_s=60.0)
         reporter = CountingReporter()
-        scheduler = start(scenario, clock, False, settle_s=15.0, reporter=reporter)
+        scheduler = start(scenario, clock, False, reporter=reporter)
         counts = []
         for seconds in (0, 5, 10, 20, 200, 290, 310):
             clock.now = 1000.0 + seconds
