@@ -38,10 +38,6 @@ from gangsched.mirror import GroupRecord, PodRecord
 
 log = structlog.get_logger(__name__)
 
-CONDITION_CHANGE_GAP_S = 2.0
-"""The least time between two rewrites of one pod's condition; the latest wins."""
-
-
 def _group_id(group: GroupRecord) -> ObjectId:
     return object_id_of(group.uid, f"podgroup/{group.flavor.value}", group.key)
 
@@ -111,15 +107,16 @@ class Reporter:
         self, pod: PodKey, uid: str, current: str | None, message: str, version: str,
         reason: str = "Unschedulable", *, event: bool = True,
     ) -> None:
-        """The condition is paced per pod (``CONDITION_CHANGE_GAP_S``, the latest wins); a
-        pod new under an old name has another UID, so its first condition goes at once."""
+        """The condition goes when the report plan asks (the dispatcher coalesces, skips
+        what was accepted and retries); a pod new under an old name has another UID, so
+        nothing of the old one's is skipped."""
         namespace, name = pod.split("/", 1)
         object_id = object_id_of(uid, "pod", pod)
         if current != message:
             self._dispatcher.submit(Call(
                 (object_id, ""), Rank.STATUS, f"pod condition {pod}",
                 functools.partial(self._write_condition, pod, message, version, reason),
-                state=(reason, message), gap=CONDITION_CHANGE_GAP_S, retry=True,
+                state=(reason, message), retry=True,
             ))
         if reason == "Unschedulable" and event:
             involved = {"apiVersion": "v1", "namespace": namespace, "name": name}

@@ -68,6 +68,9 @@ class Pacing:
     figures_hold_s: float = 60.0
     """A waiting gang's reason whose figures alone moved is said again only this long
     after it was first said (see :func:`reported_reasons`)."""
+    change_gap_s: float = 2.0
+    """Any other new reason of a waiting gang is said no sooner than this after the last:
+    a reason that changes at every cycle for a moment is said once it holds."""
     pod_report_s: float = 300.0
     """A waiting pod's unchanged reason is said again (its Event) this often."""
 
@@ -323,8 +326,10 @@ def reported_reasons(
     reasons: Mapping[GangKey, Reason],
     now: float,
     hold_s: float,
+    gap_s: float = 0.0,
 ) -> dict[GangKey, Reported]:
-    """The reasons to report now: a new reason, unless only its figures moved.
+    """The reasons to report now: a new reason, unless only its figures moved, or it
+    comes within ``gap_s`` of the last.
 
     While other gangs come and go, the room a waiting gang is told about
     ("3 nodes can take 1 each") changes nearly every cycle, and each change
@@ -334,12 +339,15 @@ def reported_reasons(
     :func:`_steady`: what the gang asks, what it holds, what it waits for) is
     unchanged, and whose moving figures differ, keeps the reason reported
     before until that one is ``hold_s`` old. Any other change is reported
-    at once.
+    once the reason before is ``gap_s`` old, so a gang whose reason changes with
+    every pod an operator creates, or every gang that comes and goes, is told
+    the reason that holds, not each one in between. The step wakes when a hold
+    or a gap ends (:func:`gangsched.core.step.threshold_moments`).
     """
     settled: dict[GangKey, Reported] = {}
     for gang, reason in reasons.items():
         before = reported.get(gang)
-        if before is not None and (before.reason == reason or (
+        if before is not None and (before.reason == reason or now - before.since < gap_s or (
             now - before.since < hold_s and _only_figures_moved(before.reason, reason)
         )):
             settled[gang] = before

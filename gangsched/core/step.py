@@ -108,7 +108,8 @@ def step(state: State, view: StepView, now: float, config: StepConfig) -> Steppe
     # status says why, and their schedule timeout runs.
     reasons = {u.gang: u.reason for u in (*result.unplaceable, *result.unadmitted)}
     waiting_since = {gang: state.waiting_since.get(gang, now) for gang in reasons}
-    reported = reported_reasons(state.reported, reasons, now, config.pacing.figures_hold_s)
+    reported = reported_reasons(state.reported, reasons, now, config.pacing.figures_hold_s,
+                                config.pacing.change_gap_s)
     shown = {gang: text.text for gang, text in reported.items()}  # rendered once, here
     state = replace(
         state, admitted=result.admitted, waiting_since=waiting_since,
@@ -283,9 +284,10 @@ def threshold_moments(
     """When the clock alone would change this cycle's answer (see core.thresholds),
     or what it reports: a reason held back is reported once its hold ends."""
     moments = [since + config.starvation_s for since in state.waiting_since.values()]
-    moments.extend(reported.since + config.pacing.figures_hold_s
+    moments.extend(reported.since + wait
                    for gang, reported in state.reported.items()
-                   if reported.reason != reasons[gang])
+                   if reported.reason != reasons[gang]
+                   for wait in (config.pacing.change_gap_s, config.pacing.figures_hold_s))
     for gang, since in state.waiting_since.items():
         group = view.cluster.groups.get(gang)
         if group is not None and group.spec is not None and (

@@ -69,6 +69,18 @@ def test_a_waiting_pod_is_told_when_its_reason_is_new_then_every_five_minutes() 
     assert counts == [(2, 2), (0, 0), (0, 0), (0, 0), (0, 0), (0, 0), (2, 2), (0, 0)]
 
 
+def test_a_reason_that_changes_within_two_seconds_is_told_when_the_gap_ends() -> None:
+    first = step(State(), waiting_job(), 1000.0, CONFIG)
+    bigger = view([node("n1", 1)], members("job", 3), [group("job", 3)])
+    soon = step(first.state, bigger, 1001.0, CONFIG)
+    assert told(soon) == ["ns/job-2"], "within the gap the reason told before stands, and a "\
+        "new pod is told it"
+    assert 1002.0 - 0.01 <= min(t for t in soon.thresholds if t > 1001.0) <= 1002.0, (
+        "the step wakes when the gap ends")
+    ended = step(soon.state, bigger, 1002.0, CONFIG)
+    assert len(told(ended)) == 3
+
+
 def test_a_condition_not_showing_the_reason_is_written_again_at_the_next_cycle() -> None:
     """A condition write refused because the pod changed meanwhile (409) is not retried
     by the writers: the next cycle, however late, asks for it again, without an Event."""

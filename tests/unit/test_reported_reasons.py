@@ -67,6 +67,21 @@ def test_a_new_kind_of_reason_is_reported_at_once() -> None:
     assert held[GANG] == Reported(starving(room(0)), 2.0)
 
 
+def test_a_new_kind_of_reason_waits_out_the_gap_after_the_last() -> None:
+    """A gang whose reason changes at every cycle for a moment (its last pods being
+    created, gangs coming and going) is told the one that holds, not each in between."""
+    members = MembersMissing(GANG, need=8, min_member=8, bound=0)
+    first = reported_reasons({}, {GANG: members}, now=0.0, hold_s=60.0, gap_s=2.0)
+    soon = reported_reasons(first, {GANG: room(0)}, now=0.5, hold_s=60.0, gap_s=2.0)
+    assert soon[GANG] == Reported(members, 0.0)
+    flapped = reported_reasons(soon, {GANG: starving(room(0))}, now=1.5, hold_s=60.0,
+                               gap_s=2.0)
+    assert flapped[GANG] == Reported(members, 0.0)
+    held = reported_reasons(flapped, {GANG: starving(room(0))}, now=2.0, hold_s=60.0,
+                            gap_s=2.0)
+    assert held[GANG] == Reported(starving(room(0)), 2.0)
+
+
 def test_a_wrapping_reason_holds_while_only_its_cause_s_figures_move() -> None:
     first = reported_reasons({}, {GANG: starving(room(0))}, now=0.0, hold_s=60.0)
     moved = reported_reasons(first, {GANG: starving(room(2))}, now=1.0, hold_s=60.0)
