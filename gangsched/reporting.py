@@ -1,10 +1,11 @@
 """What users see of the scheduler's decisions: pod conditions, Events, group and queue status.
 
-The reporter decides what to write; the dispatcher (:mod:`gangsched.dispatcher`)
-decides when and whether it goes out: it skips what the API server already
-accepted, paces ``FailedScheduling`` Events per object (a gang that waits an
-hour must not write an Event every cycle), retries failed status writes with
-backoff, and never stalls a scheduling cycle. Everything is keyed by the
+The report plan (:mod:`gangsched.core.report_plan`) decides when a waiting
+pod's condition and ``FailedScheduling`` Event are due; the reporter words the
+writes, and the dispatcher (:mod:`gangsched.dispatcher`) sends them: it skips
+what the API server already accepted, paces the Events of PodGroups and Queues
+per object, retries failed status writes with backoff, and never stalls a
+scheduling cycle. Everything is keyed by the
 object's UID, so a pod or PodGroup created again under an old name starts
 with nothing remembered.
 """
@@ -123,7 +124,7 @@ class Reporter:
             if uid:
                 involved["uid"] = uid
             self.events.post(involved, kind="Pod", reason="FailedScheduling", message=message,
-                       type_="Warning", paced=True)
+                             type_="Warning")
 
     async def _write_condition(self, pod: PodKey, message: str, version: str,
                                reason: str) -> Answer:
@@ -198,8 +199,8 @@ class Reporter:
         """Whether the object's runtime problem is one not told yet, now remembered as told.
 
         Told once per problem, its Event is not paced: in the paced slot the
-        object's waiting warning (``FailedScheduling``, a group's ``Unschedulable``),
-        asked for in the same cycle, would replace it before it went out.
+        object's waiting warning (a group's ``Unschedulable``), asked for in the same
+        cycle, would replace it before it went out.
         """
         if self._runtime_told.get(object_id) == problem:
             return False

@@ -73,6 +73,10 @@ class Pacing:
     a reason that changes at every cycle for a moment is said once it holds."""
     pod_report_s: float = 300.0
     """A waiting pod's unchanged reason is said again (its Event) this often."""
+    event_gap_s: float = 10.0
+    """A waiting pod's Event for a new reason goes no sooner than this after its last
+    Event: a pod whose reason changes twice in a few seconds costs one Event, of the
+    reason that holds."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,10 +137,11 @@ def waiting_pods(
     PodGroup (:func:`unplaceable_pods`), when due.
 
     Its Event is due when its reason is new (a new pod under the same name is new
-    too) and again every ``pod_report_s`` while it is unchanged, as kube-scheduler
-    retries an unschedulable pod within five minutes. Its condition is written with
-    the Event, and again at any cycle its ``PodScheduled`` condition does not say the
-    reason yet: a write refused (the pod changed meanwhile) or not seen yet is made
+    too), once ``event_gap_s`` have passed since its last Event (the step wakes then:
+    :func:`event_moments`), and again every ``pod_report_s`` while it is unchanged, as
+    kube-scheduler retries an unschedulable pod within five minutes. Its condition is
+    written at once, and again at any cycle its ``PodScheduled`` condition does not say
+    the reason yet: a write refused (the pod changed meanwhile) or not seen yet is made
     good at the next cycle, whenever that is, and the writers skip a write already
     accepted.
     """
@@ -149,17 +154,24 @@ def waiting_pods(
         if record is None:
             continue
         last = previous.get(pod)
-        event = True
-        if last is None or (last.uid, last.reason) != (record.uid, reason):
-            last = PodReport(record.uid, reason, now, now)
-        elif now - last.at >= pacing.pod_report_s:
-            last = replace(last, at=now)
-        else:
-            event = False
+        if last is None or last.uid != record.uid:
+            last = PodReport(record.uid, reason, now, float("-inf"))
+        elif last.reason != reason:
+            last = replace(last, reason=reason, since=now)
+        event = now - last.at >= (pacing.event_gap_s if last.said != reason
+                                  else pacing.pod_report_s)
+        if event:
+            last = replace(last, at=now, said=reason)
         reports[pod] = last
         if event or record.scheduled_message != reason:
             actions.append(MarkUnschedulable(pod, reason, gated=gated, event=event))
     return reports, actions
+
+
+def event_moments(reports: Mapping[PodKey, PodReport], pacing: Pacing) -> list[float]:
+    """When an Event held back by ``event_gap_s`` becomes due: the step wakes then."""
+    return [report.at + pacing.event_gap_s for report in reports.values()
+            if report.said != report.reason]
 
 
 def unplaceable_pods(view: ClusterView, gathered: Gathered) -> list[tuple[PodKey, str, bool]]:

@@ -50,13 +50,15 @@ class Reported:
 @dataclass(frozen=True, slots=True)
 class PodReport:
     """What a waiting pod was last reported as waiting for (``since``), and when its
-    Event was last asked for (``at``): see :func:`gangsched.core.report_plan.waiting_pods`.
+    Event was last asked for (``at``) and what it said (``said``): see
+    :func:`gangsched.core.report_plan.waiting_pods`.
     """
 
     uid: str
     reason: str
     since: float
     at: float
+    said: str = ""
 
 
 @dataclass(frozen=True, slots=True)

@@ -32,7 +32,7 @@ from gangsched.core.holds import GroupLife, Hold, Seat, seats_of, update_holds
 from gangsched.core.model import DEFAULT_QUEUE, GangKey, PodKey, Policy
 from gangsched.core.provisioning import ProvisionLimits, provision_first
 from gangsched.core.reasons import Reason
-from gangsched.core.report_plan import Pacing, plan_reports, reported_reasons
+from gangsched.core.report_plan import Pacing, event_moments, plan_reports, reported_reasons
 from gangsched.core.state import InFlight, State
 from gangsched.core.view import Gathering, StepView, cycle_input, gather_view
 
@@ -132,7 +132,7 @@ def step(state: State, view: StepView, now: float, config: StepConfig) -> Steppe
                       queues_served=plan.queues_served),
         actions=(*notes, *ended, *claim_writes, *acts, *plan.actions, *waiting),
         result=result,
-        thresholds=thresholds,
+        thresholds=(*thresholds, *event_moments(plan.pod_reports, config.pacing)),
         gangs=len(gathered.gangs),
     )
 

@@ -36,6 +36,10 @@ def marked(stepped: Stepped) -> list[tuple[str, bool]]:
     return [(a.pod, a.gated) for a in stepped.actions if isinstance(a, MarkUnschedulable)]
 
 
+def told_reason(stepped: Stepped) -> str:
+    return stepped.state.reported[JOB].text
+
+
 def told(stepped: Stepped) -> list[str]:
     """The pods whose Event is due this cycle."""
     return [a.pod for a in stepped.actions if isinstance(a, MarkUnschedulable) and a.event]
@@ -78,7 +82,24 @@ def test_a_reason_that_changes_within_two_seconds_is_told_when_the_gap_ends() ->
     assert 1002.0 - 0.01 <= min(t for t in soon.thresholds if t > 1001.0) <= 1002.0, (
         "the step wakes when the gap ends")
     ended = step(soon.state, bigger, 1002.0, CONFIG)
-    assert len(told(ended)) == 3
+    assert len(marked(ended)) == 3, "every condition says the new reason at once"
+
+
+def test_an_event_for_a_new_reason_waits_ten_seconds_after_the_last_then_goes() -> None:
+    """A pod whose reason changes a few seconds after its last Event gets the Event of
+    the reason that holds when the ten seconds are up, not one per change."""
+    first = step(State(), waiting_job(), 1000.0, CONFIG)
+    bigger = view([node("n1", 1)], members("job", 3), [group("job", 3)])
+    changed = step(first.state, bigger, 1003.0, CONFIG)
+    assert told(changed) == ["ns/job-2"], "the new pod's first Event goes at once"
+    assert 1010.0 in changed.thresholds, "the step wakes when the held Events are due"
+    assert told(step(changed.state, bigger, 1009.0, CONFIG)) == []
+    due = step(changed.state, bigger, 1010.0, CONFIG)
+    assert told(due) == ["ns/job-0", "ns/job-1"]
+    assert all(a.message == told_reason(due) for a in due.actions
+               if isinstance(a, MarkUnschedulable) and a.event)
+    assert told(step(due.state, bigger, 1013.0, CONFIG)) == [], (
+        "ns/job-2's Event already said the reason that holds")
 
 
 def test_a_condition_not_showing_the_reason_is_written_again_at_the_next_cycle() -> None:

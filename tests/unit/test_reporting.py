@@ -12,7 +12,6 @@ from gangsched.core.model import Flavor, GangKey, MemberCounts, QueueName
 from gangsched.core.resources import Resources
 from gangsched.core.status_bodies import GroupStatus, Phase, QueueStatus
 from gangsched.dispatcher import Call, Dispatcher, Rank
-from gangsched.events import EVENT_INTERVAL_S
 from gangsched.reporting import Reporter
 
 
@@ -50,7 +49,7 @@ async def reporter(dispatcher: RecordingDispatcher) -> Reporter:
     return Reporter(client.ApiClient(client.Configuration()), dispatcher, placed=lambda _: False)
 
 
-def test_a_waiting_pod_gets_a_paced_condition_and_event_keyed_by_its_uid(
+def test_a_waiting_pod_gets_its_condition_and_event_keyed_by_its_uid_when_asked(
         reporter: Reporter, dispatcher: RecordingDispatcher) -> None:
     reporter.pod_unschedulable(record("uid-1"), "needs 4 cpu")
     reporter.pod_unschedulable(record("uid-2"), "needs 4 cpu")  # same name, created again
@@ -59,8 +58,10 @@ def test_a_waiting_pod_gets_a_paced_condition_and_event_keyed_by_its_uid(
     assert [c.key for c in conditions] == [("uid-1", ""), ("uid-2", "")]
     assert all(c.retry and not c.gap for c in conditions)
     assert {c.state for c in conditions} == {("Unschedulable", "needs 4 cpu")}
-    assert [c.key for c in events] == [("uid-1", "event/paced"), ("uid-2", "event/paced")]
-    assert all(c.repeat_s == EVENT_INTERVAL_S and c.state == "needs 4 cpu" for c in events)
+    assert [c.key for c in events] == [("uid-1", "event/FailedScheduling"),
+                                       ("uid-2", "event/FailedScheduling")]
+    # The report plan says when it is due: the dispatcher only coalesces it.
+    assert all(c.state is None and not c.gap and c.repeat_s is None for c in events)
 
 
 def test_a_condition_already_on_the_pod_is_not_written_again_but_its_event_is_asked_for(
