@@ -196,12 +196,12 @@ class Actuator:
 
     def _report(self, action: Action, view: View) -> None:
         match action:
-            case MarkUnschedulable(pod=pod, message=message, gated=gated):
+            case MarkUnschedulable(pod=pod, message=message, gated=gated, event=event):
                 record = view.pods.get(pod)
                 if record is not None and gated:
                     self.reporter.pod_gated(record, message)
                 elif record is not None:
-                    self.reporter.pod_unschedulable(record, message)
+                    self.reporter.pod_unschedulable(record, message, event=event)
             case MarkInvalid(pod=pod, error=error):
                 self.reporter.pod_invalid(pod, error)
             case TellRuntimeProblem(pod=pod, problem=problem):

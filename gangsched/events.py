@@ -1,10 +1,11 @@
 """Events about pods and PodGroups, posted through the dispatcher.
 
 kube-scheduler's habits, kept: ``Scheduled`` where a pod went,
-``FailedScheduling`` while it waits (paced, so a pod that waits an hour does
-not cost an Event a cycle), ``Preempted``/``Preempting`` naming the other
-side. Each Event is keyed by its object's UID, so an object created again
-under an old name gets its first Event at once.
+``FailedScheduling`` while it waits (when the report plan says it is due, so a
+pod that waits an hour does not cost an Event a cycle),
+``Preempted``/``Preempting`` naming the other side. Each Event is keyed by its
+object's UID, so an object created again under an old name gets its first Event
+at once.
 """
 
 from __future__ import annotations
@@ -69,8 +70,8 @@ class Events:
     ) -> None:
         """Post an Event about ``involved``.
 
-        ``paced``: one of the Events a waiting object gets again and again
-        (``FailedScheduling``, a group's warning). The same message goes out at
+        ``paced``: one of the Events a waiting PodGroup or Queue gets again and
+        again (a group's warning, a queue's Invalid). The same message goes out at
         most every ``EVENT_INTERVAL_S``, a new one only ``EVENT_CHANGE_GAP_S``
         after the object's last (the latest then wins), so a reason that
         changes every cycle costs an Event every ten seconds, not one per cycle.

@@ -1,10 +1,11 @@
 """What users see of the scheduler's decisions: pod conditions, Events, group and queue status.
 
-The reporter decides what to write; the dispatcher (:mod:`gangsched.dispatcher`)
-decides when and whether it goes out: it skips what the API server already
-accepted, paces ``FailedScheduling`` Events per object (a gang that waits an
-hour must not write an Event every cycle), retries failed status writes with
-backoff, and never stalls a scheduling cycle. Everything is keyed by the
+The report plan (:mod:`gangsched.core.report_plan`) decides when a waiting
+pod's condition and ``FailedScheduling`` Event are due; the reporter words the
+writes, and the dispatcher (:mod:`gangsched.dispatcher`) sends them: it skips
+what the API server already accepted, paces the Events of PodGroups and Queues
+per object, retries failed status writes with backoff, and never stalls a
+scheduling cycle. Everything is keyed by the
 object's UID, so a pod or PodGroup created again under an old name starts
 with nothing remembered.
 """
@@ -38,10 +39,6 @@ from gangsched.mirror import GroupRecord, PodRecord
 
 log = structlog.get_logger(__name__)
 
-CONDITION_CHANGE_GAP_S = 2.0
-"""The least time between two rewrites of one pod's condition; the latest wins."""
-
-
 def _group_id(group: GroupRecord) -> ObjectId:
     return object_id_of(group.uid, f"podgroup/{group.flavor.value}", group.key)
 
@@ -62,7 +59,7 @@ class PodConditions:
         self._dispatcher.submit(Call(
             (object_id_of(uid, "pod", pod), ""), Rank.STATUS, f"pod condition {pod}",
             functools.partial(self._write, pod, message, version, reason),
-            state=(reason, message), gap=CONDITION_CHANGE_GAP_S, retry=True,
+            state=(reason, message), retry=True,
         ))
 
     async def _write(self, pod: PodKey, message: str, version: str, reason: str) -> Answer:
@@ -124,10 +121,11 @@ class Reporter:
         await self._dispatcher.drain()
 
     # ---- pods -------------------------------------------------------------------
-    def pod_unschedulable(self, record: PodRecord, message: str) -> None:
-        """``PodScheduled=False/Unschedulable`` as kube-scheduler writes it: autoscalers read it."""
+    def pod_unschedulable(self, record: PodRecord, message: str, *, event: bool = True) -> None:
+        """``PodScheduled=False/Unschedulable`` as kube-scheduler writes it: autoscalers read it;
+        ``event``: a ``FailedScheduling`` Event is due too (the report plan says when)."""
         self._unschedulable(record.pod.key, record.uid, record.scheduled_message, message,
-                            record.resource_version)
+                            record.resource_version, event=event)
 
     def pod_gated(self, record: PodRecord, message: str) -> None:
         """``PodScheduled=False/SchedulingGated`` as kube-scheduler writes it, and no Event.
@@ -150,18 +148,20 @@ class Reporter:
 
     def _unschedulable(
         self, pod: PodKey, uid: str, current: str | None, message: str, version: str,
-        reason: str = "Unschedulable",
+        reason: str = "Unschedulable", *, event: bool = True,
     ) -> None:
-        """The condition, and for ``Unschedulable`` a paced ``FailedScheduling`` Event."""
+        """The condition goes when the report plan asks (the dispatcher coalesces, skips
+        what was accepted and retries); a pod new under an old name has another UID, so
+        nothing of the old one's is skipped."""
         namespace, name = pod.split("/", 1)
         if current != message:
             self._conditions.ask(pod, uid, message, version, reason)
-        if reason == "Unschedulable":
+        if reason == "Unschedulable" and event:
             involved = {"apiVersion": "v1", "namespace": namespace, "name": name}
             if uid:
                 involved["uid"] = uid
             self.events.post(involved, kind="Pod", reason="FailedScheduling", message=message,
-                       type_="Warning", paced=True)
+                             type_="Warning")
 
     def pod_placed(self, pod: PodKey) -> None:
         """The pod is assumed. Nothing to undo here: its bind, keyed by the pod's UID as
@@ -213,8 +213,8 @@ class Reporter:
         """Whether the object's runtime problem is one not told yet, now remembered as told.
 
         Told once per problem, its Event is not paced: in the paced slot the
-        object's waiting warning (``FailedScheduling``, a group's ``Unschedulable``),
-        asked for in the same cycle, would replace it before it went out.
+        object's waiting warning (a group's ``Unschedulable``), asked for in the same
+        cycle, would replace it before it went out.
         """
         if self._runtime_told.get(object_id) == problem:
             return False

@@ -11,9 +11,9 @@ the mirror.
 A settled cluster is cheap to keep deciding on: the mirror counts its changes,
 and a cycle whose inputs are those of the last full cycle, which changed none
 of them, reuses that answer until the clock reaches a threshold that would
-change it (:mod:`gangsched.core.thresholds`). Full cycles still run for a
-while after every change and once a minute, so what the reporter rate-limits
-goes out as before.
+change it (:mod:`gangsched.core.thresholds`). A full cycle still runs once a
+minute. What is said when is the report plan's (:mod:`gangsched.core.report_plan`);
+a write the dispatcher holds back goes out on its own timer, not at a cycle.
 """
 from __future__ import annotations
 
@@ -102,9 +102,7 @@ class SchedulerConfig:
     reuse_unchanged: bool = True
     """A cycle whose inputs did not change since the last full one, and for which the
     clock crossed no threshold (:mod:`gangsched.core.thresholds`), reuses its answer
-    instead of deciding again: a settled cluster costs next to nothing per resync.
-    After the inputs change, every cycle decides in full for the step's
-    ``pacing.settle_s``, so what the reporter held back goes out."""
+    instead of deciding again: a settled cluster costs next to nothing per resync."""
     scheduled_events: ScheduledEvents = ScheduledEvents.GANG
     """One ``Scheduled`` Event per gang, on its PodGroup, or one per pod as kube-scheduler."""
     refresh_s: float = 60.0
@@ -124,8 +122,6 @@ class Settled:
 
     inputs: tuple[object, ...]
     result: CycleResult
-    since: float
-    """When a full cycle first reached this answer on these inputs."""
     ran_at: float
     """When a full cycle last ran on them."""
     until: float
@@ -263,7 +259,6 @@ class Scheduler:
             self.config.reuse_unchanged
             and settled.inputs == inputs
             and now < settled.until
-            and now - settled.since >= self.config.step.pacing.settle_s
             and now - settled.ran_at < self.config.refresh_s
         )
 
@@ -273,11 +268,9 @@ class Scheduler:
         if self._inputs() != before:
             self._settled = None
             return
-        previous = self._settled
-        since = previous.since if previous is not None and previous.inputs == before else now
         expiry = self.mirror.next_expiry(self.config.assume_ttl_s)
         moments = (*thresholds, expiry) if expiry is not None else thresholds
-        self._settled = Settled(before, result, since, now, next_threshold(now, moments))
+        self._settled = Settled(before, result, now, next_threshold(now, moments))
 
     def _count(self, elapsed: float, result: CycleResult) -> None:
         self._last_cycle_s = elapsed

@@ -58,6 +58,9 @@ class MarkUnschedulable:
     pod: PodKey
     message: str
     gated: bool = False
+    event: bool = True
+    """Whether its Event is due (the report plan decides: a new reason, or one unchanged
+    for ``pod_report_s``); otherwise only its condition, not showing the reason yet."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -3,9 +3,11 @@
 Every waiting pod says why it waits (``PodScheduled=False``, as
 kube-scheduler writes it; autoscalers read it), every PodGroup says the whole
 truth of its phase, counts and conditions, every Queue what it holds. Pure:
-the writers skip what would change nothing and pace Events; this plan paces
-how often a waiting pod is handed to them at all, because thousands of
-waiting pods must not cost thousands of calls every cycle.
+this plan decides when a waiting gang's reason is said again
+(:func:`reported_reasons`: a reason whose figures alone moved waits
+``figures_hold_s``) and how often a waiting pod is handed to the writers at
+all (:func:`waiting_pods`), because thousands of waiting pods must not cost
+thousands of calls every cycle. The writers skip what would change nothing.
 """
 
 from __future__ import annotations
@@ -31,9 +33,29 @@ from gangsched.core.gangs import Gathered
 from gangsched.core.groups import Flavor, GroupStatus, MemberCounts, Phase, group_status
 from gangsched.core.hierarchy import QueueTree, build_tree, deserved_shares
 from gangsched.core.model import GangKey, Pod, PodKey, QueueName, QueueSpec, solo_gang_key
-from gangsched.core.reasons import render
+from gangsched.core.reasons import (
+    AwaitingVictims,
+    BindBackoff,
+    DevicesShort,
+    DoesNotFit,
+    GroupInvalid,
+    GroupMissing,
+    HeldForStarving,
+    NoDomainHolds,
+    NotReclaimable,
+    Preempting,
+    ProtectedByBudget,
+    ProtectedByShare,
+    Reason,
+    ReservedByAdmitted,
+    ShortOfMembers,
+    Starving,
+    TooBigToHold,
+    code_of,
+    render,
+)
 from gangsched.core.resources import Resources
-from gangsched.core.state import PodReport
+from gangsched.core.state import PodReport, Reported
 from gangsched.core.status_bodies import QueueStatus
 from gangsched.core.view import ClusterView, StepView
 
@@ -43,10 +65,18 @@ FORGET_EVERY = 100
 
 @dataclass(frozen=True, slots=True)
 class Pacing:
-    settle_s: float = 15.0
-    """A new reason is reported every cycle this long, so what a writer held back goes out."""
+    figures_hold_s: float = 60.0
+    """A waiting gang's reason whose figures alone moved is said again only this long
+    after it was first said (see :func:`reported_reasons`)."""
+    change_gap_s: float = 2.0
+    """Any other new reason of a waiting gang is said no sooner than this after the last:
+    a reason that changes at every cycle for a moment is said once it holds."""
     pod_report_s: float = 300.0
-    """Then an unchanged reason is reported again this often."""
+    """A waiting pod's unchanged reason is said again (its Event) this often."""
+    event_gap_s: float = 10.0
+    """A waiting pod's Event for a new reason goes no sooner than this after its last
+    Event: a pod whose reason changes twice in a few seconds costs one Event, of the
+    reason that holds."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,7 +105,6 @@ def plan_reports(
     """Every report of one full cycle; ``reasons`` are the texts to report per gang."""
     cluster = view.cluster
     reports, actions = waiting_pods(cluster, gathered, reasons, previous, now, pacing)
-    actions.extend(unplaceable_pods(cluster, gathered))
     actions.extend(MarkInvalid(pod, error) for pod, error in view.bad_pods.items())
     problems, tell = runtime_problems(gathered)
     actions.extend(tell)
@@ -104,45 +133,57 @@ def waiting_pods(
     now: float,
     pacing: Pacing,
 ) -> tuple[dict[PodKey, PodReport], list[Action]]:
-    """Each pending pod of a waiting gang, when due: its reason is new (a new pod under
-    the same name is new too), still settling, or last reported ``pod_report_s`` ago."""
+    """Each pending pod of a waiting gang, and each pod of a missing or invalid
+    PodGroup (:func:`unplaceable_pods`), when due.
+
+    Its Event is due when its reason is new (a new pod under the same name is new
+    too), once ``event_gap_s`` have passed since its last Event (the step wakes then:
+    :func:`event_moments`), and again every ``pod_report_s`` while it is unchanged, as
+    kube-scheduler retries an unschedulable pod within five minutes. Its condition is
+    written at once, and again at any cycle its ``PodScheduled`` condition does not say
+    the reason yet: a write refused (the pod changed meanwhile) or not seen yet is made
+    good at the next cycle, whenever that is, and the writers skip a write already
+    accepted.
+    """
+    waiting = [(pod.key, reason, bool(pod.gates)) for gang in gathered.gangs
+               if (reason := reasons.get(gang.key)) is not None for pod in gang.pending]
     reports: dict[PodKey, PodReport] = {}
     actions: list[Action] = []
-    for gang in gathered.gangs:
-        reason = reasons.get(gang.key)
-        if reason is None:
+    for pod, reason, gated in (*waiting, *unplaceable_pods(view, gathered)):
+        record = view.pods.get(pod)
+        if record is None:
             continue
-        for pod in gang.pending:
-            record = view.pods.get(pod.key)
-            if record is None:
-                continue
-            last = previous.get(pod.key)
-            if last is None or (last.uid, last.reason) != (record.uid, reason):
-                last = PodReport(record.uid, reason, now, now)
-            elif (now - last.since >= pacing.settle_s
-                  and now - last.at < pacing.pod_report_s):
-                reports[pod.key] = last
-                continue
-            else:
-                last = replace(last, at=now)
-            reports[pod.key] = last
-            actions.append(MarkUnschedulable(pod.key, reason, gated=bool(pod.gates)))
+        last = previous.get(pod)
+        if last is None or last.uid != record.uid:
+            last = PodReport(record.uid, reason, now, float("-inf"))
+        elif last.reason != reason:
+            last = replace(last, reason=reason, since=now)
+        event = now - last.at >= (pacing.event_gap_s if last.said != reason
+                                  else pacing.pod_report_s)
+        if event:
+            last = replace(last, at=now, said=reason)
+        reports[pod] = last
+        if event or record.scheduled_message != reason:
+            actions.append(MarkUnschedulable(pod, reason, gated=gated, event=event))
     return reports, actions
 
 
-def unplaceable_pods(view: ClusterView, gathered: Gathered) -> list[Action]:
-    """Pods no cycle can place: their PodGroup is missing or invalid."""
-    actions: list[Action] = []
+def event_moments(reports: Mapping[PodKey, PodReport], pacing: Pacing) -> list[float]:
+    """When an Event held back by ``event_gap_s`` becomes due: the step wakes then."""
+    return [report.at + pacing.event_gap_s for report in reports.values()
+            if report.said != report.reason]
+
+
+def unplaceable_pods(view: ClusterView, gathered: Gathered) -> list[tuple[PodKey, str, bool]]:
+    """Pods no cycle can place, with why: their PodGroup is missing or invalid."""
+    told: list[tuple[PodKey, str, bool]] = []
     for key, pods in gathered.orphans.items():
         group = view.groups.get(key)
         error = gathered.invalid.get(key) or (group.error if group is not None else None)
-        message = (
-            f"PodGroup {key} is invalid: {error}" if group is not None and error
-            else f"waiting for PodGroup {key} to exist"
-        )
-        actions.extend(MarkUnschedulable(pod.key, message) for pod in pods
-                       if pod.key in view.pods)
-    return actions
+        message = render(GroupInvalid(key, error) if group is not None and error
+                         else GroupMissing(key))
+        told.extend((pod.key, message, False) for pod in pods)
+    return told
 
 
 def group_statuses(
@@ -290,3 +331,80 @@ def queue_statuses(
         for queue, spec in view.queues.items()
         if counted is None or queue in counted or queue not in settled
     ]
+
+
+def reported_reasons(
+    reported: Mapping[GangKey, Reported],
+    reasons: Mapping[GangKey, Reason],
+    now: float,
+    hold_s: float,
+    gap_s: float = 0.0,
+) -> dict[GangKey, Reported]:
+    """The reasons to report now: a new reason, unless only its figures moved, or it
+    comes within ``gap_s`` of the last.
+
+    While other gangs come and go, the room a waiting gang is told about
+    ("3 nodes can take 1 each") changes nearly every cycle, and each change
+    would rewrite the condition of every waiting pod, send Events and log a
+    line: thousands of writes a minute on a busy cluster for nothing anyone
+    acts on. So a reason of the same kind whose steady part (see
+    :func:`_steady`: what the gang asks, what it holds, what it waits for) is
+    unchanged, and whose moving figures differ, keeps the reason reported
+    before until that one is ``hold_s`` old. Any other change is reported
+    once the reason before is ``gap_s`` old, so a gang whose reason changes with
+    every pod an operator creates, or every gang that comes and goes, is told
+    the reason that holds, not each one in between. The step wakes when a hold
+    or a gap ends (:func:`gangsched.core.step.threshold_moments`).
+    """
+    settled: dict[GangKey, Reported] = {}
+    for gang, reason in reasons.items():
+        before = reported.get(gang)
+        if before is not None and (before.reason == reason or now - before.since < gap_s or (
+            now - before.since < hold_s and _only_figures_moved(before.reason, reason)
+        )):
+            settled[gang] = before
+        else:
+            settled[gang] = Reported(reason, now)
+    return settled
+
+
+def _only_figures_moved(old: Reason, new: Reason) -> bool:
+    steady = _steady(new)
+    return steady is not None and type(old) is type(new) and _steady(old) == steady
+
+
+def _steady(reason: Reason) -> object | None:
+    """What of a reason must stay the same for a change to be only its figures moving;
+    None for a reason whose every figure matters at once."""
+    match reason:
+        case DoesNotFit():
+            return (reason.gang, reason.need, reason.bound, reason.min_member,
+                    tuple((shape.requests, shape.wanted) for shape in reason.shapes))
+        case NoDomainHolds():
+            return (reason.label, reason.domains)
+        case ShortOfMembers():
+            return (reason.gang, reason.needs)
+        case BindBackoff():
+            return (reason.pod, reason.status, reason.message, reason.others)
+        case ReservedByAdmitted():
+            return (reason.reserved, reason.starving, reason.starving_held)
+        case HeldForStarving():
+            return (reason.starving, reason.held)
+        case DevicesShort():
+            # Which member, claim and request, and what it asks: the devices free on the
+            # best node move with every gang that comes and goes.
+            return (reason.gang, reason.pod, reason.claim, reason.request, reason.need,
+                    reason.attribute, reason.minimum, reason.placed, reason.unreadable,
+                    reason.resource)
+        case Starving():
+            return (reason.urgency, reason.hold, code_of(reason.cause), _steady(reason.cause))
+        case TooBigToHold():
+            return (reason.urgency, reason.need, code_of(reason.cause), _steady(reason.cause))
+        case Preempting() | AwaitingVictims():
+            return (reason.victims, reason.hold, code_of(reason.cause), _steady(reason.cause))
+        case ProtectedByBudget():
+            return (reason.gangs, reason.budgets, code_of(reason.cause), _steady(reason.cause))
+        case NotReclaimable() | ProtectedByShare():
+            return (reason.queues, code_of(reason.cause), _steady(reason.cause))
+        case _:
+            return None

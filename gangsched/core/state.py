@@ -21,7 +21,7 @@ from gangsched.core.backoff import BindRefusal, refused
 from gangsched.core.forecast import Estimate, known_starts
 from gangsched.core.holds import Hold, Seat
 from gangsched.core.model import GangKey, PodKey, QueueName
-from gangsched.core.reasons import Reported
+from gangsched.core.reasons import Reason, render
 from gangsched.core.volumes import Provisioning
 
 
@@ -34,17 +34,31 @@ class InFlight:
 
 
 @dataclass(frozen=True, slots=True)
-class PodReport:
-    """What a waiting pod was last reported as waiting for.
+class Reported:
+    """The reason last reported for a waiting gang, and since when (the report plan
+    decides when it is replaced: :func:`gangsched.core.report_plan.reported_reasons`)."""
 
-    Reported every cycle while the reason is new (for ``settle_s``, so an Event the
-    reporter held back goes out once it settles), then once every ``pod_report_s``.
+    reason: Reason
+    since: float
+    text: str = field(init=False, compare=False, repr=False)
+    """The reason rendered, once: a reason kept for many cycles is not worded again each."""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "text", render(self.reason))
+
+
+@dataclass(frozen=True, slots=True)
+class PodReport:
+    """What a waiting pod was last reported as waiting for (``since``), and when its
+    Event was last asked for (``at``) and what it said (``said``): see
+    :func:`gangsched.core.report_plan.waiting_pods`.
     """
 
     uid: str
     reason: str
     since: float
     at: float
+    said: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,7 +81,7 @@ class State:
     """Pods whose last bind was refused, backing off (see core.backoff)."""
     logged_reasons: Mapping[GangKey, str] = field(default_factory=dict)
     reported: Mapping[GangKey, Reported] = field(default_factory=dict)
-    """The reason each waiting gang was last reported with (see core.reasons)."""
+    """The reason each waiting gang was last reported with (see core.report_plan)."""
     pod_reports: Mapping[PodKey, PodReport] = field(default_factory=dict)
     queues_served: frozenset[QueueName] = frozenset()
     """Queues with a gang of this scheduler at the last full cycle: one left empty gets

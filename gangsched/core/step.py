@@ -31,8 +31,8 @@ from gangsched.core.gangs import Gathered
 from gangsched.core.holds import GroupLife, Hold, Seat, seats_of, update_holds
 from gangsched.core.model import DEFAULT_QUEUE, GangKey, PodKey, Policy
 from gangsched.core.provisioning import ProvisionLimits, provision_first
-from gangsched.core.reasons import Reason, reported_reasons
-from gangsched.core.report_plan import Pacing, plan_reports
+from gangsched.core.reasons import Reason
+from gangsched.core.report_plan import Pacing, event_moments, plan_reports, reported_reasons
 from gangsched.core.state import InFlight, State
 from gangsched.core.view import Gathering, StepView, cycle_input, gather_view
 
@@ -48,9 +48,6 @@ class StepConfig:
     """Whether gangs may be evicted for others: the shell must have an evictor."""
     preemption_timeout_s: float = 60.0
     """A preemptor not placed this long after its victims were evicted stops holding room."""
-    reason_hold_s: float = 60.0
-    """A waiting gang's reported reason keeps its figures this long when only they moved
-    (see :func:`gangsched.core.reasons.reported_reasons`)."""
     pacing: Pacing = field(default_factory=Pacing)
     provisioning: ProvisionLimits = field(default_factory=ProvisionLimits)
     """How long a placed gang waits for its claims to be provisioned, and then backs off."""
@@ -115,7 +112,8 @@ def step(state: State, view: StepView, now: float, config: StepConfig) -> Steppe
     # status says why, and their schedule timeout runs.
     reasons = {u.gang: u.reason for u in (*result.unplaceable, *result.unadmitted)}
     waiting_since = {gang: state.waiting_since.get(gang, now) for gang in reasons}
-    reported = reported_reasons(state.reported, reasons, now, config.reason_hold_s)
+    reported = reported_reasons(state.reported, reasons, now, config.pacing.figures_hold_s,
+                                config.pacing.change_gap_s)
     shown = {gang: text.text for gang, text in reported.items()}  # rendered once, here
     state = replace(
         state, admitted=result.admitted, waiting_since=waiting_since,
@@ -140,7 +138,7 @@ def step(state: State, view: StepView, now: float, config: StepConfig) -> Steppe
         result=result,
         input=inp,
         gathered=gathered,
-        thresholds=thresholds,
+        thresholds=(*thresholds, *event_moments(plan.pod_reports, config.pacing)),
         gangs=len(gathered.gangs),
     )
 
@@ -292,9 +290,10 @@ def threshold_moments(
     """When the clock alone would change this cycle's answer (see core.thresholds),
     or what it reports: a reason held back is reported once its hold ends."""
     moments = [since + config.starvation_s for since in state.waiting_since.values()]
-    moments.extend(reported.since + config.reason_hold_s
+    moments.extend(reported.since + wait
                    for gang, reported in state.reported.items()
-                   if reported.reason != reasons[gang])
+                   if reported.reason != reasons[gang]
+                   for wait in (config.pacing.change_gap_s, config.pacing.figures_hold_s))
     for gang, since in state.waiting_since.items():
         group = view.cluster.groups.get(gang)
         if group is not None and group.spec is not None and (

@@ -59,12 +59,15 @@ class GroupFacts(Protocol):
 
 class PodFacts(Protocol):
     """What a step reads of a pod beyond its parsed spec: its UID (a pod created again
-    under the same name is another pod)."""
+    under the same name is another pod), and what its ``PodScheduled=False`` condition
+    says (a waiting pod whose condition does not say its reason yet is told again)."""
 
     @property
     def pod(self) -> Pod: ...
     @property
     def uid(self) -> str: ...
+    @property
+    def scheduled_message(self) -> str | None: ...
 
 
 class ClusterView(Protocol):

@@ -20,7 +20,7 @@ from gangsched.core.dra.placing import ClaimWrite, Consumer
 from gangsched.core.kubeobjects.pods import pod_from_api
 from gangsched.core.model import Gang, NodeName, PodClaim, PodKey
 from gangsched.core.placement import Capacity, Placement, Unplaceable
-from gangsched.core.reasons import DevicesShort, render
+from gangsched.core.reasons import DevicesShort
 from gangsched.dispatcher import Answer, Dispatcher
 from gangsched.feed import Feed
 from tests.unit.test_actuator import JOB, Shell, shell
@@ -132,8 +132,9 @@ def test_a_slice_that_cannot_be_read_offers_nothing_and_the_waiting_pod_says_so(
         PodClaim("gpus", ClaimKey("ns/a")),))
     decision = Capacity(made.mirror.view().snapshot).place(Gang(JOB, 1, (pod,)))
     assert isinstance(decision, Unplaceable) and isinstance(decision.reason, DevicesShort)
-    text = render(decision.reason)
-    assert "ResourceSlice n1-gpu.example.com" in text and "capacity.memory" in text, text
+    unreadable = decision.reason.unreadable
+    assert unreadable is not None
+    assert "ResourceSlice n1-gpu.example.com" in unreadable and "capacity.memory" in unreadable
 
 
 def test_a_claim_being_made_for_a_pod_holds_its_devices_until_the_watch_shows_it() -> None:

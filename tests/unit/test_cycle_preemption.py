@@ -23,7 +23,6 @@ from gangsched.core.reasons import (
     DoesNotFit,
     Preempting,
     ProtectedByBudget,
-    render,
 )
 from gangsched.core.resources import Resources
 from tests.unit.test_cycle import gang, node, pod, reasons
@@ -237,7 +236,6 @@ def test_gangs_a_budget_protects_are_no_victims_and_the_preemptor_says_so() -> N
     assert isinstance(reason, ProtectedByBudget)
     assert reason.gangs == ("ns/low-0", "ns/low-1", "ns/low-2", "ns/low-3")
     assert reason.budgets == ("ns/all",) and isinstance(reason.cause, DoesNotFit)
-    assert "protected by PodDisruptionBudgets (ns/all)" in render(reason)
     # A budget of another namespace changes nothing.
     elsewhere = DisruptionBudget("other/all", "other", disruptions_allowed=0)
     assert len(run(full(), [urgent(4)], budgets=(elsewhere,)).preemptions) == 1

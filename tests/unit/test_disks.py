@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
-from gangsched.core.model import Gang, GangKey, Node, NodeName, Pod
+from gangsched.core.model import Gang, GangKey, Node, NodeName, Pod, PodKey
 from gangsched.core.placement import Capacity, Placement, Snapshot, Unplaceable
-from gangsched.core.reasons import PodRulesUnmet, render
+from gangsched.core.reasons import PodRulesUnmet, RuleBlock
 from gangsched.core.resources import Resources
 from tests.unit.clusters import pod_read_from_api
 
@@ -90,7 +90,8 @@ def test_two_members_mounting_one_disk_land_on_two_nodes_or_wait_whole_naming_th
     assert sorted(n for _, n in spread.assignments) == ["n1", "n2"]
     waiting = Capacity(Snapshot.build([node("n1")], ())).place(members)
     assert isinstance(waiting, Unplaceable) and isinstance(waiting.reason, PodRulesUnmet)
-    assert "disk gce-pd/data in use by pod w-0 of this gang" in render(waiting.reason)
+    assert waiting.reason.shown == (RuleBlock(NodeName("n1"), "disk", "gce-pd/data", "n1",
+                                              other=PodKey("ns/w-0"), same_gang=True),)
 
 
 def test_a_terminating_pod_still_holds_its_disk() -> None:

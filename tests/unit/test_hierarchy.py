@@ -15,7 +15,7 @@ from gangsched.core.hierarchy import (
     subtree_total,
 )
 from gangsched.core.model import QueueName, QueueSpec
-from gangsched.core.reasons import QueueInvalid, QueueNotLeaf, render
+from gangsched.core.reasons import QueueInvalid, QueueNotLeaf
 from gangsched.core.resources import Capability, Resources
 
 GPU = "nvidia.com/gpu"
@@ -104,9 +104,6 @@ def test_parents_in_a_cycle_make_every_queue_of_it_and_below_invalid() -> None:
     assert tree.invalid[QueueName("leaf")] == QueueInvalid(
         QueueName("leaf"), "ParentInvalid", QueueName("x"))
     assert list(tree.paths) == ["ok"], "nothing else is disturbed"
-    assert render(tree.invalid[QueueName("x")]) == (
-        "queue 'x' is invalid: its parents form a cycle: x -> z -> y -> x; it admits no new "
-        "gangs until this is fixed")
 
 
 def test_a_missing_or_weightless_parent_makes_the_queue_invalid() -> None:
@@ -115,7 +112,8 @@ def test_a_missing_or_weightless_parent_makes_the_queue_invalid() -> None:
     problems = {name: problem.problem for name, problem in tree.invalid.items()}
     assert problems == {"orphan": "ParentMissing", "zero": "WeightBelowOne",
                         "under-zero": "ParentInvalid"}
-    assert "its parent queue 'gone' does not exist" in render(tree.invalid[QueueName("orphan")])
+    assert tree.invalid[QueueName("orphan")] == QueueInvalid(
+        QueueName("orphan"), "ParentMissing", QueueName("gone"))
 
 
 def test_a_closed_queue_and_its_subtree_stay_in_the_tree_counted_in_every_ancestors_cap(

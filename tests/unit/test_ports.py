@@ -13,9 +13,9 @@ import pytest
 
 from gangsched.core.kubeobjects.fields import ObjectError
 from gangsched.core.kubeobjects.pods import pod_from_api
-from gangsched.core.model import Gang, GangKey, Node, NodeName, Pod
+from gangsched.core.model import Gang, GangKey, Node, NodeName, Pod, PodKey
 from gangsched.core.placement import Capacity, Placement, Snapshot, Unplaceable
-from gangsched.core.reasons import PodRulesUnmet, render
+from gangsched.core.reasons import PodRulesUnmet, RuleBlock
 from gangsched.core.resources import Resources
 from gangsched.feed import Feed
 from gangsched.mirror import Mirror
@@ -88,7 +88,8 @@ def test_two_members_with_one_port_land_on_two_nodes_or_wait_whole_naming_the_po
     assert nodes_of(place([node("n1"), node("n2")], members)) == ["n1", "n2"]
     waiting = place([node("n1")], members)
     assert isinstance(waiting, Unplaceable) and isinstance(waiting.reason, PodRulesUnmet)
-    assert "host port TCP/8080 taken by pod w-0 of this gang" in render(waiting.reason)
+    assert waiting.reason.shown == (RuleBlock(NodeName("n1"), "host port", "TCP/8080", "n1",
+                                              other=PodKey("ns/w-0"), same_gang=True),)
 
 
 def test_ports_are_held_per_node_object_whatever_its_hostname_label() -> None:

@@ -19,6 +19,7 @@ from gangsched.core.actions import (
 )
 from gangsched.core.model import GangKey, Pod, PodKey, QueueName, QueueSpec
 from gangsched.core.placement import Snapshot
+from gangsched.core.reasons import GroupInvalid, GroupMissing, render
 from gangsched.core.report_plan import FORGET_EVERY, Pacing
 from gangsched.core.state import State
 from gangsched.core.step import StepConfig, Stepped, step
@@ -27,12 +28,30 @@ from tests.unit.test_cycle import DEFAULT, cpu, node, pod
 from tests.unit.test_step import Cluster, Group, group, members, status_of, view
 
 T = TypeVar("T")
-CONFIG = StepConfig(starvation_s=1e6, pacing=Pacing(settle_s=15.0, pod_report_s=300.0))
+CONFIG = StepConfig(starvation_s=1e6, pacing=Pacing(pod_report_s=300.0))
 JOB = GangKey("ns/job")
 
 
 def marked(stepped: Stepped) -> list[tuple[str, bool]]:
     return [(a.pod, a.gated) for a in stepped.actions if isinstance(a, MarkUnschedulable)]
+
+
+def told_reason(stepped: Stepped) -> str:
+    return stepped.state.reported[JOB].text
+
+
+def told(stepped: Stepped) -> list[str]:
+    """The pods whose Event is due this cycle."""
+    return [a.pod for a in stepped.actions if isinstance(a, MarkUnschedulable) and a.event]
+
+
+def showing(cluster: StepView, stepped: Stepped) -> StepView:
+    """The view once every condition asked for is written and seen by the mirror."""
+    said = {a.pod: a.message for a in stepped.actions if isinstance(a, MarkUnschedulable)}
+    pods = cast(Cluster, cluster.cluster).pods
+    return replace(cluster, cluster=replace(cast(Cluster, cluster.cluster), pods={
+        key: replace(record, scheduled_message=said.get(key, record.scheduled_message))
+        for key, record in pods.items()}))
 
 
 def of_type(actions: tuple[Action, ...], kind: type[T]) -> list[T]:
@@ -43,25 +62,68 @@ def waiting_job(pods: list[Pod] | None = None, uids: dict[str, str] | None = Non
     return view([node("n1", 1)], pods or members("job", 2), [group("job", 2)], uids=uids)
 
 
-def test_a_waiting_pod_is_reported_while_its_reason_is_new_then_every_five_minutes() -> None:
-    state, counts = State(), []
+def test_a_waiting_pod_is_told_when_its_reason_is_new_then_every_five_minutes() -> None:
+    state, cluster, counts = State(), waiting_job(), []
     for seconds in (0, 5, 10, 20, 200, 290, 310, 320):
-        stepped = step(state, waiting_job(), 1000.0 + seconds, CONFIG)
-        counts.append(len(marked(stepped)))
-        state = stepped.state
-    # Both pods within settle_s (15 s) of the reason, then once 300 s after the last.
-    assert counts == [2, 2, 2, 0, 0, 0, 2, 0]
+        stepped = step(state, cluster, 1000.0 + seconds, CONFIG)
+        counts.append((len(told(stepped)), len(marked(stepped))))
+        state, cluster = stepped.state, showing(cluster, stepped)
+    # Both pods' Events and conditions at once, nothing while the conditions say the
+    # reason, both Events again 300 s after the last.
+    assert counts == [(2, 2), (0, 0), (0, 0), (0, 0), (0, 0), (0, 0), (2, 2), (0, 0)]
+
+
+def test_a_reason_that_changes_within_two_seconds_is_told_when_the_gap_ends() -> None:
+    first = step(State(), waiting_job(), 1000.0, CONFIG)
+    bigger = view([node("n1", 1)], members("job", 3), [group("job", 3)])
+    soon = step(first.state, bigger, 1001.0, CONFIG)
+    assert told(soon) == ["ns/job-2"], "within the gap the reason told before stands, and a "\
+        "new pod is told it"
+    assert 1002.0 - 0.01 <= min(t for t in soon.thresholds if t > 1001.0) <= 1002.0, (
+        "the step wakes when the gap ends")
+    ended = step(soon.state, bigger, 1002.0, CONFIG)
+    assert len(marked(ended)) == 3, "every condition says the new reason at once"
+
+
+def test_an_event_for_a_new_reason_waits_ten_seconds_after_the_last_then_goes() -> None:
+    """A pod whose reason changes a few seconds after its last Event gets the Event of
+    the reason that holds when the ten seconds are up, not one per change."""
+    first = step(State(), waiting_job(), 1000.0, CONFIG)
+    bigger = view([node("n1", 1)], members("job", 3), [group("job", 3)])
+    changed = step(first.state, bigger, 1003.0, CONFIG)
+    assert told(changed) == ["ns/job-2"], "the new pod's first Event goes at once"
+    assert 1010.0 in changed.thresholds, "the step wakes when the held Events are due"
+    assert told(step(changed.state, bigger, 1009.0, CONFIG)) == []
+    due = step(changed.state, bigger, 1010.0, CONFIG)
+    assert told(due) == ["ns/job-0", "ns/job-1"]
+    assert all(a.message == told_reason(due) for a in due.actions
+               if isinstance(a, MarkUnschedulable) and a.event)
+    assert told(step(due.state, bigger, 1013.0, CONFIG)) == [], (
+        "ns/job-2's Event already said the reason that holds")
+
+
+def test_a_condition_not_showing_the_reason_is_written_again_at_the_next_cycle() -> None:
+    """A condition write refused because the pod changed meanwhile (409) is not retried
+    by the writers: the next cycle, however late, asks for it again, without an Event."""
+    first = step(State(), waiting_job(), 1000.0, CONFIG)
+    cluster = showing(waiting_job(), first)
+    lost = replace(cluster, cluster=replace(cast(Cluster, cluster.cluster), pods={
+        **cast(Cluster, cluster.cluster).pods,
+        PodKey("ns/job-1"): replace(cast(Cluster, cluster.cluster).pods[PodKey("ns/job-1")],
+                                    scheduled_message=None)}))
+    again = step(first.state, lost, 1060.0, CONFIG)
+    assert marked(again) == [("ns/job-1", False)] and told(again) == []
 
 
 def test_a_new_reason_or_a_new_pod_under_the_same_name_is_reported_at_once() -> None:
     state = State()
     for seconds in (0, 20):
         state = step(state, waiting_job(), 1000.0 + seconds, CONFIG).state
-    assert marked(step(state, waiting_job(), 1030.0, CONFIG)) == []
+    assert told(step(state, waiting_job(), 1030.0, CONFIG)) == []
     recreated = waiting_job(uids={"ns/job-0": "second-life"})
-    assert marked(step(state, recreated, 1030.0, CONFIG)) == [("ns/job-0", False)]
+    assert told(step(state, recreated, 1030.0, CONFIG)) == ["ns/job-0"]
     bigger = view([node("n1", 1)], members("job", 3), [group("job", 3)])
-    assert len(marked(step(state, bigger, 1030.0, CONFIG))) == 3, "its reason changed"
+    assert len(told(step(state, bigger, 1030.0, CONFIG))) == 3, "its reason changed"
 
 
 def test_a_gated_pod_is_marked_gated_not_unschedulable() -> None:
@@ -79,12 +141,21 @@ def test_pods_of_a_missing_or_invalid_group_and_unreadable_pods_say_why() -> Non
     stepped = step(State(), cluster, 1000.0, CONFIG)
     messages = {a.pod: a.message for a in of_type(stepped.actions, MarkUnschedulable)}
     assert messages == {
-        "ns/lost-0": "waiting for PodGroup ns/lost to exist",
-        "ns/broken-0": "PodGroup ns/broken is invalid: minMember must be at least 1",
+        "ns/lost-0": render(GroupMissing(GangKey("ns/lost"))),
+        "ns/broken-0": render(GroupInvalid(GangKey("ns/broken"), "minMember must be at least 1")),
     }
     assert of_type(stepped.actions, MarkInvalid) == [MarkInvalid(PodKey("ns/odd"),
                                                                  "cpu: bad quantity")]
     assert of_type(stepped.actions, MarkGroupInvalid) == [MarkGroupInvalid(invalid.key)]
+
+
+def test_a_pod_of_a_missing_group_is_told_as_a_waiting_pod_is_not_every_cycle() -> None:
+    state, cluster, counts = State(), view([node("n1", 4)], members("lost", 1), []), []
+    for seconds in (0, 60, 120, 310):
+        stepped = step(state, cluster, 1000.0 + seconds, CONFIG)
+        counts.append((told(stepped), len(marked(stepped))))
+        state, cluster = stepped.state, showing(cluster, stepped)
+    assert counts == [(["ns/lost-0"], 1), ([], 0), ([], 0), (["ns/lost-0"], 1)]
 
 
 def test_a_pod_in_no_podgroup_is_told_itself_of_an_unreadable_runtime() -> None:

@@ -12,14 +12,14 @@ from gangsched.core.reasons import (
     DoesNotFit,
     MembersMissing,
     Reason,
-    Reported,
     ShapeFigures,
     ShortOfMembers,
     Starved,
     Starving,
-    reported_reasons,
 )
+from gangsched.core.report_plan import reported_reasons
 from gangsched.core.resources import Resources
+from gangsched.core.state import Reported
 
 GANG = GangKey("ns/train")
 GPU = Resources.of({"nvidia.com/gpu": 1, "pods": 1})
@@ -64,6 +64,21 @@ def test_a_new_kind_of_reason_is_reported_at_once() -> None:
     fits = reported_reasons(first, {GANG: room(0)}, now=1.0, hold_s=60.0)
     assert fits[GANG] == Reported(room(0), 1.0)
     held = reported_reasons(fits, {GANG: starving(room(0))}, now=2.0, hold_s=60.0)
+    assert held[GANG] == Reported(starving(room(0)), 2.0)
+
+
+def test_a_new_kind_of_reason_waits_out_the_gap_after_the_last() -> None:
+    """A gang whose reason changes at every cycle for a moment (its last pods being
+    created, gangs coming and going) is told the one that holds, not each in between."""
+    members = MembersMissing(GANG, need=8, min_member=8, bound=0)
+    first = reported_reasons({}, {GANG: members}, now=0.0, hold_s=60.0, gap_s=2.0)
+    soon = reported_reasons(first, {GANG: room(0)}, now=0.5, hold_s=60.0, gap_s=2.0)
+    assert soon[GANG] == Reported(members, 0.0)
+    flapped = reported_reasons(soon, {GANG: starving(room(0))}, now=1.5, hold_s=60.0,
+                               gap_s=2.0)
+    assert flapped[GANG] == Reported(members, 0.0)
+    held = reported_reasons(flapped, {GANG: starving(room(0))}, now=2.0, hold_s=60.0,
+                            gap_s=2.0)
     assert held[GANG] == Reported(starving(room(0)), 2.0)
 
 

@@ -13,8 +13,7 @@ from gangsched.core.model import Flavor, GangKey, MemberCounts, QueueName
 from gangsched.core.resources import Resources
 from gangsched.core.status_bodies import GroupStatus, Phase, QueueStatus
 from gangsched.dispatcher import Call, Dispatcher, Rank
-from gangsched.events import EVENT_INTERVAL_S
-from gangsched.reporting import CONDITION_CHANGE_GAP_S, Reporter
+from gangsched.reporting import Reporter
 
 
 class RecordingDispatcher(Dispatcher):
@@ -51,23 +50,31 @@ async def reporter(dispatcher: RecordingDispatcher) -> Reporter:
     return Reporter(client.ApiClient(client.Configuration()), dispatcher, placed=lambda _: False)
 
 
-def test_a_waiting_pod_gets_a_paced_condition_and_event_keyed_by_its_uid(
+def test_a_waiting_pod_gets_its_condition_and_event_keyed_by_its_uid_when_asked(
         reporter: Reporter, dispatcher: RecordingDispatcher) -> None:
     reporter.pod_unschedulable(record("uid-1"), "needs 4 cpu")
     reporter.pod_unschedulable(record("uid-2"), "needs 4 cpu")  # same name, created again
     conditions = [c for c in dispatcher.calls if c.rank is Rank.STATUS]
     events = [c for c in dispatcher.calls if c.rank is Rank.EVENT]
     assert [c.key for c in conditions] == [("uid-1", ""), ("uid-2", "")]
-    assert all(c.retry and c.gap == CONDITION_CHANGE_GAP_S for c in conditions)
+    assert all(c.retry and not c.gap for c in conditions)
     assert {c.state for c in conditions} == {("Unschedulable", "needs 4 cpu")}
-    assert [c.key for c in events] == [("uid-1", "event/paced"), ("uid-2", "event/paced")]
-    assert all(c.repeat_s == EVENT_INTERVAL_S and c.state == "needs 4 cpu" for c in events)
+    assert [c.key for c in events] == [("uid-1", "event/FailedScheduling"),
+                                       ("uid-2", "event/FailedScheduling")]
+    # The report plan says when it is due: the dispatcher only coalesces it.
+    assert all(c.state is None and not c.gap and c.repeat_s is None for c in events)
 
 
 def test_a_condition_already_on_the_pod_is_not_written_again_but_its_event_is_asked_for(
         reporter: Reporter, dispatcher: RecordingDispatcher) -> None:
     reporter.pod_unschedulable(record("uid-1", condition="needs 4 cpu"), "needs 4 cpu")
     assert [c.rank for c in dispatcher.calls] == [Rank.EVENT]
+
+
+def test_a_condition_asked_for_again_without_its_event_is_written_alone(
+        reporter: Reporter, dispatcher: RecordingDispatcher) -> None:
+    reporter.pod_unschedulable(record("uid-1"), "needs 4 cpu", event=False)
+    assert [c.rank for c in dispatcher.calls] == [Rank.STATUS]
 
 
 def test_a_lone_pods_unreadable_runtime_is_told_once_per_problem_beside_its_wait(

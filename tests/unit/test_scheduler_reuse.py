@@ -23,7 +23,6 @@ from gangsched.core.groups import Flavor
 from gangsched.core.model import PodKey
 from gangsched.core.placement import Placement
 from gangsched.core.reasons import BindBackoff, Starved, Starving, TooBigToHold
-from gangsched.core.report_plan import Pacing
 from gangsched.core.step import StepConfig
 from gangsched.core.thresholds import next_threshold
 from gangsched.feed import Feed
@@ -122,7 +121,7 @@ def scenarios(draw: st.DrawFn) -> Scenario:
     return Scenario(nodes, gangs, steps, draw(st.floats(1, 90)), draw(st.floats(5, 120)))
 
 
-def start(scenario: Scenario, clock: Clock, reuse: bool, *, settle_s: float = 0.0,
+def start(scenario: Scenario, clock: Clock, reuse: bool, *,
           binder: object = None, reporter: object = None) -> Scheduler:
     mirror = Mirror(scheduler_names=frozenset({"gang"}))
     Feed(mirror).replace("nodes", [node(f"n{i}", gpus) for i, gpus in enumerate(scenario.nodes)])
@@ -132,7 +131,7 @@ def start(scenario: Scenario, clock: Clock, reuse: bool, *, settle_s: float = 0.
         Feed(mirror).upsert_group(Flavor.GANGSCHED,
                                   podgroup(gang.name, gang.min_member, gang.timeout))
     config = SchedulerConfig(
-        step=StepConfig(starvation_s=scenario.starvation_s, pacing=Pacing(settle_s=settle_s)),
+        step=StepConfig(starvation_s=scenario.starvation_s),
         reuse_unchanged=reuse, refresh_s=1e9, assume_ttl_s=scenario.assume_ttl_s)
     return Scheduler(mirror=mirror, binder=cast(Binder, binder or PendingBinder()),
                      reporter=cast(Reporter, reporter or SilentReporter()), config=config,
@@ -205,17 +204,18 @@ class CountingReporter(SilentReporter):
     def __init__(self) -> None:
         self.unschedulable: list[str] = []
 
-    def pod_unschedulable(self, record: Any, message: str) -> None:
-        self.unschedulable.append(record.pod.key)
+    def pod_unschedulable(self, record: Any, message: str, *, event: bool = True) -> None:
+        if event:
+            self.unschedulable.append(record.pod.key)
 
 
-def test_a_waiting_pod_is_reported_while_its_reason_is_new_then_every_few_minutes() -> None:
+def test_a_waiting_pods_event_is_due_when_its_reason_is_new_then_every_few_minutes() -> None:
     async def run() -> list[int]:
         clock = Clock()
         scenario = Scenario(nodes=[1], gangs=[Gang("big", 2, 1, 2, None)],
                             steps=[], starvation_s=1e6, assume_ttl_s=60.0)
         reporter = CountingReporter()
-        scheduler = start(scenario, clock, False, settle_s=15.0, reporter=reporter)
+        scheduler = start(scenario, clock, False, reporter=reporter)
         counts = []
         for seconds in (0, 5, 10, 20, 200, 290, 310):
             clock.now = 1000.0 + seconds
@@ -224,8 +224,8 @@ def test_a_waiting_pod_is_reported_while_its_reason_is_new_then_every_few_minute
             counts.append(len(reporter.unschedulable) - before)
         return counts
 
-    # Two pods each time: within settle_s (15 s) of the reason, then at 300 s.
-    assert asyncio.run(run()) == [2, 2, 2, 0, 0, 0, 2]
+    # Two pods each time: when the reason is new, then at 300 s.
+    assert asyncio.run(run()) == [2, 0, 0, 0, 0, 0, 2]
 
 
 class RefusingBinder:

@@ -30,6 +30,7 @@ from gangsched.core.model import (
     QueueSpec,
 )
 from gangsched.core.placement import Snapshot
+from gangsched.core.reasons import BindBackoff, render
 from gangsched.core.resources import Resources
 from gangsched.core.state import (
     InFlight,
@@ -64,6 +65,7 @@ class Group:
 class Record:
     pod: Pod
     uid: str
+    scheduled_message: str | None = None
 
 
 @dataclass(frozen=True)
@@ -204,7 +206,10 @@ def test_a_refused_bind_backs_the_gang_off_until_its_backoff_ends() -> None:
     waiting = step(state, cluster, 100.6, CONFIG)
     assert binds(waiting) == [], "the gang waits whole while a member backs off"
     assert refusal.until in waiting.thresholds, "the loop decides again when it ends"
-    assert "403" in status_of(waiting.actions, JOB).status.message
+    reason = waiting.state.reported[JOB].reason
+    assert isinstance(reason, BindBackoff)
+    assert (reason.pod, reason.status, reason.refusals) == ("ns/job-0", 403, 1)
+    assert status_of(waiting.actions, JOB).status.message == render(reason)
 
     again = bind_refused(waiting.state, PodKey("ns/job-0"), now=refusal.until + 0.1,
                          status=403, message="bindings are frozen")

@@ -37,7 +37,7 @@ from gangsched.core.model import (
     VolumeAttachmentSpec,
 )
 from gangsched.core.placement import Placement
-from gangsched.core.reasons import DoesNotFit, render
+from gangsched.core.reasons import DoesNotFit, VolumeLimitBound
 from gangsched.core.resources import VOLUME_LIMIT_PREFIX, Resources
 from gangsched.core.snapshot import Snapshot
 from gangsched.core.volumelimits import limit_volumes, limited_snapshot, pod_volumes
@@ -128,11 +128,8 @@ def test_the_gang_waits_whole_naming_the_limit_when_the_nodes_cannot_hold_its_vo
     assert isinstance(reason, DoesNotFit)
     (shape,) = reason.shapes
     assert shape.room == {1: 3} and shape.requests.get(LIMIT) == 2
-    text = render(reason)
-    assert f"2 volumes of CSI driver {EBS}" in text
-    assert ("3 nodes can take 1 each; the volume limit of CSI driver ebs.csi.aws.com holds "
-            "down the room of 3 nodes: node-0 has 0 of its 3 attached and a pod attaches 2"
-            ) in text
+    assert shape.volume_limits == (VolumeLimitBound(EBS, nodes=3, node=NodeName("node-0"),
+                                                    limit=3, attached=0, wanted=2),)
 
 
 def test_volumes_attached_by_pods_and_attachments_count_once_each(tmp_path: Path) -> None:
@@ -159,9 +156,13 @@ def test_the_reason_names_the_nearest_node_and_its_limit(tmp_path: Path) -> None
         using(pod("new", None, cpu="100m", run_for=None), "new-a", "new-b"),
     ]
     cli, _ = both(tmp_path, documents)
-    text = render(reasons(cli.result)[GangKey("default/pod:new")])
-    assert (f"the volume limit of CSI driver {EBS} holds down the room of 1 node: 1 more "
-            f"volume of CSI driver {EBS} than node-0's limit of 2 allows") in text
+    reason = reasons(cli.result)[GangKey("default/pod:new")]
+    assert isinstance(reason, DoesNotFit)
+    (shape,) = reason.shapes
+    (bound,) = shape.volume_limits
+    assert bound == VolumeLimitBound(EBS, nodes=1, node=NodeName("node-0"), limit=2,
+                                     attached=1, wanted=2)
+    assert bound.over == 1
 
 
 def test_nodes_without_a_limit_for_the_driver_take_any_number(tmp_path: Path) -> None:
@@ -192,8 +193,9 @@ def test_a_driver_that_must_be_registered_keeps_pods_off_nodes_without_it(
     assert placement.assignments[0][1] == "node-2"
     without = [d for d in documents if d["metadata"]["name"] != "node-2"]
     cli, _ = both(tmp_path, without)
-    text = render(reasons(cli.result)[GangKey("default/pod:user")])
-    assert f"2 by missing CSI driver {EBS}" in text
+    reason = reasons(cli.result)[GangKey("default/pod:user")]
+    assert isinstance(reason, DoesNotFit)
+    assert reason.shapes[0].excluded == {f"missing CSI driver {EBS}": 2}
 
 
 def test_a_cycle_without_limited_drivers_leaves_the_nodes_as_they_are(tmp_path: Path) -> None:

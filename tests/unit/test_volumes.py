@@ -31,7 +31,7 @@ from gangsched.core.model import (
     VolumeProblem,
 )
 from gangsched.core.nodefit import node_excluded_reason
-from gangsched.core.reasons import VolumeBlocked, render
+from gangsched.core.reasons import VolumeBlocked
 from gangsched.core.resources import Resources
 from gangsched.core.volumes import Storage, claims_in_use, resolve_pod, with_volumes
 from gangsched.feed import Feed
@@ -86,9 +86,8 @@ def test_a_claim_that_cannot_bind_blocks_its_pod_naming_the_claim(
 def test_a_claim_name_that_no_claim_can_have_says_so() -> None:
     resolved = resolve_pod(user("p", ClaimRef("Not_A_Name")), storage(), "uid", {})
     assert resolved.volume_block is not None
-    assert resolved.volume_block.problem is VolumeProblem.INVALID_NAME
-    assert "ns/Not_A_Name is not a valid claim name" in render(
-        VolumeBlocked(resolved.key, resolved.volume_block, 0))
+    assert (resolved.volume_block.claim, resolved.volume_block.problem) == (
+        "ns/Not_A_Name", VolumeProblem.INVALID_NAME)
 
 
 def test_a_bound_volume_keeps_the_pod_to_the_nodes_its_affinity_names() -> None:
@@ -289,7 +288,8 @@ def test_a_gang_with_a_member_whose_claim_is_missing_waits_whole_and_others_plac
     assert placed(result) == ["ns/other"]
     reason = reasons(result)["ns/train"]
     assert isinstance(reason, VolumeBlocked)
-    assert render(reason) == ("pod ns/train-0: persistentvolumeclaim ns/absent does not exist")
+    assert (reason.pod, reason.block.claim, reason.block.problem, reason.others) == (
+        "ns/train-0", "ns/absent", VolumeProblem.MISSING, 0)
 
 
 def test_bound_claims_restrict_placement_to_their_volume_nodes() -> None:

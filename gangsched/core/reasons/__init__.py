@@ -1,0 +1,171 @@
+"""Why a gang waits: a reason is a code with its figures, and :func:`render` words it.
+
+As kube-scheduler keeps a failure as a ``Diagnosis`` inside a ``FitError``
+and only ``Error()`` makes the "0/5 nodes are available" line, a reason here
+is a frozen value, one kind per cause, whose figures stay numbers and
+resources until :func:`render` turns it into the line that becomes a
+PodGroup condition message, an Event, the ``PodScheduled=False`` message on
+each pod, a log field and ``explain``'s "why".
+
+Each family of reasons is a module holding its kinds, each kind's wording
+beside its figures (its ``text``): capacity (room on the nodes), domains
+(one topology domain), members (the gang's own pods), queues (queue and
+admission), volumes, devices, rules (inter-pod rules), holding (room held
+for urgent gangs), preemption, and groups (the pod's PodGroup). Tests assert
+on codes and figures; the report plan (:mod:`gangsched.core.report_plan`)
+decides when a reason is said again.
+
+The line is written for the person running ``kubectl describe``: what the
+gang asks, how much room the nodes have for it, and which nodes were ruled
+out and why. Cluster autoscalers and people both act on it; neither can act
+on "does not fit". Reasons that wrap another (a starving gang holding room,
+a preemptor) keep it as ``cause``, rendered after their own clause.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from gangsched.core.reasons.capacity import (
+    DoesNotFit,
+    NoNodes,
+    ShapeFigures,
+    VolumeLimitBound,
+    unplaceable_reason,
+)
+from gangsched.core.reasons.devices import ClaimInvalid, ClaimNotReady, DevicesShort
+from gangsched.core.reasons.domains import (
+    BoundAcrossDomains,
+    InDomain,
+    NoDomainHolds,
+    NoDomainLabel,
+)
+from gangsched.core.reasons.groups import GroupInvalid, GroupMissing
+from gangsched.core.reasons.holding import (
+    HeldForStarving,
+    PartlyBound,
+    Starved,
+    Starving,
+    TooBigToHold,
+    Urgency,
+)
+from gangsched.core.reasons.members import BindBackoff, Gated, MembersMissing, ShortOfMembers
+from gangsched.core.reasons.preemption import (
+    AwaitingVictims,
+    BeingPreempted,
+    NotReclaimable,
+    Preempting,
+    ProtectedByBudget,
+    ProtectedByShare,
+)
+from gangsched.core.reasons.queues import (
+    QUEUE_PROBLEMS,
+    AdmissionNoRoom,
+    AdmissionOverCapability,
+    CapabilityExceeded,
+    QueueClosed,
+    QueueInvalid,
+    QueueMissing,
+    QueueNotLeaf,
+    ReservedByAdmitted,
+)
+from gangsched.core.reasons.rules import PodRulesUnmet, RuleBlock
+from gangsched.core.reasons.volumes import (
+    ClaimsProvisioning,
+    ProvisioningTimedOut,
+    VolumeBlocked,
+)
+from gangsched.core.reasons.wording import describe_request
+
+__all__ = [
+    "QUEUE_PROBLEMS",
+    "AdmissionNoRoom",
+    "AdmissionOverCapability",
+    "AwaitingVictims",
+    "BeingPreempted",
+    "BindBackoff",
+    "BoundAcrossDomains",
+    "CapabilityExceeded",
+    "ClaimInvalid",
+    "ClaimNotReady",
+    "ClaimsProvisioning",
+    "DevicesShort",
+    "DoesNotFit",
+    "Gated",
+    "GroupInvalid",
+    "GroupMissing",
+    "HeldForStarving",
+    "InDomain",
+    "MembersMissing",
+    "NoDomainHolds",
+    "NoDomainLabel",
+    "NoNodes",
+    "NotReclaimable",
+    "PartlyBound",
+    "PodRulesUnmet",
+    "Preempting",
+    "ProtectedByBudget",
+    "ProtectedByShare",
+    "ProvisioningTimedOut",
+    "QueueClosed",
+    "QueueInvalid",
+    "QueueMissing",
+    "QueueNotLeaf",
+    "Reason",
+    "ReservedByAdmitted",
+    "RuleBlock",
+    "ShapeFigures",
+    "ShortOfMembers",
+    "Starved",
+    "Starving",
+    "TooBigToHold",
+    "Urgency",
+    "VolumeBlocked",
+    "VolumeLimitBound",
+    "causes",
+    "code_of",
+    "describe_request",
+    "render",
+    "unplaceable_reason",
+]
+
+Reason = (
+    NoNodes | DoesNotFit
+    | NoDomainLabel | BoundAcrossDomains | NoDomainHolds | InDomain
+    | MembersMissing | ShortOfMembers | Gated | BindBackoff
+    | QueueMissing | QueueClosed | QueueInvalid | QueueNotLeaf | CapabilityExceeded
+    | AdmissionOverCapability | AdmissionNoRoom | ReservedByAdmitted
+    | VolumeBlocked | ClaimsProvisioning | ProvisioningTimedOut
+    | ClaimInvalid | ClaimNotReady | DevicesShort
+    | PodRulesUnmet
+    | HeldForStarving | Starving | TooBigToHold
+    | BeingPreempted | Preempting | AwaitingVictims | ProtectedByBudget | NotReclaimable
+    | ProtectedByShare
+    | GroupMissing | GroupInvalid
+)
+"""A reason as data: every kind has its code, its figures and its wording."""
+
+
+def code_of(reason: Reason) -> str:
+    """The reason's kind, as logs and ``explain --output json`` name it."""
+    return reason.code
+
+
+def causes(reason: Reason) -> Iterator[Reason]:
+    """The reason and every reason it wraps, outermost first."""
+    yield reason
+    match reason:
+        case (Starving() | TooBigToHold() | Preempting() | AwaitingVictims() | InDomain()
+              | ProtectedByBudget() | NotReclaimable() | ProtectedByShare()):
+            yield from causes(reason.cause)
+        case NoDomainHolds():
+            for shown in reason.shown:
+                yield from causes(shown)
+        case _:
+            pass
+
+
+def render(reason: Reason) -> str:
+    """The one place a reason becomes the text of a condition, an Event, a log line or
+    ``explain``: each kind words itself, beside its figures in its family's module."""
+    return reason.text()
