@@ -54,6 +54,7 @@ __all__ = [
     "Gated",
     "HeldForStarving",
     "InDomain",
+    "LevelHeld",
     "MembersMissing",
     "NoDomainHolds",
     "NoDomainLabel",
@@ -78,12 +79,14 @@ __all__ = [
     "Starved",
     "Starving",
     "TooBigToHold",
+    "TopologyUnknown",
     "VolumeBlocked",
     "VolumeLimitBound",
     "causes",
     "code_of",
     "describe_request",
     "render",
+    "render_level",
     "reported_reasons",
     "unplaceable_reason",
 ]
@@ -280,6 +283,42 @@ class NoDomainHolds:
     """Domains tried."""
     shown: tuple[InDomain, ...]
     """The first domains' refusals; the others are only counted."""
+
+
+@dataclass(frozen=True, slots=True)
+class TopologyUnknown:
+    """The PodGroup's ``spec.topology`` names a Topology that does not exist (``levels``
+    empty), or a level, by node label, that the Topology does not have."""
+
+    code: ClassVar[str] = "TopologyUnknown"
+    topology: str
+    level: str = ""
+    levels: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class LevelHeld:
+    """Where a gang with Topology levels landed: inside one domain of ``level`` (the node
+    label's ``value``), or spread when ``level`` is empty; ``preferred`` is the level it
+    asked for, empty when it asked only for a required one."""
+
+    level: str
+    value: str = ""
+    preferred: str = ""
+
+
+def render_level(held: LevelHeld) -> str:
+    """The placement's level, as the gang's Scheduled Event says it."""
+    where = (f"in {_level_word(held.level)} {held.value}" if held.level
+             else "across domains")
+    if not held.preferred or held.preferred == held.level:
+        return where
+    return f"{where}: no {_level_word(held.preferred)} held it"
+
+
+def _level_word(label: str) -> str:
+    """``topology.example.com/rack`` as ``rack``."""
+    return label.rsplit("/", 1)[-1]
 
 
 @dataclass(frozen=True, slots=True)
@@ -636,7 +675,8 @@ class PodRulesUnmet:
 
 Reason = (
     NoNodes | DoesNotFit | MembersMissing | ShortOfMembers | NoDomainLabel | BoundAcrossDomains
-    | NoDomainHolds | InDomain | QueueMissing | QueueClosed | QueueInvalid | BeingPreempted
+    | NoDomainHolds | InDomain | TopologyUnknown | QueueMissing | QueueClosed | QueueInvalid
+    | BeingPreempted
     | QueueNotLeaf | Gated
     | BindBackoff | VolumeBlocked | ClaimsProvisioning | ProvisioningTimedOut
     | ClaimInvalid | ClaimNotReady | DevicesShort
@@ -699,6 +739,11 @@ def render(reason: Reason) -> str:
             return f"in {reason.domain}: {render(reason.cause)}"
         case NoDomainHolds():
             return _no_domain_text(reason)
+        case TopologyUnknown():
+            if not reason.levels:
+                return f"topology {reason.topology!r} does not exist"
+            return (f"topology {reason.topology!r} has no level {reason.level!r}; its levels: "
+                    f"{', '.join(reason.levels)}")
         case QueueMissing():
             return f"queue {reason.queue!r} does not exist"
         case QueueClosed():
