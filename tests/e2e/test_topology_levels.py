@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from devcluster.controlplane import REPO, LocalCluster, NodeShape
+from gangsched.core.reasons import LevelHeld, render_level
 from tests.e2e.scenario import only_nodes
 from tests.e2e.workspace import Workspace, bound, node_of, wait_for
 
@@ -68,6 +69,10 @@ def racks_of(ws: Workspace, prefix: str) -> set[str]:
     return {str(node_of(pod)).split("-")[0] for pod in members(ws, prefix)}
 
 
+def rack_of(ws: Workspace, prefix: str) -> str:
+    return sorted(racks_of(ws, prefix))[0]
+
+
 def test_a_gang_preferring_a_rack_lands_in_one_rack_then_in_one_block(
     ws: Workspace, fabric: str,
 ) -> None:
@@ -84,8 +89,10 @@ def test_a_gang_preferring_a_rack_lands_in_one_rack_then_in_one_block(
              what="the second gang to bind")
     assert len({RACKS[rack] for rack in racks_of(ws, "second-")}) == 1, racks_of(ws, "second-")
     assert len(racks_of(ws, "second-")) == 2
-    scheduled = [e for e in ws.events("second") if e["reason"] == "Scheduled"]
-    assert scheduled, "the gang's Scheduled Event says where it landed"
+    for name, held in (("first", LevelHeld(RACK, rack_of(ws, "first-"), RACK)),
+                       ("second", LevelHeld(BLOCK, RACKS[rack_of(ws, "second-")], RACK))):
+        said = [e["message"] for e in ws.events(name) if e["reason"] == "Scheduled"]
+        assert any(render_level(held) in message for message in said), (held, said)
 
 
 def test_a_gang_requiring_a_rack_waits_whole_rather_than_spread(
