@@ -100,6 +100,7 @@ def test_a_gang_requiring_a_rack_of_a_topology_runs_inside_one_rack(tmp_path: Pa
     out = simulate(tmp_path, racks, jobs)
     [run] = out["runs"]
     assert sorted(p["node"] for p in run["pods"]) == ["node-1", "node-2", "node-3"]
+    assert run["level"] == {"nodeLabel": "example.com/rack", "value": "r1", "preferred": ""}
 
 
 def test_a_gang_blocked_by_another_schedulers_pod_never_runs_and_says_why(
