@@ -127,10 +127,10 @@ def _in_best_domain(
     best: tuple[tuple[int, ...], Domain] | None = None
     refusals: list[tuple[tuple[int, ...], InDomain]] = []
     for domain in sorted(candidates):
-        waste = _leftover(capacity, candidates[domain], names)
         decision = capacity.place(_confined(gang, domain), policy)
         if isinstance(decision, Unplaceable):
-            refusals.append((tuple(-free for free in waste),
+            free = _leftover(capacity, candidates[domain], names)
+            refusals.append((tuple(-amount for amount in free),
                              InDomain(describe_domain(domain), decision.reason)))
             continue
         waste = _leftover(capacity, candidates[domain], names)
