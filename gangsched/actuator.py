@@ -356,7 +356,7 @@ class Actuator:
         state = self.fold(partial(binds_done, pods=[o.pod for o in outcomes if o.bound]))
         if per_gang and group is not None and len(failed) < len(outcomes):
             self.reporter.gang_scheduled(
-                group, [(o.pod, o.node) for o in outcomes if o.bound])
+                group, [(o.pod, o.node) for o in outcomes if o.bound], placement.level)
         if failed:
             _log_failures(placement, failed, len(outcomes), state.bind_refusals)
             self.trigger()  # its gang now says why it waits

@@ -64,6 +64,7 @@ class ClusterObjects:
     """Namespaces: the labels an inter-pod term's ``namespaceSelector`` selects by."""
     groups: list[tuple[Flavor, Document]] = field(default_factory=list)
     queues: list[Document] = field(default_factory=list)
+    topologies: list[Document] = field(default_factory=list)
     workloads: list[Document] = field(default_factory=list)
     """Native Workloads: their queue annotation is their PodGroups' queue."""
     priority_classes: list[Document] = field(default_factory=list)
@@ -94,6 +95,8 @@ class ClusterObjects:
             self.groups.append((Flavor(api_version), obj))
         elif kind == "Queue" and api_version == QUEUE_API:
             self.queues.append(obj)
+        elif kind == "Topology" and api_version == QUEUE_API:
+            self.topologies.append(obj)
         elif kind == "Workload" and api_version == WORKLOAD_API:
             self.workloads.append(obj)
         elif kind == "PriorityClass":
@@ -113,6 +116,7 @@ class ClusterObjects:
         self.namespaces += other.namespaces
         self.groups += other.groups
         self.queues += other.queues
+        self.topologies += other.topologies
         self.workloads += other.workloads
         self.priority_classes += other.priority_classes
         self.budgets += other.budgets
@@ -138,6 +142,7 @@ class ClusterObjects:
             feed.upsert_group(flavor, body)
         for body in self.queues:
             feed.upsert_queue(body)
+        feed.replace("topologies", list(self.topologies))
         for body in self.workloads:
             feed.upsert_workload(body)
         return mirror
@@ -330,6 +335,7 @@ def from_cluster(api: pykube.HTTPClient, namespace: str | None = None) -> Cluste
         objects.priority_classes = _readable(objects, api, "scheduling.k8s.io/v1",
                                              "priorityclasses")
         objects.queues = _readable(objects, api, QUEUE_API, "queues")
+        objects.topologies = _readable(objects, api, QUEUE_API, "topologies")
         objects.namespaces = _readable(objects, api, "v1", "namespaces")
         objects.budgets = _readable(objects, api, "policy/v1", "poddisruptionbudgets")
         objects.storage["persistentvolumes"] = _readable(objects, api, "v1", "persistentvolumes")

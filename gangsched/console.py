@@ -22,7 +22,7 @@ from gangsched.core.forecast import Estimate
 from gangsched.core.groups import MemberCounts
 from gangsched.core.hierarchy import QueueTree, build_tree, deserved_shares, subtree_total
 from gangsched.core.model import DEFAULT_QUEUE, GangKey, QueueName
-from gangsched.core.reasons import code_of, describe_request, render
+from gangsched.core.reasons import code_of, describe_request, render, render_level
 from gangsched.core.resources import PODS, Capability, Resources, format_amount
 from gangsched.core.stages.session import schedulable_total
 from gangsched.core.step import Stepped
@@ -349,7 +349,7 @@ def print_explanation(console: Console, explanation: Explanation, what: str,
 def print_simulation(console: Console, simulation: Simulation) -> None:
     table = Table(title="Gangs in the order gangsched places them", box=box.SIMPLE_HEAD,
                   title_justify="left")
-    for column in ("#", "GANG", "STARTS", "ENDS", "ESTIMATED", "NODES"):
+    for column in ("#", "GANG", "STARTS", "ENDS", "ESTIMATED", "NODES", "WHERE"):
         table.add_column(column, overflow="fold")
     for number, run in enumerate(simulation.runs, 1):
         estimated = run.estimated_start_s
@@ -362,6 +362,7 @@ def print_simulation(console: Console, simulation: Simulation) -> None:
             "-" if estimated is None else f"+{estimated:g}s",
             ", ".join(f"{node} ({count} pods)" if count > 1 else node
                       for node, count in nodes.items()),
+            "" if run.level is None else render_level(run.level),
         )
     if simulation.runs:
         console.print(table)

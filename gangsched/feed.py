@@ -30,6 +30,7 @@ from gangsched.core.kubeobjects.queues import (
     disruption_budget_from_api,
     priority_class_from_api,
     queue_from_api,
+    topology_levels_from_api,
     workload_queue_from_api,
 )
 from gangsched.core.kubeobjects.records import pod_header, pod_record_from_api
@@ -312,6 +313,13 @@ KINDS: dict[str, Kind] = {
             QueueName(object_name(obj))),
         keep=lambda mirror, seen: mirror.groups_and_queues.keep_queues(seen),
     ),
+    "topologies": Kind(
+        key=object_name,
+        upsert=lambda mirror, obj: mirror.groups_and_queues.set_topology(
+            object_name(obj), topology_levels_from_api(obj)),
+        delete=lambda mirror, obj: mirror.groups_and_queues.remove_topology(object_name(obj)),
+        keep=lambda mirror, seen: mirror.groups_and_queues.keep_topologies(seen),
+    ),
     "workloads": Kind(
         key=_ref_key,
         upsert=_upsert_workload,
@@ -325,6 +333,7 @@ KINDS: dict[str, Kind] = {
 CUSTOM_KINDS: dict[str, tuple[str, str, str]] = {
     **{group_kind(flavor): (flavor.group, flavor.version, "podgroups") for flavor in Flavor},
     "queues": ("scheduling.gangsched.io", "v1alpha1", "queues"),
+    "topologies": ("scheduling.gangsched.io", "v1alpha1", "topologies"),
     "workloads": ("scheduling.k8s.io", "v1beta1", "workloads"),
 }
 """The kinds listed as custom objects, each with its API group, version and plural: no

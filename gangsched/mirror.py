@@ -92,6 +92,8 @@ class View:
     named_by_others: frozenset[GangKey] = frozenset()
     """The groups some pod of another scheduler names: with no pod of ours in them,
     they are that scheduler's (core.gangs.gather)."""
+    topologies: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    """Each Topology's levels, widest first, by name."""
 
 
 def _matters(old: PodRecord | None, new: PodRecord, assumed_on: NodeName | None) -> bool:
@@ -154,6 +156,8 @@ class GroupsAndQueues(Versioned):
     workload_queues: dict[str, QueueName] = field(default_factory=dict)
     """Queue annotations of native Workloads by ``namespace/name``: their PodGroups'
     queue when a PodGroup names none itself."""
+    topologies: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    """Each Topology's levels (node labels, widest first) by name."""
 
     # ---- PriorityClasses (watched with pods and nodes) ----------------------------
     def set_priority_class(self, priority_class: PriorityClass) -> bool:
@@ -243,6 +247,18 @@ class GroupsAndQueues(Versioned):
     def keep_workloads(self, keys: set[str]) -> None:
         for key in [k for k in self.workload_queues if k not in keys]:
             self.remove_workload(key)
+
+    def set_topology(self, name: str, levels: tuple[str, ...]) -> bool:
+        changed = self._changed(self.topologies.get(name) != levels)
+        self.topologies[name] = levels
+        return changed
+
+    def remove_topology(self, name: str) -> bool:
+        return self._changed(self.topologies.pop(name, None) is not None)
+
+    def keep_topologies(self, names: set[str]) -> None:
+        for name in [n for n in self.topologies if n not in names]:
+            self.remove_topology(name)
 
     def with_workload_queue(self, record: GroupRecord) -> GroupRecord:
         spec = record.spec
@@ -573,6 +589,7 @@ class Mirror(Versioned):
             pods=pods,
             storage=self.budgets_and_storage.storage(),
             named_by_others=index.named_by_others_now(),
+            topologies=dict(scheduling.topologies),
         )
 
 

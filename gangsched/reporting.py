@@ -24,6 +24,7 @@ from kubernetes_asyncio.client.exceptions import ApiException
 from gangsched.binder import FIELD_MANAGER, MERGE_PATCH
 from gangsched.core.groups import Flavor, GroupStatus, Phase
 from gangsched.core.model import GangKey, NodeName, PodKey, QueueName
+from gangsched.core.reasons import LevelHeld, render_level
 from gangsched.core.status_bodies import (
     QUIET_REASONS,
     QueueStatus,
@@ -175,9 +176,12 @@ class Reporter:
             self.events.on_pod(record, "Scheduled",
                             f"Successfully assigned {record.pod.key} to {node} with gang {gang}")
 
-    def gang_scheduled(self, group: GroupRecord, bound: list[tuple[PodKey, NodeName]]) -> None:
-        """One Event on the PodGroup for the pods of a gang bound together: where each went."""
-        self.events.on_group(group, "Scheduled", scheduled_message(bound))
+    def gang_scheduled(self, group: GroupRecord, bound: list[tuple[PodKey, NodeName]],
+                       level: LevelHeld | None = None) -> None:
+        """One Event on the PodGroup for the pods of a gang bound together: where each went,
+        and in which level of its Topology."""
+        self.events.on_group(group, "Scheduled", scheduled_message(
+            bound, "" if level is None else render_level(level)))
 
     # ---- PodGroups --------------------------------------------------------------
     def group_status(self, group: GroupRecord, status: GroupStatus, observed: int) -> None:

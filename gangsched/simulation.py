@@ -22,7 +22,7 @@ from typing import Any
 from gangsched.clusterobjects import ClusterObjects
 from gangsched.core.actions import Evict, SelectClaimNode
 from gangsched.core.model import GangKey, NodeName, PodKey
-from gangsched.core.reasons import Reason, code_of, render
+from gangsched.core.reasons import LevelHeld, Reason, code_of, render
 from gangsched.core.runtimes import parse_duration
 from gangsched.core.step import StepConfig, step
 from gangsched.decisions import published_state, step_view
@@ -46,6 +46,8 @@ class GangRun:
     never waited or its start was unknown then."""
     evicted_s: float | None = None
     """When it was evicted for a preemptor, before it finished; None if it was not."""
+    level: LevelHeld | None = None
+    """For a gang with Topology levels: the level and domain it landed in."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,7 +74,10 @@ class Simulation:
                 {"gang": r.gang, "startSeconds": r.start_s, "endSeconds": r.end_s,
                  "estimatedStartSeconds": r.estimated_start_s,
                  "evictedSeconds": r.evicted_s,
-                 "pods": [{"pod": pod, "node": node} for pod, node in r.nodes]}
+                 "pods": [{"pod": pod, "node": node} for pod, node in r.nodes],
+                 "level": None if r.level is None else {
+                     "nodeLabel": r.level.level, "value": r.level.value,
+                     "preferred": r.level.preferred}}
                 for r in self.runs
             ],
             "never": [{"gang": gang, "code": code_of(reason), "reason": render(reason)}
@@ -172,7 +177,8 @@ def simulate(
                     ends.append(clock.ends[pod_key])
             complete = len(ends) == len(placement.assignments)
             runs.append(GangRun(placement.gang, at, max(ends) if complete and ends else None,
-                                placement.assignments, first_estimates.get(placement.gang)))
+                                placement.assignments, first_estimates.get(placement.gang),
+                                level=placement.level))
         if result.placements or evicts or provisions:
             continue  # what was done changes what the next step sees: step again now
         if not clock.ends:

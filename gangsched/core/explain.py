@@ -36,6 +36,7 @@ from gangsched.core.reasons import (
     Starved,
     Starving,
     TooBigToHold,
+    TopologyUnknown,
     causes,
     describe_request,
 )
@@ -170,7 +171,10 @@ def _remedies(
     if ShortOfMembers in kinds:
         remedies.append("fewer of its pods exist than its minMember: it runs once the rest "
                         "are created, or minMember is lowered; more room would not let it run")
-    if not kinds & {Gated, ShortOfMembers}:
+    if isinstance(reason, TopologyUnknown):
+        remedies.append(f"create Topology {reason.topology} with the level its spec.topology "
+                        f"names, or name an existing one: more room would not let it run")
+    if not kinds & {Gated, ShortOfMembers, TopologyUnknown}:
         remedies.extend(_room_remedies(explanation_shapes))
     if reserved and kinds & {ReservedByAdmitted, AdmissionOverCapability, AdmissionNoRoom}:
         holders = ", ".join(str(key) for key, _ in reserved)

@@ -300,6 +300,7 @@ class _Tally:
             created=(spec.created if spec and not solo
                      else min((pod.created for pod in live), default=0.0)),
             topology_keys=spec.topology_keys if spec and not solo else (),
+            levels=spec.topology if spec and not solo else None,
             bound_on=frozenset(self.bound_on.get(key, ())),
             preempts=key not in self.never and (spec is None or (
                 spec.preempts and spec.priority_class not in never_preempting_classes)),

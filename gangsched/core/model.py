@@ -526,6 +526,19 @@ class DisruptionBudget:
 
 
 @dataclass(frozen=True, slots=True)
+class LevelRequest:
+    """A gangsched PodGroup's ``spec.topology``: the levels of a Topology, by node label, the
+    gang must (``required``) or should (``preferred``) keep to one domain of."""
+
+    topology: str
+    required: str | None = None
+    preferred: str | None = None
+    levels: tuple[str, ...] | None = None
+    """The named Topology's levels, widest first, as the cycle found them; None: no such
+    Topology (or not looked up yet)."""
+
+
+@dataclass(frozen=True, slots=True)
 class Gang:
     """A group of pods placed all-or-nothing.
 
@@ -545,6 +558,8 @@ class Gang:
     """Overrides the scheduler's policy for this gang when set."""
     topology_keys: tuple[str, ...] = ()
     """Node labels whose values every member must share: the gang lands in one domain."""
+    levels: LevelRequest | None = None
+    """Its PodGroup's Topology levels (core.topology): a required one sets ``topology_keys``."""
     bound_on: frozenset[NodeName] = frozenset()
     """Nodes the gang's bound members run on: a topology gang's domain is theirs."""
     preempts: bool = True
@@ -606,6 +621,8 @@ class GroupSpec:
     counts and reports them."""
     topology_keys: tuple[str, ...] = ()
     """Node labels every member must share one value of (native topology constraints)."""
+    topology: LevelRequest | None = None
+    """A gangsched PodGroup's ``spec.topology``."""
     workload: str | None = None
     """``namespace/name`` of the native Workload whose queue annotation applies when the
     PodGroup names none itself."""

@@ -24,6 +24,7 @@ from gangsched.core.model import Gang, GangKey, NodeName, Pod, PodKey, Policy
 from gangsched.core.packing import SEARCH_BUDGET, SEARCH_MAX_PODS, PodType, Search, search_view
 from gangsched.core.policies import allowed_nodes, greedy, shape_figures
 from gangsched.core.reasons import (
+    LevelHeld,
     MembersMissing,
     Reason,
     ShapeFigures,
@@ -55,6 +56,8 @@ class Placement:
     assignments: tuple[tuple[PodKey, NodeName], ...]
     claims: tuple[ClaimWrite, ...] = ()
     """Claim allocations and reservations to write before any of the pods is bound."""
+    level: LevelHeld | None = None
+    """For a gang with Topology levels: the level and domain it landed in."""
 
 
 @dataclass(frozen=True, slots=True)

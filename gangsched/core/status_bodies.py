@@ -428,11 +428,15 @@ EVENT_MESSAGE_LIMIT = 1024
 """Kubernetes caps an Event's message at 1 KiB."""
 
 
-def scheduled_message(bound: list[tuple[PodKey, NodeName]]) -> str:
-    """"Successfully assigned 3 pods: node-a: w-0, w-1; node-b: w-2", cut to an Event's size."""
+def scheduled_message(
+    bound: list[tuple[PodKey, NodeName]], where: str = ""
+) -> str:
+    """"Successfully assigned 3 pods: node-a: w-0, w-1; node-b: w-2", cut to an Event's size;
+    ``where`` says the Topology level a gang landed in ("… 16 pods in rack r1: …")."""
     by_node: dict[NodeName, list[str]] = {}
     for pod, node in sorted(bound):
         by_node.setdefault(node, []).append(pod.split("/", 1)[1])
-    text = (f"Successfully assigned {len(bound)} pod{'s' if len(bound) != 1 else ''}: "
+    text = (f"Successfully assigned {len(bound)} pod{'s' if len(bound) != 1 else ''}"
+            f"{' ' if where else ''}{where}: "
             + "; ".join(f"{node}: {', '.join(pods)}" for node, pods in sorted(by_node.items())))
     return text if len(text) <= EVENT_MESSAGE_LIMIT else text[:EVENT_MESSAGE_LIMIT - 1] + "…"

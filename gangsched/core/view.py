@@ -34,6 +34,7 @@ from gangsched.core.model import (
 )
 from gangsched.core.placement import Snapshot
 from gangsched.core.resources import Resources
+from gangsched.core.topology import with_levels
 from gangsched.core.volumelimits import limit_volumes, limited_snapshot
 from gangsched.core.volumes import Storage, claims_in_use, with_volumes
 
@@ -87,6 +88,8 @@ class ClusterView(Protocol):
     def storage(self) -> Storage: ...
     @property
     def named_by_others(self) -> AbstractSet[GangKey]: ...
+    @property
+    def topologies(self) -> Mapping[str, tuple[str, ...]]: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,7 +137,8 @@ def gather_view(
     )
     gathered = gather(view.members, groups, policies, finished_before, priority_classes,
                       never_preempting_classes, view.named_by_others)
-    gangs, limits = _with_volumes(view, gathered.gangs)
+    gangs, limits = _with_volumes(
+        view, tuple(with_levels(gang, view.topologies) for gang in gathered.gangs))
     if gangs is not gathered.gangs:
         gathered = replace(gathered, gangs=gangs, volume_limits=limits)
     gathered = _with_devices(view.snapshot.devices, gathered)

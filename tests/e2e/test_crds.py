@@ -137,7 +137,7 @@ def cell(cluster: LocalCluster, column: str, *args: str) -> str:
 # -- installation -----------------------------------------------------------
 
 
-@pytest.mark.parametrize("plural", ["podgroups", "queues"])
+@pytest.mark.parametrize("plural", ["podgroups", "queues", "topologies"])
 def test_crd_is_established_with_its_names(
     cluster: LocalCluster, scope: Scope, plural: str
 ) -> None:

@@ -34,7 +34,7 @@ CHART = REPO / "helm" / "gangsched"
 RELEASE, NAMESPACE = "gangsched", "gangsched-system"
 SA = f"system:serviceaccount:{NAMESPACE}:{RELEASE}"
 GROUP = "scheduling.gangsched.io"
-CRDS = (f"crd/podgroups.{GROUP}", f"crd/queues.{GROUP}")
+CRDS = (f"crd/podgroups.{GROUP}", f"crd/queues.{GROUP}", f"crd/topologies.{GROUP}")
 
 PREVIOUS_CHART_COMMIT = "1a996fc"
 """The last commit of chart 0.1.0, the version users upgrade from (CRDs in the chart's crds/)."""
@@ -286,6 +286,7 @@ def can(cluster: LocalCluster, verb: str, resource: str, *extra: str) -> bool:
         ("patch", "podgroups.scheduling.volcano.sh", ("-n", "team-a")),
         ("patch", "podgroups.scheduling.x-k8s.io", ("--subresource=status", "-n", "team-a")),
         ("create", "queues.scheduling.gangsched.io", ()),
+        ("watch", "topologies.scheduling.gangsched.io", ()),
         ("update", "leases.coordination.k8s.io", ("-n", NAMESPACE)),
         ("watch", "podgroups.scheduling.k8s.io", ("--all-namespaces",)),
         ("patch", "podgroups.scheduling.k8s.io", ("--subresource=status", "-n", "team-a")),

@@ -7,9 +7,26 @@ from dataclasses import replace
 
 from gangsched.core.cycle import CycleInput, run_cycle
 from gangsched.core.explain import Explanation, Verdict, explain_gang
-from gangsched.core.model import Gang, GangKey, Node, Pod, Policy, QueueName, QueueSpec, Taint
+from gangsched.core.model import (
+    Gang,
+    GangKey,
+    LevelRequest,
+    Node,
+    Pod,
+    Policy,
+    QueueName,
+    QueueSpec,
+    Taint,
+)
 from gangsched.core.placement import Snapshot
-from gangsched.core.reasons import DoesNotFit, Gated, QueueNotLeaf, ShortOfMembers, causes
+from gangsched.core.reasons import (
+    DoesNotFit,
+    Gated,
+    QueueNotLeaf,
+    ShortOfMembers,
+    TopologyUnknown,
+    causes,
+)
 from gangsched.core.resources import Capability, Resources
 from tests.unit.clusters import GPU, gang, node, pod
 
@@ -126,3 +143,11 @@ def test_freeing_the_nearest_node_is_offered_for_one_of_several_missing_pods() -
     assert shape.short == 2
     [advice] = _room_advice(e)
     assert "freed on gpu-0 (it lacks only that) would make room for one of them" in advice
+
+
+def test_a_gang_naming_a_missing_topology_is_told_to_create_it_not_to_free_room() -> None:
+    request = LevelRequest("fabric", required="example.com/rack")
+    train = replace(gang("ns/train", [pod("ns/w0", gpu=2)]), levels=request)
+    e = explain([node("gpu-0", gpu=1)], [], [train], "ns/train")
+    assert e.reason == TopologyUnknown("fabric")
+    assert len(e.remedies) == 1 and "Topology fabric" in e.remedies[0], e.remedies

@@ -129,14 +129,14 @@ def test_gang_lands_in_one_domain_the_one_it_wastes_least_of() -> None:
     assert {name.split("-")[0] for name in assigned(decision).values()} == {"r1"}
 
 
-def test_gang_too_big_for_any_domain_waits_naming_the_domains() -> None:
+def test_gang_too_big_for_any_domain_waits_naming_the_closest_domains_first() -> None:
     snapshot = racks()
     decision = place_in_one_domain(Capacity(snapshot), topology_gang(13), Policy.BINPACK,
                                    domains_of(snapshot, ("rack",)))
     assert isinstance(decision, Unplaceable)
     reason = decision.reason
     assert isinstance(reason, NoDomainHolds) and (reason.label, reason.domains) == ("rack", 2)
-    assert [shown.domain for shown in reason.shown] == ["rack=r1", "rack=r2"]
+    assert [shown.domain for shown in reason.shown] == ["rack=r2", "rack=r1"]  # 12 GPUs free, 8
     assert all(isinstance(shown.cause, DoesNotFit) for shown in reason.shown)
 
 

@@ -87,6 +87,22 @@ def test_six_three_cpu_jobs_on_six_cpus_run_two_at_a_time(tmp_path: Path) -> Non
         assert len(run["pods"]) == 3, "a gang is placed whole"
 
 
+def test_a_gang_requiring_a_rack_of_a_topology_runs_inside_one_rack(tmp_path: Path) -> None:
+    racks = nodes(4, "8", gpus=2)
+    for index, node in enumerate(racks):  # node-0 in rack r0, node-1 to node-3 in rack r1
+        node["metadata"]["labels"] = {"example.com/rack": "r0" if index == 0 else "r1"}
+    topology = {"apiVersion": "scheduling.gangsched.io/v1alpha1", "kind": "Topology",
+                "metadata": {"name": "fabric"},
+                "spec": {"levels": [{"nodeLabel": "example.com/rack"}]}}
+    jobs = [topology,
+            podgroup("train", 3, topology={"name": "fabric", "required": "example.com/rack"}),
+            *(pod(f"worker-{i}", "train", gpus=2) for i in range(3))]
+    out = simulate(tmp_path, racks, jobs)
+    [run] = out["runs"]
+    assert sorted(p["node"] for p in run["pods"]) == ["node-1", "node-2", "node-3"]
+    assert run["level"] == {"nodeLabel": "example.com/rack", "value": "r1", "preferred": ""}
+
+
 def test_a_gang_blocked_by_another_schedulers_pod_never_runs_and_says_why(
     tmp_path: Path
 ) -> None:

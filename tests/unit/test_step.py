@@ -77,6 +77,7 @@ class Cluster:
     pods: Mapping[PodKey, Record]
     storage: Storage = field(default_factory=Storage)
     named_by_others: frozenset[GangKey] = frozenset()
+    topologies: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
 
 def group(name: str, min_member: int, *, uid: str = "u1", min_cpu: int = 0) -> Group:

@@ -5,7 +5,8 @@ two DeviceClasses and asked through claims (made from a template per pod,
 shared by the pods of a gang, with admin access), pods in no PodGroup, a
 capped queue tree whose queues close and open again, priorities (a gang with
 one tiny high-priority pod among low ones), preemption and reclaim, backfill
-(expected runtimes), starvation holds and replacement holds. Between steps
+(expected runtimes), starvation holds and replacement holds, and a Topology of
+blocks and racks that gangs require or prefer a rack of. Between steps
 binds succeed, are refused or are lost; claim writes are accepted, refused
 or lost (applied, but the call failed); members terminate, go and come back;
 evicted pods terminate, then go.
@@ -23,6 +24,7 @@ After every step, whatever happened before:
 * no device is allocated to two claims (admin access aside); no node holds
   more than its allocatable;
 * no gang is handed out below its minMember, nor with no pod;
+* no gang requiring a rack has members placed in two racks;
 * no queue holds more than any capability on its way up, counting the
   devices its claims hold (a device counts for the DeviceClass it was asked
   by, under ``deviceclass.resource.kubernetes.io/<class>`` and the class's
@@ -88,6 +90,9 @@ PRIORITIES = {"low": 0, "mid": 500, "high": 1000}
 QUEUES = {"org": None, "team": "org", "a": "team", "z": "org", "c": None, "default": None}
 """Each queue and its parent; the leaves take work."""
 LEAVES = ("a", "z", "c", "default")
+BLOCK, RACK = "example.com/block", "example.com/rack"
+RACKS = {"n1": ("b0", "r1"), "n2": ("b0", "r2"), "n3": ("b1", "r3")}
+"""Each node's block and rack: a Topology ``fabric`` names both levels."""
 
 
 @dataclass(frozen=True)
@@ -105,6 +110,8 @@ class CrossedSpec(Spec):
     gpus: int = 1
     device_class: str = H100
     runtime: int | None = None
+    level: str = "none"
+    """``required`` or ``preferred``: how its PodGroup asks for one rack; or ``none``."""
 
     def gang_of(self, pod: PodKey) -> GangKey:
         """The gang a pod of this spec is in: its PodGroup, or itself alone."""
@@ -256,7 +263,8 @@ def crossed_specs(draw: st.DrawFn) -> dict[str, CrossedSpec]:
             claim=draw(st.sampled_from(["none", "template", "template", "template", "shared",
                                         "admin"])),
             gpus=draw(st.integers(1, 4)), device_class=draw(st.sampled_from([H100, H100, ANY])),
-            runtime=draw(st.sampled_from([None, 2, 20])))
+            runtime=draw(st.sampled_from([None, 2, 20])),
+            level=draw(st.sampled_from(["none", "none", "required", "preferred"])))
     return out
 
 
@@ -353,7 +361,13 @@ def test_every_policy_keeps_its_promises_with_devices_lone_pods_and_queues_cross
 ) -> None:
     world = CrossedWorld(Mirror(scheduler_names=frozenset({"gang"})), dict(specs))
     feed = world.feed
-    feed.replace("nodes", [node(name, 2 if name == "n3" else 4) for name in GPUS])
+    nodes = [node(name, 2 if name == "n3" else 4) for name in GPUS]
+    for body in nodes:
+        block, rack = RACKS[body["metadata"]["name"]]
+        body["metadata"]["labels"].update({BLOCK: block, RACK: rack})
+    feed.replace("nodes", nodes)
+    feed.upsert("topologies", {"metadata": {"name": "fabric"}, "spec": {
+        "levels": [{"nodeLabel": BLOCK}, {"nodeLabel": RACK}]}})
     feed.replace("resourceslices", [
         fakedriver.slice_manifest(name, index, per_node=count,
                                   model=fakedriver.GpuModel(model))
@@ -368,6 +382,8 @@ def test_every_policy_keeps_its_promises_with_devices_lone_pods_and_queues_cross
             body["spec"]["queue"] = spec.queue
             if spec.runtime is not None:
                 body["metadata"]["annotations"] = {RUNTIME_ANNOTATION: f"{spec.runtime}s"}
+            if spec.level != "none":
+                body["spec"]["topology"] = {"name": "fabric", spec.level: RACK}
             feed.upsert_group(Flavor.GANGSCHED, body)
         if spec.claim == "shared":
             world.put_claim(claim(f"{spec.name}-shared", spec))
@@ -518,6 +534,7 @@ def _crossed_step(world: CrossedWorld) -> None:
             _evict(world, action)
     binds = [a.placement for a in stepped.actions if isinstance(a, Bind)]
     _check_whole(world, binds)
+    _check_one_rack(world, binds)
     kept = [placement for placement in binds if _hand_out(world, placement)]
     _check_rooms(world)
     _check_devices(world)
@@ -548,6 +565,20 @@ def _check_whole(world: CrossedWorld, binds: list[Placement]) -> None:
         held = _placed_members(world, placement.gang)
         assert len(held) + len(placement.assignments) >= spec.min_member, (
             f"{placement.gang} handed out below minMember: {placement.assignments}, had {held}")
+
+
+def _check_one_rack(world: CrossedWorld, binds: list[Placement]) -> None:
+    """A gang requiring a rack is handed out in the rack of its placed members, one rack."""
+    nodes = {member.pod.key: member.pod.node_name for member in world.mirror.view().members}
+    for placement in binds:
+        if not placement.assignments:
+            continue
+        if world.spec_of(placement.assignments[0][0]).level != "required":
+            continue
+        held = {nodes[key] for key in _placed_members(world, placement.gang) if key in nodes}
+        racks = {RACKS[str(name)][1] for name in held | {n for _, n in placement.assignments}
+                 if name is not None}
+        assert len(racks) == 1, f"{placement.gang} requires one rack, placed in {racks}"
 
 
 def _results(raw: dict[str, Any]) -> list[dict[str, Any]]:

@@ -22,6 +22,7 @@ from gangsched.core.model import (
     GangKey,
     GroupClaim,
     GroupSpec,
+    LevelRequest,
     Policy,
     QueueName,
     gang_key,
@@ -147,9 +148,25 @@ def group_from_api(obj: RawObject, flavor: Flavor) -> GroupSpec:
         timeout_seconds=timeout,
         priority_class=str(priority_class) if priority_class else None,
         preemptible=_preemptible(meta),
+        topology=_level_request(spec.get("topology"), key),
         expected_runtime=runtime,
         runtime_problem=runtime_problem,
     )
+
+
+def _level_request(raw: object, key: GangKey) -> LevelRequest | None:
+    """``spec.topology``: a Topology's name and the levels, by node label, asked of it."""
+    if raw is None:
+        return None
+    if not isinstance(raw, Mapping) or not isinstance(raw.get("name"), str):
+        raise ObjectError(f"podgroup {key}: topology must be an object with a name")
+    labels: list[str | None] = []
+    for part in ("required", "preferred"):
+        label = raw.get(part)
+        if label is not None and (not isinstance(label, str) or not label):
+            raise ObjectError(f"podgroup {key}: topology.{part} must be a node label name")
+        labels.append(label)
+    return LevelRequest(raw["name"], labels[0], labels[1])
 
 
 def _native_group(

@@ -33,6 +33,7 @@ __all__ = [
     "disruption_budget_from_api",
     "priority_class_from_api",
     "queue_from_api",
+    "topology_levels_from_api",
     "workload_queue_from_api",
 ]
 
@@ -157,3 +158,11 @@ class WorkloadQueue:
 def workload_queue_from_api(body: RawObject) -> WorkloadQueue:
     queue = annotations_of(body.get("metadata") or {}).get(QUEUE_ANNOTATION)
     return WorkloadQueue(object_ref(body).key, QueueName(str(queue)) if queue else None)
+
+
+def topology_levels_from_api(body: RawObject) -> tuple[str, ...]:
+    """A Topology's levels, widest first, by node label; an entry the schema should have
+    rejected is left out."""
+    levels = (body.get("spec") or {}).get("levels") or ()
+    return tuple(level["nodeLabel"] for level in levels
+                 if isinstance(level, Mapping) and isinstance(level.get("nodeLabel"), str))

@@ -37,8 +37,11 @@ from gangsched.core.reasons.devices import ClaimInvalid, ClaimNotReady, DevicesS
 from gangsched.core.reasons.domains import (
     BoundAcrossDomains,
     InDomain,
+    LevelHeld,
     NoDomainHolds,
     NoDomainLabel,
+    TopologyUnknown,
+    render_level,
 )
 from gangsched.core.reasons.groups import GroupInvalid, GroupMissing
 from gangsched.core.reasons.holding import (
@@ -96,6 +99,7 @@ __all__ = [
     "GroupMissing",
     "HeldForStarving",
     "InDomain",
+    "LevelHeld",
     "MembersMissing",
     "NoDomainHolds",
     "NoDomainLabel",
@@ -119,6 +123,7 @@ __all__ = [
     "Starved",
     "Starving",
     "TooBigToHold",
+    "TopologyUnknown",
     "Urgency",
     "VolumeBlocked",
     "VolumeLimitBound",
@@ -126,12 +131,13 @@ __all__ = [
     "code_of",
     "describe_request",
     "render",
+    "render_level",
     "unplaceable_reason",
 ]
 
 Reason = (
     NoNodes | DoesNotFit
-    | NoDomainLabel | BoundAcrossDomains | NoDomainHolds | InDomain
+    | NoDomainLabel | BoundAcrossDomains | NoDomainHolds | InDomain | TopologyUnknown
     | MembersMissing | ShortOfMembers | Gated | BindBackoff
     | QueueMissing | QueueClosed | QueueInvalid | QueueNotLeaf | CapabilityExceeded
     | AdmissionOverCapability | AdmissionNoRoom | ReservedByAdmitted

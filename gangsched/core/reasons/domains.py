@@ -60,3 +60,48 @@ class NoDomainHolds:
         more = f"; {hidden} more domains too small" if hidden > 0 else ""
         return (f"no single {self.label} domain of {self.domains} holds the whole gang: "
                 f"{shown}{more}")
+
+
+@dataclass(frozen=True, slots=True)
+class TopologyUnknown:
+    """The PodGroup's ``spec.topology`` names a Topology that does not exist (``levels``
+    empty), or a level, by node label, that the Topology does not have."""
+
+    code: ClassVar[str] = "TopologyUnknown"
+    topology: str
+    level: str = ""
+    levels: tuple[str, ...] = ()
+
+    def text(self) -> str:
+        if not self.levels:
+            return f"topology {self.topology!r} does not exist"
+        return (f"topology {self.topology!r} has no level {self.level!r}; its levels: "
+                f"{', '.join(self.levels)}")
+
+
+@dataclass(frozen=True, slots=True)
+class LevelHeld:
+    """Where a gang with Topology levels landed: inside one domain of ``level`` (the node
+    label's ``value``), or spread when ``level`` is empty; ``preferred`` is the level it
+    asked for, empty when it asked only for a required one."""
+
+    level: str
+    value: str = ""
+    preferred: str = ""
+
+    def text(self) -> str:
+        """The placement's level, as the gang's Scheduled Event says it."""
+        where = f"in {_level_word(self.level)} {self.value}" if self.level else "across domains"
+        if not self.preferred or self.preferred == self.level:
+            return where
+        return f"{where}: no {_level_word(self.preferred)} held it"
+
+
+def render_level(held: LevelHeld) -> str:
+    """The placement's level, as the gang's Scheduled Event says it."""
+    return held.text()
+
+
+def _level_word(label: str) -> str:
+    """``topology.example.com/rack`` as ``rack``."""
+    return label.rsplit("/", 1)[-1]

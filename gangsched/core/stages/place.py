@@ -27,7 +27,7 @@ from gangsched.core.stages.preempt import preempt, protected_by_shares
 from gangsched.core.stages.reclaim import reclaim
 from gangsched.core.stages.session import Session, outstanding, total
 from gangsched.core.stages.starve import wait
-from gangsched.core.topology import place_in_one_domain
+from gangsched.core.topology import place_in_levels, place_in_one_domain
 
 
 def place(session: Session, gang: Gang) -> None:
@@ -160,6 +160,8 @@ def _backfill(session: Session, gang: Gang) -> bool:
 def _decide(session: Session, gang: Gang) -> Placement | Unplaceable:
     """Where the gang goes on the cycle's capacity: anywhere, or inside one domain."""
     policy = session.inp.policy
+    if gang.levels is not None:
+        return place_in_levels(session.capacity, gang, policy, session.domains_for)
     if not gang.topology_keys:
         return session.capacity.place(gang, policy)
     return place_in_one_domain(session.capacity, gang, policy, session.domains_of(gang))

@@ -320,11 +320,14 @@ class Session:
                                                + in_ledger(amount, self.renames))
 
     def domains_of(self, gang: Gang) -> Mapping[Domain, tuple[NodeName, ...]]:
-        """The domains of the gang's topology keys, found once per cycle for each set of keys."""
-        domains = self.domains.get(gang.topology_keys)
+        """The domains of the gang's topology keys."""
+        return self.domains_for(gang.topology_keys)
+
+    def domains_for(self, keys: tuple[str, ...]) -> Mapping[Domain, tuple[NodeName, ...]]:
+        """The domains of a set of keys, found once per cycle for each."""
+        domains = self.domains.get(keys)
         if domains is None:
-            domains = self.domains[gang.topology_keys] = domains_of(
-                self.inp.snapshot, gang.topology_keys)
+            domains = self.domains[keys] = domains_of(self.inp.snapshot, keys)
         return domains
 
     def take_hold(self, hold: Hold) -> None:

@@ -13,6 +13,7 @@ from gangsched.core.model import Gang
 from gangsched.core.placement import Unplaceable
 from gangsched.core.reasons import BeingPreempted, Gated, QueueMissing, ShortOfMembers
 from gangsched.core.stages.session import Session
+from gangsched.core.topology import level_problem
 from gangsched.core.volumes import volume_reason
 
 
@@ -35,6 +36,7 @@ def triage(session: Session) -> list[Gang]:
             session.unplaceable.append(Unplaceable(gang.key, BeingPreempted(preemptor)))
             continue
         held_back = (gated_reason(gang) or volume_reason(gang)
+                     or (gang.levels and level_problem(gang.levels))
                      or short_reason(gang)
                      or backoff_reason(gang, session.inp.bind_refusals, session.inp.now))
         if held_back is None:

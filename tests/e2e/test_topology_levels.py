@@ -1,0 +1,163 @@
+"""Topology in levels: a gang in the tightest rack or block that holds it, or waiting whole.
+
+KWOK nodes of 8 GPUs, two to a rack, two racks to a block; a ``Topology``
+names block, rack and host. A gang preferring a rack lands in one rack while
+one holds it and in one block otherwise (where the fullest nodes, which a
+plain binpack takes first, lie in both blocks); a gang requiring a rack waits
+whole rather than spread, though the cluster's free GPUs would hold it.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from devcluster.controlplane import REPO, LocalCluster, NodeShape
+from gangsched.core.reasons import LevelHeld, render_level
+from tests.e2e.scenario import only_nodes
+from tests.e2e.workspace import Workspace, bound, node_of, wait_for
+
+BLOCK, RACK = "topology.example.com/block", "topology.example.com/rack"
+EIGHT_GPUS = NodeShape(cpu="64", memory="256Gi", gpus=8)
+RACKS = {"r0": "b0", "r1": "b0", "r2": "b1", "r3": "b1"}
+
+pytestmark = pytest.mark.usefixtures("gangsched")
+
+
+@pytest.fixture
+def fabric(cluster: LocalCluster) -> Iterator[str]:
+    """The racks and blocks, and a Topology of them; the Topology's name."""
+    only_nodes(cluster, 0, EIGHT_GPUS)
+    for rack, block in RACKS.items():
+        cluster.ensure_nodes(2, EIGHT_GPUS, prefix=rack, labels={BLOCK: block, RACK: rack})
+    name = f"fabric-{int(time.time() * 1000) % 10**8}"
+    cluster.kubectl("create", "-f", "-", input=json.dumps({
+        "apiVersion": "scheduling.gangsched.io/v1alpha1", "kind": "Topology",
+        "metadata": {"name": name},
+        "spec": {"levels": [{"nodeLabel": BLOCK}, {"nodeLabel": RACK},
+                            {"nodeLabel": "kubernetes.io/hostname"}]},
+    }))
+    yield name
+    cluster.kubectl("delete", "topology", name, "--wait=false")
+    only_nodes(cluster, 0, EIGHT_GPUS)
+
+
+def gang(ws: Workspace, name: str, topology: dict[str, str]) -> None:
+    """A PodGroup of four 4-GPU workers (16 GPUs) with ``topology``, and its pods."""
+    group = ws.podgroup(name, min_member=4)
+    group["spec"]["topology"] = topology
+    ws.create(group, *(ws.pod(f"{name}-{i}", gpus=4, group=name) for i in range(4)))
+
+
+def fill(ws: Workspace, *nodes: str) -> None:
+    """Take 4 GPUs on each node: the fullest nodes, which binpack fills first."""
+    ws.create(*(ws.pod(f"fill-{node}", gpus=4, node_selector={"kubernetes.io/hostname": node})
+                for node in nodes))
+    wait_for(lambda: all(node_of(pod) for pod in members(ws, "fill-")), timeout=30,
+             what="the fillers to bind")
+
+
+def members(ws: Workspace, prefix: str) -> list[dict[str, Any]]:
+    return [pod for name, pod in ws.pods().items() if name.startswith(prefix)]
+
+
+def racks_of(ws: Workspace, prefix: str) -> set[str]:
+    return {str(node_of(pod)).split("-")[0] for pod in members(ws, prefix)}
+
+
+def rack_of(ws: Workspace, prefix: str) -> str:
+    return sorted(racks_of(ws, prefix))[0]
+
+
+def test_a_gang_preferring_a_rack_lands_in_one_rack_then_in_one_block(
+    ws: Workspace, fabric: str,
+) -> None:
+    fill(ws, "r0-0", "r2-0")
+    gang(ws, "first", {"name": fabric, "preferred": RACK})
+    wait_for(lambda: len(bound(members(ws, "first-"))) == 4, timeout=30,
+             what="the first gang to bind")
+    assert len(racks_of(ws, "first-")) == 1, "one rack holds it: r1 or r3, not the fullest nodes"
+
+    fill(ws, "r3-0" if racks_of(ws, "first-") == {"r1"} else "r1-0")
+    # No rack has 16 GPUs free now; one block does, across its two racks.
+    gang(ws, "second", {"name": fabric, "preferred": RACK})
+    wait_for(lambda: len(bound(members(ws, "second-"))) == 4, timeout=30,
+             what="the second gang to bind")
+    assert len({RACKS[rack] for rack in racks_of(ws, "second-")}) == 1, racks_of(ws, "second-")
+    assert len(racks_of(ws, "second-")) == 2
+    for name, held in (("first", LevelHeld(RACK, rack_of(ws, "first-"), RACK)),
+                       ("second", LevelHeld(BLOCK, RACKS[rack_of(ws, "second-")], RACK))):
+        said = [e["message"] for e in ws.events(name) if e["reason"] == "Scheduled"]
+        assert any(render_level(held) in message for message in said), (held, said)
+
+
+def test_a_gang_requiring_a_rack_waits_whole_rather_than_spread(
+    ws: Workspace, fabric: str,
+) -> None:
+    fill(ws, "r0-0", "r1-0", "r2-0", "r3-0")  # 12 GPUs free a rack, 48 in all
+    gang(ws, "tight", {"name": fabric, "required": RACK})
+
+    def refused() -> dict[str, Any] | None:
+        status = ws.podgroup_obj("tight").get("status") or {}
+        return next((c for c in status.get("conditions") or []
+                     if c["type"] == "Scheduled" and c["status"] == "False"
+                     and RACK in c["message"]), None)
+
+    wait_for(refused, timeout=30, what="the required-rack gang to wait")
+    time.sleep(1)
+    assert bound(members(ws, "tight-")) == [], "no member binds while no rack holds the gang"
+
+    ws.delete_pod("fill-r2-0")
+    wait_for(lambda: len(bound(members(ws, "tight-"))) == 4, timeout=30,
+             what="the gang to bind once rack r2 holds it")
+    assert racks_of(ws, "tight-") == {"r2"}
+
+
+def test_a_gang_naming_a_missing_topology_waits_saying_so(ws: Workspace, fabric: str) -> None:
+    gang(ws, "lost", {"name": f"{fabric}-missing", "preferred": RACK})
+
+    def refused() -> dict[str, Any] | None:
+        status = ws.podgroup_obj("lost").get("status") or {}
+        return next((c for c in status.get("conditions") or []
+                     if c["type"] == "Scheduled" and c["status"] == "False"
+                     and f"{fabric}-missing" in c["message"]), None)
+
+    wait_for(refused, timeout=30, what="the gang to wait for its Topology")
+    assert bound(members(ws, "lost-")) == []
+
+
+def test_the_example_job_lands_in_one_rack(
+    cluster: LocalCluster, ws: Workspace, fabric: str,
+) -> None:
+    example = (REPO / "examples" / "topology.yaml").read_text()
+    cluster.kubectl("apply", "-f", "-",
+                    input=example.replace("namespace: default", f"namespace: {ws.name}"))
+    try:
+        wait_for(lambda: len(bound(members(ws, "llm-"))) == 4, timeout=60,
+                 what="the example Job's four workers to bind")
+        assert len(racks_of(ws, "llm-")) == 1
+    finally:
+        cluster.kubectl("delete", "topology", "fabric", "--ignore-not-found")
+
+
+@pytest.mark.parametrize(("body", "refusal"), [
+    ({"kind": "Topology", "metadata": {"name": "flat"}, "spec": {"levels": []}},
+     "spec.levels: Invalid value"),
+    ({"kind": "Topology", "metadata": {"name": "twice"},
+      "spec": {"levels": [{"nodeLabel": RACK}, {"nodeLabel": RACK}]}},
+     "Duplicate value"),
+    ({"kind": "PodGroup", "metadata": {"name": "aimless"},
+      "spec": {"topology": {"name": "fabric"}}},
+     "topology names a required level, a preferred level or both"),
+])
+def test_the_api_server_refuses_a_topology_request_that_says_nothing(
+    cluster: LocalCluster, ws: Workspace, body: dict[str, Any], refusal: str,
+) -> None:
+    manifest = {"apiVersion": "scheduling.gangsched.io/v1alpha1", **body}
+    result = cluster.kubectl("create", "-n", ws.name, "-f", "-", input=json.dumps(manifest),
+                             check=False)
+    assert result.returncode != 0 and refusal in result.stderr, result.stderr
