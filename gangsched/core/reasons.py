@@ -402,6 +402,17 @@ class ClaimNotReady:
 
 
 @dataclass(frozen=True, slots=True)
+class DevicesNotServed:
+    """A pending member has ResourceClaims, and the API server does not serve the devices
+    API gangsched allocates them through: dynamic resource allocation is off here."""
+
+    code: ClassVar[str] = "DevicesNotServed"
+    pod: PodKey
+    claims: int
+    api: str
+
+
+@dataclass(frozen=True, slots=True)
 class DevicesShort:
     """Too few devices for a member's claim on every node its other rules and room allow,
     with the best offer seen: a figure per node of the kind "2 of 8 free in clique b"."""
@@ -639,7 +650,7 @@ Reason = (
     | NoDomainHolds | InDomain | QueueMissing | QueueClosed | QueueInvalid | BeingPreempted
     | QueueNotLeaf | Gated
     | BindBackoff | VolumeBlocked | ClaimsProvisioning | ProvisioningTimedOut
-    | ClaimInvalid | ClaimNotReady | DevicesShort
+    | ClaimInvalid | ClaimNotReady | DevicesNotServed | DevicesShort
     | AdmissionOverCapability | AdmissionNoRoom | ReservedByAdmitted | HeldForStarving
     | CapabilityExceeded
     | Starving | TooBigToHold | Preempting | AwaitingVictims | ProtectedByBudget | PodRulesUnmet
@@ -725,6 +736,10 @@ def render(reason: Reason) -> str:
                     f"allocated: {reason.problem}")
         case ClaimNotReady():
             return f"pod {reason.pod}: ResourceClaim {reason.claim} {reason.state}"
+        case DevicesNotServed():
+            return (f"pod {reason.pod} has {reason.claims} ResourceClaim(s), and the API "
+                    f"server does not serve {reason.api}: dynamic resource allocation is "
+                    f"off on this cluster")
         case DevicesShort():
             return _devices_short_text(reason)
         case AdmissionOverCapability() | AdmissionNoRoom():
