@@ -29,7 +29,9 @@ devices once no pod holds it. Devices come from :mod:`devcluster.fakedriver`.
 
 Other releases (``make test-versions``) run on the same flags: a feature gate or a
 controller a release does not know would stop its component at start, so only those
-its ``--help`` lists are passed (:func:`known_to`).
+its ``--help`` lists are passed (:func:`known_to`). The native gang gates go only to
+releases serving the API at ``v1beta1`` (:data:`NATIVE_SINCE`): on 1.35 and 1.36 they
+would turn on an alpha API the server then waits for, never ready, unless asked for.
 
 Every process is started in its own session and recorded in ``state.json``;
 ``stop()`` (also from another process, through :func:`stop_from_state`)
@@ -116,6 +118,9 @@ def ensure_binaries() -> Path:
     return Path(out.stdout.strip().splitlines()[-1])
 
 
+NATIVE_SINCE = (1, 37)
+"""The first release serving the native gang API at ``scheduling.k8s.io/v1beta1``."""
+RELEASE = re.compile(r"v1\.(\d+)\.")
 GATE = re.compile(r"(?:kube:)?([A-Z][A-Za-z0-9]+)=true\|false")
 """A feature gate as ``--help`` lists it (``kube:Name=true|false`` since 1.34, bare before)."""
 CONTROLLERS = re.compile(r"All controllers: ([a-z0-9, -]+)")
@@ -132,8 +137,20 @@ def known_to(binary: Path) -> frozenset[str]:
         controllers.group(1).replace(" ", "").split(",") if controllers else ())
 
 
+@functools.cache
+def release_of(binary: Path) -> tuple[int, int]:
+    """The Kubernetes release a component binary is of, as (major, minor)."""
+    shown = subprocess.run([str(binary), "--version"], capture_output=True, text=True,
+                           timeout=30, check=False).stdout
+    found = RELEASE.search(shown)
+    return (1, int(found.group(1))) if found else NATIVE_SINCE
+
+
 def gates_flag(binary: Path, gates: str) -> list[str]:
-    """``--feature-gates`` with the gates of ``gates`` the binary knows; none if it knows none."""
+    """``--feature-gates`` with the native gang gates of ``gates`` the binary knows, on a
+    release serving that API; none elsewhere."""
+    if release_of(binary) < NATIVE_SINCE:
+        return []
     known = known_to(binary)
     kept = [gate for gate in gates.split(",") if gate.split("=")[0] in known]
     return [f"--feature-gates={','.join(kept)}"] if kept else []

@@ -18,7 +18,7 @@ from devcluster import fakedriver
 from devcluster.controlplane import REPO, ClusterOptions, LocalCluster, NodeShape, running_cluster
 from gangsched.core.model import PodKey
 from gangsched.core.reasons import DevicesNotServed, render
-from gangsched.discovery import DEVICES, NATIVE
+from gangsched.discovery import DEVICES, NATIVE, NEEDED
 from tests.e2e.conftest import SchedulerProcess, start_gangsched, stop_gangsched
 from tests.e2e.deployed import refusals
 from tests.e2e.workspace import Workspace, bound, wait_for
@@ -92,8 +92,8 @@ def test_a_gang_claiming_fake_gpus_binds_with_its_devices(
 def test_gangsched_names_what_the_release_does_not_serve_once_and_stays_ready(
     cluster: LocalCluster, gangsched: SchedulerProcess, metrics_port: int
 ) -> None:
-    absent = {api for api, resource in ((DEVICES, "resourceclaims"), (NATIVE, "podgroups"))
-              if not served(cluster, api, resource)}
+    absent = {api.group_version for api in NEEDED.values()
+              if not served(cluster, api.group_version, api.resource)}
     logged = re.findall(r"api_not_served\s.*?api=(\S+)", gangsched.logs())
     assert sorted(logged) == sorted(absent), "one log line for each API not served"
     base = f"http://127.0.0.1:{metrics_port}"
@@ -119,7 +119,8 @@ def test_pods_with_claims_wait_saying_the_devices_api_is_off(
     """A release (or a cluster) without ``resource.k8s.io/v1`` that still keeps a pod's
     ResourceClaims: the pod waits, and says why."""
     if not served(cluster, DEVICES, "resourceclaims"):
-        pytest.skip(f"not served: {DEVICES}; a pod's resourceClaims need it on (gate) here")
+        pytest.skip(f"not served: {DEVICES} (this release drops a pod's resourceClaims "
+                    f"while DRA is off)")
     options = ClusterOptions(nodes=1, shape=NODES, without_apis=(DEVICES,))
     with running_cluster(tmp_path / "cluster", options) as bare:
         bare.apply_crds()
