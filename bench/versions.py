@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -78,7 +79,13 @@ def build(requested: str) -> tuple[Path | None, str]:
     done = subprocess.run(["bash", str(REPO / "cluster" / "build.sh"), "kube", requested],
                           capture_output=True, text=True, check=False)
     if done.returncode != 0:
-        return None, "\n".join(done.stderr.strip().splitlines()[-5:])
+        lines = done.stderr.strip().splitlines()
+        # A module the proxy does not serve: named once, among the many lines it causes.
+        unserved = [found.group(1) for line in lines
+                    if (found := re.search(r"(\S+@\S+): reading https://\S+: 4\d\d", line))]
+        if unserved:
+            return None, f"the Go module proxy does not serve {unserved[0]}"
+        return None, "\n".join(lines[-5:])
     return Path(done.stdout.strip().splitlines()[-1]), ""
 
 
@@ -165,7 +172,8 @@ def readme_table(results: dict[str, Any]) -> str:
         cells = [CELLS[row["checks"][name]["result"]] if name in row["checks"] else ""
                  for name in columns]
         absent = sorted({api.split()[0] for api, served in row["apis"].items() if not served})
-        lines.append(f"| {release} | {row['status']} | {', '.join(absent) or '-'} | "
+        unknown = "?" if not row["apis"] else "-"
+        lines.append(f"| {release} | {row['status']} | {', '.join(absent) or unknown} | "
                      + " | ".join(cells) + " |")
     return "\n".join(lines)
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import socket
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -40,10 +41,6 @@ def served(cluster: LocalCluster, group_version: str, resource: str) -> bool:
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
     options = ClusterOptions(nodes=0, with_controller_manager=True)
     with running_cluster(tmp_path_factory.mktemp("cluster"), options) as local:
-        local.apply_crds()
-        local.kubectl("apply", "-f", str(FOREIGN_CRDS))
-        local.kubectl("wait", "--for=condition=Established", "--timeout=60s",
-                      "crd/podgroups.scheduling.x-k8s.io", "crd/podgroups.scheduling.volcano.sh")
         if REPORT:
             apis = {f"{api.group_version} {api.resource}": served(local, api.group_version,
                                                                   api.resource)
@@ -51,6 +48,13 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
             version = json.loads(local.kubectl("version", "-o", "json").stdout)
             Path(REPORT).write_text(json.dumps({
                 "server": version["serverVersion"]["gitVersion"], "apis": apis}))
+        try:
+            local.apply_crds()
+        except subprocess.CalledProcessError as error:
+            pytest.fail(f"the CRDs do not apply: {error.stderr.strip()}")
+        local.kubectl("apply", "-f", str(FOREIGN_CRDS))
+        local.kubectl("wait", "--for=condition=Established", "--timeout=60s",
+                      "crd/podgroups.scheduling.x-k8s.io", "crd/podgroups.scheduling.volcano.sh")
         yield local
 
 
