@@ -16,7 +16,7 @@ PYTEST_ARGS ?=
 ACTIONLINT_VERSION ?= v1.7.12
 ACTIONLINT := $(HOME)/.cache/gangsched/actionlint-$(ACTIONLINT_VERSION)/actionlint
 
-.PHONY: test unit e2e lint lock docs actionlint image binaries cluster-up cluster-down demo kind-demo bench bench-core bench-scenarios bench-scheduler bench-latency bench-scale bench-soak bench-oracle bench-full-cycle bench-eta bench-dra bench-dra-oracle bench-rules clean
+.PHONY: test test-versions unit e2e lint lock docs actionlint image binaries cluster-up cluster-down demo kind-demo bench bench-core bench-scenarios bench-scheduler bench-latency bench-scale bench-soak bench-oracle bench-full-cycle bench-eta bench-dra bench-dra-oracle bench-rules clean
 
 LOCK := requirements.lock
 
@@ -45,6 +45,11 @@ binaries:
 ## The whole suite: lint and types, unit tests, end-to-end tests on a real control plane.
 test: $(VENV)/.installed binaries lint
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+## Each Kubernetes release of KUBE_TEST_VERSIONS (cluster/versions.env) built or reused
+## and smoke-tested: bench/results/versions.json and README's supported-versions table.
+test-versions: $(VENV)/.installed binaries
+	$(BIN)/python -m bench.versions -- $(PYTEST_ARGS)
 
 unit: $(VENV)/.installed
 	$(BIN)/python -m pytest tests/unit $(PYTEST_ARGS)

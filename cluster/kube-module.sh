@@ -41,4 +41,11 @@ import (
 )
 GO
 rm -f "$dir/go.sum"
-(cd "$dir" && go mod tidy -e >/dev/null)
+(cd "$dir" && go mod tidy -e >/dev/null 2>"$dir/tidy.err") || true
+# A module the proxy does not serve leaves go.sum incomplete: say which, and leave no
+# go.sum behind, so the next build writes the module again instead of reusing it.
+if grep -q "not available" "$dir/tidy.err"; then
+  grep -m 3 "not available" -B 1 "$dir/tidy.err" >&2
+  rm -f "$dir/go.sum"
+  exit 1
+fi

@@ -13,8 +13,8 @@ runs, its serviceaccount controller still creates ``default`` accounts.
 ``TaintNodesByCondition`` is off too: it taints every new node not-ready until
 the node-lifecycle controller lifts it, and KWOK nodes are Ready at once.
 
-Kubernetes 1.37's native gang scheduling API is always served: the API server
-runs with ``GenericWorkload`` (``scheduling.k8s.io/v1beta1`` Workloads and
+Kubernetes 1.37's native gang scheduling API is served wherever the release has it:
+the API server runs with ``GenericWorkload`` (``scheduling.k8s.io/v1beta1`` Workloads and
 PodGroups, the pod's ``spec.schedulingGroup``), ``TopologyAwareWorkloadScheduling``
 (a PodGroup's ``schedulingConstraints.topology``) and ``WorkloadWithJob`` (a
 Job's ``spec.scheduling``), so native objects keep every field in every test.
@@ -27,6 +27,12 @@ has it, with ``DRAWorkloadResourceClaims`` on everywhere (a native PodGroup's
 controller, which makes pods' claims from their templates and frees a claim's
 devices once no pod holds it. Devices come from :mod:`devcluster.fakedriver`.
 
+Other releases (``make test-versions``) run on the same flags: a feature gate or a
+controller a release does not know would stop its component at start, so only those
+its ``--help`` lists are passed (:func:`known_to`). The native gang gates go only to
+releases serving the API at ``v1beta1`` (:data:`NATIVE_SINCE`): on 1.35 and 1.36 they
+would turn on an alpha API the server then waits for, never ready, unless asked for.
+
 Every process is started in its own session and recorded in ``state.json``;
 ``stop()`` (also from another process, through :func:`stop_from_state`)
 terminates them all and waits until none is left.
@@ -35,8 +41,10 @@ terminates them all and waits until none is left.
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
+import re
 import signal
 import socket
 import ssl
@@ -74,6 +82,19 @@ NATIVE_CONTROLLER_GATES = "GenericWorkload=true,WorkloadWithJob=true,DRAWorkload
 """The Job controller creates a Workload and a PodGroup for every Job; the resource-claim
 controller makes a PodGroup's claims from its templates."""
 
+KCM_CONTROLLERS = (
+    "job-controller", "namespace-controller", "garbage-collector-controller",
+    "serviceaccount-controller", "replicaset-controller", "deployment-controller",
+    "pod-garbage-collector-controller", "disruption-controller",
+    # Claims: binding to volumes, generic ephemeral volumes, deletion protection.
+    "persistentvolume-binder-controller", "ephemeral-volume-controller",
+    "persistentvolumeclaim-protection-controller", "persistentvolume-protection-controller",
+    # Devices: claims made from templates, freed when their pods are gone; a native
+    # PodGroup deleted goes once its pods are gone, and its claims with it.
+    "resourceclaim-controller", "podgroup-protection-controller",
+)
+"""kube-controller-manager's controllers the harness runs, those a release has of them."""
+
 
 class ClusterError(RuntimeError):
     """The control plane could not start; the message carries the failing log's tail."""
@@ -95,6 +116,44 @@ def ensure_binaries() -> Path:
         text=True,
     )
     return Path(out.stdout.strip().splitlines()[-1])
+
+
+NATIVE_SINCE = (1, 37)
+"""The first release serving the native gang API at ``scheduling.k8s.io/v1beta1``."""
+RELEASE = re.compile(r"v1\.(\d+)\.")
+GATE = re.compile(r"(?:kube:)?([A-Z][A-Za-z0-9]+)=true\|false")
+"""A feature gate as ``--help`` lists it (``kube:Name=true|false`` since 1.34, bare before)."""
+CONTROLLERS = re.compile(r"All controllers: ([a-z0-9, -]+)")
+
+
+@functools.cache
+def known_to(binary: Path) -> frozenset[str]:
+    """The feature gates and controllers a component accepts, as its ``--help`` lists them."""
+    shown = subprocess.run([str(binary), "--help"], capture_output=True, text=True,
+                           timeout=30, check=False)
+    text = shown.stdout + shown.stderr
+    controllers = CONTROLLERS.search(text)
+    return frozenset(GATE.findall(text)) | frozenset(
+        controllers.group(1).replace(" ", "").split(",") if controllers else ())
+
+
+@functools.cache
+def release_of(binary: Path) -> tuple[int, int]:
+    """The Kubernetes release a component binary is of, as (major, minor)."""
+    shown = subprocess.run([str(binary), "--version"], capture_output=True, text=True,
+                           timeout=30, check=False).stdout
+    found = RELEASE.search(shown)
+    return (1, int(found.group(1))) if found else NATIVE_SINCE
+
+
+def gates_flag(binary: Path, gates: str) -> list[str]:
+    """``--feature-gates`` with the native gang gates of ``gates`` the binary knows, on a
+    release serving that API; none elsewhere."""
+    if release_of(binary) < NATIVE_SINCE:
+        return []
+    known = known_to(binary)
+    kept = [gate for gate in gates.split(",") if gate.split("=")[0] in known]
+    return [f"--feature-gates={','.join(kept)}"] if kept else []
 
 
 def free_port() -> int:
@@ -129,6 +188,9 @@ class ClusterOptions:
     with_provisioner: bool = False
     """rancher's local-path-provisioner runs, with a ``local-path`` StorageClass
     (WaitForFirstConsumer); see :mod:`devcluster.provisioner`."""
+    without_apis: tuple[str, ...] = ()
+    """Group versions the API server does not serve (``resource.k8s.io/v1``): a cluster
+    whose administrator turned an API off, as older releases lack it."""
     audited_users: tuple[str, ...] = ()
     """The API server writes an audit log (:attr:`LocalCluster.audit_log`) of these users'
     requests, at the Metadata level: what each asked and what it was answered."""
@@ -290,8 +352,9 @@ class LocalCluster:
             "--service-cluster-ip-range=10.0.0.0/24",
             "--authorization-mode=RBAC",
             "--disable-admission-plugins=ServiceAccount,TaintNodesByCondition",
-            f"--feature-gates={NATIVE_API_GATES}",
-            "--runtime-config=scheduling.k8s.io/v1beta1=true",
+            *gates_flag(self.bin_dir / "kube-apiserver", NATIVE_API_GATES),
+            "--runtime-config=" + ",".join(["scheduling.k8s.io/v1beta1=true", *(
+                f"{api}=false" for api in self.options.without_apis)]),
             "--allow-privileged=true",
             "--profiling=false",
             "--v=1",
@@ -344,7 +407,7 @@ class LocalCluster:
             f"--secure-port={self.ports['scheduler']}",
         ]
         if self.options.native_gang:
-            args.append(f"--feature-gates={NATIVE_SCHEDULER_GATES}")
+            args += gates_flag(self.bin_dir / "kube-scheduler", NATIVE_SCHEDULER_GATES)
         return args
 
     def restart_apiserver(self, down_s: float, *, die_with_parent: bool = True) -> None:
@@ -400,6 +463,7 @@ class LocalCluster:
         self._save_state()
 
     def _kcm_args(self, certs: CertFiles) -> list[str]:
+        binary = self.bin_dir / "kube-controller-manager"
         return [
             f"--kubeconfig={self.kubeconfig}",
             f"--authentication-kubeconfig={self.kubeconfig}",
@@ -407,18 +471,10 @@ class LocalCluster:
             "--bind-address=127.0.0.1",
             f"--secure-port={self.ports['kcm']}",
             "--leader-elect=false",
-            "--controllers=job-controller,namespace-controller,garbage-collector-controller,"
-            "serviceaccount-controller,replicaset-controller,deployment-controller,"
-            "pod-garbage-collector-controller,disruption-controller,"
-            # Claims: binding to volumes, generic ephemeral volumes, deletion protection.
-            "persistentvolume-binder-controller,ephemeral-volume-controller,"
-            "persistentvolumeclaim-protection-controller,persistentvolume-protection-controller,"
-            # Devices: claims made from templates, freed when their pods are gone; a
-            # native PodGroup deleted goes once its pods are gone, and its claims with it.
-            "resourceclaim-controller,podgroup-protection-controller",
+            "--controllers=" + ",".join(c for c in KCM_CONTROLLERS if c in known_to(binary)),
             f"--root-ca-file={certs.ca_cert}",
             f"--service-account-private-key-file={certs.sa_private}",
-            *([f"--feature-gates={NATIVE_CONTROLLER_GATES}"] if self.options.native_gang else []),
+            *(gates_flag(binary, NATIVE_CONTROLLER_GATES) if self.options.native_gang else []),
             *([f"--kube-api-qps={qps}", f"--kube-api-burst={qps}"]
               if (qps := self.options.controller_manager_qps) is not None else []),
         ]

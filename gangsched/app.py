@@ -29,6 +29,7 @@ from gangsched import __version__, handlers
 from gangsched.allocations import ClaimWriter
 from gangsched.binder import FIELD_MANAGER, Binder
 from gangsched.core.step import StepConfig
+from gangsched.discovery import DEVICES, Served, discover
 from gangsched.dispatcher import Dispatcher
 from gangsched.evictor import Evictor
 from gangsched.feed import CUSTOM_KINDS, Feed
@@ -192,8 +193,9 @@ class Parts:
     leadership: Leadership
 
 
-def assemble(options: RunOptions, api: client.ApiClient) -> Parts:
-    """Wire the mirror, the dispatcher and its writers, the loop and the watches together."""
+def assemble(options: RunOptions, api: client.ApiClient, served: Served) -> Parts:
+    """Wire the mirror, the dispatcher and its writers, the loop and the watches together;
+    kinds the API server does not serve (``served``) are not watched."""
     core = client.CoreV1Api(api)
     resource = client.ResourceV1Api(api)
     config_ = SchedulerConfig(step=options.step, scheduled_events=options.scheduled_events)
@@ -257,6 +259,9 @@ def assemble(options: RunOptions, api: client.ApiClient) -> Parts:
         Reflector(kind, partial(custom.list_cluster_custom_object, *resource), feed,
                   scheduler.trigger)
         for kind, resource in CUSTOM_KINDS.items())
+    reflectors = [r for r in reflectors if served.serves(r.kind)]
+    mirror.devices.unserved = None if served.devices else DEVICES
+    health.unserved = served.summary()
     health.failing = lambda: {r.kind: r.failure for r in reflectors if r.failure}
     return Parts(api, mirror, scheduler, reflectors, health, leadership)
 
@@ -302,7 +307,8 @@ async def run(options: RunOptions) -> int:
     stop = asyncio.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         asyncio.get_running_loop().add_signal_handler(sig, stop.set)
-    parts = assemble(options, await api_client(options.connection, options.bind_concurrency))
+    api = await api_client(options.connection, options.bind_concurrency)
+    parts = assemble(options, api, await discover(api))
     health = parts.health
     server = HealthServer(health, options.metrics_port) if options.metrics_port else None
     if server is not None:

@@ -46,6 +46,8 @@ class DeviceCache:
     classes: dict[str, DeviceClassSpec] = field(default_factory=dict)
     claims: dict[ClaimKey, Claim] = field(default_factory=dict)
     assumed: dict[ClaimKey, _Assumed] = field(default_factory=dict)
+    unserved: str | None = None
+    """The devices API, when the API server does not serve it (see :mod:`gangsched.discovery`)."""
     _inventory: Inventory | None = None
     _matches: dict[tuple[str, DeviceRef], bool | str] = field(default_factory=dict)
     """What CEL selectors said of the devices, kept from one inventory to the next while
@@ -182,7 +184,8 @@ class DeviceCache:
                 claims[key] = claim.reserved(assumed.allocation, assumed.reserved)
         return Inventory.build(devices, dict(self.classes), claims,
                                shared_devices=tuple(shared), bad_slices=bad,
-                               matches=self._matches, totals=self._totals)
+                               matches=self._matches, totals=self._totals,
+                               unserved=self.unserved)
 
 
 def _shows(claim: Claim, assumed: _Assumed) -> bool:

@@ -14,6 +14,8 @@ out and restarts the process, which is what a liveness probe is for.
   for want of a right, an API server that does not answer): its mirror would
   miss what changed. A follower is ready: it holds a warm
   mirror and takes over within one lease period; the body says it does not lead.
+  The body also names the APIs this API server does not serve, and the features
+  that are off for want of them (see :mod:`gangsched.discovery`).
 - ``/metrics``: Prometheus text.
 
 Every other path is a 404, so a probe pointed at a wrong path fails loudly
@@ -46,6 +48,8 @@ class Health:
     leader_election: bool = False
     failing: Callable[[], Mapping[str, str]] = dict
     """The watches whose last list or watch failed, and why."""
+    unserved: Mapping[str, str] = field(default_factory=dict)
+    """The APIs the API server does not serve, each with the features off for want of it."""
 
     def synced(self, part: str) -> None:
         self.waiting_for = tuple(p for p in self.waiting_for if p != part)
@@ -78,6 +82,12 @@ class Health:
         return True, f"ok: leading, last cycle {now - self.last_cycle:.1f}s ago"
 
     def readiness(self) -> tuple[bool, str]:
+        ok, message = self._readiness()
+        off = "; ".join(f"{api} not served: {features} off"
+                        for api, features in sorted(self.unserved.items()))
+        return ok, f"{message} ({off})" if off else message
+
+    def _readiness(self) -> tuple[bool, str]:
         if self.waiting_for:
             return False, "not ready: waiting for " + ", ".join(self.waiting_for) + " to sync"
         if failing := self.failing():

@@ -249,6 +249,8 @@ class Inventory:
     """Extended resource name -> the DeviceClass whose devices serve it."""
     extended_claims: Mapping[str, ClaimKey] = field(default_factory=dict)
     """Pod UID -> the claim made for that pod's extended resources."""
+    unserved: str | None = None
+    """The devices API, when the API server does not serve it: no claim can be allocated."""
     matches: dict[tuple[str, DeviceRef], bool | str] = field(
         default_factory=dict, compare=False, repr=False)
     """Cache: whether a device passes an expression, or the CEL error it raised. It
@@ -279,6 +281,7 @@ class Inventory:
         bad_slices: Mapping[NodeName, str] | None = None,
         matches: dict[tuple[str, DeviceRef], bool | str] | None = None,
         totals: dict[frozenset[NodeName], Resources] | None = None,
+        unserved: str | None = None,
     ) -> Inventory:
         """The inventory, with the devices in use and the packing attributes derived;
         ``matches`` and ``totals``, caches an earlier inventory of the same devices (and
@@ -288,7 +291,7 @@ class Inventory:
                           for constraint in claim.constraints})
         return Inventory(devices, shared_devices, classes, claims, bad_slices or {}, in_use,
                          tuple(packing), classes_by_resource(classes.values()),
-                         _extended_claims(claims), {} if matches is None else matches,
+                         _extended_claims(claims), unserved, {} if matches is None else matches,
                          {} if totals is None else totals)
 
     def with_claims(self, claims: Mapping[ClaimKey, Claim]) -> Inventory:

@@ -35,14 +35,20 @@ from gangsched.core.dra.extended import ExtendedClaim, extended_claim, served_by
 from gangsched.core.dra.selectors import SelectorError
 from gangsched.core.model import Gang, GangKey, NodeName, Pod, PodClaim, Policy
 from gangsched.core.nodefit import term_matches
-from gangsched.core.reasons import ClaimInvalid, ClaimNotReady, DevicesShort, PodRulesUnmet
+from gangsched.core.reasons import (
+    ClaimInvalid,
+    ClaimNotReady,
+    DevicesNotServed,
+    DevicesShort,
+    PodRulesUnmet,
+)
 from gangsched.core.resources import Resources
 
 __all__ = [
     "ClaimWrite", "Consumer", "DevicePlacement", "MemberRules", "NodeRoom", "place_with_devices",
 ]
 
-Refusal = ClaimInvalid | ClaimNotReady | DevicesShort | PodRulesUnmet
+Refusal = ClaimInvalid | ClaimNotReady | DevicesNotServed | DevicesShort | PodRulesUnmet
 
 
 class MemberRules(Protocol):
@@ -137,7 +143,11 @@ class _Gang:
         self.created: dict[ClaimKey, ExtendedClaim] = {}
         """Extended resource claims to create, by their placeholder keys."""
 
-    def claims_of(self, pod: Pod) -> list[Claim] | ClaimInvalid | ClaimNotReady:
+    def claims_of(
+        self, pod: Pod
+    ) -> list[Claim] | ClaimInvalid | ClaimNotReady | DevicesNotServed:
+        if pod.resource_claims and self.inventory.unserved is not None:
+            return DevicesNotServed(pod.key, len(pod.resource_claims), self.inventory.unserved)
         found = []
         for pod_claim in pod.resource_claims:
             if pod_claim.claim is None:
@@ -298,7 +308,8 @@ def least_devices(claims: Sequence[Claim]) -> int:
 
 
 def _place_pod(state: _Gang, pod: Pod, room: NodeRoom, policy: Policy,
-               rules: MemberRules | None) -> NodeName | ClaimInvalid | ClaimNotReady | None:
+               rules: MemberRules | None
+               ) -> NodeName | ClaimInvalid | ClaimNotReady | DevicesNotServed | None:
     """The node the pod takes (its claims allocated there), a refusal, or None: no node."""
     claims = state.claims_of(pod)
     if not isinstance(claims, list):
@@ -358,7 +369,7 @@ def place_with_devices(
     refused: Refusal | None = None
     for pod in gang.pending:
         placed = _place_pod(state, pod, room, policy, rules)
-        if isinstance(placed, ClaimInvalid | ClaimNotReady):
+        if isinstance(placed, ClaimInvalid | ClaimNotReady | DevicesNotServed):
             return placed
         if placed is None and refused is None:
             refused = _claims_reason(gang, pod, state, room, len(state.assignments), need,

@@ -33,7 +33,12 @@ from gangsched.core.reasons.capacity import (
     VolumeLimitBound,
     unplaceable_reason,
 )
-from gangsched.core.reasons.devices import ClaimInvalid, ClaimNotReady, DevicesShort
+from gangsched.core.reasons.devices import (
+    ClaimInvalid,
+    ClaimNotReady,
+    DevicesNotServed,
+    DevicesShort,
+)
 from gangsched.core.reasons.domains import (
     BoundAcrossDomains,
     InDomain,
@@ -92,6 +97,7 @@ __all__ = [
     "ClaimInvalid",
     "ClaimNotReady",
     "ClaimsProvisioning",
+    "DevicesNotServed",
     "DevicesShort",
     "DoesNotFit",
     "Gated",
@@ -142,7 +148,7 @@ Reason = (
     | QueueMissing | QueueClosed | QueueInvalid | QueueNotLeaf | CapabilityExceeded
     | AdmissionOverCapability | AdmissionNoRoom | ReservedByAdmitted
     | VolumeBlocked | ClaimsProvisioning | ProvisioningTimedOut
-    | ClaimInvalid | ClaimNotReady | DevicesShort
+    | ClaimInvalid | ClaimNotReady | DevicesNotServed | DevicesShort
     | PodRulesUnmet
     | HeldForStarving | Starving | TooBigToHold
     | BeingPreempted | Preempting | AwaitingVictims | ProtectedByBudget | NotReclaimable

@@ -44,6 +44,22 @@ class ClaimNotReady:
 
 
 @dataclass(frozen=True, slots=True)
+class DevicesNotServed:
+    """A pending member has ResourceClaims, and the API server does not serve the devices
+    API gangsched allocates them through: dynamic resource allocation is off here."""
+
+    code: ClassVar[str] = "DevicesNotServed"
+    pod: PodKey
+    claims: int
+    api: str
+
+    def text(self) -> str:
+        return (f"pod {self.pod} has {self.claims} ResourceClaim(s), and the API "
+                f"server does not serve {self.api}: dynamic resource allocation is "
+                f"off on this cluster")
+
+
+@dataclass(frozen=True, slots=True)
 class DevicesShort:
     """Too few devices for a member's claim on every node its other rules and room allow,
     with the best offer seen: a figure per node of the kind "2 of 8 free in clique b"."""
