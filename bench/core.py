@@ -29,7 +29,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from gangsched.core.model import (
+from gangsched.core.model.objects import (
     Gang,
     GangKey,
     Node,
@@ -40,8 +40,8 @@ from gangsched.core.model import (
     Taint,
     Toleration,
 )
-from gangsched.core.placement import Capacity, Placement, Snapshot, place_gang
-from gangsched.core.resources import Resources
+from gangsched.core.model.resources import Resources
+from gangsched.core.placement.capacity import Capacity, Placement, Snapshot, place_gang
 
 SIZES = (500, 1000, 2000, 5000)
 GANGS = 1000

@@ -31,16 +31,25 @@ from dataclasses import replace
 from typing import Any
 
 from devcluster import fakedriver
-from gangsched.core.cycle import CycleInput, CycleResult, run_cycle
 from gangsched.core.dra.devices import Claim, ClaimKey, Device, Inventory
 from gangsched.core.dra.parse import (
     device_class_from_api,
     resource_claim_from_api,
     slice_from_api,
 )
-from gangsched.core.model import Gang, GangKey, Node, NodeName, Pod, PodClaim, PodKey, Policy
-from gangsched.core.placement import Snapshot
-from gangsched.core.resources import Resources
+from gangsched.core.model.objects import (
+    Gang,
+    GangKey,
+    Node,
+    NodeName,
+    Pod,
+    PodClaim,
+    PodKey,
+    Policy,
+)
+from gangsched.core.model.resources import Resources
+from gangsched.core.placement.capacity import Snapshot
+from gangsched.core.stages.cycle import CycleInput, CycleResult, run_cycle
 
 GPUS_PER_NODE = 8
 POD_REQUESTS = {"cpu": "2", "memory": "8Gi"}

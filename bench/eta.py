@@ -33,8 +33,8 @@ from typing import Any
 
 from bench.harness import PODGROUP_VERSION, machine, pod_manifest, write_report
 from gangsched.core.actions import Bind
-from gangsched.core.model import Flavor, GangKey, PodKey, gang_key
-from gangsched.core.runtimes import RUNTIME_ANNOTATION
+from gangsched.core.model.objects import Flavor, GangKey, PodKey, gang_key
+from gangsched.core.model.runtimes import RUNTIME_ANNOTATION
 from gangsched.core.state import State
 from gangsched.core.step import StepConfig, step
 from gangsched.core.thresholds import next_threshold

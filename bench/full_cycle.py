@@ -23,8 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from bench.harness import gang_manifests, machine, write_report
-from gangsched.core.model import Flavor
-from gangsched.core.runtimes import RUNTIME_ANNOTATION
+from gangsched.core.model.objects import Flavor
+from gangsched.core.model.runtimes import RUNTIME_ANNOTATION
 from gangsched.core.state import State
 from gangsched.core.step import StepConfig, step
 from gangsched.core.view import StepView

@@ -22,10 +22,10 @@ from typing import Any
 sys.path.insert(0, ".")
 
 from bench.harness import gang_manifests
-from gangsched.core.cycle import run_cycle
-from gangsched.core.groups import Flavor
-from gangsched.core.holds import seats_of
-from gangsched.core.model import Policy
+from gangsched.core.kubeobjects.groups import Flavor
+from gangsched.core.model.objects import Policy
+from gangsched.core.placement.holds import seats_of
+from gangsched.core.stages.cycle import run_cycle
 from gangsched.decisions import cycle_input, gather_view
 from gangsched.mirror import Mirror
 

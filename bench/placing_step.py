@@ -24,7 +24,7 @@ import time
 sys.path.insert(0, ".")
 
 from bench.harness import gang_manifests
-from gangsched.core.model import Flavor
+from gangsched.core.model.objects import Flavor
 from gangsched.core.state import State
 from gangsched.core.step import StepConfig, step
 from gangsched.core.view import StepView

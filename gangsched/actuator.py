@@ -36,11 +36,11 @@ from gangsched.core.actions import (
     WriteGroupStatus,
     WriteQueueStatus,
 )
-from gangsched.core.backoff import BindRefusal
-from gangsched.core.holds import Seat
-from gangsched.core.model import PodKey, QueueName
-from gangsched.core.placement import Placement
-from gangsched.core.resources import CPU
+from gangsched.core.model.objects import PodKey, QueueName
+from gangsched.core.model.resources import CPU
+from gangsched.core.placement.capacity import Placement
+from gangsched.core.placement.holds import Seat
+from gangsched.core.stages.backoff import BindRefusal
 from gangsched.core.state import (
     State,
     bind_refused,

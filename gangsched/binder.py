@@ -22,9 +22,9 @@ import structlog
 from kubernetes_asyncio import client
 from prometheus_client import Histogram
 
-from gangsched.core.model import NodeName, PodKey
-from gangsched.core.placement import Placement
-from gangsched.core.volumes import SELECTED_NODE_ANNOTATION
+from gangsched.core.fit.volumes import SELECTED_NODE_ANNOTATION
+from gangsched.core.model.objects import NodeName, PodKey
+from gangsched.core.placement.capacity import Placement
 from gangsched.dispatcher import Answer, Call, Dispatcher, Rank, answer_of, status_message
 
 log = structlog.get_logger(__name__)

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 import click
 
 from gangsched import __version__
-from gangsched.core.model import Policy
+from gangsched.core.model.objects import Policy
 
 if TYPE_CHECKING:
     import pykube
@@ -403,9 +403,9 @@ def explain(target: str, namespace: str | None, kubeconfig: str | None, context:
 
     from gangsched import console as views
     from gangsched.clusterobjects import Forbidden, ObjectsError, current_namespace, from_cluster
-    from gangsched.core.explain import Verdict, explain_gang
-    from gangsched.core.groups import gang_key, solo_gang_key
-    from gangsched.core.model import PodKey
+    from gangsched.core.kubeobjects.groups import gang_key, solo_gang_key
+    from gangsched.core.model.objects import PodKey
+    from gangsched.core.reports.explain import Verdict, explain_gang
 
     kind, _, name = target.rpartition("/")
     if kind not in GROUP_KINDS | POD_KINDS or not name:

@@ -23,7 +23,7 @@ import requests
 import yaml
 
 from gangsched.core.kubeobjects.fields import object_ref
-from gangsched.core.model import Flavor
+from gangsched.core.model.objects import Flavor
 from gangsched.feed import Feed
 from gangsched.mirror import Mirror
 

@@ -16,14 +16,14 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
-from gangsched.core.explain import Explanation
-from gangsched.core.fairness import dominant_share
 from gangsched.core.forecast import Estimate
-from gangsched.core.groups import MemberCounts
-from gangsched.core.hierarchy import QueueTree, build_tree, deserved_shares, subtree_total
-from gangsched.core.model import DEFAULT_QUEUE, GangKey, QueueName
+from gangsched.core.kubeobjects.groups import MemberCounts
+from gangsched.core.model.objects import DEFAULT_QUEUE, GangKey, QueueName
+from gangsched.core.model.resources import PODS, Capability, Resources, format_amount
+from gangsched.core.queues.fairness import dominant_share
+from gangsched.core.queues.hierarchy import QueueTree, build_tree, deserved_shares, subtree_total
 from gangsched.core.reasons import code_of, describe_request, render, render_level
-from gangsched.core.resources import PODS, Capability, Resources, format_amount
+from gangsched.core.reports.explain import Explanation
 from gangsched.core.stages.session import schedulable_total
 from gangsched.core.step import Stepped
 from gangsched.mirror import View
@@ -95,7 +95,8 @@ class QueueRow:
     share: str = "-"
     """The largest part of any schedulable resource its subtree holds, as a percentage."""
     deserved: str = "-"
-    """Its deserved part of the cluster now (core.hierarchy.deserved_shares), a percentage."""
+    """Its deserved part of the cluster now (core.queues.hierarchy.deserved_shares), a
+    percentage."""
     invalid: str = ""
     """Why it has no place in the tree, when it has none."""
 

@@ -16,10 +16,10 @@ from __future__ import annotations
 from dataclasses import replace
 
 from gangsched.core.forecast import known_starts
-from gangsched.core.hierarchy import build_tree
-from gangsched.core.model import GangKey
+from gangsched.core.kubeobjects.status_bodies import queue_conditions_current
+from gangsched.core.model.objects import GangKey
+from gangsched.core.queues.hierarchy import build_tree
 from gangsched.core.state import State
-from gangsched.core.status_bodies import queue_conditions_current
 from gangsched.core.step import StepConfig, Stepped, step
 from gangsched.core.view import StepView, gather_view
 from gangsched.mirror import Mirror, View

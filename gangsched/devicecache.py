@@ -23,8 +23,8 @@ from gangsched.core.dra.devices import (
     Inventory,
 )
 from gangsched.core.dra.placing import ClaimWrite
-from gangsched.core.model import NodeName
-from gangsched.core.resources import Resources
+from gangsched.core.model.objects import NodeName
+from gangsched.core.model.resources import Resources
 
 __all__ = ["DeviceCache"]
 

@@ -19,8 +19,8 @@ from typing import Any
 from kubernetes_asyncio import client
 
 from gangsched.binder import FIELD_MANAGER
-from gangsched.core.model import GangKey, PodKey, QueueName
-from gangsched.core.status_bodies import EVENT_MESSAGE_LIMIT
+from gangsched.core.kubeobjects.status_bodies import EVENT_MESSAGE_LIMIT
+from gangsched.core.model.objects import GangKey, PodKey, QueueName
 from gangsched.dispatcher import Answer, Call, Dispatcher, ObjectId, Rank, answer_of
 from gangsched.mirror import GroupRecord, PodRecord
 

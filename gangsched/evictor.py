@@ -24,7 +24,7 @@ from typing import Any
 from kubernetes_asyncio import client
 
 from gangsched.binder import FIELD_MANAGER
-from gangsched.core.model import PodKey
+from gangsched.core.model.objects import PodKey
 from gangsched.dispatcher import Answer, Call, Dispatcher, Rank, answer_of
 
 

@@ -43,7 +43,7 @@ from gangsched.core.kubeobjects.storage import (
     volume_attachment_from_api,
     volume_from_api,
 )
-from gangsched.core.model import ClaimKey, DisruptionBudget, Flavor, NodeName, QueueName
+from gangsched.core.model.objects import ClaimKey, DisruptionBudget, Flavor, NodeName, QueueName
 from gangsched.mirror import BudgetsAndStorage, Mirror
 
 __all__ = ["CUSTOM_KINDS", "KINDS", "Feed", "Kind", "group_kind"]

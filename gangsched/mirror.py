@@ -28,11 +28,12 @@ from typing import Any, TypeVar
 
 import structlog
 
-from gangsched.core.gangs import Member
+from gangsched.core.fit.namespaces import resolve_pod, selects_by_labels
+from gangsched.core.fit.volumes import Storage
 from gangsched.core.kubeobjects.podgroups import GroupRecord
 from gangsched.core.kubeobjects.queues import PriorityClass, QueueObject, WorkloadQueue
 from gangsched.core.kubeobjects.records import PodHeader, PodRecord
-from gangsched.core.model import (
+from gangsched.core.model.objects import (
     DEFAULT_QUEUE,
     Claim,
     ClaimKey,
@@ -53,12 +54,11 @@ from gangsched.core.model import (
     Volume,
     VolumeAttachmentSpec,
 )
-from gangsched.core.namespaces import resolve_pod, selects_by_labels
-from gangsched.core.placement import Placement, Snapshot
-from gangsched.core.resources import Resources
-from gangsched.core.snapshot import NodeUsage
+from gangsched.core.model.resources import Resources
+from gangsched.core.placement.capacity import Placement, Snapshot
+from gangsched.core.placement.snapshot import NodeUsage
+from gangsched.core.stages.gangs import Member
 from gangsched.core.view import seated_pods
-from gangsched.core.volumes import Storage
 from gangsched.devicecache import DeviceCache
 
 __all__ = ["Assumption", "GroupRecord", "Mirror", "PodRecord", "View"]
@@ -91,7 +91,7 @@ class View:
     storage: Storage = field(default_factory=Storage)
     named_by_others: frozenset[GangKey] = frozenset()
     """The groups some pod of another scheduler names: with no pod of ours in them,
-    they are that scheduler's (core.gangs.gather)."""
+    they are that scheduler's (core.stages.gangs.gather)."""
     topologies: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     """Each Topology's levels, widest first, by name."""
 

@@ -1,6 +1,6 @@
 """What users see of the scheduler's decisions: pod conditions, Events, group and queue status.
 
-The report plan (:mod:`gangsched.core.report_plan`) decides when a waiting
+The report plan (:mod:`gangsched.core.reports.report_plan`) decides when a waiting
 pod's condition and ``FailedScheduling`` Event are due; the reporter words the
 writes, and the dispatcher (:mod:`gangsched.dispatcher`) sends them: it skips
 what the API server already accepted, paces the Events of PodGroups and Queues
@@ -22,10 +22,8 @@ from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from gangsched.binder import FIELD_MANAGER, MERGE_PATCH
-from gangsched.core.groups import Flavor, GroupStatus, Phase
-from gangsched.core.model import GangKey, NodeName, PodKey, QueueName
-from gangsched.core.reasons import LevelHeld, render_level
-from gangsched.core.status_bodies import (
+from gangsched.core.kubeobjects.groups import Flavor, GroupStatus, Phase
+from gangsched.core.kubeobjects.status_bodies import (
     QUIET_REASONS,
     QueueStatus,
     invalid_body,
@@ -33,6 +31,8 @@ from gangsched.core.status_bodies import (
     scheduled_message,
     status_body,
 )
+from gangsched.core.model.objects import GangKey, NodeName, PodKey, QueueName
+from gangsched.core.reasons import LevelHeld, render_level
 from gangsched.dispatcher import Answer, Call, Dispatcher, ObjectId, Rank, answer_of
 from gangsched.events import Events, now_iso
 from gangsched.events import object_id as object_id_of

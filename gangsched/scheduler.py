@@ -12,7 +12,7 @@ A settled cluster is cheap to keep deciding on: the mirror counts its changes,
 and a cycle whose inputs are those of the last full cycle, which changed none
 of them, reuses that answer until the clock reaches a threshold that would
 change it (:mod:`gangsched.core.thresholds`). A full cycle still runs once a
-minute. What is said when is the report plan's (:mod:`gangsched.core.report_plan`);
+minute. What is said when is the report plan's (:mod:`gangsched.core.reports.report_plan`);
 a write the dispatcher holds back goes out on its own timer, not at a cycle.
 """
 from __future__ import annotations
@@ -33,9 +33,9 @@ from gangsched.actuator import Actuator
 from gangsched.actuator import ScheduledEvents as ScheduledEvents
 from gangsched.allocations import ClaimWriter
 from gangsched.binder import Binder
-from gangsched.core.cycle import CycleResult
 from gangsched.core.forecast import Estimate
-from gangsched.core.model import GangKey
+from gangsched.core.model.objects import GangKey
+from gangsched.core.stages.cycle import CycleResult
 from gangsched.core.state import State
 from gangsched.core.step import StepConfig, step
 from gangsched.core.thresholds import next_threshold

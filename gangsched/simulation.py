@@ -21,9 +21,9 @@ from typing import Any
 
 from gangsched.clusterobjects import ClusterObjects
 from gangsched.core.actions import Evict, SelectClaimNode
-from gangsched.core.model import GangKey, NodeName, PodKey
+from gangsched.core.model.objects import GangKey, NodeName, PodKey
+from gangsched.core.model.runtimes import parse_duration
 from gangsched.core.reasons import LevelHeld, Reason, code_of, render
-from gangsched.core.runtimes import parse_duration
 from gangsched.core.step import StepConfig, step
 from gangsched.decisions import published_state, step_view
 from gangsched.feed import Feed

@@ -12,11 +12,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from fractions import Fraction
 
-from gangsched.core.groups import GroupStatus
-from gangsched.core.model import DEFAULT_QUEUE, GangKey, NodeName, PodKey, QueueName
-from gangsched.core.placement import Placement
-from gangsched.core.preemption import Preemption
-from gangsched.core.status_bodies import QueueStatus
+from gangsched.core.kubeobjects.groups import GroupStatus
+from gangsched.core.kubeobjects.status_bodies import QueueStatus
+from gangsched.core.model.objects import DEFAULT_QUEUE, GangKey, NodeName, PodKey, QueueName
+from gangsched.core.placement.capacity import Placement
+from gangsched.core.placement.preemption import Preemption
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,11 +107,11 @@ class WriteQueueStatus:
     """The part its weight entitles it to when every queue wants more: down the queue
     tree, at each level its weight over the sum of its siblings' (0 when invalid)."""
     counts: bool = True
-    """False: only the conditions are written (see :func:`gangsched.core.report_plan.
+    """False: only the conditions are written (see :func:`gangsched.core.reports.report_plan.
     queue_statuses`); another scheduler's gangs may be what the queue counts."""
     deserved_share: Fraction = Fraction(0)
     """Its deserved part of the cluster now, shared only with the queues that have gangs
-    (see :func:`gangsched.core.hierarchy.deserved_shares`)."""
+    (see :func:`gangsched.core.queues.hierarchy.deserved_shares`)."""
 
 
 @dataclass(frozen=True, slots=True)

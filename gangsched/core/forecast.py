@@ -3,8 +3,8 @@
 Users ask "when will my gang start?". The honest answer comes from the same
 decisions the scheduler will take, not from a second, simpler scheduler that
 would disagree with it: from the cycle's input and answer, the running gangs
-end at their expected ends (:mod:`gangsched.core.runtimes`), and at each such
-moment :func:`~gangsched.core.cycle.run_cycle` decides again over the room
+end at their expected ends (:mod:`gangsched.core.model.runtimes`), and at each such
+moment :func:`~gangsched.core.stages.cycle.run_cycle` decides again over the room
 they free, with the clock at that moment (so starvation, reservations and
 backfill play out as they will). The moment a waiting gang is placed is its
 estimated start.
@@ -33,14 +33,14 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from enum import StrEnum
 
-from gangsched.core.cycle import CycleInput, CycleResult, run_cycle
 from gangsched.core.dra.devices import Claim, ClaimKey
 from gangsched.core.dra.placing import ClaimWrite
-from gangsched.core.model import Gang, GangKey, NodeName, Pod, PodKey
-from gangsched.core.placement import Placement, Snapshot
-from gangsched.core.resources import Resources
-from gangsched.core.runtimes import expected_end, moment_text, pod_runtime
-from gangsched.core.snapshot import NodeUsage
+from gangsched.core.model.objects import Gang, GangKey, NodeName, Pod, PodKey
+from gangsched.core.model.resources import Resources
+from gangsched.core.model.runtimes import expected_end, moment_text, pod_runtime
+from gangsched.core.placement.capacity import Placement, Snapshot
+from gangsched.core.placement.snapshot import NodeUsage
+from gangsched.core.stages.cycle import CycleInput, CycleResult, run_cycle
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,7 +10,7 @@ others are still being made, or fail to be.
 Here a placed gang with such claims is not bound at all in the cycle that
 places it: each claim is given its pod's node (an action carried out before
 any Binding), and the gang waits, saying so. Its claims then pin its pods to
-those nodes (:mod:`gangsched.core.volumes`), so the next cycles place it on
+those nodes (:mod:`gangsched.core.fit.volumes`), so the next cycles place it on
 the same nodes and its room stays taken in each cycle's placement; once every
 claim is bound the gang is placed as any other and bound whole. If the claims
 are not all bound within a timeout, the nodes given to the claims still
@@ -25,11 +25,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from gangsched.core.actions import SelectClaimNode
-from gangsched.core.model import Gang, GangKey, NodeName, Pod
-from gangsched.core.placement import Placement, Unplaceable
+from gangsched.core.fit.volumes import Provisioning, Storage
+from gangsched.core.model.objects import Gang, GangKey, NodeName, Pod
+from gangsched.core.placement.capacity import Placement, Unplaceable
 from gangsched.core.reasons import ClaimsProvisioning, ProvisioningTimedOut
 from gangsched.core.stages.session import CycleResult
-from gangsched.core.volumes import Provisioning, Storage
 
 __all__ = ["ProvisionLimits", "Provisioning", "provision_first"]
 

@@ -17,12 +17,12 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 
-from gangsched.core.backoff import BindRefusal, refused
+from gangsched.core.fit.volumes import Provisioning
 from gangsched.core.forecast import Estimate, known_starts
-from gangsched.core.holds import Hold, Seat
-from gangsched.core.model import GangKey, PodKey, QueueName
+from gangsched.core.model.objects import GangKey, PodKey, QueueName
+from gangsched.core.placement.holds import Hold, Seat
 from gangsched.core.reasons import Reason, render
-from gangsched.core.volumes import Provisioning
+from gangsched.core.stages.backoff import BindRefusal, refused
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,7 +36,7 @@ class InFlight:
 @dataclass(frozen=True, slots=True)
 class Reported:
     """The reason last reported for a waiting gang, and since when (the report plan
-    decides when it is replaced: :func:`gangsched.core.report_plan.reported_reasons`)."""
+    decides when it is replaced: :func:`gangsched.core.reports.report_plan.reported_reasons`)."""
 
     reason: Reason
     since: float
@@ -51,7 +51,7 @@ class Reported:
 class PodReport:
     """What a waiting pod was last reported as waiting for (``since``), and when its
     Event was last asked for (``at``) and what it said (``said``): see
-    :func:`gangsched.core.report_plan.waiting_pods`.
+    :func:`gangsched.core.reports.report_plan.waiting_pods`.
     """
 
     uid: str
@@ -78,10 +78,10 @@ class State:
     unevictable: Mapping[GangKey, float] = field(default_factory=dict)
     """Gangs the Eviction API refused, to when they may be chosen again."""
     bind_refusals: Mapping[PodKey, BindRefusal] = field(default_factory=dict)
-    """Pods whose last bind was refused, backing off (see core.backoff)."""
+    """Pods whose last bind was refused, backing off (see core.stages.backoff)."""
     logged_reasons: Mapping[GangKey, str] = field(default_factory=dict)
     reported: Mapping[GangKey, Reported] = field(default_factory=dict)
-    """The reason each waiting gang was last reported with (see core.report_plan)."""
+    """The reason each waiting gang was last reported with (see core.reports.report_plan)."""
     pod_reports: Mapping[PodKey, PodReport] = field(default_factory=dict)
     queues_served: frozenset[QueueName] = frozenset()
     """Queues with a gang of this scheduler at the last full cycle: one left empty gets
@@ -114,7 +114,7 @@ class State:
 
 
 def bind_refused(state: State, pod: PodKey, *, now: float, status: int, message: str) -> State:
-    """The pod's bind was refused: it backs off once more (see core.backoff)."""
+    """The pod's bind was refused: it backs off once more (see core.stages.backoff)."""
     refusal = refused(state.bind_refusals.get(pod), now=now, status=status, message=message)
     return replace(state, bind_refusals={**state.bind_refusals, pod: refusal})
 

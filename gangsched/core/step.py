@@ -3,12 +3,12 @@ the next state and the actions to carry out, out.
 
 Pure, as the cycle it wraps: the shell takes a view of its mirror, calls
 :func:`step`, keeps the state it returns and hands the actions to the
-writers. Around the placement cycle (:func:`gangsched.core.cycle.run_cycle`)
+writers. Around the placement cycle (:func:`gangsched.core.stages.cycle.run_cycle`)
 the step keeps what no single cycle can know: a PodGroup created again under
 the same name is a new group, the room of members a running gang lost is held
 for their replacements, a preemption under way holds the preemptor's room
 until it is placed or times out, refused binds back off, and what is reported
-is paced (:mod:`gangsched.core.report_plan`).
+is paced (:mod:`gangsched.core.reports.report_plan`).
 """
 
 from __future__ import annotations
@@ -19,7 +19,6 @@ from dataclasses import dataclass, field, replace
 from typing import TypeVar
 
 from gangsched.core.actions import Action, Bind, Evict, LogDecision
-from gangsched.core.cycle import CycleInput, CycleResult, run_cycle
 from gangsched.core.forecast import (
     ForecastLimits,
     fingerprint,
@@ -27,12 +26,13 @@ from gangsched.core.forecast import (
     known_starts,
     running_ends,
 )
-from gangsched.core.gangs import Gathered
-from gangsched.core.holds import GroupLife, Hold, Seat, seats_of, update_holds
-from gangsched.core.model import DEFAULT_QUEUE, GangKey, PodKey, Policy
+from gangsched.core.model.objects import DEFAULT_QUEUE, GangKey, PodKey, Policy
+from gangsched.core.placement.holds import GroupLife, Hold, Seat, seats_of, update_holds
 from gangsched.core.provisioning import ProvisionLimits, provision_first
 from gangsched.core.reasons import Reason
-from gangsched.core.report_plan import Pacing, event_moments, plan_reports, reported_reasons
+from gangsched.core.reports.report_plan import Pacing, event_moments, plan_reports, reported_reasons
+from gangsched.core.stages.cycle import CycleInput, CycleResult, run_cycle
+from gangsched.core.stages.gangs import Gathered
 from gangsched.core.state import InFlight, State
 from gangsched.core.view import Gathering, StepView, cycle_input, gather_view
 
@@ -193,7 +193,8 @@ def _without(values: Mapping[GangKey, V], gone: AbstractSet[GangKey]) -> dict[Ga
 def held_rooms(
     state: State, view: StepView, gathering: Gathering, now: float, config: StepConfig
 ) -> tuple[tuple[Hold, ...], dict[PodKey, Seat], list[Action]]:
-    """Hold the room of members a running gang lost since the last cycle (see core.holds)."""
+    """Hold the room of members a running gang lost since the last cycle (see
+    core.placement.holds)."""
     groups, gathered = gathering.groups, gathering.gathered
     seats = seats_of(((m.pod, m.group) for m in view.cluster.members if m.group in groups),
                      view.cluster.snapshot.devices)

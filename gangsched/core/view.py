@@ -14,14 +14,11 @@ from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Protocol
 
-from gangsched.core.backoff import BindRefusal
-from gangsched.core.cycle import CycleInput
 from gangsched.core.dra.devices import ClaimKey, Inventory
 from gangsched.core.dra.usage import claim_devices, claims_of, in_ledger, renames
-from gangsched.core.gangs import Gathered, Member, gather
-from gangsched.core.groups import FINISHED_PHASES, Flavor, GroupSpec
-from gangsched.core.holds import Hold
-from gangsched.core.model import (
+from gangsched.core.fit.volumes import Storage, claims_in_use, with_volumes
+from gangsched.core.kubeobjects.groups import FINISHED_PHASES, Flavor, GroupSpec
+from gangsched.core.model.objects import (
     DisruptionBudget,
     Gang,
     GangKey,
@@ -32,11 +29,14 @@ from gangsched.core.model import (
     QueueSpec,
     VolumeLimits,
 )
-from gangsched.core.placement import Snapshot
-from gangsched.core.resources import Resources
-from gangsched.core.topology import with_levels
-from gangsched.core.volumelimits import limit_volumes, limited_snapshot
-from gangsched.core.volumes import Storage, claims_in_use, with_volumes
+from gangsched.core.model.resources import Resources
+from gangsched.core.placement.capacity import Snapshot
+from gangsched.core.placement.holds import Hold
+from gangsched.core.placement.topology import with_levels
+from gangsched.core.placement.volumelimits import limit_volumes, limited_snapshot
+from gangsched.core.stages.backoff import BindRefusal
+from gangsched.core.stages.cycle import CycleInput
+from gangsched.core.stages.gangs import Gathered, Member, gather
 
 
 class GroupFacts(Protocol):
@@ -151,8 +151,8 @@ def gather_view(
 
 def _with_volumes(view: ClusterView, gangs: tuple[Gang, ...]) -> tuple[tuple[Gang, ...],
                                                                         VolumeLimits]:
-    """The gangs with their pending pods' claims resolved (core.volumes) and their volumes
-    counted against CSI limits (core.volumelimits); a cycle with no pending pod using a
+    """The gangs with their pending pods' claims resolved (core.fit.volumes) and their volumes
+    counted against CSI limits (core.placement.volumelimits); a cycle with no pending pod using a
     volume reads nothing more of the view for them."""
     claiming = []
     inline = False

@@ -27,7 +27,7 @@ anti-affinity): host ports, required and preferred pod affinity and
 anti-affinity, DoNotSchedule and ScheduleAnyway spread, as the fit oracle
 draws them. Their claim is their own, with or without admin access, or the
 claim of a pod already running, shared. gangsched answers those from the
-whole placement of a gang of one (:class:`gangsched.core.placement.Capacity`)
+whole placement of a gang of one (:class:`gangsched.core.placement.capacity.Capacity`)
 on the objects read before the probes: node rules, room, devices and rules
 together, as a cycle decides.
 """
@@ -52,13 +52,13 @@ from gangsched.core.dra.parse import (
     resource_claim_from_api,
     slice_from_api,
 )
-from gangsched.core.interpod import pod_rules_refusal
+from gangsched.core.fit.interpod import pod_rules_refusal
+from gangsched.core.fit.namespaces import resolve_pod
 from gangsched.core.kubeobjects.pods import pod_from_api
-from gangsched.core.model import Gang, GangKey, NodeName
-from gangsched.core.namespaces import resolve_pod
-from gangsched.core.placement import Capacity, Placement, Snapshot
+from gangsched.core.model.objects import Gang, GangKey, NodeName
+from gangsched.core.model.resources import Resources
+from gangsched.core.placement.capacity import Capacity, Placement, Snapshot
 from gangsched.core.reasons import render
-from gangsched.core.resources import Resources
 from tests.e2e import oracle
 
 PREFIX = "dra-oracle"

@@ -35,17 +35,17 @@ from typing import Any
 import pykube
 
 from devcluster.controlplane import KWOK_LABEL, LocalCluster
-from gangsched.core.interpod import pod_rules_refusal
+from gangsched.core.fit.interpod import pod_rules_refusal
+from gangsched.core.fit.namespaces import NamespaceLabels, resolve_pod
+from gangsched.core.fit.nodefit import node_excluded_reason
+from gangsched.core.fit.volumes import Storage
 from gangsched.core.kubeobjects.nodes import node_from_api
 from gangsched.core.kubeobjects.pods import pod_from_api
 from gangsched.core.kubeobjects.storage import csi_node_from_api
-from gangsched.core.model import Gang, GangKey, Node, NodeName, Pod
-from gangsched.core.namespaces import NamespaceLabels, resolve_pod
-from gangsched.core.nodefit import node_excluded_reason
-from gangsched.core.resources import Resources
-from gangsched.core.snapshot import Snapshot
-from gangsched.core.volumelimits import limit_volumes, limited_snapshot
-from gangsched.core.volumes import Storage
+from gangsched.core.model.objects import Gang, GangKey, Node, NodeName, Pod
+from gangsched.core.model.resources import Resources
+from gangsched.core.placement.snapshot import Snapshot
+from gangsched.core.placement.volumelimits import limit_volumes, limited_snapshot
 
 SEED_VARIABLE = "GANGSCHED_ORACLE_SEED"
 """Set to replay a run: the seed is printed at its start."""
@@ -486,7 +486,7 @@ class Cluster:
     def room_on(self, pod: Pod, node: Node) -> tuple[Pod, Node, Resources]:
         """The pod, the node and its free room as a cycle sees them: the pod's volumes of
         drivers some node limits are requests, and the node offers its limits less the
-        volumes attached there (core.volumelimits)."""
+        volumes attached there (core.placement.volumelimits)."""
         (gang,), limits = limit_volumes((Gang(GangKey("probe"), 1, (pod,)),), self.storage)
         snapshot = limited_snapshot(Snapshot.build(self.nodes.values(), self.pods), limits,
                                     self.storage)

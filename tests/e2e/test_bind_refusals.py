@@ -18,7 +18,7 @@ import pykube
 import pytest
 
 from devcluster.controlplane import LocalCluster, NodeShape
-from gangsched.core.backoff import MAX_S
+from gangsched.core.stages.backoff import MAX_S
 from tests.e2e.conftest import SchedulerProcess
 from tests.e2e.scenario import only_nodes
 from tests.e2e.workspace import Workspace, bound, scheduled_condition, wait_for

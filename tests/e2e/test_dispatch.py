@@ -20,8 +20,8 @@ from kubernetes_asyncio import client
 
 from devcluster.controlplane import LocalCluster, NodeShape
 from gangsched.binder import Binder
-from gangsched.core.model import GangKey, NodeName, PodKey
-from gangsched.core.placement import Placement
+from gangsched.core.model.objects import GangKey, NodeName, PodKey
+from gangsched.core.placement.capacity import Placement
 from gangsched.dispatcher import Dispatcher
 from gangsched.evictor import Evictor
 from tests.e2e.conftest import SchedulerProcess

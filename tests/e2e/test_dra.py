@@ -16,7 +16,7 @@ import pytest
 from devcluster import fakedriver
 from devcluster.controlplane import LocalCluster, NodeShape
 from devcluster.fakedriver import claiming
-from gangsched.core.runtimes import RUNTIME_ANNOTATION
+from gangsched.core.model.runtimes import RUNTIME_ANNOTATION
 from tests.e2e import dra_oracle, oracle
 from tests.e2e.conftest import start_gangsched, stop_gangsched
 from tests.e2e.test_explain_status import gangsched_cli

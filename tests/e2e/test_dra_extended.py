@@ -20,8 +20,8 @@ from gangsched.core.dra.devices import ClaimRequest, Request
 from gangsched.core.dra.extended import ExtendedClaim, claim_manifest
 from gangsched.core.kubeobjects.nodes import node_from_api
 from gangsched.core.kubeobjects.pods import pod_from_api
-from gangsched.core.model import Gang, GangKey
-from gangsched.core.placement import Capacity, Placement, Snapshot
+from gangsched.core.model.objects import Gang, GangKey
+from gangsched.core.placement.capacity import Capacity, Placement, Snapshot
 from gangsched.dispatcher import Dispatcher
 from gangsched.kubeconfig import connection
 from tests.e2e import dra_oracle

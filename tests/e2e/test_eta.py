@@ -11,7 +11,7 @@ from functools import partial
 from typing import Any
 
 from devcluster.controlplane import LocalCluster, NodeShape
-from gangsched.core.runtimes import RUNTIME_ANNOTATION
+from gangsched.core.model.runtimes import RUNTIME_ANNOTATION
 from tests.e2e.conftest import SchedulerProcess
 from tests.e2e.scenario import only_nodes
 from tests.e2e.test_cycle_promises import SCHEDULER, STARVATION_S

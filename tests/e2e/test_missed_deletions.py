@@ -21,7 +21,7 @@ import pytest
 from kubernetes_asyncio import client, config
 
 from devcluster.controlplane import LocalCluster
-from gangsched.core.model import Flavor, GangKey, QueueName
+from gangsched.core.model.objects import Flavor, GangKey, QueueName
 from gangsched.feed import CUSTOM_KINDS, Feed, group_kind
 from gangsched.mirror import Mirror
 from gangsched.reflector import Reflector

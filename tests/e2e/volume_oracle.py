@@ -8,7 +8,7 @@ node or a zone, or that carry a zone label; a claim whose class binds
 immediately and that nothing will bind; a ``ReadWriteOncePod`` claim an
 existing pod uses; and names of claims that do not exist. Each probe pod
 uses a random few of them. gangsched's verdict comes from
-:func:`gangsched.core.volumes.resolve_pod` over the claims, volumes and
+:func:`gangsched.core.fit.volumes.resolve_pod` over the claims, volumes and
 classes parsed from the API server, then its node filter and room.
 
 CSI volume limits (NodeVolumeLimits) too: most nodes get a CSINode whose EBS
@@ -17,7 +17,7 @@ CSINode at all), some list a second driver whose CSIDriver prevents
 scheduling where it is missing, pods on the nodes hold CSI volumes, and
 VolumeAttachments hold more, some of them volumes no pod uses. Probes use
 claims of CSI volumes of either driver. gangsched's side counts them through
-:mod:`gangsched.core.volumelimits`, as a cycle does. Probes never use a
+:mod:`gangsched.core.placement.volumelimits`, as a cycle does. Probes never use a
 volume a pod already on a node holds: gangsched counts such a volume again
 where kube-scheduler does not (the module says why), which can refuse a node
 at its limit that kube-scheduler takes.
@@ -42,6 +42,8 @@ from typing import Any
 import pykube
 
 from devcluster.controlplane import LocalCluster
+from gangsched.core.fit.nodefit import node_excluded_reason
+from gangsched.core.fit.volumes import Storage, claims_in_use, resolve_pod
 from gangsched.core.kubeobjects.nodes import node_from_api
 from gangsched.core.kubeobjects.pods import pod_from_api
 from gangsched.core.kubeobjects.storage import (
@@ -53,11 +55,9 @@ from gangsched.core.kubeobjects.storage import (
     volume_attachment_from_api,
     volume_from_api,
 )
-from gangsched.core.model import Gang, GangKey
-from gangsched.core.nodefit import node_excluded_reason
-from gangsched.core.snapshot import Snapshot
-from gangsched.core.volumelimits import limit_volumes, limited_snapshot
-from gangsched.core.volumes import Storage, claims_in_use, resolve_pod
+from gangsched.core.model.objects import Gang, GangKey
+from gangsched.core.placement.snapshot import Snapshot
+from gangsched.core.placement.volumelimits import limit_volumes, limited_snapshot
 from tests.e2e import oracle
 
 ZONE = "topology.kubernetes.io/zone"

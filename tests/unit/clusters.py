@@ -8,8 +8,9 @@ from typing import Any
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 
+from gangsched.core.fit.nodefit import node_excluded_reason
 from gangsched.core.kubeobjects.pods import pod_from_api
-from gangsched.core.model import (
+from gangsched.core.model.objects import (
     Gang,
     GangKey,
     Node,
@@ -23,9 +24,8 @@ from gangsched.core.model import (
     Taint,
     Toleration,
 )
-from gangsched.core.nodefit import node_excluded_reason
-from gangsched.core.placement import Placement, Snapshot
-from gangsched.core.resources import Resources
+from gangsched.core.model.resources import Resources
+from gangsched.core.placement.capacity import Placement, Snapshot
 
 GPU = "nvidia.com/gpu"
 

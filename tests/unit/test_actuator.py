@@ -32,13 +32,13 @@ from gangsched.core.actions import (
 )
 from gangsched.core.dra.devices import ClaimKey
 from gangsched.core.dra.placing import ClaimWrite
-from gangsched.core.groups import Flavor, GroupStatus, MemberCounts, Phase
-from gangsched.core.model import GangKey, NodeName, PodKey, QueueName
-from gangsched.core.placement import Placement
-from gangsched.core.preemption import Preemption
-from gangsched.core.resources import Resources
+from gangsched.core.kubeobjects.groups import Flavor, GroupStatus, MemberCounts, Phase
+from gangsched.core.kubeobjects.status_bodies import QueueStatus
+from gangsched.core.model.objects import GangKey, NodeName, PodKey, QueueName
+from gangsched.core.model.resources import Resources
+from gangsched.core.placement.capacity import Placement
+from gangsched.core.placement.preemption import Preemption
 from gangsched.core.state import InFlight, State
-from gangsched.core.status_bodies import QueueStatus
 from gangsched.dispatcher import Answer
 from gangsched.evictor import EvictionOutcome, Evictor
 from gangsched.feed import Feed

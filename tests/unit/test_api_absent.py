@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from gangsched.core.model import PodKey
-from gangsched.core.placement import Capacity, Unplaceable
+from gangsched.core.model.objects import PodKey
+from gangsched.core.placement.capacity import Capacity, Unplaceable
 from gangsched.core.reasons import DevicesNotServed, code_of
 from gangsched.discovery import DEVICES, Served
 from gangsched.health import Health

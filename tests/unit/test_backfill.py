@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from gangsched.core.cycle import CycleInput, run_cycle
 from gangsched.core.forecast import forecast
-from gangsched.core.model import Gang, GangKey, NodeName
+from gangsched.core.model.objects import Gang, GangKey, NodeName
+from gangsched.core.model.resources import Resources
 from gangsched.core.reasons import DevicesShort, HeldForStarving, Starving
-from gangsched.core.resources import Resources
+from gangsched.core.stages.cycle import CycleInput, run_cycle
 from gangsched.core.step import StepConfig
 from gangsched.scheduler import SchedulerConfig
 from tests.unit.test_dra import claim_obj, claiming, gpu_cluster, held_by, request

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from gangsched.core.backoff import MAX_S, delay_after, refused
-from gangsched.core.model import PodKey
+from gangsched.core.model.objects import PodKey
 from gangsched.core.reasons import BindBackoff
+from gangsched.core.stages.backoff import MAX_S, delay_after, refused
 from tests.unit.test_cycle import SIX_CPU, cycle, gang, placed, reasons
 
 DENIED = 'admission webhook "deny.example.com" denied the request: bindings are frozen'

@@ -11,8 +11,8 @@ import pytest
 from kubernetes_asyncio import client
 
 from gangsched.binder import Binder
-from gangsched.core.model import GangKey, NodeName, PodKey
-from gangsched.core.placement import Placement
+from gangsched.core.model.objects import GangKey, NodeName, PodKey
+from gangsched.core.placement.capacity import Placement
 from gangsched.dispatcher import Dispatcher
 
 

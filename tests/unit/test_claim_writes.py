@@ -18,8 +18,8 @@ from gangsched.core.dra.devices import AllocatedDevice, Allocation, ClaimKey, De
 from gangsched.core.dra.extended import CLAIM_ANNOTATION, ExtendedClaim
 from gangsched.core.dra.placing import ClaimWrite, Consumer
 from gangsched.core.kubeobjects.pods import pod_from_api
-from gangsched.core.model import Gang, NodeName, PodClaim, PodKey
-from gangsched.core.placement import Capacity, Placement, Unplaceable
+from gangsched.core.model.objects import Gang, NodeName, PodClaim, PodKey
+from gangsched.core.placement.capacity import Capacity, Placement, Unplaceable
 from gangsched.core.reasons import DevicesShort
 from gangsched.dispatcher import Answer, Dispatcher
 from gangsched.feed import Feed

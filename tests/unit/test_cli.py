@@ -8,7 +8,7 @@ import click
 from click.testing import CliRunner
 
 from gangsched.cli import _step_options, main
-from gangsched.core.model import Policy
+from gangsched.core.model.objects import Policy
 from gangsched.core.provisioning import ProvisionLimits
 from gangsched.core.step import StepConfig
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 from rich.console import Console
 
 from gangsched.console import QueueRow, print_status, tree_order
-from gangsched.core.hierarchy import build_tree
-from gangsched.core.model import QueueName, QueueSpec
+from gangsched.core.model.objects import QueueName, QueueSpec
+from gangsched.core.queues.hierarchy import build_tree
 
 
 def spec(name: str, parent: str | None = None) -> QueueSpec:

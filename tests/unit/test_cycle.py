@@ -10,10 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import tests.unit.test_dra as dra
-from gangsched.core.backoff import BindRefusal
-from gangsched.core.cycle import CycleInput, CycleResult, run_cycle
 from gangsched.core.dra.devices import ClaimKey
-from gangsched.core.model import (
+from gangsched.core.model.objects import (
     Gang,
     GangKey,
     Node,
@@ -26,7 +24,8 @@ from gangsched.core.model import (
     QueueName,
     QueueSpec,
 )
-from gangsched.core.placement import Snapshot
+from gangsched.core.model.resources import Capability, Resources
+from gangsched.core.placement.capacity import Snapshot
 from gangsched.core.reasons import (
     AdmissionNoRoom,
     AdmissionOverCapability,
@@ -45,7 +44,8 @@ from gangsched.core.reasons import (
     Starving,
     TooBigToHold,
 )
-from gangsched.core.resources import Capability, Resources
+from gangsched.core.stages.backoff import BindRefusal
+from gangsched.core.stages.cycle import CycleInput, CycleResult, run_cycle
 
 DEFAULT = QueueName("default")
 

@@ -8,8 +8,9 @@ from collections import Counter
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gangsched.core.hierarchy import build_tree
-from gangsched.core.model import Gang, QueueName, QueueSpec
+from gangsched.core.model.objects import Gang, QueueName, QueueSpec
+from gangsched.core.model.resources import Capability
+from gangsched.core.queues.hierarchy import build_tree
 from gangsched.core.reasons import (
     AdmissionOverCapability,
     CapabilityExceeded,
@@ -17,7 +18,6 @@ from gangsched.core.reasons import (
     QueueInvalid,
     QueueNotLeaf,
 )
-from gangsched.core.resources import Capability
 from tests.unit.test_cycle import cpu, cycle, gang, node, placed, pod, reasons
 
 

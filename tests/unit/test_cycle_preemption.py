@@ -5,8 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import replace
 
-from gangsched.core.cycle import CycleInput, CycleResult, run_cycle
-from gangsched.core.model import (
+from gangsched.core.model.objects import (
     DisruptionBudget,
     Gang,
     GangKey,
@@ -16,7 +15,8 @@ from gangsched.core.model import (
     QueueName,
     QueueSpec,
 )
-from gangsched.core.placement import Snapshot
+from gangsched.core.model.resources import Resources
+from gangsched.core.placement.capacity import Snapshot
 from gangsched.core.reasons import (
     AwaitingVictims,
     BeingPreempted,
@@ -24,7 +24,7 @@ from gangsched.core.reasons import (
     Preempting,
     ProtectedByBudget,
 )
-from gangsched.core.resources import Resources
+from gangsched.core.stages.cycle import CycleInput, CycleResult, run_cycle
 from tests.unit.test_cycle import gang, node, pod, reasons
 
 DEFAULT = QueueName("default")

@@ -7,17 +7,17 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import replace
 
-from gangsched.core.cycle import CycleInput, CycleResult, run_cycle
-from gangsched.core.explain import explain_gang
-from gangsched.core.model import Gang, GangKey, NodeName, Pod, Policy, QueueName, QueueSpec
-from gangsched.core.placement import Snapshot
+from gangsched.core.model.objects import Gang, GangKey, NodeName, Pod, Policy, QueueName, QueueSpec
+from gangsched.core.model.resources import Resources
+from gangsched.core.placement.capacity import Snapshot
 from gangsched.core.reasons import (
     DoesNotFit,
     NotReclaimable,
     Preempting,
     ProtectedByShare,
 )
-from gangsched.core.resources import Resources
+from gangsched.core.reports.explain import explain_gang
+from gangsched.core.stages.cycle import CycleInput, CycleResult, run_cycle
 from tests.unit.test_cycle import gang, node, pod, reasons
 from tests.unit.test_dra import claim_obj, claiming, gpu_cluster, held_by, request
 

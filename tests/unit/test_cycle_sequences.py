@@ -5,7 +5,7 @@ taken one cycle and never released, a member that terminates still counted,
 a gang that can never be whole holding room for ever. So the world here is
 carried by hand from cycle to cycle, as the shell carries it: placements
 become bound pods, admissions and waiting times are passed back, departed
-members' rooms are held (core.holds), and between cycles members terminate
+members' rooms are held (core.placement.holds), and between cycles members terminate
 (still on their node, no longer members), go, and come back under their names.
 """
 
@@ -16,17 +16,25 @@ from dataclasses import dataclass, field, replace
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gangsched.core.cycle import CycleInput, CycleResult, run_cycle
-from gangsched.core.holds import GroupLife, Hold, Seat, seats_of, update_holds
-from gangsched.core.model import DEFAULT_QUEUE, Gang, GangKey, Pod, PodKey, Policy, QueueSpec
-from gangsched.core.placement import Snapshot
+from gangsched.core.model.objects import (
+    DEFAULT_QUEUE,
+    Gang,
+    GangKey,
+    Pod,
+    PodKey,
+    Policy,
+    QueueSpec,
+)
+from gangsched.core.model.resources import Resources
+from gangsched.core.placement.capacity import Snapshot
+from gangsched.core.placement.holds import GroupLife, Hold, Seat, seats_of, update_holds
 from gangsched.core.reasons import (
     HeldForStarving,
     ReservedByAdmitted,
     ShortOfMembers,
     Starving,
 )
-from gangsched.core.resources import Resources
+from gangsched.core.stages.cycle import CycleInput, CycleResult, run_cycle
 from tests.unit.test_cycle import node, pod
 
 STARVATION_S = 2.0

@@ -22,8 +22,7 @@ from hypothesis import strategies as st
 
 from gangsched.clusterobjects import QUEUE_API, from_files
 from gangsched.console import explanation_json
-from gangsched.core.explain import explain_gang
-from gangsched.core.model import GangKey, Policy
+from gangsched.core.model.objects import GangKey, Policy
 from gangsched.core.reasons import (
     AdmissionNoRoom,
     DoesNotFit,
@@ -33,6 +32,7 @@ from gangsched.core.reasons import (
     ReservedByAdmitted,
     Starving,
 )
+from gangsched.core.reports.explain import explain_gang
 from gangsched.core.state import State
 from gangsched.core.step import StepConfig, Stepped, step
 from gangsched.core.view import StepView

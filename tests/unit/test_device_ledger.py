@@ -21,10 +21,10 @@ from gangsched.core.dra.parse import (
     slice_from_api,
 )
 from gangsched.core.dra.usage import claim_devices, device_totals
-from gangsched.core.gangs import Member
-from gangsched.core.groups import Flavor, GroupSpec
-from gangsched.core.model import GangKey, NodeName, Pod, PodClaim, QueueName, QueueSpec
-from gangsched.core.placement import Snapshot
+from gangsched.core.kubeobjects.groups import Flavor, GroupSpec
+from gangsched.core.model.objects import GangKey, NodeName, Pod, PodClaim, QueueName, QueueSpec
+from gangsched.core.model.resources import DEVICE_CLASS_PREFIX, Capability, Resources
+from gangsched.core.placement.capacity import Snapshot
 from gangsched.core.reasons import (
     AdmissionOverCapability,
     CapabilityExceeded,
@@ -32,7 +32,7 @@ from gangsched.core.reasons import (
     Starving,
     causes,
 )
-from gangsched.core.resources import DEVICE_CLASS_PREFIX, Capability, Resources
+from gangsched.core.stages.gangs import Member
 from gangsched.core.state import State
 from gangsched.core.step import StepConfig, Stepped, step
 from gangsched.core.view import StepView

@@ -12,10 +12,10 @@ from typing import Any
 
 import pytest
 
-from gangsched.core.model import Gang, GangKey, Node, NodeName, Pod, PodKey
-from gangsched.core.placement import Capacity, Placement, Snapshot, Unplaceable
+from gangsched.core.model.objects import Gang, GangKey, Node, NodeName, Pod, PodKey
+from gangsched.core.model.resources import Resources
+from gangsched.core.placement.capacity import Capacity, Placement, Snapshot, Unplaceable
 from gangsched.core.reasons import PodRulesUnmet, RuleBlock
-from gangsched.core.resources import Resources
 from tests.unit.clusters import pod_read_from_api
 
 HOST = "kubernetes.io/hostname"

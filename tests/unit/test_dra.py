@@ -10,7 +10,6 @@ from typing import Any
 import pytest
 
 from devcluster import fakedriver
-from gangsched.core.cycle import CycleInput
 from gangsched.core.dra.devices import (
     AllocatedDevice,
     Allocation,
@@ -28,7 +27,7 @@ from gangsched.core.dra.parse import (
 )
 from gangsched.core.dra.placing import Consumer
 from gangsched.core.kubeobjects.pods import pod_from_api
-from gangsched.core.model import (
+from gangsched.core.model.objects import (
     DEFAULT_QUEUE,
     Gang,
     GroupClaim,
@@ -40,9 +39,10 @@ from gangsched.core.model import (
     QueueSpec,
     Taint,
 )
-from gangsched.core.placement import Capacity, Placement, Snapshot, Unplaceable
+from gangsched.core.model.resources import Resources
+from gangsched.core.placement.capacity import Capacity, Placement, Snapshot, Unplaceable
 from gangsched.core.reasons import ClaimInvalid, ClaimNotReady, DevicesShort
-from gangsched.core.resources import Resources
+from gangsched.core.stages.cycle import CycleInput
 from tests.unit.clusters import gang, node
 from tests.unit.clusters import pod as plain_pod
 

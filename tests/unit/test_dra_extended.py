@@ -8,16 +8,16 @@ from dataclasses import replace
 from typing import Any
 
 from devcluster import fakedriver
-from gangsched.core.cycle import CycleInput, run_cycle
 from gangsched.core.dra.devices import ClaimRequest, Inventory, Request
 from gangsched.core.dra.extended import RequestMapping, claim_manifest
 from gangsched.core.dra.parse import device_class_from_api, resource_claim_from_api, slice_from_api
 from gangsched.core.dra.placing import Consumer
 from gangsched.core.kubeobjects.pods import pod_from_api
-from gangsched.core.model import Gang, GangKey, Node, NodeName, Pod, Policy
-from gangsched.core.placement import Capacity, Placement, Snapshot, Unplaceable
+from gangsched.core.model.objects import Gang, GangKey, Node, NodeName, Pod, Policy
+from gangsched.core.model.resources import Resources
+from gangsched.core.placement.capacity import Capacity, Placement, Snapshot, Unplaceable
 from gangsched.core.reasons import ClaimNotReady, DevicesShort, DoesNotFit
-from gangsched.core.resources import Resources
+from gangsched.core.stages.cycle import CycleInput, run_cycle
 from tests.unit.clusters import gang, node
 
 RESOURCE = "example.com/gpu"

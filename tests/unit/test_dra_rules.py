@@ -10,8 +10,8 @@ from dataclasses import replace
 from typing import Any
 
 from gangsched.core.kubeobjects.pods import pod_from_api
-from gangsched.core.model import Gang, GangKey, Pod, Policy
-from gangsched.core.placement import Capacity, Placement, Snapshot, Unplaceable
+from gangsched.core.model.objects import Gang, GangKey, Pod, Policy
+from gangsched.core.placement.capacity import Capacity, Placement, Snapshot, Unplaceable
 from gangsched.core.reasons import DevicesShort, PodRulesUnmet
 from tests.unit.test_dra import claim_obj, inventory, request
 from tests.unit.test_interpod import HOST, ZONE, affine, anti, node, spread, term

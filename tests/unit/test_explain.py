@@ -5,9 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 
-from gangsched.core.cycle import CycleInput, run_cycle
-from gangsched.core.explain import Explanation, Verdict, explain_gang
-from gangsched.core.model import (
+from gangsched.core.model.objects import (
     Gang,
     GangKey,
     LevelRequest,
@@ -18,7 +16,8 @@ from gangsched.core.model import (
     QueueSpec,
     Taint,
 )
-from gangsched.core.placement import Snapshot
+from gangsched.core.model.resources import Capability, Resources
+from gangsched.core.placement.capacity import Snapshot
 from gangsched.core.reasons import (
     DoesNotFit,
     Gated,
@@ -27,7 +26,8 @@ from gangsched.core.reasons import (
     TopologyUnknown,
     causes,
 )
-from gangsched.core.resources import Capability, Resources
+from gangsched.core.reports.explain import Explanation, Verdict, explain_gang
+from gangsched.core.stages.cycle import CycleInput, run_cycle
 from tests.unit.clusters import GPU, gang, node, pod
 
 

@@ -8,9 +8,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gangsched.core.fairness import dominant_share, gang_order
-from gangsched.core.model import Gang, GangKey
-from gangsched.core.resources import Resources
+from gangsched.core.model.objects import Gang, GangKey
+from gangsched.core.model.resources import Resources
+from gangsched.core.queues.fairness import dominant_share, gang_order
 
 NAMES = ("cpu", "memory", "nvidia.com/gpu")
 

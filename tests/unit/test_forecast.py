@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 
-from gangsched.core.cycle import CycleInput, run_cycle
 from gangsched.core.forecast import (
     Estimate,
     ForecastLimits,
@@ -13,7 +12,7 @@ from gangsched.core.forecast import (
     fingerprint,
     forecast,
 )
-from gangsched.core.model import (
+from gangsched.core.model.objects import (
     DEFAULT_QUEUE,
     Gang,
     GangKey,
@@ -24,9 +23,10 @@ from gangsched.core.model import (
     Policy,
     QueueSpec,
 )
-from gangsched.core.placement import Snapshot
-from gangsched.core.resources import Resources
-from gangsched.core.runtimes import backfills
+from gangsched.core.model.resources import Resources
+from gangsched.core.model.runtimes import backfills
+from gangsched.core.placement.capacity import Snapshot
+from gangsched.core.stages.cycle import CycleInput, run_cycle
 
 
 def cores(n: int) -> Resources:

@@ -6,11 +6,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 
-from gangsched.core.cycle import CycleInput, run_cycle
 from gangsched.core.dra.devices import AllocatedDevice, Allocation, DeviceRef
 from gangsched.core.dra.parse import allocation_to_api
 from gangsched.core.forecast import Estimate, Unknown, forecast
-from gangsched.core.model import (
+from gangsched.core.model.objects import (
     DEFAULT_QUEUE,
     Gang,
     GangKey,
@@ -19,7 +18,8 @@ from gangsched.core.model import (
     Policy,
     QueueSpec,
 )
-from gangsched.core.placement import Snapshot
+from gangsched.core.placement.capacity import Snapshot
+from gangsched.core.stages.cycle import CycleInput, run_cycle
 from tests.unit.clusters import node
 from tests.unit.clusters import pod as plain_pod
 from tests.unit.test_dra import DRIVER, claim_obj, claiming, request, snapshot

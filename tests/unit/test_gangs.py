@@ -4,10 +4,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from gangsched.core.cycle import CycleInput, run_cycle
-from gangsched.core.gangs import Gathered, Member, gather
 from gangsched.core.kubeobjects.pods import pod_from_api
-from gangsched.core.model import (
+from gangsched.core.model.objects import (
     Flavor,
     GangKey,
     GroupSpec,
@@ -18,8 +16,10 @@ from gangsched.core.model import (
     QueueSpec,
     solo_gang_key,
 )
-from gangsched.core.placement import Snapshot
-from gangsched.core.resources import Resources
+from gangsched.core.model.resources import Resources
+from gangsched.core.placement.capacity import Snapshot
+from gangsched.core.stages.cycle import CycleInput, run_cycle
+from gangsched.core.stages.gangs import Gathered, Member, gather
 from tests.unit.test_cycle import DEFAULT, node, placed, placed_pods, pod
 
 JOB = GangKey("ns/job")

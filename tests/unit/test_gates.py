@@ -9,7 +9,7 @@ import pytest
 
 from gangsched.core.kubeobjects.fields import ObjectError
 from gangsched.core.kubeobjects.pods import pod_from_api
-from gangsched.core.model import Gang, PodKey
+from gangsched.core.model.objects import Gang, PodKey
 from gangsched.core.reasons import Gated
 from tests.unit.test_cycle import SIX_CPU, cycle, gang, placed, reasons
 

@@ -6,10 +6,10 @@ from dataclasses import replace
 
 import pytest
 
-from gangsched.core.gangs import Member, gather
 from gangsched.core.kubeobjects.fields import ObjectError
 from gangsched.core.kubeobjects.podgroups import group_from_api, group_name_of
-from gangsched.core.model import (
+from gangsched.core.kubeobjects.status_bodies import Phase, group_status
+from gangsched.core.model.objects import (
     Flavor,
     GangKey,
     GroupSpec,
@@ -19,8 +19,8 @@ from gangsched.core.model import (
     PodKey,
     QueueName,
 )
-from gangsched.core.resources import Resources
-from gangsched.core.status_bodies import Phase, group_status
+from gangsched.core.model.resources import Resources
+from gangsched.core.stages.gangs import Member, gather
 
 
 def test_membership_markers_in_order_of_precedence() -> None:

@@ -7,16 +7,16 @@ from fractions import Fraction
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gangsched.core.hierarchy import (
+from gangsched.core.model.objects import QueueName, QueueSpec
+from gangsched.core.model.resources import Capability, Resources
+from gangsched.core.queues.hierarchy import (
     build_tree,
     cap_hit,
     deserved_shares,
     fair_key,
     subtree_total,
 )
-from gangsched.core.model import QueueName, QueueSpec
 from gangsched.core.reasons import QueueInvalid, QueueNotLeaf
-from gangsched.core.resources import Capability, Resources
 
 GPU = "nvidia.com/gpu"
 

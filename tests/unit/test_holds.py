@@ -4,12 +4,21 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from gangsched.core.cycle import CycleInput, CycleResult, run_cycle
-from gangsched.core.groups import Flavor, GroupSpec, MemberCounts, Phase, group_status
-from gangsched.core.holds import GroupLife, Hold, Seat, seats_of, update_holds
-from gangsched.core.model import Gang, GangKey, Node, Pod, PodKey, Policy, QueueName, QueueSpec
-from gangsched.core.placement import Snapshot
-from gangsched.core.resources import Resources
+from gangsched.core.kubeobjects.groups import Flavor, GroupSpec, MemberCounts, Phase, group_status
+from gangsched.core.model.objects import (
+    Gang,
+    GangKey,
+    Node,
+    Pod,
+    PodKey,
+    Policy,
+    QueueName,
+    QueueSpec,
+)
+from gangsched.core.model.resources import Resources
+from gangsched.core.placement.capacity import Snapshot
+from gangsched.core.placement.holds import GroupLife, Hold, Seat, seats_of, update_holds
+from gangsched.core.stages.cycle import CycleInput, CycleResult, run_cycle
 from tests.unit.test_cycle import DEFAULT, gang, node, placed, pod
 
 JOB = GangKey("ns/job")

@@ -14,12 +14,12 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gangsched.core.interpod import PodRule, pod_rules_refusal, term_selects
+from gangsched.core.fit.interpod import PodRule, pod_rules_refusal, term_selects
 from gangsched.core.kubeobjects.pods import pod_from_api
-from gangsched.core.model import Gang, GangKey, Node, NodeName, Pod, PodKey, Policy
-from gangsched.core.placement import Capacity, Placement, Snapshot, Unplaceable
+from gangsched.core.model.objects import Gang, GangKey, Node, NodeName, Pod, PodKey, Policy
+from gangsched.core.model.resources import Resources
+from gangsched.core.placement.capacity import Capacity, Placement, Snapshot, Unplaceable
 from gangsched.core.reasons import PodRulesUnmet, RuleBlock
-from gangsched.core.resources import Resources
 
 HOST = "kubernetes.io/hostname"
 ZONE = "topology.kubernetes.io/zone"

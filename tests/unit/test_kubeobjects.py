@@ -22,8 +22,8 @@ from gangsched.core.kubeobjects.queues import (
     workload_queue_from_api,
 )
 from gangsched.core.kubeobjects.records import pod_header, pod_record_from_api
-from gangsched.core.model import GangKey, QueueName, SelectorRequirement, Taint, Toleration
-from gangsched.core.resources import Resources
+from gangsched.core.model.objects import GangKey, QueueName, SelectorRequirement, Taint, Toleration
+from gangsched.core.model.resources import Resources
 
 
 def container(name: str, **requests: str) -> dict[str, Any]:

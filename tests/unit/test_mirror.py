@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from gangsched.core.model import Flavor, GangKey, NodeName, PodKey, QueueName
-from gangsched.core.placement import Placement
-from gangsched.core.resources import Resources
+from gangsched.core.model.objects import Flavor, GangKey, NodeName, PodKey, QueueName
+from gangsched.core.model.resources import Resources
+from gangsched.core.placement.capacity import Placement
 from gangsched.feed import Feed, group_kind
 from gangsched.mirror import Mirror
 

@@ -12,9 +12,9 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gangsched.core.gangs import Member
-from gangsched.core.model import GangKey, NodeName, PodKey
-from gangsched.core.placement import Placement, Snapshot
+from gangsched.core.model.objects import GangKey, NodeName, PodKey
+from gangsched.core.placement.capacity import Placement, Snapshot
+from gangsched.core.stages.gangs import Member
 from gangsched.feed import Feed
 from gangsched.mirror import Mirror
 

@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
-from gangsched.core.interpod import PodRule, pod_rules_refusal
+from gangsched.core.fit.interpod import PodRule, pod_rules_refusal
+from gangsched.core.fit.namespaces import resolve_pod
 from gangsched.core.kubeobjects.fields import ObjectError
-from gangsched.core.model import NodeName, Pod, PodKey
-from gangsched.core.namespaces import resolve_pod
+from gangsched.core.model.objects import NodeName, Pod, PodKey
 from gangsched.feed import Feed
 from gangsched.mirror import Mirror
 from tests.unit.test_interpod import HOST, anti, api_pod, node, term

@@ -7,11 +7,10 @@ from typing import Any
 
 import pytest
 
-from gangsched.core.cycle import CycleInput, run_cycle
-from gangsched.core.gangs import Member, gather
 from gangsched.core.kubeobjects.fields import ObjectError
 from gangsched.core.kubeobjects.podgroups import group_from_api, native_group_name
-from gangsched.core.model import (
+from gangsched.core.kubeobjects.status_bodies import GroupStatus, Phase, invalid_body, status_body
+from gangsched.core.model.objects import (
     Flavor,
     Gang,
     GangKey,
@@ -22,10 +21,11 @@ from gangsched.core.model import (
     QueueSpec,
     solo_gang_key,
 )
-from gangsched.core.placement import Capacity, Placement, Snapshot, Unplaceable
+from gangsched.core.placement.capacity import Capacity, Placement, Snapshot, Unplaceable
+from gangsched.core.placement.topology import domains_of, place_in_one_domain
 from gangsched.core.reasons import DoesNotFit, NoDomainHolds, NoDomainLabel
-from gangsched.core.status_bodies import GroupStatus, Phase, invalid_body, status_body
-from gangsched.core.topology import domains_of, place_in_one_domain
+from gangsched.core.stages.cycle import CycleInput, run_cycle
+from gangsched.core.stages.gangs import Member, gather
 from tests.unit.clusters import assigned, node, pod, workers
 
 NOW, EARLIER = "2026-01-01T00:00:10Z", "2026-01-01T00:00:00Z"

@@ -7,8 +7,15 @@ from typing import Any
 
 import pytest
 
+from gangsched.core.fit.nodefit import (
+    node_excluded_reason,
+    requirement_matches,
+    selector_ok,
+    taints_ok,
+    tolerates,
+)
 from gangsched.core.kubeobjects.nodes import node_from_api
-from gangsched.core.model import (
+from gangsched.core.model.objects import (
     Node,
     PodPlacementRules,
     SelectorRequirement,
@@ -16,14 +23,7 @@ from gangsched.core.model import (
     Taint,
     Toleration,
 )
-from gangsched.core.nodefit import (
-    node_excluded_reason,
-    requirement_matches,
-    selector_ok,
-    taints_ok,
-    tolerates,
-)
-from gangsched.core.placement import Placement, Snapshot, place_gang
+from gangsched.core.placement.capacity import Placement, Snapshot, place_gang
 from tests.unit.clusters import gang, node, nodes_used, pod, pod_read_from_api
 
 BUSY = Taint("gpu", "busy", "NoSchedule")

@@ -5,14 +5,14 @@ from __future__ import annotations
 import pytest
 from hypothesis import given
 
-from gangsched.core.model import Gang, NodeName, Pod, Policy
-from gangsched.core.nodefit import node_excluded_reason
-from gangsched.core.packing import SEARCH_MAX_PODS, PodType, Search, search_view
-from gangsched.core.placement import Placement
-from gangsched.core.resources import Resources
-from gangsched.core.room import fit_count
-from gangsched.core.shapes import FreeNodes
-from gangsched.core.snapshot import Snapshot
+from gangsched.core.fit.nodefit import node_excluded_reason
+from gangsched.core.model.objects import Gang, NodeName, Pod, Policy
+from gangsched.core.model.resources import Resources
+from gangsched.core.placement.capacity import Placement
+from gangsched.core.placement.packing import SEARCH_MAX_PODS, PodType, Search, search_view
+from gangsched.core.placement.room import fit_count
+from gangsched.core.placement.shapes import FreeNodes
+from gangsched.core.placement.snapshot import Snapshot
 from tests.unit import clusters
 from tests.unit.clusters import PROPERTY, max_placeable, node, overcommitted, pod
 from tests.unit.clusters import gang as make_gang

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from gangsched.core.model import (
+from gangsched.core.model.objects import (
     Gang,
     GangKey,
     NodeName,
@@ -19,7 +19,8 @@ from gangsched.core.model import (
     Taint,
     Toleration,
 )
-from gangsched.core.placement import (
+from gangsched.core.model.resources import Resources
+from gangsched.core.placement.capacity import (
     Capacity,
     Placement,
     Snapshot,
@@ -29,7 +30,6 @@ from gangsched.core.placement import (
     remove,
 )
 from gangsched.core.reasons import DoesNotFit, MembersMissing, NoNodes, Reason
-from gangsched.core.resources import Resources
 from tests.unit.clusters import (
     GPU,
     assigned,

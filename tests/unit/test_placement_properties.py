@@ -8,7 +8,8 @@ from dataclasses import replace
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gangsched.core.model import (
+from gangsched.core.fit.nodefit import node_excluded_reason
+from gangsched.core.model.objects import (
     Gang,
     GangKey,
     Pod,
@@ -19,8 +20,8 @@ from gangsched.core.model import (
     SelectorTerm,
     Toleration,
 )
-from gangsched.core.nodefit import node_excluded_reason
-from gangsched.core.placement import (
+from gangsched.core.model.resources import Resources
+from gangsched.core.placement.capacity import (
     Capacity,
     Decision,
     Placement,
@@ -30,7 +31,6 @@ from gangsched.core.placement import (
     remove,
 )
 from gangsched.core.reasons import DoesNotFit
-from gangsched.core.resources import Resources
 from tests.unit.clusters import (
     BUSY,
     PROPERTY,

@@ -13,10 +13,10 @@ import pytest
 
 from gangsched.core.kubeobjects.fields import ObjectError
 from gangsched.core.kubeobjects.pods import pod_from_api
-from gangsched.core.model import Gang, GangKey, Node, NodeName, Pod, PodKey
-from gangsched.core.placement import Capacity, Placement, Snapshot, Unplaceable
+from gangsched.core.model.objects import Gang, GangKey, Node, NodeName, Pod, PodKey
+from gangsched.core.model.resources import Resources
+from gangsched.core.placement.capacity import Capacity, Placement, Snapshot, Unplaceable
 from gangsched.core.reasons import PodRulesUnmet, RuleBlock
-from gangsched.core.resources import Resources
 from gangsched.feed import Feed
 from gangsched.mirror import Mirror
 from tests.unit.clusters import pod_read_from_api

@@ -9,9 +9,9 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from gangsched.core.dra.devices import DeviceClassSpec, Inventory
-from gangsched.core.model import DisruptionBudget, Gang, GangKey, Node, NodeName, PodKey
-from gangsched.core.placement import Capacity, Placement, Snapshot
-from gangsched.core.preemption import (
+from gangsched.core.model.objects import DisruptionBudget, Gang, GangKey, Node, NodeName, PodKey
+from gangsched.core.placement.capacity import Capacity, Placement, Snapshot
+from gangsched.core.placement.preemption import (
     Candidate,
     Preemption,
     budget_selects,

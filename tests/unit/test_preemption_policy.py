@@ -6,11 +6,11 @@ from typing import Any
 
 import pytest
 
-from gangsched.core.gangs import Member, gather
-from gangsched.core.groups import Flavor, GroupSpec, group_from_api
+from gangsched.core.kubeobjects.groups import Flavor, GroupSpec, group_from_api
 from gangsched.core.kubeobjects.pods import pod_from_api
-from gangsched.core.model import GangKey, NodeName, Pod, PodKey, QueueName
-from gangsched.core.resources import Resources
+from gangsched.core.model.objects import GangKey, NodeName, Pod, PodKey, QueueName
+from gangsched.core.model.resources import Resources
+from gangsched.core.stages.gangs import Member, gather
 
 
 def group(flavor: Flavor, spec: dict[str, Any] | None = None,

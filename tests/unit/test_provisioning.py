@@ -6,7 +6,8 @@ from __future__ import annotations
 from dataclasses import replace
 
 from gangsched.core.actions import SelectClaimNode
-from gangsched.core.model import (
+from gangsched.core.fit.volumes import Provisioning, Storage, with_volumes
+from gangsched.core.model.objects import (
     Claim,
     ClaimRef,
     Gang,
@@ -21,7 +22,6 @@ from gangsched.core.stages.session import CycleResult
 from gangsched.core.state import State
 from gangsched.core.step import step
 from gangsched.core.view import StepView
-from gangsched.core.volumes import Provisioning, Storage, with_volumes
 from tests.unit.test_cycle import SIX_CPU, cycle, gang, node, placed, reasons
 from tests.unit.test_step import CONFIG, Cluster, binds, group, members, view
 

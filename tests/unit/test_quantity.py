@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gangsched.core.quantity import QuantityError, canonical_amount, parse_quantity
-from gangsched.core.resources import format_amount
+from gangsched.core.model.quantity import QuantityError, canonical_amount, parse_quantity
+from gangsched.core.model.resources import format_amount
 
 
 @pytest.mark.parametrize(

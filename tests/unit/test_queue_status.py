@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
-from gangsched.core.resources import Resources
-from gangsched.core.status_bodies import QueueStatus, queue_conditions_current, queue_status_body
+from gangsched.core.kubeobjects.status_bodies import (
+    QueueStatus,
+    queue_conditions_current,
+    queue_status_body,
+)
+from gangsched.core.model.resources import Resources
 from tests.unit.test_cycle import cpu
 
 EARLIER = "2026-01-01T00:00:00Z"

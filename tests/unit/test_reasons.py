@@ -6,7 +6,7 @@ the exact lines ``render`` makes of its kinds: every other test asserts codes an
 
 from __future__ import annotations
 
-from gangsched.core.model import (
+from gangsched.core.model.objects import (
     GangKey,
     NodeName,
     PodKey,
@@ -15,6 +15,7 @@ from gangsched.core.model import (
     VolumeBlock,
     VolumeProblem,
 )
+from gangsched.core.model.resources import Capability, Resources
 from gangsched.core.reasons import (
     AdmissionNoRoom,
     AdmissionOverCapability,
@@ -62,7 +63,6 @@ from gangsched.core.reasons import (
     code_of,
     render,
 )
-from gangsched.core.resources import Capability, Resources
 
 GANG = GangKey("ns/train")
 POD = PodKey("ns/train-0")

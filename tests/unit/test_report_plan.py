@@ -17,10 +17,10 @@ from gangsched.core.actions import (
     WriteGroupStatus,
     WriteQueueStatus,
 )
-from gangsched.core.model import GangKey, Pod, PodKey, QueueName, QueueSpec
-from gangsched.core.placement import Snapshot
+from gangsched.core.model.objects import GangKey, Pod, PodKey, QueueName, QueueSpec
+from gangsched.core.placement.capacity import Snapshot
 from gangsched.core.reasons import GroupInvalid, GroupMissing, render
-from gangsched.core.report_plan import FORGET_EVERY, Pacing
+from gangsched.core.reports.report_plan import FORGET_EVERY, Pacing
 from gangsched.core.state import State
 from gangsched.core.step import StepConfig, Stepped, step
 from gangsched.core.view import StepView

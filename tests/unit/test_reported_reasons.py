@@ -5,7 +5,8 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gangsched.core.model import GangKey, PodKey, PodPlacementRules
+from gangsched.core.model.objects import GangKey, PodKey, PodPlacementRules
+from gangsched.core.model.resources import Resources
 from gangsched.core.reasons import (
     AdmissionNoRoom,
     DevicesShort,
@@ -17,8 +18,7 @@ from gangsched.core.reasons import (
     Starved,
     Starving,
 )
-from gangsched.core.report_plan import reported_reasons
-from gangsched.core.resources import Resources
+from gangsched.core.reports.report_plan import reported_reasons
 from gangsched.core.state import Reported
 
 GANG = GangKey("ns/train")

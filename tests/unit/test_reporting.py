@@ -9,9 +9,9 @@ from kubernetes_asyncio import client
 
 from gangsched.core.kubeobjects.podgroups import GroupRecord
 from gangsched.core.kubeobjects.records import PodRecord, pod_record_from_api
-from gangsched.core.model import Flavor, GangKey, MemberCounts, QueueName
-from gangsched.core.resources import Resources
-from gangsched.core.status_bodies import GroupStatus, Phase, QueueStatus
+from gangsched.core.kubeobjects.status_bodies import GroupStatus, Phase, QueueStatus
+from gangsched.core.model.objects import Flavor, GangKey, MemberCounts, QueueName
+from gangsched.core.model.resources import Resources
 from gangsched.dispatcher import Call, Dispatcher, Rank
 from gangsched.reporting import Reporter
 

@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gangsched.core.quantity import QuantityError
-from gangsched.core.resources import CPU, GPU, MEMORY, PODS, Resources
+from gangsched.core.model.quantity import QuantityError
+from gangsched.core.model.resources import CPU, GPU, MEMORY, PODS, Resources
 
 NAMES = [CPU, MEMORY, PODS, GPU, "example.com/fpga"]
 amounts = st.dictionaries(st.sampled_from(NAMES), st.integers(-(10**12), 10**12), max_size=5)

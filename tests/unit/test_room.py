@@ -5,8 +5,8 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gangsched.core.resources import Resources
-from gangsched.core.room import UNBOUNDED, blamed_resource, fit_count, stranded_devices
+from gangsched.core.model.resources import Resources
+from gangsched.core.placement.room import UNBOUNDED, blamed_resource, fit_count, stranded_devices
 
 GPU = "nvidia.com/gpu"
 NAMES = ["cpu", "memory", "pods", GPU]

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from gangsched.core.kubeobjects.podgroups import group_from_api
 from gangsched.core.kubeobjects.pods import pod_from_api
-from gangsched.core.model import Flavor, Gang, GangKey, Pod, PodKey
-from gangsched.core.resources import Resources
-from gangsched.core.runtimes import (
+from gangsched.core.model.objects import Flavor, Gang, GangKey, Pod, PodKey
+from gangsched.core.model.resources import Resources
+from gangsched.core.model.runtimes import (
     RUNTIME_ANNOTATION,
     expected_end,
     gang_runtime,

@@ -18,11 +18,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gangsched.binder import Binder, BindOutcome
-from gangsched.core.cycle import CycleResult
-from gangsched.core.groups import Flavor
-from gangsched.core.model import PodKey
-from gangsched.core.placement import Placement
+from gangsched.core.kubeobjects.groups import Flavor
+from gangsched.core.model.objects import PodKey
+from gangsched.core.placement.capacity import Placement
 from gangsched.core.reasons import BindBackoff, Starved, Starving, TooBigToHold
+from gangsched.core.stages.cycle import CycleResult
 from gangsched.core.step import StepConfig
 from gangsched.core.thresholds import next_threshold
 from gangsched.feed import Feed

@@ -5,11 +5,11 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gangsched.core.model import NodeName, Pod, SelectorRequirement, SelectorTerm
-from gangsched.core.nodefit import node_excluded_reason
-from gangsched.core.resources import Resources, is_extended
-from gangsched.core.shapes import FreeNodes, ShapeIndex
-from gangsched.core.snapshot import Snapshot
+from gangsched.core.fit.nodefit import node_excluded_reason
+from gangsched.core.model.objects import NodeName, Pod, SelectorRequirement, SelectorTerm
+from gangsched.core.model.resources import Resources, is_extended
+from gangsched.core.placement.shapes import FreeNodes, ShapeIndex
+from gangsched.core.placement.snapshot import Snapshot
 from tests.unit.clusters import PROPERTY, node, pod, pod_templates, small_snapshots
 
 

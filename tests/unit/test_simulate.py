@@ -17,8 +17,8 @@ from gangsched.binder import Binder
 from gangsched.cli import main
 from gangsched.clusterobjects import ClusterObjects, from_files
 from gangsched.core.actions import Bind, Evict
-from gangsched.core.model import GangKey, NodeName, PodKey
-from gangsched.core.runtimes import parse_duration
+from gangsched.core.model.objects import GangKey, NodeName, PodKey
+from gangsched.core.model.runtimes import parse_duration
 from gangsched.core.step import StepConfig, step
 from gangsched.decisions import published_state, step_view
 from gangsched.evictor import EvictionOutcome, Evictor

@@ -5,10 +5,10 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gangsched.core.model import Node, NodeName, Pod
-from gangsched.core.nodefit import PER_NODE_LABELS, node_excluded_reason, uses_node_name
-from gangsched.core.resources import Resources
-from gangsched.core.snapshot import Snapshot
+from gangsched.core.fit.nodefit import PER_NODE_LABELS, node_excluded_reason, uses_node_name
+from gangsched.core.model.objects import Node, NodeName, Pod
+from gangsched.core.model.resources import Resources
+from gangsched.core.placement.snapshot import Snapshot
 from tests.unit.clusters import PROPERTY, node, pod, pod_templates, small_nodes, small_snapshots
 
 

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from gangsched.core.model import Gang, GangKey, Policy, QueueName, QueueSpec
-from gangsched.core.placement import Snapshot
+from gangsched.core.model.objects import Gang, GangKey, Policy, QueueName, QueueSpec
+from gangsched.core.model.resources import Capability
+from gangsched.core.placement.capacity import Snapshot
 from gangsched.core.reasons import (
     AdmissionNoRoom,
     CapabilityExceeded,
@@ -14,7 +15,6 @@ from gangsched.core.reasons import (
     Reason,
     Starving,
 )
-from gangsched.core.resources import Capability
 from gangsched.core.stages.admit import admit
 from gangsched.core.stages.place import place
 from gangsched.core.stages.session import CycleInput, Session

@@ -13,8 +13,9 @@ from fractions import Fraction
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gangsched.core.model import Gang, GangKey, Node, Pod, Policy, QueueName, QueueSpec
-from gangsched.core.placement import Snapshot
+from gangsched.core.model.objects import Gang, GangKey, Node, Pod, Policy, QueueName, QueueSpec
+from gangsched.core.model.resources import Resources
+from gangsched.core.placement.capacity import Snapshot
 from gangsched.core.reasons import (
     DoesNotFit,
     HeldForStarving,
@@ -23,7 +24,6 @@ from gangsched.core.reasons import (
     ReservedByAdmitted,
     Starving,
 )
-from gangsched.core.resources import Resources
 from gangsched.core.stages.allocate import allocate
 from gangsched.core.stages.session import CycleInput, Session
 from gangsched.core.stages.triage import triage

@@ -15,12 +15,12 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from gangsched.core.dra.devices import DeviceRef
-from gangsched.core.holds import Hold
-from gangsched.core.model import Gang, GangKey, NodeName, Pod, QueueName, QueueSpec
-from gangsched.core.placement import Capacity, Unplaceable
-from gangsched.core.preemption import shifted
+from gangsched.core.model.objects import Gang, GangKey, NodeName, Pod, QueueName, QueueSpec
+from gangsched.core.model.resources import Capability
+from gangsched.core.placement.capacity import Capacity, Unplaceable
+from gangsched.core.placement.holds import Hold
+from gangsched.core.placement.preemption import shifted
 from gangsched.core.reasons import AwaitingVictims, DoesNotFit, Preempting, Reason
-from gangsched.core.resources import Capability
 from gangsched.core.stages.place import place
 from gangsched.core.stages.preempt import preempt
 from gangsched.core.stages.session import Session

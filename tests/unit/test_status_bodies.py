@@ -6,17 +6,7 @@ from typing import Any
 
 import pytest
 
-from gangsched.core.model import (
-    Flavor,
-    GangKey,
-    GroupSpec,
-    MemberCounts,
-    NodeName,
-    PodKey,
-    QueueName,
-)
-from gangsched.core.resources import Resources
-from gangsched.core.status_bodies import (
+from gangsched.core.kubeobjects.status_bodies import (
     EVENT_MESSAGE_LIMIT,
     GroupStatus,
     Phase,
@@ -27,6 +17,16 @@ from gangsched.core.status_bodies import (
     scheduled_message,
     status_body,
 )
+from gangsched.core.model.objects import (
+    Flavor,
+    GangKey,
+    GroupSpec,
+    MemberCounts,
+    NodeName,
+    PodKey,
+    QueueName,
+)
+from gangsched.core.model.resources import Resources
 
 NOW, EARLIER = "2026-01-01T00:00:10Z", "2026-01-01T00:00:00Z"
 

@@ -16,10 +16,9 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from gangsched.core.actions import Action, Bind, LogDecision, WriteGroupStatus
-from gangsched.core.gangs import Member
-from gangsched.core.groups import Flavor, GroupSpec, Phase
-from gangsched.core.holds import Seat
-from gangsched.core.model import (
+from gangsched.core.fit.volumes import Storage
+from gangsched.core.kubeobjects.groups import Flavor, GroupSpec, Phase
+from gangsched.core.model.objects import (
     GangKey,
     Node,
     NodeName,
@@ -29,9 +28,11 @@ from gangsched.core.model import (
     QueueName,
     QueueSpec,
 )
-from gangsched.core.placement import Snapshot
+from gangsched.core.model.resources import Resources
+from gangsched.core.placement.capacity import Snapshot
+from gangsched.core.placement.holds import Seat
 from gangsched.core.reasons import BindBackoff, render
-from gangsched.core.resources import Resources
+from gangsched.core.stages.gangs import Member
 from gangsched.core.state import (
     InFlight,
     State,
@@ -42,7 +43,6 @@ from gangsched.core.state import (
 )
 from gangsched.core.step import StepConfig, Stepped, step
 from gangsched.core.view import StepView
-from gangsched.core.volumes import Storage
 from tests.unit.clusters import node as gpu_node
 from tests.unit.test_cycle import DEFAULT, cpu, node, pod
 from tests.unit.test_dra import claim_obj, claiming, held_by, inventory, request

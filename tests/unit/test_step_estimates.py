@@ -6,11 +6,11 @@ from __future__ import annotations
 from dataclasses import replace
 
 from gangsched.core.forecast import ForecastLimits
-from gangsched.core.groups import Flavor, GroupSpec
-from gangsched.core.model import GangKey, Pod
+from gangsched.core.kubeobjects.groups import Flavor, GroupSpec
+from gangsched.core.kubeobjects.status_bodies import status_body
+from gangsched.core.model.objects import GangKey, Pod
 from gangsched.core.reasons import HeldForStarving, Starving
 from gangsched.core.state import State
-from gangsched.core.status_bodies import status_body
 from gangsched.core.step import step
 from gangsched.core.view import StepView
 from tests.unit.test_cycle import node

@@ -16,12 +16,12 @@ from gangsched.core.actions import (
     WriteGroupStatus,
     WriteQueueStatus,
 )
-from gangsched.core.gangs import Member
-from gangsched.core.groups import Flavor, GroupSpec
-from gangsched.core.model import GangKey, Node, Pod, QueueName, QueueSpec, solo_gang_key
-from gangsched.core.placement import Snapshot
+from gangsched.core.kubeobjects.groups import Flavor, GroupSpec
+from gangsched.core.model.objects import GangKey, Node, Pod, QueueName, QueueSpec, solo_gang_key
+from gangsched.core.model.resources import Capability, Resources
+from gangsched.core.placement.capacity import Snapshot
 from gangsched.core.reasons import CapabilityExceeded
-from gangsched.core.resources import Capability, Resources
+from gangsched.core.stages.gangs import Member
 from gangsched.core.state import State
 from gangsched.core.step import StepConfig, Stepped, step
 from gangsched.core.view import StepView

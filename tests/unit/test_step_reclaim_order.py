@@ -12,12 +12,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from gangsched.core.actions import Bind, Evict
-from gangsched.core.gangs import Member
-from gangsched.core.groups import Flavor, GroupSpec
-from gangsched.core.model import GangKey, Pod, PodKey, Policy, QueueName, QueueSpec
-from gangsched.core.placement import Snapshot
+from gangsched.core.kubeobjects.groups import Flavor, GroupSpec
+from gangsched.core.model.objects import GangKey, Pod, PodKey, Policy, QueueName, QueueSpec
+from gangsched.core.model.resources import Resources
+from gangsched.core.placement.capacity import Snapshot
 from gangsched.core.reasons import Preempting, ProtectedByShare
-from gangsched.core.resources import Resources
+from gangsched.core.stages.gangs import Member
 from gangsched.core.state import State
 from gangsched.core.step import StepConfig, Stepped, step
 from gangsched.core.view import StepView

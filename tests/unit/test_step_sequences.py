@@ -24,8 +24,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gangsched.core.actions import Bind
-from gangsched.core.model import Flavor, Gang, NodeName, PodKey
-from gangsched.core.placement import Placement, place_gang
+from gangsched.core.model.objects import Flavor, Gang, NodeName, PodKey
+from gangsched.core.placement.capacity import Placement, place_gang
 from gangsched.core.reasons import DoesNotFit, HeldForStarving, ReservedByAdmitted, Starving
 from gangsched.core.state import State, bind_refused, binds_done
 from gangsched.core.step import StepConfig, step

@@ -52,13 +52,13 @@ from devcluster import fakedriver
 from gangsched.core.actions import Bind, Evict
 from gangsched.core.dra.parse import allocation_to_api
 from gangsched.core.dra.placing import ClaimWrite
-from gangsched.core.fairness import gang_order
 from gangsched.core.kubeobjects.podgroups import QUEUE_ANNOTATION
-from gangsched.core.model import Flavor, Gang, GangKey, NodeName, PodKey
-from gangsched.core.placement import Placement
+from gangsched.core.model.objects import Flavor, Gang, GangKey, NodeName, PodKey
+from gangsched.core.model.resources import CPU, DEVICE_CLASS_PREFIX, Resources
+from gangsched.core.model.runtimes import RUNTIME_ANNOTATION, backfills
+from gangsched.core.placement.capacity import Placement
+from gangsched.core.queues.fairness import gang_order
 from gangsched.core.reasons import Starving
-from gangsched.core.resources import CPU, DEVICE_CLASS_PREFIX, Resources
-from gangsched.core.runtimes import RUNTIME_ANNOTATION, backfills
 from gangsched.core.state import bind_refused
 from gangsched.core.step import StepConfig, step
 from gangsched.core.view import StepView

@@ -15,16 +15,29 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gangsched.core.gangs import Member
 from gangsched.core.kubeobjects.fields import ObjectError
 from gangsched.core.kubeobjects.podgroups import group_from_api
 from gangsched.core.kubeobjects.queues import topology_levels_from_api
-from gangsched.core.model import Flavor, Gang, GangKey, LevelRequest, Node, Policy, QueueSpec
-from gangsched.core.placement import Capacity, Placement, Snapshot, Unplaceable
+from gangsched.core.model.objects import (
+    Flavor,
+    Gang,
+    GangKey,
+    LevelRequest,
+    Node,
+    Policy,
+    QueueSpec,
+)
+from gangsched.core.placement.capacity import Capacity, Placement, Snapshot, Unplaceable
+from gangsched.core.placement.topology import (
+    domains_of,
+    place_in_levels,
+    preferred_keys,
+    with_levels,
+)
 from gangsched.core.reasons import LevelHeld, NoDomainHolds, TopologyUnknown
+from gangsched.core.stages.gangs import Member
 from gangsched.core.state import State
 from gangsched.core.step import step
-from gangsched.core.topology import domains_of, place_in_levels, preferred_keys, with_levels
 from gangsched.core.view import StepView
 from tests.unit.clusters import GPU, node, pod, workers
 from tests.unit.test_cycle import DEFAULT

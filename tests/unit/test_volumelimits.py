@@ -15,10 +15,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gangsched.core.cycle import CycleInput, run_cycle
-from gangsched.core.intree import from_source
+from gangsched.core.fit.intree import from_source
+from gangsched.core.fit.volumes import Storage
 from gangsched.core.kubeobjects.pods import pod_from_api
-from gangsched.core.model import (
+from gangsched.core.model.objects import (
     DEFAULT_QUEUE,
     AttachedVolume,
     Claim,
@@ -36,12 +36,12 @@ from gangsched.core.model import (
     Volume,
     VolumeAttachmentSpec,
 )
-from gangsched.core.placement import Placement
+from gangsched.core.model.resources import VOLUME_LIMIT_PREFIX, Resources
+from gangsched.core.placement.capacity import Placement
+from gangsched.core.placement.snapshot import Snapshot
+from gangsched.core.placement.volumelimits import limit_volumes, limited_snapshot, pod_volumes
 from gangsched.core.reasons import DoesNotFit, VolumeLimitBound
-from gangsched.core.resources import VOLUME_LIMIT_PREFIX, Resources
-from gangsched.core.snapshot import Snapshot
-from gangsched.core.volumelimits import limit_volumes, limited_snapshot, pod_volumes
-from gangsched.core.volumes import Storage
+from gangsched.core.stages.cycle import CycleInput, run_cycle
 from tests.unit.test_cycle import node as plain_node
 from tests.unit.test_decisions import assert_same, both, reasons
 from tests.unit.test_simulate import nodes, pod, podgroup

@@ -8,6 +8,8 @@ from typing import Any
 
 import pytest
 
+from gangsched.core.fit.nodefit import node_excluded_reason
+from gangsched.core.fit.volumes import Storage, claims_in_use, resolve_pod, with_volumes
 from gangsched.core.kubeobjects.pods import pod_from_api
 from gangsched.core.kubeobjects.storage import (
     claim_from_api,
@@ -16,7 +18,7 @@ from gangsched.core.kubeobjects.storage import (
     storage_class_from_api,
     volume_from_api,
 )
-from gangsched.core.model import (
+from gangsched.core.model.objects import (
     Claim,
     ClaimRef,
     Gang,
@@ -30,10 +32,8 @@ from gangsched.core.model import (
     Volume,
     VolumeProblem,
 )
-from gangsched.core.nodefit import node_excluded_reason
+from gangsched.core.model.resources import Resources
 from gangsched.core.reasons import VolumeBlocked
-from gangsched.core.resources import Resources
-from gangsched.core.volumes import Storage, claims_in_use, resolve_pod, with_volumes
 from gangsched.feed import Feed
 from gangsched.mirror import Mirror
 from tests.unit.test_cycle import SIX_CPU, cycle, gang, placed, reasons

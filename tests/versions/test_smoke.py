@@ -16,7 +16,7 @@ import yaml
 
 from devcluster import fakedriver
 from devcluster.controlplane import REPO, ClusterOptions, LocalCluster, NodeShape, running_cluster
-from gangsched.core.model import PodKey
+from gangsched.core.model.objects import PodKey
 from gangsched.core.reasons import DevicesNotServed, render
 from gangsched.discovery import DEVICES, NATIVE, NEEDED
 from tests.e2e.conftest import SchedulerProcess, start_gangsched, stop_gangsched

@@ -39,8 +39,8 @@ from gangsched.core.dra.devices import (
     Request,
 )
 from gangsched.core.dra.selectors import SelectorError, matches
-from gangsched.core.model import NodeName
-from gangsched.core.nodefit import tolerates
+from gangsched.core.fit.nodefit import tolerates
+from gangsched.core.model.objects import NodeName
 
 __all__ = ["ClaimBroken", "NodeAllocation", "allocate_on_node", "candidates"]
 

@@ -13,8 +13,15 @@ from fractions import Fraction
 from types import MappingProxyType
 from typing import TypeVar
 
-from gangsched.core.model import ClaimKey, NodeName, PodClaim, SelectorTerm, Taint, Toleration
-from gangsched.core.resources import DEVICE_CLASS_PREFIX, Resources
+from gangsched.core.model.objects import (
+    ClaimKey,
+    NodeName,
+    PodClaim,
+    SelectorTerm,
+    Taint,
+    Toleration,
+)
+from gangsched.core.model.resources import DEVICE_CLASS_PREFIX, Resources
 
 __all__ = [
     "AllocatedDevice", "Allocation", "AttributeValue", "Claim",

@@ -23,8 +23,8 @@ from gangsched.core.dra.devices import (
     ClaimRequest,
     Request,
 )
-from gangsched.core.model import ExtendedRequest, Pod
-from gangsched.core.resources import Resources
+from gangsched.core.model.objects import ExtendedRequest, Pod
+from gangsched.core.model.resources import Resources
 
 __all__ = [
     "CLAIM_ANNOTATION",

@@ -1,6 +1,6 @@
 """The devices of one placement pass: which claims are allocated, which devices taken.
 
-A :class:`~gangsched.core.placement.Capacity` keeps one ledger for its pass:
+A :class:`~gangsched.core.placement.capacity.Capacity` keeps one ledger for its pass:
 it starts from the claims allocated before the pass (by gangsched or by
 kube-scheduler) and grows with every gang placed with devices, so the next
 gang of the pass never gets a device a previous one was given.
@@ -31,8 +31,8 @@ from gangsched.core.dra.placing import (
     least_devices,
 )
 from gangsched.core.dra.placing import place_with_devices as _place
-from gangsched.core.model import Gang, NodeName, Pod, Policy
-from gangsched.core.resources import Resources
+from gangsched.core.model.objects import Gang, NodeName, Pod, Policy
+from gangsched.core.model.resources import Resources
 
 __all__ = ["DeviceLedger"]
 

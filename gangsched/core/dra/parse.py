@@ -29,8 +29,14 @@ from gangsched.core.dra.devices import (
 )
 from gangsched.core.dra.extended import CLAIM_ANNOTATION
 from gangsched.core.kubeobjects.fields import ObjectError
-from gangsched.core.model import NodeName, SelectorRequirement, SelectorTerm, Taint, Toleration
-from gangsched.core.quantity import QuantityError, parse_quantity
+from gangsched.core.model.objects import (
+    NodeName,
+    SelectorRequirement,
+    SelectorTerm,
+    Taint,
+    Toleration,
+)
+from gangsched.core.model.quantity import QuantityError, parse_quantity
 
 __all__ = [
     "SliceDevices",

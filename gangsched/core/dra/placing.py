@@ -33,8 +33,9 @@ from gangsched.core.dra.allocator import (
 from gangsched.core.dra.devices import Allocation, Claim, ClaimKey, DeviceRef, Inventory
 from gangsched.core.dra.extended import ExtendedClaim, extended_claim, served_by_devices
 from gangsched.core.dra.selectors import SelectorError
-from gangsched.core.model import Gang, GangKey, NodeName, Pod, PodClaim, Policy
-from gangsched.core.nodefit import term_matches
+from gangsched.core.fit.nodefit import term_matches
+from gangsched.core.model.objects import Gang, GangKey, NodeName, Pod, PodClaim, Policy
+from gangsched.core.model.resources import Resources
 from gangsched.core.reasons import (
     ClaimInvalid,
     ClaimNotReady,
@@ -42,7 +43,6 @@ from gangsched.core.reasons import (
     DevicesShort,
     PodRulesUnmet,
 )
-from gangsched.core.resources import Resources
 
 __all__ = [
     "ClaimWrite", "Consumer", "DevicePlacement", "MemberRules", "NodeRoom", "place_with_devices",
@@ -53,7 +53,7 @@ Refusal = ClaimInvalid | ClaimNotReady | DevicesNotServed | DevicesShort | PodRu
 
 class MemberRules(Protocol):
     """A gang's inter-pod rules (affinity, anti-affinity, spread, host ports), kept by the
-    plain search (:class:`gangsched.core.rulesearch.MemberRules`) and asked here member by
+    plain search (:class:`gangsched.core.placement.rulesearch.MemberRules`) and asked here member by
     member, each member placed counted for the next."""
 
     def refuses(self, pod: Pod, node: NodeName) -> bool: ...

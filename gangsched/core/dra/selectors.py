@@ -24,7 +24,7 @@ from celpy.celparser import CELParseError
 from celpy.evaluation import CELEvalError, CELFunction, Context
 
 from gangsched.core.dra.devices import AttributeValue, Device, Inventory, SemVer
-from gangsched.core.quantity import QuantityError, parse_quantity
+from gangsched.core.model.quantity import QuantityError, parse_quantity
 
 __all__ = ["SelectorError", "matches"]
 

@@ -22,8 +22,8 @@ from collections.abc import Set as AbstractSet
 from gangsched.core.dra.allocator import candidates
 from gangsched.core.dra.devices import Allocation, Claim, ClaimKey, DeviceRef, Inventory, Request
 from gangsched.core.dra.selectors import SelectorError
-from gangsched.core.model import NodeName, Pod
-from gangsched.core.resources import DEVICE_CLASS_PREFIX, Capability, Resources
+from gangsched.core.model.objects import NodeName, Pod
+from gangsched.core.model.resources import DEVICE_CLASS_PREFIX, Capability, Resources
 
 __all__ = [
     "capability_in_ledger",

@@ -9,12 +9,12 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, NoReturn
 
-from gangsched.core.model import (
+from gangsched.core.model.objects import (
     SelectorRequirement,
     SelectorTerm,
 )
-from gangsched.core.quantity import QuantityError, canonical_amount
-from gangsched.core.resources import Resources
+from gangsched.core.model.quantity import QuantityError, canonical_amount
+from gangsched.core.model.resources import Resources
 
 __all__ = [
     "TERMINAL_PHASES",

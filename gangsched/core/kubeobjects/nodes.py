@@ -18,7 +18,7 @@ from gangsched.core.kubeobjects.fields import (
     str_at,
     str_map_at,
 )
-from gangsched.core.model import (
+from gangsched.core.model.objects import (
     Namespace,
     Node,
     NodeName,

@@ -16,7 +16,7 @@ from gangsched.core.kubeobjects.fields import (
     str_at,
     timestamp,
 )
-from gangsched.core.model import (
+from gangsched.core.model.objects import (
     DEFAULT_QUEUE,
     Flavor,
     GangKey,
@@ -27,9 +27,9 @@ from gangsched.core.model import (
     QueueName,
     gang_key,
 )
-from gangsched.core.quantity import QuantityError
-from gangsched.core.resources import Resources
-from gangsched.core.runtimes import read_runtime
+from gangsched.core.model.quantity import QuantityError
+from gangsched.core.model.resources import Resources
+from gangsched.core.model.runtimes import read_runtime
 
 __all__ = [
     "COSCHEDULING_LABEL",

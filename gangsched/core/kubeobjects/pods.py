@@ -7,8 +7,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from gangsched.core.disks import disk_labels, disk_terms, inline_disks
-from gangsched.core.intree import from_source
+from gangsched.core.fit.disks import disk_labels, disk_terms, inline_disks
+from gangsched.core.fit.intree import from_source
+from gangsched.core.fit.ports import ANY_ADDRESS, HostPort, port_labels, port_terms
 from gangsched.core.kubeobjects.fields import (
     TERMINAL_PHASES,
     fail,
@@ -24,7 +25,7 @@ from gangsched.core.kubeobjects.fields import (
     timestamp,
 )
 from gangsched.core.kubeobjects.podgroups import QUEUE_ANNOTATION, annotations_of
-from gangsched.core.model import (
+from gangsched.core.model.objects import (
     AttachedVolume,
     ClaimKey,
     ClaimRef,
@@ -43,15 +44,14 @@ from gangsched.core.model import (
     SpreadConstraint,
     Toleration,
 )
-from gangsched.core.ports import ANY_ADDRESS, HostPort, port_labels, port_terms
-from gangsched.core.resources import (
+from gangsched.core.model.resources import (
     CPU,
     MEMORY,
     PODS,
     Resources,
     device_backable,
 )
-from gangsched.core.runtimes import read_runtime
+from gangsched.core.model.runtimes import read_runtime
 
 __all__ = [
     "pod_from_api",
@@ -179,7 +179,7 @@ def _claims(spec: Mapping[str, object], where: str) -> tuple[ClaimRef, ...]:
 
 
 def _inline_volumes(spec: Mapping[str, object], where: str) -> tuple[AttachedVolume, ...]:
-    """The pod's inline in-tree volumes that count as a CSI driver's (core.intree)."""
+    """The pod's inline in-tree volumes that count as a CSI driver's (core.fit.intree)."""
     found = []
     for index, item in enumerate(list_at(spec.get("volumes"), where, "spec.volumes")):
         volume = from_source(mapping_at(item, where, f"spec.volumes[{index}]"))

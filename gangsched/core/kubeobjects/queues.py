@@ -17,13 +17,13 @@ from gangsched.core.kubeobjects.fields import (
     str_map_at,
 )
 from gangsched.core.kubeobjects.podgroups import QUEUE_ANNOTATION, annotations_of
-from gangsched.core.model import (
+from gangsched.core.model.objects import (
     DisruptionBudget,
     QueueName,
     QueueSpec,
 )
-from gangsched.core.quantity import QuantityError
-from gangsched.core.resources import Capability
+from gangsched.core.model.quantity import QuantityError
+from gangsched.core.model.resources import Capability
 
 __all__ = [
     "FieldProblem",
@@ -81,7 +81,7 @@ def queue_from_api(body: RawObject) -> QueueObject:
         weight = 1
     elif weight < 1:
         # Kept as given: a queue with no weight has no share, and the hierarchy says so
-        # on it (core.hierarchy) rather than scheduling it as if it had weight 1.
+        # on it (core.queues.hierarchy) rather than scheduling it as if it had weight 1.
         problems.append(FieldProblem("weight", repr(weight)))
     parent = spec.get("parent")
     if parent is not None and not isinstance(parent, str):

@@ -10,7 +10,7 @@ from dataclasses import dataclass, replace
 from gangsched.core.kubeobjects.fields import RawObject, list_at, mapping_at, str_map_at
 from gangsched.core.kubeobjects.podgroups import group_name_of, native_group_name
 from gangsched.core.kubeobjects.pods import pod_from_api
-from gangsched.core.model import (
+from gangsched.core.model.objects import (
     GangKey,
     Pod,
     PodKey,

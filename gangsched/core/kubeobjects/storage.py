@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from gangsched.core.intree import from_source
+from gangsched.core.fit.intree import from_source
 from gangsched.core.kubeobjects.fields import (
     RawObject,
     fail,
@@ -20,7 +20,7 @@ from gangsched.core.kubeobjects.fields import (
     str_at,
     str_map_at,
 )
-from gangsched.core.model import (
+from gangsched.core.model.objects import (
     AttachedVolume,
     Claim,
     CsiDriver,

@@ -12,7 +12,7 @@ beside its figures (its ``text``): capacity (room on the nodes), domains
 (one topology domain), members (the gang's own pods), queues (queue and
 admission), volumes, devices, rules (inter-pod rules), holding (room held
 for urgent gangs), preemption, and groups (the pod's PodGroup). Tests assert
-on codes and figures; the report plan (:mod:`gangsched.core.report_plan`)
+on codes and figures; the report plan (:mod:`gangsched.core.reports.report_plan`)
 decides when a reason is said again.
 
 The line is written for the person running ``kubectl describe``: what the

@@ -6,14 +6,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import ClassVar
 
-from gangsched.core.model import Gang, GangKey, NodeName, PodPlacementRules
+from gangsched.core.model.objects import Gang, GangKey, NodeName, PodPlacementRules
+from gangsched.core.model.resources import Resources, resource_words
 from gangsched.core.reasons.wording import (
     TIMES,
     describe_request,
     excluded_text,
     plural,
 )
-from gangsched.core.resources import Resources, resource_words
 
 
 @dataclass(frozen=True, slots=True)

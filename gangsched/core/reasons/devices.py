@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-from gangsched.core.model import GangKey, PodKey
+from gangsched.core.model.objects import GangKey, PodKey
 from gangsched.core.reasons.wording import plural
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
-from gangsched.core.model import GangKey
+from gangsched.core.model.objects import GangKey
 
 if TYPE_CHECKING:
     from gangsched.core.reasons import Reason

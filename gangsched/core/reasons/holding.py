@@ -6,10 +6,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
-from gangsched.core.model import GangKey, NodeName
+from gangsched.core.model.objects import GangKey, NodeName
+from gangsched.core.model.resources import Resources
+from gangsched.core.model.runtimes import moment_text
 from gangsched.core.reasons.wording import some
-from gangsched.core.resources import Resources
-from gangsched.core.runtimes import moment_text
 
 if TYPE_CHECKING:
     from gangsched.core.reasons import Reason

@@ -6,9 +6,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
-from gangsched.core.model import GangKey, QueueName
+from gangsched.core.model.objects import GangKey, QueueName
+from gangsched.core.model.resources import Resources
 from gangsched.core.reasons.wording import queues_text
-from gangsched.core.resources import Resources
 
 if TYPE_CHECKING:
     from gangsched.core.reasons import Reason

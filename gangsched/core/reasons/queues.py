@@ -6,9 +6,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-from gangsched.core.model import GangKey, QueueName
+from gangsched.core.model.objects import GangKey, QueueName
+from gangsched.core.model.resources import Capability, Resources
 from gangsched.core.reasons.wording import some
-from gangsched.core.resources import Capability, Resources
 
 
 @dataclass(frozen=True, slots=True)

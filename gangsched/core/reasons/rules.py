@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-from gangsched.core.model import GangKey, NodeName, PodKey
+from gangsched.core.model.objects import GangKey, NodeName, PodKey
 from gangsched.core.reasons.wording import excluded_text, plural
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-from gangsched.core.model import PodKey, VolumeBlock
+from gangsched.core.model.objects import PodKey, VolumeBlock
 from gangsched.core.reasons.wording import more_pods, plural
 
 

@@ -4,7 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from gangsched.core.resources import PODS, Resources, devices_first, format_amount, resource_words
+from gangsched.core.model.resources import (
+    PODS,
+    Resources,
+    devices_first,
+    format_amount,
+    resource_words,
+)
 
 TIMES = "\u00d7"  # the multiplication sign
 

@@ -11,8 +11,8 @@ counts them, placement finds their devices.
 
 from __future__ import annotations
 
-from gangsched.core.model import Gang
-from gangsched.core.placement import Unplaceable
+from gangsched.core.model.objects import Gang
+from gangsched.core.placement.capacity import Unplaceable
 from gangsched.core.reasons import AdmissionNoRoom, AdmissionOverCapability, QueueClosed
 from gangsched.core.stages.session import Session, outstanding
 from gangsched.core.stages.starve import wait

@@ -16,10 +16,10 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from gangsched.core.fairness import gang_order
-from gangsched.core.hierarchy import FairKey
-from gangsched.core.model import Gang, QueueName
-from gangsched.core.placement import Unplaceable
+from gangsched.core.model.objects import Gang, QueueName
+from gangsched.core.placement.capacity import Unplaceable
+from gangsched.core.queues.fairness import gang_order
+from gangsched.core.queues.hierarchy import FairKey
 from gangsched.core.reasons import QueueInvalid, QueueNotLeaf
 from gangsched.core.stages.admit import admit
 from gangsched.core.stages.place import place

@@ -12,9 +12,9 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 
 from gangsched.core.dra.devices import DeviceRef
-from gangsched.core.model import GangKey, NodeName, PodKey
-from gangsched.core.placement import Capacity, Placement
-from gangsched.core.resources import Resources
+from gangsched.core.model.objects import GangKey, NodeName, PodKey
+from gangsched.core.model.resources import Resources
+from gangsched.core.placement.capacity import Capacity, Placement
 
 
 class Pins:

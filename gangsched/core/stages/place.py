@@ -12,8 +12,11 @@ does not fit may preempt (:mod:`.preempt`), or reclaim room its queue deserves
 from __future__ import annotations
 
 from gangsched.core.dra.usage import in_ledger
-from gangsched.core.model import Gang, VolumeBlock, VolumeProblem
-from gangsched.core.placement import Placement, Unplaceable
+from gangsched.core.model.objects import Gang, VolumeBlock, VolumeProblem
+from gangsched.core.model.resources import Resources
+from gangsched.core.model.runtimes import backfills
+from gangsched.core.placement.capacity import Placement, Unplaceable
+from gangsched.core.placement.topology import place_in_levels, place_in_one_domain
 from gangsched.core.reasons import (
     CapabilityExceeded,
     HeldForStarving,
@@ -21,13 +24,10 @@ from gangsched.core.reasons import (
     ReservedByAdmitted,
     VolumeBlocked,
 )
-from gangsched.core.resources import Resources
-from gangsched.core.runtimes import backfills
 from gangsched.core.stages.preempt import preempt, protected_by_shares
 from gangsched.core.stages.reclaim import reclaim
 from gangsched.core.stages.session import Session, outstanding, total
 from gangsched.core.stages.starve import wait
-from gangsched.core.topology import place_in_levels, place_in_one_domain
 
 
 def place(session: Session, gang: Gang) -> None:

@@ -5,7 +5,7 @@ holds the room it evicted for, and no victim is chosen twice. It holds that
 room on the nodes it will land on, not as a cluster-wide sum: a sum lets
 later gangs scatter over those very nodes (the preemptor then fits nowhere
 though the total is free) and keeps them off nodes it does not need. The victims are
-chosen by :func:`gangsched.core.preemption.choose_victims` against the
+chosen by :func:`gangsched.core.placement.preemption.choose_victims` against the
 snapshot as this cycle has left it, and only where the placement after the
 eviction keeps every other promise (reservations, the queue's capability).
 
@@ -23,10 +23,11 @@ from __future__ import annotations
 from collections.abc import Collection
 from dataclasses import replace
 
-from gangsched.core.holds import pinned
-from gangsched.core.model import Gang, GangKey, NodeName, Pod, PodKey, QueueName
-from gangsched.core.placement import Capacity, Placement, Snapshot, Unplaceable
-from gangsched.core.preemption import (
+from gangsched.core.model.objects import Gang, GangKey, NodeName, Pod, PodKey, QueueName
+from gangsched.core.model.resources import Resources
+from gangsched.core.placement.capacity import Capacity, Placement, Snapshot, Unplaceable
+from gangsched.core.placement.holds import pinned
+from gangsched.core.placement.preemption import (
     Candidate,
     Preemption,
     choose_victims,
@@ -34,6 +35,7 @@ from gangsched.core.preemption import (
     protected_by_budgets,
     shifted,
 )
+from gangsched.core.placement.topology import place_in_one_domain
 from gangsched.core.reasons import (
     AwaitingVictims,
     Preempting,
@@ -41,11 +43,9 @@ from gangsched.core.reasons import (
     ProtectedByShare,
     Reason,
 )
-from gangsched.core.resources import Resources
 from gangsched.core.stages.session import Session, outstanding, pending_need, total
 from gangsched.core.stages.shares import borrows, keeps_shares
 from gangsched.core.stages.starve import wait
-from gangsched.core.topology import place_in_one_domain
 
 
 def preempt(session: Session, gang: Gang, reason: Reason) -> bool:

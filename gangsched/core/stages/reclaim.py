@@ -1,7 +1,7 @@
 """Reclaim: a queue below its deserved share takes back room that queues above theirs borrowed.
 
 In the spirit of Volcano's reclaim action. A queue's deserved share
-(:func:`gangsched.core.hierarchy.deserved_shares`) is a floor, not a cap:
+(:func:`gangsched.core.queues.hierarchy.deserved_shares`) is a floor, not a cap:
 while another queue is idle its room is lent to the queues that want it.
 When a gang of a queue below its share then does not fit, and no gang of
 lower priority may make room, it may evict whole gangs of queues that hold
@@ -30,11 +30,11 @@ from collections.abc import Mapping
 from dataclasses import replace
 from fractions import Fraction
 
-from gangsched.core.model import Gang, QueueName
-from gangsched.core.placement import Unplaceable
-from gangsched.core.preemption import Candidate, Preemption
+from gangsched.core.model.objects import Gang, QueueName
+from gangsched.core.model.resources import Resources
+from gangsched.core.placement.capacity import Unplaceable
+from gangsched.core.placement.preemption import Candidate, Preemption
 from gangsched.core.reasons import NotReclaimable, Preempting, Reason
-from gangsched.core.resources import Resources
 from gangsched.core.stages.preempt import hold_for_preemptor, may_preempt, victims_for
 from gangsched.core.stages.session import Session, pending_need
 from gangsched.core.stages.shares import keeps_shares, within_share

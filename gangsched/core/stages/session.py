@@ -12,7 +12,6 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
 
-from gangsched.core.backoff import BindRefusal
 from gangsched.core.dra.devices import DeviceRef
 from gangsched.core.dra.extended import left_to_devices
 from gangsched.core.dra.usage import (
@@ -23,16 +22,7 @@ from gangsched.core.dra.usage import (
     in_ledger,
     renames,
 )
-from gangsched.core.hierarchy import (
-    CapHit,
-    FairKey,
-    build_tree,
-    cap_hit,
-    deserved_shares,
-    fair_key,
-)
-from gangsched.core.holds import Hold, anywhere, describe, pinned
-from gangsched.core.model import (
+from gangsched.core.model.objects import (
     DEFAULT_QUEUE,
     DisruptionBudget,
     Gang,
@@ -44,11 +34,21 @@ from gangsched.core.model import (
     QueueName,
     QueueSpec,
 )
-from gangsched.core.placement import Capacity, Placement, Snapshot, Unplaceable
-from gangsched.core.preemption import Preemption
-from gangsched.core.resources import Resources
+from gangsched.core.model.resources import Resources
+from gangsched.core.placement.capacity import Capacity, Placement, Snapshot, Unplaceable
+from gangsched.core.placement.holds import Hold, anywhere, describe, pinned
+from gangsched.core.placement.preemption import Preemption
+from gangsched.core.placement.topology import Domain, domains_of
+from gangsched.core.queues.hierarchy import (
+    CapHit,
+    FairKey,
+    build_tree,
+    cap_hit,
+    deserved_shares,
+    fair_key,
+)
+from gangsched.core.stages.backoff import BindRefusal
 from gangsched.core.stages.pins import Pins
-from gangsched.core.topology import Domain, domains_of
 
 
 @dataclass(frozen=True, slots=True)
@@ -261,7 +261,7 @@ class Session:
         return self._deserved
 
     def fair_key(self, queue: QueueName) -> FairKey:
-        """Where the queue stands in the fair order now (see core.hierarchy.fair_key)."""
+        """Where the queue stands in the fair order now (see core.queues.hierarchy.fair_key)."""
         return fair_key(self.tree, self.allocated, self.cluster_total, queue)
 
     def cap_hit(self, queue: QueueName, extra: Resources) -> CapHit | None:

@@ -1,7 +1,7 @@
 """Deserved shares as reclaim and priority preemption weigh them: who borrows, how much a
 queue may take, and what a queue that gives keeps.
 
-A queue's deserved share (:func:`gangsched.core.hierarchy.deserved_shares`) is a
+A queue's deserved share (:func:`gangsched.core.queues.hierarchy.deserved_shares`) is a
 floor: reclaim takes room back only from queues above theirs and never past the
 reclaiming queue's own, and with reclaim on, priority preemption across queues
 takes only room a queue borrows. Both ask the same questions here, so room one of
@@ -13,10 +13,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from fractions import Fraction
 
-from gangsched.core.fairness import dominant_share
-from gangsched.core.hierarchy import subtree_total
-from gangsched.core.model import QueueName
-from gangsched.core.resources import Resources
+from gangsched.core.model.objects import QueueName
+from gangsched.core.model.resources import Resources
+from gangsched.core.queues.fairness import dominant_share
+from gangsched.core.queues.hierarchy import subtree_total
 from gangsched.core.stages.session import Session
 
 

@@ -12,11 +12,11 @@ need two nodes with 8 GPUs free, not 16 GPUs free across the cluster).
 from __future__ import annotations
 
 from gangsched.core.dra.devices import DeviceRef
-from gangsched.core.model import Gang, NodeName, Pod
-from gangsched.core.nodefit import uses_node_name
-from gangsched.core.placement import Unplaceable
+from gangsched.core.fit.nodefit import uses_node_name
+from gangsched.core.model.objects import Gang, NodeName, Pod
+from gangsched.core.model.resources import Resources
+from gangsched.core.placement.capacity import Unplaceable
 from gangsched.core.reasons import PartlyBound, Reason, Starved, Starving, TooBigToHold, Urgency
-from gangsched.core.resources import Resources
 from gangsched.core.stages.session import Session, pending_need
 
 

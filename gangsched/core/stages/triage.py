@@ -8,13 +8,13 @@ nothing, so it takes no room from the gangs after it.
 
 from __future__ import annotations
 
-from gangsched.core.backoff import backoff_reason
-from gangsched.core.model import Gang
-from gangsched.core.placement import Unplaceable
+from gangsched.core.fit.volumes import volume_reason
+from gangsched.core.model.objects import Gang
+from gangsched.core.placement.capacity import Unplaceable
+from gangsched.core.placement.topology import level_problem
 from gangsched.core.reasons import BeingPreempted, Gated, QueueMissing, ShortOfMembers
+from gangsched.core.stages.backoff import backoff_reason
 from gangsched.core.stages.session import Session
-from gangsched.core.topology import level_problem
-from gangsched.core.volumes import volume_reason
 
 
 def triage(session: Session) -> list[Gang]:

@@ -1,0 +1,218 @@
+"""Gangs that must land inside one topology domain: nodes sharing a label's value.
+
+Kubernetes 1.37's native PodGroup says this with
+``schedulingConstraints.topology[].key``: a training job whose workers talk
+over a fast fabric is useless when half of it sits in another rack. The gang
+is placed whole inside one domain or not at all; among the domains that can
+hold it, the one left with the least free room after it is chosen, so the
+emptier domains stay whole for the next large gang.
+
+A gangsched PodGroup says it in levels: a ``Topology`` names node labels from
+the widest level to the narrowest (block, rack, host), and the group names a
+level it requires and one it prefers. A domain of a level is the nodes sharing
+that label's value and every wider one's, so a rack is a rack of one block.
+The required level is kept as the native keys are; the preferred level is
+tried first, then each wider level down to the required one, then anywhere,
+and the placement says which level held it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
+
+from gangsched.core.model.objects import Gang, LevelRequest, NodeName, Policy
+from gangsched.core.model.resources import Resources, devices_first
+from gangsched.core.placement.capacity import Capacity, Decision, Placement, Snapshot, Unplaceable
+from gangsched.core.reasons import (
+    BoundAcrossDomains,
+    InDomain,
+    LevelHeld,
+    NoDomainHolds,
+    NoDomainLabel,
+    TopologyUnknown,
+)
+
+__all__ = [
+    "Domain",
+    "domains_of",
+    "level_problem",
+    "place_in_levels",
+    "place_in_one_domain",
+    "preferred_keys",
+    "required_keys",
+    "with_levels",
+]
+
+Domain = tuple[tuple[str, str], ...]
+"""The label values that name a domain, one pair per topology key."""
+
+REASON_DOMAINS = 3
+"""Domains named in a reason when none fits; more would bury the line."""
+
+
+def domains_of(snapshot: Snapshot, keys: Sequence[str]) -> dict[Domain, tuple[NodeName, ...]]:
+    """Nodes by the values they carry for every key; a node missing a key is in no domain."""
+    found: dict[Domain, list[NodeName]] = {}
+    for name in sorted(snapshot.nodes):
+        labels = dict(snapshot.nodes[name].node.labels)
+        if all(key in labels for key in keys):
+            domain = tuple((key, labels[key]) for key in keys)
+            found.setdefault(domain, []).append(name)
+    return {domain: tuple(names) for domain, names in found.items()}
+
+
+def describe_domain(domain: Domain) -> str:
+    return ",".join(f"{key}={value}" for key, value in domain)
+
+
+def _confined(gang: Gang, domain: Domain) -> Gang:
+    """The gang with every pending pod's node selector narrowed to the domain."""
+    pods = tuple(
+        replace(pod, rules=replace(
+            pod.rules, node_selector=tuple(sorted({*pod.rules.node_selector, *domain})),
+        ))
+        for pod in gang.pending
+    )
+    return replace(gang, pending=pods)
+
+
+def _leftover(
+    capacity: Capacity, nodes: Sequence[NodeName], names: Sequence[str]
+) -> tuple[int, ...]:
+    """Free room left in the domain, scarcest resource first: the waste to minimise."""
+    total = Resources.zero()
+    for node in nodes:
+        total = total + capacity.free(node)
+    return tuple(total.get(name) for name in names)
+
+
+def place_in_one_domain(
+    capacity: Capacity,
+    gang: Gang,
+    policy: Policy,
+    domains: Mapping[Domain, tuple[NodeName, ...]],
+    keys: Sequence[str] | None = None,
+) -> Decision:
+    """Place the gang whole inside the domain it wastes least of, or say why none holds it.
+
+    Each domain is tried on the capacity and released again, so the answer
+    consumes only the chosen domain's room, exactly as a plain placement
+    would. A gang with members already bound stays in their domain. The
+    domains that refused it are named most free room first: the closest.
+    ``keys`` are the domains' labels, the gang's own topology keys unless given.
+    """
+    decision = _in_best_domain(capacity, gang, policy, domains, keys)
+    return decision if isinstance(decision, Unplaceable) else decision[0]
+
+
+def _in_best_domain(
+    capacity: Capacity,
+    gang: Gang,
+    policy: Policy,
+    domains: Mapping[Domain, tuple[NodeName, ...]],
+    keys: Sequence[str] | None,
+) -> tuple[Placement, Domain] | Unplaceable:
+    candidates = {
+        domain: nodes for domain, nodes in domains.items()
+        if gang.bound_on <= set(nodes)
+    }
+    label = "/".join(gang.topology_keys if keys is None else keys)
+    if not domains:
+        return Unplaceable(gang.key, NoDomainLabel(gang.key, label))
+    if not candidates:
+        return Unplaceable(gang.key, BoundAcrossDomains(gang.key, label))
+    names = sorted({name for pod in gang.pending for name in pod.requests.amounts},
+                   key=devices_first)
+    best: tuple[tuple[int, ...], Domain] | None = None
+    refusals: list[tuple[tuple[int, ...], InDomain]] = []
+    for domain in sorted(candidates):
+        decision = capacity.place(_confined(gang, domain), policy)
+        if isinstance(decision, Unplaceable):
+            free = _leftover(capacity, candidates[domain], names)
+            refusals.append((tuple(-amount for amount in free),
+                             InDomain(describe_domain(domain), decision.reason)))
+            continue
+        waste = _leftover(capacity, candidates[domain], names)
+        capacity.release(decision)
+        if best is None or waste < best[0]:
+            best = (waste, domain)
+    if best is None:
+        closest = sorted(refusals, key=lambda refusal: refusal[0])[:REASON_DOMAINS]
+        return Unplaceable(gang.key, NoDomainHolds(label, len(candidates),
+                                                   tuple(shown for _, shown in closest)))
+    placed = capacity.place(_confined(gang, best[1]), policy)
+    if not isinstance(placed, Placement):  # the domain held it a moment ago
+        raise AssertionError(f"domain {describe_domain(best[1])} refused gang {gang.key} twice")
+    return placed, best[1]
+
+
+# ---- levels of a Topology -------------------------------------------------------------
+
+
+def level_problem(request: LevelRequest) -> TopologyUnknown | None:
+    """Why the request's Topology or one of its levels is not there, or None."""
+    if request.levels is None:
+        return TopologyUnknown(request.topology)
+    for label in (request.required, request.preferred):
+        if label is not None and label not in request.levels:
+            return TopologyUnknown(request.topology, label, request.levels)
+    return None
+
+
+def _keys_to(levels: Sequence[str], label: str) -> tuple[str, ...]:
+    """The labels naming a domain of ``label``'s level: it and every wider level's."""
+    return tuple(levels[:levels.index(label) + 1])
+
+
+def required_keys(request: LevelRequest) -> tuple[str, ...]:
+    """The labels every member must share, none when the request asks for no required level
+    or cannot be read."""
+    if request.required is None or request.levels is None or level_problem(request):
+        return ()
+    return _keys_to(request.levels, request.required)
+
+
+def preferred_keys(request: LevelRequest) -> tuple[tuple[str, ...], ...]:
+    """The labels of each level to try before the required one (or anywhere), tightest
+    first: the preferred level, then each wider level above the required one."""
+    levels = request.levels
+    if request.preferred is None or levels is None or level_problem(request):
+        return ()
+    widest = -1 if request.required is None else levels.index(request.required)
+    return tuple(tuple(levels[:index + 1])
+                 for index in range(levels.index(request.preferred), widest, -1))
+
+
+def with_levels(gang: Gang, topologies: Mapping[str, tuple[str, ...]]) -> Gang:
+    """The gang with its Topology's levels looked up, and its required level as its keys."""
+    if gang.levels is None:
+        return gang
+    request = replace(gang.levels, levels=topologies.get(gang.levels.topology))
+    return replace(gang, levels=request, topology_keys=required_keys(request))
+
+
+def place_in_levels(
+    capacity: Capacity,
+    gang: Gang,
+    policy: Policy,
+    domains_for: Callable[[tuple[str, ...]], Mapping[Domain, tuple[NodeName, ...]]],
+) -> Decision:
+    """Place a gang with Topology levels in the tightest level that holds it, from its
+    preferred level out to its required one (or anywhere), best fit within each; the
+    placement says where it landed."""
+    request = gang.levels
+    preferred = "" if request is None else request.preferred or ""
+    for keys in (*(preferred_keys(request) if request else ()), gang.topology_keys):
+        if not keys:
+            continue
+        held = _in_best_domain(capacity, gang, policy, domains_for(keys), keys)
+        if isinstance(held, tuple):
+            placement, domain = held
+            return replace(placement, level=LevelHeld(keys[-1], domain[-1][1], preferred))
+        if keys == gang.topology_keys:
+            return held
+    spread = capacity.place(gang, policy)
+    if isinstance(spread, Placement) and request is not None:
+        return replace(spread, level=LevelHeld("", "", preferred))
+    return spread

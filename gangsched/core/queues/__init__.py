@@ -1,0 +1,2 @@
+"""The queue tree and the fair order between queues.
+"""

@@ -1,0 +1,2 @@
+"""What a step reports, and when; why one gang waits, in depth.
+"""
