@@ -30,7 +30,7 @@ from gangsched.core.model.objects import DEFAULT_QUEUE, GangKey, PodKey, Policy
 from gangsched.core.placement.holds import GroupLife, Hold, Seat, seats_of, update_holds
 from gangsched.core.provisioning import ProvisionLimits, provision_first
 from gangsched.core.reasons import Reason
-from gangsched.core.reports.report_plan import Pacing, event_moments, plan_reports, reported_reasons
+from gangsched.core.reports.report_plan import Pacing, plan_reports, reported_reasons
 from gangsched.core.stages.cycle import CycleInput, CycleResult, run_cycle
 from gangsched.core.stages.gangs import Gathered
 from gangsched.core.state import InFlight, State
@@ -138,7 +138,7 @@ def step(state: State, view: StepView, now: float, config: StepConfig) -> Steppe
         result=result,
         input=inp,
         gathered=gathered,
-        thresholds=(*thresholds, *event_moments(plan.pod_reports, config.pacing)),
+        thresholds=(*thresholds, *plan.event_moments),
         gangs=len(gathered.gangs),
     )
 

@@ -86,6 +86,8 @@ class ReportPlan:
     actions: tuple[Action, ...]
     queues_served: frozenset[QueueName] = frozenset()
     """Queues with a gang of this scheduler now (see :func:`queue_statuses`)."""
+    event_moments: tuple[float, ...] = ()
+    """When an Event held back by ``event_gap_s`` becomes due: the step wakes then."""
 
 
 def plan_reports(
@@ -104,7 +106,8 @@ def plan_reports(
 ) -> ReportPlan:
     """Every report of one full cycle; ``reasons`` are the texts to report per gang."""
     cluster = view.cluster
-    reports, actions = waiting_pods(cluster, gathered, reasons, previous, now, pacing)
+    reports, actions, moments = waiting_pods(cluster, gathered, reasons, previous, now,
+                                             pacing)
     actions.extend(MarkInvalid(pod, error) for pod, error in view.bad_pods.items())
     problems, tell = runtime_problems(gathered)
     actions.extend(tell)
@@ -122,7 +125,7 @@ def plan_reports(
                                   counted=served | served_before, settled=view.queues_settled))
     if cycle % FORGET_EVERY == 0:
         actions.append(ForgetWritten())
-    return ReportPlan(reports, tuple(actions), served)
+    return ReportPlan(reports, tuple(actions), served, tuple(moments))
 
 
 def waiting_pods(
@@ -132,13 +135,13 @@ def waiting_pods(
     previous: Mapping[PodKey, PodReport],
     now: float,
     pacing: Pacing,
-) -> tuple[dict[PodKey, PodReport], list[Action]]:
+) -> tuple[dict[PodKey, PodReport], list[Action], list[float]]:
     """Each pending pod of a waiting gang, and each pod of a missing or invalid
     PodGroup (:func:`unplaceable_pods`), when due.
 
     Its Event is due when its reason is new (a new pod under the same name is new
     too), once ``event_gap_s`` have passed since its last Event (the step wakes then:
-    :func:`event_moments`), and again every ``pod_report_s`` while it is unchanged, as
+    the third thing returned), and again every ``pod_report_s`` while it is unchanged, as
     kube-scheduler retries an unschedulable pod within five minutes. Its condition is
     written at once, and again at any cycle its ``PodScheduled`` condition does not say
     the reason yet: a write refused (the pod changed meanwhile) or not seen yet is made
@@ -149,6 +152,7 @@ def waiting_pods(
                if (reason := reasons.get(gang.key)) is not None for pod in gang.pending]
     reports: dict[PodKey, PodReport] = {}
     actions: list[Action] = []
+    moments: list[float] = []
     for pod, reason, gated in (*waiting, *unplaceable_pods(view, gathered)):
         record = view.pods.get(pod)
         if record is None:
@@ -163,15 +167,11 @@ def waiting_pods(
         if event:
             last = replace(last, at=now, said=reason)
         reports[pod] = last
+        if last.said != reason:
+            moments.append(last.at + pacing.event_gap_s)
         if event or record.scheduled_message != reason:
             actions.append(MarkUnschedulable(pod, reason, gated=gated, event=event))
-    return reports, actions
-
-
-def event_moments(reports: Mapping[PodKey, PodReport], pacing: Pacing) -> list[float]:
-    """When an Event held back by ``event_gap_s`` becomes due: the step wakes then."""
-    return [report.at + pacing.event_gap_s for report in reports.values()
-            if report.said != report.reason]
+    return reports, actions, moments
 
 
 def unplaceable_pods(view: ClusterView, gathered: Gathered) -> list[tuple[PodKey, str, bool]]:
