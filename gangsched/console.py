@@ -22,7 +22,7 @@ from gangsched.core.model.objects import DEFAULT_QUEUE, GangKey, QueueName
 from gangsched.core.model.resources import PODS, Capability, Resources, format_amount
 from gangsched.core.queues.fairness import dominant_share
 from gangsched.core.queues.hierarchy import QueueTree, build_tree, deserved_shares, subtree_total
-from gangsched.core.reasons import code_of, describe_request, render, render_level
+from gangsched.core.reasons import code_of, describe_request, render
 from gangsched.core.reports.explain import Explanation
 from gangsched.core.stages.session import schedulable_total
 from gangsched.core.step import Stepped
@@ -363,7 +363,7 @@ def print_simulation(console: Console, simulation: Simulation) -> None:
             "-" if estimated is None else f"+{estimated:g}s",
             ", ".join(f"{node} ({count} pods)" if count > 1 else node
                       for node, count in nodes.items()),
-            "" if run.level is None else render_level(run.level),
+            "" if run.level is None else run.level.text(),
         )
     if simulation.runs:
         console.print(table)

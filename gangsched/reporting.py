@@ -32,7 +32,7 @@ from gangsched.core.kubeobjects.status_bodies import (
     status_body,
 )
 from gangsched.core.model.objects import GangKey, NodeName, PodKey, QueueName
-from gangsched.core.reasons import LevelHeld, render_level
+from gangsched.core.reasons import LevelHeld
 from gangsched.dispatcher import Answer, Call, Dispatcher, ObjectId, Rank, answer_of
 from gangsched.events import Events, now_iso
 from gangsched.events import object_id as object_id_of
@@ -181,7 +181,7 @@ class Reporter:
         """One Event on the PodGroup for the pods of a gang bound together: where each went,
         and in which level of its Topology."""
         self.events.on_group(group, "Scheduled", scheduled_message(
-            bound, "" if level is None else render_level(level)))
+            bound, "" if level is None else level.text()))
 
     # ---- PodGroups --------------------------------------------------------------
     def group_status(self, group: GroupRecord, status: GroupStatus, observed: int) -> None:

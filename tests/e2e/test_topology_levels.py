@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from devcluster.controlplane import REPO, LocalCluster, NodeShape
-from gangsched.core.reasons import LevelHeld, render_level
+from gangsched.core.reasons import LevelHeld
 from tests.e2e.scenario import only_nodes
 from tests.e2e.workspace import Workspace, bound, node_of, wait_for
 
@@ -92,7 +92,7 @@ def test_a_gang_preferring_a_rack_lands_in_one_rack_then_in_one_block(
     for name, held in (("first", LevelHeld(RACK, rack_of(ws, "first-"), RACK)),
                        ("second", LevelHeld(BLOCK, RACKS[rack_of(ws, "second-")], RACK))):
         said = [e["message"] for e in ws.events(name) if e["reason"] == "Scheduled"]
-        assert any(render_level(held) in message for message in said), (held, said)
+        assert any(held.text() in message for message in said), (held, said)
 
 
 def test_a_gang_requiring_a_rack_waits_whole_rather_than_spread(

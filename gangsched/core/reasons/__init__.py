@@ -46,7 +46,6 @@ from gangsched.core.reasons.domains import (
     NoDomainHolds,
     NoDomainLabel,
     TopologyUnknown,
-    render_level,
 )
 from gangsched.core.reasons.groups import GroupInvalid, GroupMissing
 from gangsched.core.reasons.holding import (
@@ -137,7 +136,6 @@ __all__ = [
     "code_of",
     "describe_request",
     "render",
-    "render_level",
     "unplaceable_reason",
 ]
 

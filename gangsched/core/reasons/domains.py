@@ -97,11 +97,6 @@ class LevelHeld:
         return f"{where}: no {_level_word(self.preferred)} held it"
 
 
-def render_level(held: LevelHeld) -> str:
-    """The placement's level, as the gang's Scheduled Event says it."""
-    return held.text()
-
-
 def _level_word(label: str) -> str:
     """``topology.example.com/rack`` as ``rack``."""
     return label.rsplit("/", 1)[-1]
