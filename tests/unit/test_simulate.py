@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 from typing import Any, cast
 
+import pytest
 import yaml
 from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
@@ -370,23 +371,6 @@ def driven(objects: ClusterObjects, config: StepConfig,
     return placed, evicted
 
 
-@settings(max_examples=40, deadline=None,
-          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
-@given(workloads(), st.booleans())
-def test_simulate_places_and_evicts_step_by_step_as_the_step_driven_directly(
-    tmp_path: Path, documents: list[dict[str, Any]], preemption: bool,
-) -> None:
-    (tmp_path / "all.yaml").write_text(yaml.safe_dump_all(documents))
-    now = 2_000_000_000.0
-    objects = from_files([tmp_path / "all.yaml"], created=now)
-    config = StepConfig(starvation_s=5.0, preemption=preemption)
-    simulation = run_simulation(objects, scheduler_names=frozenset({"gang"}),
-                                step_config=config, default_run_s=60.0, now=now)
-    placed, evicted = driven(objects, config, now)
-    assert [(r.start_s, r.gang, r.nodes) for r in simulation.runs] == placed
-    assert [(e.at_s, e.preemptor, e.victims) for e in simulation.evictions] == evicted
-
-
 def test_a_gang_whose_claims_wait_for_their_first_consumer_runs_once_they_are_provisioned(
     tmp_path: Path,
 ) -> None:
@@ -490,19 +474,24 @@ def scheduled(objects: ClusterObjects, config: StepConfig,
     return asyncio.run(run())
 
 
+REFERENCES = {"step": driven, "scheduler": scheduled}
+"""What simulate is held to: the step driven directly, or the scheduler's loop, actuator
+and mirror."""
+
+
 @settings(max_examples=30, deadline=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(workloads(), st.booleans())
-def test_simulate_places_and_evicts_at_each_moment_what_the_running_scheduler_does(
-    tmp_path: Path, documents: list[dict[str, Any]], preemption: bool,
+@pytest.mark.parametrize("reference", sorted(REFERENCES))
+def test_simulate_places_and_evicts_at_each_moment_what_the_scheduler_does(
+    tmp_path: Path, reference: str, documents: list[dict[str, Any]], preemption: bool,
 ) -> None:
-    """The scheduler's loop, actuator and mirror, not only its step."""
     (tmp_path / "all.yaml").write_text(yaml.safe_dump_all(documents))
     now = 2_000_000_000.0
     objects = from_files([tmp_path / "all.yaml"], created=now)
     config = StepConfig(starvation_s=5.0, preemption=preemption)
     simulation = run_simulation(objects, scheduler_names=frozenset({"gang"}),
                                 step_config=config, default_run_s=60.0, now=now)
-    placed, evicted = scheduled(objects, config, now)
+    placed, evicted = REFERENCES[reference](objects, config, now)
     assert [(r.start_s, r.gang, r.nodes) for r in simulation.runs] == placed
     assert [(e.at_s, e.preemptor, e.victims) for e in simulation.evictions] == evicted
