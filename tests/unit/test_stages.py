@@ -17,9 +17,10 @@ from gangsched.core.reasons import (
 )
 from gangsched.core.stages.admit import admit
 from gangsched.core.stages.place import place
-from gangsched.core.stages.session import CycleInput, Session
+from gangsched.core.stages.session import CycleInput, Session, Waits
 from gangsched.core.stages.starve import wait
 from gangsched.core.stages.triage import triage
+from gangsched.core.stages.trial import PLACED
 from tests.unit.test_cycle import DEFAULT, SIX_CPU, cpu, gang, pod
 
 CAPPED = QueueSpec(QueueName("q"), capability=Capability.parse({"cpu": 2}))
@@ -56,14 +57,14 @@ def test_triage_lets_through_only_gangs_that_room_could_place() -> None:
 def test_admission_refused_records_why_and_promises_nothing() -> None:
     s = session(gang("ns/spark", 1, min_member=1, min_cpu=6))
     spark = s.gangs[0]
-    assert not admit(s, spark)
+    refusal = admit(s, spark)
+    assert isinstance(refusal, Waits) and isinstance(refusal.reason, AdmissionNoRoom)
     assert s.admitted == set() and s.reserved.is_zero
-    assert isinstance(recorded(s)["ns/spark"], AdmissionNoRoom)
 
 
 def test_admission_granted_reserves_the_whole_job() -> None:
     s = session(gang("ns/spark", 1, min_member=1, min_cpu=3))
-    assert admit(s, s.gangs[0])
+    assert admit(s, s.gangs[0]) is True
     assert s.newly_admitted == ["ns/spark"]
     assert s.reserved == cpu(3)
 
@@ -72,11 +73,11 @@ def test_a_refused_placement_leaves_the_capacity_as_it_found_it() -> None:
     capped, other = gang("ns/a", 3, queue="q"), gang("ns/b", 3)
     s = session(capped, other)
     free_before = s.free
-    place(s, capped)
+    tried = place(s, capped)
+    assert tried is not None and isinstance(tried.reason, CapabilityExceeded) and tried.fitted
     assert s.placements == [] and s.free == free_before
-    assert isinstance(recorded(s)["ns/a"], CapabilityExceeded)
     # The very room the refused gang tried is still there for the next one.
-    place(s, other)
+    assert place(s, other) == PLACED
     assert [p.gang for p in s.placements] == ["ns/b"]
 
 

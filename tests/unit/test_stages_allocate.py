@@ -1,7 +1,7 @@
-"""The allocate stage on its own: in what order one cycle serves the gangs that wait.
+"""The order of turns on its own: in what order one cycle serves the gangs that wait.
 
 Each test builds a session over a small cluster, lets triage pass the gangs
-through and calls ``allocate``; what it checks is who got the room and what
+through and runs every turn; what it checks is who got the room and what
 the others were told, as figures and reason kinds.
 """
 
@@ -24,9 +24,8 @@ from gangsched.core.reasons import (
     ReservedByAdmitted,
     Starving,
 )
-from gangsched.core.stages.allocate import allocate
+from gangsched.core.stages.cycle import run
 from gangsched.core.stages.session import CycleInput, Session
-from gangsched.core.stages.triage import triage
 from tests.unit.clusters import PROPERTY
 from tests.unit.test_cycle import DEFAULT, gang, node, pod
 
@@ -67,7 +66,7 @@ def session(
 
 
 def allocated(s: Session) -> Session:
-    allocate(s, triage(s))
+    run(s)
     return s
 
 

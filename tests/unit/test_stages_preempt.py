@@ -21,9 +21,10 @@ from gangsched.core.placement.capacity import Capacity, Unplaceable
 from gangsched.core.placement.holds import Hold
 from gangsched.core.placement.preemption import shifted
 from gangsched.core.reasons import AwaitingVictims, DoesNotFit, Preempting, Reason
-from gangsched.core.stages.place import place
+from gangsched.core.stages.cycle import take_turn
 from gangsched.core.stages.preempt import preempt
-from gangsched.core.stages.session import Session
+from gangsched.core.stages.session import Session, Waits
+from gangsched.core.stages.starve import wait
 from tests.unit.clusters import PROPERTY
 from tests.unit.test_cycle import gang, node, pod
 from tests.unit.test_dra import (
@@ -65,7 +66,10 @@ def preempted(everyone: list[tuple[Gang, list[Pod]]], preemptor: Gang, *, racks:
     s = session(RACKS if racks else NODES, [*(g for g, _ in everyone), preemptor, *later],
                 running=[p for _, pods in everyone for p in pods], preemption=True,
                 preempting=preempting, admitted=admitted, queues=queues)
-    return s, preempt(s, preemptor, refused(s, preemptor))
+    answer = preempt(s, preemptor, refused(s, preemptor))
+    if isinstance(answer, Waits):  # as the cycle does: the gang waits with that reason
+        wait(s, preemptor, answer.reason)
+    return s, bool(answer)
 
 
 def full(priority: int = 0) -> list[tuple[Gang, list[Pod]]]:
@@ -151,7 +155,7 @@ def test_a_preemptor_awaiting_its_victims_holds_only_what_they_will_not_free() -
     assert s.capacity.free(NodeName("n2")).get("cpu") == 1000
     assert s.reserved.is_zero, "held on its nodes, not as a cluster-wide sum"
     # A later one-core gang fits beside it on n2; under a sum hold it would find nothing.
-    place(s, small)
+    take_turn(s, small)
     assert placed(s) == [("ns/small", 1)]
 
 
@@ -170,8 +174,8 @@ def test_a_new_preemptor_holds_its_landing_nodes_against_the_gangs_after_it() ->
     reason = waiting(s)["ns/urgent"]
     assert isinstance(reason, Preempting) and reason.hold.get("cpu") == 8000
     assert s.capacity.free(NodeName("n2")).get("cpu") == 2000
-    place(s, pair)
-    place(s, more)
+    take_turn(s, pair)
+    take_turn(s, more)
     assert placed(s) == [("ns/pair", 2)]
     assert isinstance(waiting(s)["ns/more"], DoesNotFit)
 

@@ -14,16 +14,16 @@ from __future__ import annotations
 from gangsched.core.model.objects import Gang
 from gangsched.core.placement.capacity import Unplaceable
 from gangsched.core.reasons import AdmissionNoRoom, AdmissionOverCapability, QueueClosed
-from gangsched.core.stages.session import Session, outstanding
-from gangsched.core.stages.starve import wait
+from gangsched.core.stages.session import Session, Waits, outstanding
 
 
-def admit(session: Session, gang: Gang) -> bool:
-    """Admit the gang if it is not yet; False (with its reason recorded) when it may not be.
+def admit(session: Session, gang: Gang) -> bool | Waits:
+    """Admit the gang if it is not yet: True when it is admitted, False (with its reason
+    recorded) or Waits when it may not be.
 
     A closed queue's gangs, and those of any queue under a closed one, cannot
     run however long they wait, so they hold nothing for starvation; a gang
-    refused for room does, through :func:`wait`.
+    refused for room does, through the wait stage (:mod:`.starve`).
     A PodGroup with no pods yet is only told why: no pod of it waits.
     """
     if gang.key in session.admitted:
@@ -36,9 +36,8 @@ def admit(session: Session, gang: Gang) -> bool:
     refusal = admission_refusal(session, gang)
     if refusal is not None:
         if gang.pending:
-            wait(session, gang, refusal)
-        else:
-            session.unadmitted.append(Unplaceable(gang.key, refusal))
+            return Waits(refusal)
+        session.unadmitted.append(Unplaceable(gang.key, refusal))
         return False
     session.admit(gang)
     session.hold(gang, outstanding(gang.min_resources, session.bound[gang.key]))

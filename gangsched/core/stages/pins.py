@@ -3,13 +3,13 @@
 A starving gang cannot wait for room anywhere: it picks nodes and the cycle takes what
 is free there from the capacity, so no later gang of the cycle gets it. A gang that may
 backfill borrows the pinned room and gives back what it does not use; asking whether a
-gang would fit without the pins gives all of it back for the question only.
+gang would fit without the pins gives all of it back for the question only (both under
+a statement of the session, which pins it all again on discard).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
+from collections.abc import Iterable
 
 from gangsched.core.dra.devices import DeviceRef
 from gangsched.core.model.objects import GangKey, NodeName, PodKey
@@ -46,25 +46,20 @@ class Pins:
         return tuple(sorted({node for placement, _ in self.taken
                              for _, node in placement.assignments}))
 
-    @contextmanager
-    def unpinned(self) -> Iterator[None]:
-        """The capacity with the pinned room given back, pinned again on leaving."""
+    def unpin(self) -> list[tuple[Placement, Resources]]:
+        """Give the pinned room back to the capacity (to a gang that may backfill into it, or
+        for a question asked without the pins); :meth:`repin` pins again what is left,
+        :meth:`pin_again` all of it. Returns the pins given back, each with its room."""
         for placement, _ in self.taken:
             self.capacity.release(placement)
-        try:
-            yield
-        finally:
-            self.taken = [
-                (self._take(placement.gang, pod, node, room, devices_of(placement)), room)
-                for placement, room in self.taken for (pod, node) in placement.assignments
-            ]
+        return list(self.taken)
 
-    def unpin(self) -> Resources:
-        """Give the pinned room back to the capacity for a gang that may backfill into it;
-        :meth:`repin` pins again what is left. Returns the room."""
-        for placement, _ in self.taken:
-            self.capacity.release(placement)
-        return Resources.sum(room for _, room in self.taken)
+    def pin_again(self, released: list[tuple[Placement, Resources]]) -> None:
+        """Take again, exactly, the pins :meth:`unpin` gave back."""
+        self.taken = [
+            (self._take(placement.gang, pod, node, room, devices_of(placement)), room)
+            for placement, room in released for (pod, node) in placement.assignments
+        ]
 
     def repin(self) -> tuple[Resources, Resources]:
         """Pin again, after :meth:`unpin`, what is still free of each pin: all of it unless

@@ -32,19 +32,17 @@ from fractions import Fraction
 
 from gangsched.core.model.objects import Gang, QueueName
 from gangsched.core.model.resources import Resources
-from gangsched.core.placement.capacity import Unplaceable
 from gangsched.core.placement.preemption import Candidate, Preemption
 from gangsched.core.reasons import NotReclaimable, Preempting, Reason
-from gangsched.core.stages.preempt import hold_for_preemptor, may_preempt, victims_for
-from gangsched.core.stages.session import Session, pending_need
+from gangsched.core.stages.session import Session, Waits, pending_need
 from gangsched.core.stages.shares import keeps_shares, within_share
-from gangsched.core.stages.starve import wait
+from gangsched.core.stages.victims import hold_for_preemptor, may_preempt, victims_for
 
 
-def reclaim(session: Session, gang: Gang, reason: Reason) -> bool:
+def reclaim(session: Session, gang: Gang, reason: Reason) -> bool | Waits:
     """Start a reclaim for the gang when its queue is below its deserved share and queues
-    above theirs hold gangs whose eviction makes it fit; True when one starts, or when the
-    gang waits only because those queues are not reclaimable (its reason then says so)."""
+    above theirs hold gangs whose eviction makes it fit; True when one starts, Waits when
+    the gang waits only because those queues are not reclaimable (its reason says so)."""
     if not _may_reclaim(session, gang):
         return False
     deserved = session.deserved()
@@ -54,12 +52,12 @@ def reclaim(session: Session, gang: Gang, reason: Reason) -> bool:
     candidates, opted_out = _borrowed(session, gang, need, deserved)
     chosen = _victims(session, gang, candidates, deserved)  # every borrower's gang may go
     if chosen is None:
-        return bool(opted_out) and _refused_by_opt_out(
-            session, gang, reason, [*candidates, *opted_out], deserved)
+        if not opted_out:
+            return False
+        return _refused_by_opt_out(session, gang, reason, [*candidates, *opted_out], deserved)
     session.preemptions.append(replace(chosen, reclaim_for=gang.queue))
     hold = hold_for_preemptor(session, gang, chosen.victims, chosen.placement)
-    session.unplaceable.append(
-        Unplaceable(gang.key, Preempting(chosen.victims, hold, reason, reclaim_for=gang.queue)))
+    session.tell(gang, Preempting(chosen.victims, hold, reason, reclaim_for=gang.queue))
     return True
 
 
@@ -82,7 +80,7 @@ def _victims(
 def _refused_by_opt_out(
     session: Session, gang: Gang, reason: Reason, candidates: list[Candidate],
     deserved: Mapping[QueueName, Fraction],
-) -> bool:
+) -> bool | Waits:
     """Whether evicting gangs of queues that opted out would have made room; if so the
     gang waits with a reason naming them."""
     chosen = _victims(session, gang, candidates, deserved)
@@ -93,8 +91,7 @@ def _refused_by_opt_out(
                              if not session.queues[queues[victim]].reclaimable}))
     if not refusing:
         return False
-    wait(session, gang, NotReclaimable(refusing, reason))
-    return True
+    return Waits(NotReclaimable(refusing, reason))
 
 
 def _may_reclaim(session: Session, gang: Gang) -> bool:

@@ -3,7 +3,9 @@
 It keeps running totals (free room, reservations, queue allocations) rather
 than summing them for every gang, so a cycle stays linear in the number of
 gangs. Only the stages write to it; the cycle's answer is read from it once
-at the end (:meth:`Session.result`).
+at the end (:meth:`Session.result`). A stage that tries something opens a
+:class:`~gangsched.core.stages.statement.Statement` (:meth:`Session.open`) and
+commits or discards what it changed under it.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
+from functools import partial
 
 from gangsched.core.dra.devices import DeviceRef
 from gangsched.core.dra.extended import left_to_devices
@@ -47,8 +50,10 @@ from gangsched.core.queues.hierarchy import (
     deserved_shares,
     fair_key,
 )
+from gangsched.core.reasons import Reason
 from gangsched.core.stages.backoff import BindRefusal
 from gangsched.core.stages.pins import Pins
+from gangsched.core.stages.statement import Statement, Undo
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,6 +125,16 @@ class CycleResult:
     """New preemptions to carry out: evict every victim pod, then the preemptor fits."""
 
 
+@dataclass(frozen=True, slots=True)
+class Waits:
+    """A stage's answer that the gang waits with ``reason`` through the last stage
+    (:mod:`~gangsched.core.stages.starve`), which may hold room for it. A stage answers
+    True when it settled the gang's turn itself (placed it, or told why it waits), False
+    when it had nothing to do."""
+
+    reason: Reason
+
+
 def outstanding(min_resources: Resources, used: Resources) -> Resources:
     """What of a reservation is still unused: per resource ``max(0, min - used)``.
 
@@ -156,6 +171,7 @@ class Session:
 
     def __init__(self, inp: CycleInput) -> None:
         self.inp = inp
+        self.statement: Statement | None = None  # the innermost open: it records undos
         keys = [gang.key for gang in inp.gangs]
         if len(set(keys)) != len(keys):
             raise ValueError("CycleInput.gangs holds two gangs with the same key")
@@ -169,12 +185,11 @@ class Session:
         self.cluster_total = schedulable_total(inp.snapshot)
         self.capacity = Capacity.from_snapshot(inp.snapshot)
         self.domains: dict[tuple[str, ...], dict[Domain, tuple[NodeName, ...]]] = {}
-        # Kept as a running total from here on rather than summed over the
-        # nodes again for every gang.
+        # A running total from here on, not summed over the nodes again for every gang.
         self.free = self.capacity.free_total()
         self.held: dict[GangKey, list[tuple[Hold, Placement]]] = {}
         for hold in inp.holds:
-            self.take_hold(hold)
+            take_hold(self, hold)
 
         self.bound: dict[GangKey, Resources] = {
             gang.key: inp.bound_requests.get(gang.key, Resources.zero()) for gang in self.gangs
@@ -277,20 +292,6 @@ class Session:
         return left_to_devices(amount, inventory.extended,
                                self.inp.snapshot.index.schedulable_total)
 
-    def claimed_by(self, gang: Gang, placement: Placement) -> Resources:
-        """The devices the claims of the placement's pods take, but those of claims the
-        gang's bound pods hold already (counted in its usage): a claim counts once."""
-        if not placement.claims:
-            return Resources.zero()
-        inventory = self.inp.snapshot.devices
-        held = claims_of(self.inp.bound_pods.get(gang.key, ()), inventory)
-        placed = {pod for pod, _ in placement.assignments}
-        claims = claims_of((pod for pod in gang.pending if pod.key in placed), inventory)
-        allocations = {write.claim: write.allocation for write in placement.claims
-                       if write.allocation is not None}
-        return claim_devices((claim for key, claim in claims.items() if key not in held),
-                             inventory, allocations)
-
     def admit(self, gang: Gang) -> None:
         self.admitted.add(gang.key)
         self.newly_admitted.append(gang.key)
@@ -302,6 +303,8 @@ class Session:
         nodes (see :meth:`pin`): the gangs after it cannot have that room
         anyway, so it is not counted against them twice.
         """
+        if self.statement is not None:
+            self.statement.record(self._holding_again(gang))
         before = self.holding.get(gang.key, Resources.zero())
         before_pinned = self.pinned.pop(gang.key, Resources.zero())
         if amount.is_zero:
@@ -319,6 +322,55 @@ class Session:
                                                - in_ledger(before, self.renames)
                                                + in_ledger(amount, self.renames))
 
+    def _holding_again(self, gang: Gang) -> Undo:
+        """The undo of :meth:`hold`: the gang's hold and the totals as they are now."""
+        holding, pinned = self.holding.get(gang.key), self.pinned.get(gang.key)
+        reserved, queue_reserved = self.reserved, self.queue_reserved.get(gang.queue)
+
+        def undo() -> None:
+            for held, amount in ((self.holding, holding), (self.pinned, pinned)):
+                if amount is None:
+                    held.pop(gang.key, None)
+                else:
+                    held[gang.key] = amount
+            self.reserved = reserved
+            if queue_reserved is not None:
+                self.queue_reserved[gang.queue] = queue_reserved
+        return undo
+
+    def open(self) -> Statement:
+        """A statement for tentative changes, nested in the one open now if any."""
+        self.statement = Statement(self.statement, self._closed)
+        return self.statement
+
+    def _closed(self, statement: Statement) -> None:
+        if statement is not self.statement:
+            raise ValueError("a statement was closed while one nested in it was open")
+        self.statement = statement.outer
+
+    def for_good(self) -> None:
+        """Holds and pins move only between trials: no statement could take them back."""
+        if self.statement is not None:
+            raise ValueError("holds and pins change for good, not under a statement")
+
+    def record(self, undo: Undo) -> None:
+        """Leave the undo of a change with the open statement, if any."""
+        if self.statement is not None:
+            self.statement.record(undo)
+
+    def took(self, decision: Placement) -> Placement:
+        """A placement the capacity just made: the statement gives its room back on discard."""
+        self.record(partial(self.capacity.release, decision))
+        return decision
+
+    def tell(self, gang: Gang, reason: Reason) -> None:
+        """Record why a gang with pending pods waits."""
+        self.unplaceable.append(Unplaceable(gang.key, reason))
+        self.record(self._untell)
+
+    def _untell(self) -> None:
+        self.unplaceable.pop()
+
     def domains_of(self, gang: Gang) -> Mapping[Domain, tuple[NodeName, ...]]:
         """The domains of the gang's topology keys."""
         return self.domains_for(gang.topology_keys)
@@ -330,48 +382,82 @@ class Session:
             domains = self.domains[keys] = domains_of(self.inp.snapshot, keys)
         return domains
 
-    def take_hold(self, hold: Hold) -> None:
-        """Take a departed member's room from the capacity: on its node, with those of its
-        devices free there, else where it fits.
 
-        Where it fits nowhere (a node went away), nothing is held: there is
-        no room to keep, and pretending would only block other gangs.
-        """
-        for stand_in, devices in ((pinned(hold.pod), hold.devices), (anywhere(hold.pod), ())):
-            decision = self.capacity.place(
-                Gang(hold.gang, min_member=1, pending=(stand_in,)), self.inp.policy
-            )
-            if isinstance(decision, Placement):
-                decision = self.capacity.hold_devices(decision, devices)
-                self.held.setdefault(hold.gang, []).append((hold, decision))
-                self.free = self.free - stand_in.requests
-                return
 
-    def pin(self, gang: GangKey, pod: PodKey, node: NodeName, room: Resources,
-            devices: Iterable[DeviceRef] = ()) -> None:
-        """Pin ``room``, free on ``node``, and those of ``devices`` free there, for the
-        rest of the cycle: a starving gang's room on a node it chose for its pod ``pod``."""
-        self.pins.pin(gang, pod, node, room, devices)
-        self.free = self.free - room
 
-    def repin(self, starving: GangKey) -> None:
-        """Pin again what is still free of each pin (see :meth:`Pins.repin`). The starving
-        gang's hold keeps its total; the part no longer pinned is held in the cluster's
-        total instead."""
-        was, now = self.pins.repin()
-        if now == was:
+def claimed_by(session: Session, gang: Gang, placement: Placement) -> Resources:
+    """The devices the claims of the placement's pods take, but those of claims the
+    gang's bound pods hold already (counted in its usage): a claim counts once."""
+    if not placement.claims:
+        return Resources.zero()
+    inventory = session.inp.snapshot.devices
+    held = claims_of(session.inp.bound_pods.get(gang.key, ()), inventory)
+    placed = {pod for pod, _ in placement.assignments}
+    claims = claims_of((pod for pod in gang.pending if pod.key in placed), inventory)
+    allocations = {write.claim: write.allocation for write in placement.claims
+                   if write.allocation is not None}
+    return claim_devices((claim for key, claim in claims.items() if key not in held),
+                         inventory, allocations)
+
+
+def take_hold(session: Session, hold: Hold) -> None:
+    """Take a departed member's room from the capacity: on its node, with those of its
+    devices free there, else where it fits.
+
+    Where it fits nowhere (a node went away), nothing is held: there is
+    no room to keep, and pretending would only block other gangs.
+    """
+    session.for_good()
+    for stand_in, devices in ((pinned(hold.pod), hold.devices), (anywhere(hold.pod), ())):
+        decision = session.capacity.place(
+            Gang(hold.gang, min_member=1, pending=(stand_in,)), session.inp.policy
+        )
+        if isinstance(decision, Placement):
+            decision = session.capacity.hold_devices(decision, devices)
+            session.held.setdefault(hold.gang, []).append((hold, decision))
+            session.free = session.free - stand_in.requests
             return
-        self.free = self.free + was - now
-        gang = next(g for g in self.gangs if g.key == starving)
-        self.hold(gang, self.holding.get(starving, Resources.zero()), now)
 
-    def release_holds(self, gang: GangKey) -> list[Hold]:
-        released = []
-        for hold, placement in self.held.pop(gang, []):
-            self.capacity.release(placement)
-            self.free = self.free + hold.pod.requests
-            released.append(hold)
-        return released
+
+def release_holds(session: Session, gang: GangKey) -> list[Hold]:
+    """Give the rooms held for the gang's departed members back to the capacity."""
+    session.for_good()
+    released = []
+    for hold, placement in session.held.pop(gang, []):
+        session.capacity.release(placement)
+        session.free = session.free + hold.pod.requests
+        released.append(hold)
+    return released
+
+
+def pin(session: Session, gang: GangKey, pod: PodKey, node: NodeName, room: Resources,
+        devices: Iterable[DeviceRef] = ()) -> None:
+    """Pin ``room``, free on ``node``, and those of ``devices`` free there, for the
+    rest of the cycle: a starving gang's room on a node it chose for its pod ``pod``."""
+    session.for_good()
+    session.pins.pin(gang, pod, node, room, devices)
+    session.free = session.free - room
+
+
+def repin(session: Session, starving: GangKey) -> None:
+    """Pin again what is still free of each pin (see :meth:`Pins.repin`). The starving
+    gang's hold keeps its total; the part no longer pinned is held in the cluster's
+    total instead."""
+    session.for_good()
+    was, now = session.pins.repin()
+    if now == was:
+        return
+    session.free = session.free + was - now
+    gang = next(g for g in session.gangs if g.key == starving)
+    session.hold(gang, session.holding.get(starving, Resources.zero()), now)
+
+
+def unpin(session: Session) -> Resources:
+    """Give the starving gang's pinned room back to the capacity (see :meth:`Pins.unpin`);
+    the statement pins it again, exactly, on discard. Returns the room."""
+    released = session.pins.unpin()
+    session.record(partial(session.pins.pin_again, released))
+    return Resources.sum(room for _, room in released)
 
 
 def _queues(queues: Mapping[QueueName, QueueSpec], names: Mapping[str, str]

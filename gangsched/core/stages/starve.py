@@ -15,9 +15,8 @@ from gangsched.core.dra.devices import DeviceRef
 from gangsched.core.fit.nodefit import uses_node_name
 from gangsched.core.model.objects import Gang, NodeName, Pod
 from gangsched.core.model.resources import Resources
-from gangsched.core.placement.capacity import Unplaceable
 from gangsched.core.reasons import PartlyBound, Reason, Starved, Starving, TooBigToHold, Urgency
-from gangsched.core.stages.session import Session, pending_need
+from gangsched.core.stages.session import Session, pending_need, pin
 
 
 def wait(session: Session, gang: Gang, reason: Reason) -> None:
@@ -52,7 +51,7 @@ def wait(session: Session, gang: Gang, reason: Reason) -> None:
                               inp.estimated_starts.get(gang.key))
         else:
             reason = TooBigToHold(_urgency(session, gang), hold, session.cluster_total, reason)
-    session.unplaceable.append(Unplaceable(gang.key, reason))
+    session.tell(gang, reason)
 
 
 def pin_room(session: Session, gang: Gang) -> tuple[Resources, tuple[NodeName, ...]]:
@@ -84,7 +83,7 @@ def pin_room(session: Session, gang: Gang) -> tuple[Resources, tuple[NodeName, .
                               for name, amount in pod.requests.items()})
         if share.is_zero and not session.capacity.devices_free(wanted):
             continue
-        session.pin(gang.key, pod.key, node, share, wanted)
+        pin(session, gang.key, pod.key, node, share, wanted)
         taken = taken + share
         if node not in nodes:
             nodes.append(node)

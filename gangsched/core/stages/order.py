@@ -1,6 +1,6 @@
-"""Allocation: the waiting gangs in their order, each admitted then placed.
+"""The order in which the waiting gangs take their turn in a cycle.
 
-In the spirit of Volcano's allocate action. Replacements for members a
+In the spirit of Volcano's allocate action, which owns the flow. Replacements for members a
 gang had, up to its minMember, go first, because a running gang that cannot
 get a dead worker back holds all its other workers idle. A preemptor whose
 victims are going comes next, before anyone who could take the room it
@@ -14,6 +14,7 @@ they would take the room a preemptor evicted for or a starving gang holds.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import replace
 
 from gangsched.core.model.objects import Gang, QueueName
@@ -21,24 +22,32 @@ from gangsched.core.placement.capacity import Unplaceable
 from gangsched.core.queues.fairness import gang_order
 from gangsched.core.queues.hierarchy import FairKey
 from gangsched.core.reasons import QueueInvalid, QueueNotLeaf
-from gangsched.core.stages.admit import admit
-from gangsched.core.stages.place import place
 from gangsched.core.stages.session import Session
 
 
-def allocate(session: Session, known: list[Gang]) -> None:
-    """Place or tell why not, for every gang ``triage`` let through and every unborn one."""
+def turns(session: Session, known: list[Gang]) -> Iterator[Gang]:
+    """Every gang ``triage`` let through and every unborn one, in the order they take their
+    turn; each is yielded when the turns before it are over, so the order reads the room
+    they left (a replacement placed or not, a queue's share moved)."""
     ordinary = [g for g in known if not is_running(g)]
     for gang in sorted((g for g in known if is_running(g)), key=gang_order):
-        extras = _replace_members(session, gang)
-        if extras is not None:
-            ordinary.append(extras)
+        lacking = max(0, gang.min_member - gang.bound)
+        if lacking == 0:
+            ordinary.append(gang)
+            continue
+        # Only the pods it lacks go first, the oldest, so that a gang that lost one
+        # worker does not carry its elastic extras ahead of every queue; the rest wait
+        # their queue's turn, as a gang already whole, if the replacements were placed.
+        placed_before = len(session.placements)
+        yield replace(gang, pending=gang.pending[:lacking])
+        rest = gang.pending[lacking:]
+        if len(session.placements) > placed_before and rest:
+            ordinary.append(replace(gang, pending=rest, bound=gang.min_member))
     preempting = session.inp.preempting
     nominated = sorted(
         (g for g in ordinary if g.key in preempting and g.bound == 0), key=gang_order
     )
-    for gang in nominated:
-        _consider(session, gang)
+    yield from nominated
     first = {g.key for g in nominated}
     ordinary = [g for g in ordinary if g.key not in first]
 
@@ -65,7 +74,7 @@ def allocate(session: Session, known: list[Gang]) -> None:
         name = min(keys, key=keys.__getitem__)
         queue_gangs = per_queue[name]
         allocated = session.allocated[name]
-        _consider(session, queue_gangs.pop())
+        yield queue_gangs.pop()
         if not queue_gangs:
             del keys[name]
         if session.allocated[name] != allocated:  # a share moves only with its queue's room
@@ -91,32 +100,6 @@ def refuse(session: Session, gang: Gang, reason: QueueInvalid | QueueNotLeaf) ->
     target = session.unplaceable if gang.pending else session.unadmitted
     if gang.pending or gang.key not in session.admitted:
         target.append(Unplaceable(gang.key, reason))
-
-
-def _consider(session: Session, gang: Gang) -> None:
-    """Admit the gang if it is not yet, then place its pods if it has any."""
-    if admit(session, gang) and gang.pending:
-        place(session, gang)
-
-
-def _replace_members(session: Session, gang: Gang) -> Gang | None:
-    """Place the members a partly bound gang lacks; what is left of it is ordinary work.
-
-    Only ``min_member - bound`` pods go first, the oldest, so that a gang
-    that lost one worker does not carry its elastic extras ahead of every
-    queue. The rest wait their queue's turn, as a gang already whole; None
-    when nothing is left for that turn (or the replacements were not placed,
-    and the gang waits whole with its reason).
-    """
-    lacking = max(0, gang.min_member - gang.bound)
-    if lacking == 0:
-        return gang
-    placed_before = len(session.placements)
-    place(session, replace(gang, pending=gang.pending[:lacking]))
-    rest = gang.pending[lacking:]
-    if len(session.placements) == placed_before or not rest:
-        return None
-    return replace(gang, pending=rest, bound=gang.min_member)
 
 
 def is_running(gang: Gang) -> bool:
