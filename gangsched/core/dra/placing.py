@@ -34,6 +34,7 @@ from gangsched.core.dra.devices import Allocation, Claim, ClaimKey, DeviceRef, I
 from gangsched.core.dra.extended import ExtendedClaim, extended_claim, served_by_devices
 from gangsched.core.dra.selectors import SelectorError
 from gangsched.core.fit.nodefit import term_matches
+from gangsched.core.fit.score import Score, node_score
 from gangsched.core.model.objects import Gang, GangKey, NodeName, Pod, PodClaim, Policy
 from gangsched.core.model.resources import Resources
 from gangsched.core.reasons import (
@@ -281,14 +282,13 @@ class _Gang:
 
 def _order(state: _Gang, pod: Pod, nodes: Sequence[NodeName], policy: Policy,
            rules: MemberRules | None) -> list[NodeName]:
-    """Binpack: the gang's nodes, then the fewest free devices; spread: new nodes first;
-    before either, what the pod's inter-pod rules rank first (as the plain search)."""
-    spread = policy is Policy.SPREAD
+    """The nodes by the one node preference (:func:`node_score`), room counted in free
+    devices; before it, what the pod's inter-pod rules rank first (as the plain search)."""
 
-    def rank(node: NodeName) -> tuple[tuple[int, int], bool, int, str]:
-        used = node in state.mine
+    def rank(node: NodeName) -> tuple[tuple[int, int], Score, str]:
         liked = rules.rank(pod, node) if rules is not None else (0, 0)
-        return (liked, used if spread else not used, state.free_devices(node), node)
+        return (liked, node_score(policy, state.mine.get(node, 0), state.free_devices(node)),
+                node)
 
     return sorted(nodes, key=rank)
 

@@ -28,6 +28,7 @@ from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 from gangsched.core.fit.nodefit import uses_node_name
+from gangsched.core.fit.score import joins_gang, node_score
 from gangsched.core.model.objects import NodeName, Pod, PodPlacementRules, Policy
 from gangsched.core.model.resources import Resources
 from gangsched.core.placement.room import fit_count, size_order, stranded_devices
@@ -279,7 +280,7 @@ class Search:
         used = [0] * len(self.types)
         for index, key in chosen:
             kind = self.types[index]
-            node = self._take(pools, key, prefer_used=self.policy is Policy.BINPACK)
+            node = self._take(pools, key, prefer_used=joins_gang(self.policy))
             self._move(pools, node, self._after(key, kind, 1))
             assignments.append((kind.pods[used[index]], node))
             used[index] += 1
@@ -298,7 +299,6 @@ class Search:
         chosen: list[tuple[int, StateKey]] = []
         steps = 0
         size = len(sequence)
-        binpack = self.policy is Policy.BINPACK
 
         def bound_ok(position: int, placed: int) -> bool:
             """Prune when even the most optimistic count cannot reach ``need``."""
@@ -333,7 +333,7 @@ class Search:
                     continue
                 room = fit_count(key[0], kind.items)
                 stranded = self._stranded(key[0], kind)
-                options.append(((stranded, room if binpack else -room), order, key))
+                options.append((node_score(self.policy, 0, room, stranded), order, key))
             options.sort(key=lambda option: (option[0], option[1]))
             for _, _, key in options:
                 after = self._after(key, kind, 1)

@@ -5,13 +5,16 @@ whole for the big gangs behind; spread puts a gang's pods on as many nodes
 as it can. Both place a run of identical pods at a time on a
 :class:`~gangsched.core.placement.shapes.FreeNodes`, consuming as they go; the caller
 (:class:`~gangsched.core.placement.capacity.Capacity`) wraps them in a transaction.
-These are the only binpack and spread: the exhaustive search and the
-inter-pod rules hand the pods beyond a gang's minimum back to them.
+These are the only binpack and spread passes: the exhaustive search and the
+inter-pod rules hand the pods beyond a gang's minimum back to them; all of
+them rank nodes by the one node preference,
+:func:`gangsched.core.fit.score.node_score`.
 """
 
 from __future__ import annotations
 
 from gangsched.core.fit.nodefit import uses_node_name
+from gangsched.core.fit.score import node_score
 from gangsched.core.model.objects import NodeName, Pod, Policy
 from gangsched.core.model.resources import volume_driver
 from gangsched.core.placement.packing import PodType
@@ -102,7 +105,8 @@ def _spread_run(
             ]
             if not candidates:
                 return
-            node = min(candidates, key=lambda name: (mine[name], -shape.room(free[name])))
+            node = min(candidates, key=lambda name: node_score(
+                Policy.SPREAD, mine[name], shape.room(free[name])))
         nodes.move(node, free[node] - shape.requests)
         mine[node] = mine.get(node, 0) + 1
         placed.append((pod, node))

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from gangsched.core.fit.interpod import PodRule, Refusal, Residents, RuleCounts, term_selects
 from gangsched.core.fit.nodefit import PER_NODE_LABELS, uses_node_name
 from gangsched.core.fit.nodelocal import rule_of_term
+from gangsched.core.fit.score import node_score
 from gangsched.core.model.objects import GangKey, NodeName, Pod, PodAffinityTerm, PodKey, Policy
 from gangsched.core.model.resources import Resources
 from gangsched.core.placement.packing import SEARCH_MAX_PODS
@@ -98,7 +99,7 @@ class _Search:
         self.counts = RuleCounts(residents, [run[0] for run in runs])
         self.per_node = frozenset(k for k in self.counts.topology_keys() if k in PER_NODE_LABELS)
         self.need = need
-        self.binpack = policy is Policy.BINPACK
+        self.policy = policy
         self.budget = budget
         self.steps = 0
         self.mine: dict[NodeName, int] = {}
@@ -177,8 +178,7 @@ class _Search:
             if rule is None:
                 rule = figures[alike] = counts.rank(index, name)
             used = mine.get(name, 0)
-            taste = (-min(used, 1), room[0]) if self.binpack else (used, -room[0])
-            ranked.append(((*rule, room[1], *taste, order), name))
+            ranked.append(((*rule, *node_score(self.policy, used, *room), order), name))
         ranked.sort()
         return [name for _, name in ranked]
 
