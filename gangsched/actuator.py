@@ -32,6 +32,7 @@ from gangsched.core.actions import (
     MarkInvalid,
     MarkUnschedulable,
     SelectClaimNode,
+    TellGroupRuntimeProblem,
     TellRuntimeProblem,
     WriteGroupStatus,
     WriteQueueStatus,
@@ -208,14 +209,17 @@ class Actuator:
                 record = view.pods.get(pod)
                 if record is not None:
                     self.reporter.pod_runtime_problem(record, problem)
-            case WriteGroupStatus(group=key, status=status, observed_generation=observed):
-                self.reporter.group_status(view.groups[key], status, observed)
-            case MarkGroupInvalid(group=key, error=error):
-                self.reporter.group_invalid(view.groups[key], error)
-            case WriteQueueStatus(queue=queue, status=status, counts=counts):
+            case TellGroupRuntimeProblem(group=key, problem=problem):
+                self.reporter.group_runtime_problem(view.groups[key], problem)
+            case WriteGroupStatus(group=key, status=status, observed_generation=observed,
+                                  event=event):
+                self.reporter.group_status(view.groups[key], status, observed, event=event)
+            case MarkGroupInvalid(group=key, error=error, event=event):
+                self.reporter.group_invalid(view.groups[key], error, event=event)
+            case WriteQueueStatus(queue=queue, status=status, counts=counts, event=event):
                 held = self.mirror.groups_and_queues
                 self.reporter.queue_status(queue, status, held.queue_conditions.get(queue, ()),
-                                           counts=counts,
+                                           counts=counts, event=event,
                                            shown=held.queue_allocated.get(queue, frozenset()))
                 self.queue_figures.show(action)
             case ForgetWritten():

@@ -28,7 +28,6 @@ from __future__ import annotations
 import asyncio
 import enum
 import json
-import time
 from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -87,15 +86,18 @@ class Answer(NamedTuple):
         return 200 <= self.status <= 299
 
 
+_NOTHING = object()
+"""What no accepted state equals."""
+
+
 class Call(NamedTuple):
     """One call to make; ``send`` makes it and answers, never raising for a refusal.
 
     ``state`` is what the call sets: a call whose state equals the one last
     accepted for the key is skipped. None: never skipped, nothing remembered
-    (binds, evictions, one-off Events). ``gap``: the least time after the last
-    accepted call for the key before another goes out; meanwhile newer calls
-    replace the waiting one. ``repeat_s``: the same state goes out again once
-    this long has passed since it was accepted (None: never).
+    (binds, evictions, Events). When a call is due is its caller's to decide
+    (the report plan's, for what users see): the dispatcher coalesces, skips
+    no-ops and retries, and holds nothing back but a failed call's backoff.
     """
 
     key: CallKey
@@ -103,8 +105,6 @@ class Call(NamedTuple):
     what: str
     send: Callable[[], Awaitable[Answer]]
     state: object = None
-    gap: float = 0.0
-    repeat_s: float | None = None
     retry: bool = False
     """Retry failures with backoff (status writes); binds and evictions answer their caller."""
     done: asyncio.Future[Answer] | None = None
@@ -168,10 +168,8 @@ class Dispatcher:
         bind_workers: int,
         write_workers: int = 16,
         may_act: Callable[[], bool] = lambda: True,
-        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._may_act = may_act
-        self._clock = clock
         self._pending: dict[CallKey, Call] = {}
         """Calls not yet out, one per key; those of in-flight or delayed keys wait here."""
         self._lanes = tuple(deque[CallKey]() for _ in Rank)
@@ -179,7 +177,7 @@ class Dispatcher:
         """The lane a pending key sits in; a key met in another lane left it (lazy removal)."""
         self._in_flight: set[CallKey] = set()
         self._delayed: dict[CallKey, asyncio.TimerHandle] = {}
-        self._accepted: dict[CallKey, tuple[object, float]] = {}
+        self._accepted: dict[CallKey, object] = {}
         self._failures: dict[CallKey, int] = {}
         self._binds = _Pool(BIND_RANKS, bind_workers,
                             tuple(self._lanes[rank] for rank in BIND_RANKS))
@@ -216,31 +214,14 @@ class Dispatcher:
             else:
                 call = _joined(call._replace(send=send), current)
             if call.rank < current.rank and key in self._delayed:
-                self._delayed.pop(key).cancel()  # a bind waits for no condition's pacing
+                self._delayed.pop(key).cancel()  # a bind waits for no status write's backoff
         self._pending[key] = call
         if key in self._in_flight or key in self._delayed:
-            return  # goes once the call in flight ends or the delay runs out
-        wait = self._wait(call) if call.gap else 0.0
-        if wait > 0:
-            self._delay(key, wait)
-        else:
-            self._enqueue(key, call.rank)
+            return  # goes once the call in flight ends or the backoff runs out
+        self._enqueue(key, call.rank)
 
     def _skippable(self, call: Call) -> bool:
-        if call.state is None:
-            return False
-        accepted = self._accepted.get(call.key)
-        if accepted is None or accepted[0] != call.state:
-            return False
-        return call.repeat_s is None or self._clock() - accepted[1] < call.repeat_s
-
-    def _wait(self, call: Call) -> float:
-        if not call.gap:
-            return 0.0
-        accepted = self._accepted.get(call.key)
-        if accepted is None:
-            return 0.0
-        return accepted[1] + call.gap - self._clock()
+        return call.state is not None and self._accepted.get(call.key, _NOTHING) == call.state
 
     def _drop(self, key: CallKey) -> None:
         self._pending.pop(key, None)
@@ -332,7 +313,7 @@ class Dispatcher:
         if answer.accepted:
             self._failures.pop(key, None)
             if call.state is not None:
-                self._accepted[key] = (call.state, self._clock())
+                self._accepted[key] = call.state
         elif answer.sent and answer.status in FINAL_STATUSES:
             self._failures.pop(key, None)
             self._accepted.pop(key, None)
@@ -356,12 +337,7 @@ class Dispatcher:
             self._drop(key)
             _resolve(waiting, Answer(200, "unchanged", sent=False))
             return
-        wait = self._wait(waiting)
-        if key in self._delayed:
-            return
-        if wait > 0:
-            self._delay(key, wait)
-        else:
+        if key not in self._delayed:
             self._enqueue(key, waiting.rank)
 
     # ---- memory and shutdown ----------------------------------------------------

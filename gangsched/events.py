@@ -1,8 +1,9 @@
 """Events about pods and PodGroups, posted through the dispatcher.
 
 kube-scheduler's habits, kept: ``Scheduled`` where a pod went,
-``FailedScheduling`` while it waits (when the report plan says it is due, so a
-pod that waits an hour does not cost an Event a cycle),
+``FailedScheduling`` while it waits, and a PodGroup's or Queue's warnings (when
+the report plan says they are due, so a pod that waits an hour does not cost an
+Event a cycle),
 ``Preempted``/``Preempting`` naming the other side. Each Event is keyed by its
 object's UID, so an object created again under an old name gets its first Event
 at once.
@@ -24,11 +25,6 @@ from gangsched.core.model.objects import GangKey, PodKey, QueueName
 from gangsched.dispatcher import Answer, Call, Dispatcher, ObjectId, Rank, answer_of
 from gangsched.mirror import GroupRecord, PodRecord
 
-EVENT_INTERVAL_S = 60.0
-"""An unchanged message is not sent again as an Event within this time."""
-EVENT_CHANGE_GAP_S = 10.0
-"""A changed message waits this long after the object's last Event: a gang still being
-created changes its reason with every pod, and must not cost an Event each time."""
 COMPONENT = "gangsched"
 
 
@@ -66,16 +62,9 @@ class Events:
         reason: str,
         message: str,
         type_: str = "Normal",
-        paced: bool = False,
     ) -> None:
-        """Post an Event about ``involved``.
-
-        ``paced``: one of the Events a waiting PodGroup or Queue gets again and
-        again (a group's warning, a queue's Invalid). The same message goes out at
-        most every ``EVENT_INTERVAL_S``, a new one only ``EVENT_CHANGE_GAP_S``
-        after the object's last (the latest then wins), so a reason that
-        changes every cycle costs an Event every ten seconds, not one per cycle.
-        """
+        """Post an Event about ``involved``, keyed by its UID and reason: the dispatcher
+        coalesces two of one reason asked before the first went out."""
         namespace = involved.get("namespace", "default")
         key = object_id(involved.get("uid", ""), kind,
                                f"{namespace}/{involved['name']}")
@@ -93,12 +82,9 @@ class Events:
             "count": 1,
         }
         self._dispatcher.submit(Call(
-            (key, "event/paced" if paced else f"event/{reason}"), Rank.EVENT,
+            (key, f"event/{reason}"), Rank.EVENT,
             f"event {reason} {namespace}/{involved['name']}",
             functools.partial(self._post_event, namespace, body),
-            state=message if paced else None,
-            gap=EVENT_CHANGE_GAP_S if paced else 0.0,
-            repeat_s=EVENT_INTERVAL_S if paced else None,
         ))
 
     async def _post_event(self, namespace: str, body: Mapping[str, Any]) -> Answer:
@@ -149,9 +135,9 @@ class Events:
                    kind="Pod", reason=reason, message=message, type_=type_)
 
     def on_group(self, group: GroupRecord, reason: str, message: str,
-                     type_: str = "Normal", paced: bool = False) -> None:
+                 type_: str = "Normal") -> None:
         namespace, name = group.key.split("/", 1)
         self.post({"apiVersion": group.flavor.value, "namespace": namespace, "name": name,
-                    "uid": group.uid}, kind="PodGroup", reason=reason, message=message,
-                   type_=type_, paced=paced)
+                   "uid": group.uid}, kind="PodGroup", reason=reason, message=message,
+                  type_=type_)
 

@@ -3,9 +3,10 @@
 The report plan (:mod:`gangsched.core.reports.report_plan`) decides when a waiting
 pod's condition and ``FailedScheduling`` Event are due; the reporter words the
 writes, and the dispatcher (:mod:`gangsched.dispatcher`) sends them: it skips
-what the API server already accepted, paces the Events of PodGroups and Queues
-per object, retries failed status writes with backoff, and never stalls a
-scheduling cycle. Everything is keyed by the
+what the API server already accepted, retries failed status writes with backoff,
+and never stalls a scheduling cycle. When a PodGroup's or Queue's Event is due
+is the report plan's too (:mod:`gangsched.core.reports.warnings`): nothing here
+paces or remembers what was said. Everything is keyed by the
 object's UID, so a pod or PodGroup created again under an old name starts
 with nothing remembered.
 """
@@ -22,9 +23,8 @@ from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from gangsched.binder import FIELD_MANAGER, MERGE_PATCH
-from gangsched.core.kubeobjects.groups import Flavor, GroupStatus, Phase
+from gangsched.core.kubeobjects.groups import Flavor, GroupStatus
 from gangsched.core.kubeobjects.status_bodies import (
-    QUIET_REASONS,
     QueueStatus,
     invalid_body,
     queue_status_body,
@@ -33,6 +33,7 @@ from gangsched.core.kubeobjects.status_bodies import (
 )
 from gangsched.core.model.objects import GangKey, NodeName, PodKey, QueueName
 from gangsched.core.reasons import LevelHeld
+from gangsched.core.reports.warnings import invalid_message, warning_of
 from gangsched.dispatcher import Answer, Call, Dispatcher, ObjectId, Rank, answer_of
 from gangsched.events import Events, now_iso
 from gangsched.events import object_id as object_id_of
@@ -55,8 +56,8 @@ class PodConditions:
         self._placed = placed
 
     def ask(self, pod: PodKey, uid: str, message: str, version: str, reason: str) -> None:
-        """The condition is paced per pod (``CONDITION_CHANGE_GAP_S``, the latest wins); a
-        pod new under an old name has another UID, so its first condition goes at once."""
+        """The latest condition asked for a pod wins; a pod new under an old name has
+        another UID, so its first condition goes at once."""
         self._dispatcher.submit(Call(
             (object_id_of(uid, "pod", pod), ""), Rank.STATUS, f"pod condition {pod}",
             functools.partial(self._write, pod, message, version, reason),
@@ -106,11 +107,9 @@ class Reporter:
         """Events about pods and PodGroups (``Scheduled``, ``FailedScheduling``, preemption)."""
         self._conditions = PodConditions(core, dispatcher, placed)
         self._asked: dict[ObjectId, Mapping[str, Any]] = {}
-        """The status last asked for, per group and queue: an unchanged one is not asked
-        again (the dispatcher retries one that failed until it is accepted)."""
-        self._runtime_told: dict[ObjectId, str] = {}
-        """The unreadable expected runtime last told of per group and lone pod, told once
-        in an Event."""
+        """The status body last asked for, per group and queue: one unchanged but for the
+        transition times it stamps now is no write (the dispatcher retries one that
+        failed until it is accepted)."""
 
     # ---- plumbing -------------------------------------------------------------
     def queued(self) -> int:
@@ -140,8 +139,7 @@ class Reporter:
     def pod_runtime_problem(self, record: PodRecord, problem: str) -> None:
         """A Warning Event when the expected runtime of a pod in no PodGroup cannot be read:
         it has no group whose status or Events could say so."""
-        if self._runtime_news(object_id_of(record.uid, "pod", record.pod.key), problem):
-            self.events.on_pod(record, "InvalidRuntime", problem, type_="Warning")
+        self.events.on_pod(record, "InvalidRuntime", problem, type_="Warning")
 
     def pod_invalid(self, pod: PodKey, error: str) -> None:
         """A pod of ours the core cannot read (a malformed quantity) waits, saying why."""
@@ -184,46 +182,27 @@ class Reporter:
             bound, "" if level is None else level.text()))
 
     # ---- PodGroups --------------------------------------------------------------
-    def group_status(self, group: GroupRecord, status: GroupStatus, observed: int) -> None:
+    def group_status(self, group: GroupRecord, status: GroupStatus, observed: int, *,
+                     event: bool = False) -> None:
+        """The group's whole status; ``event``: its Event is due too, a Warning while it
+        waits with a problem, else a Normal one (it turned Running or Inqueue)."""
         body = status_body(
             group.flavor, status, observed_generation=observed,
             previous_conditions=group.status.get("conditions") or [], now=now_iso(),
         )
         object_id = _group_id(group)
-        self._tell_runtime_problem(group, object_id, status.runtime_problem)
-        previous = self._asked.get(object_id)
-        if previous == body:
-            return
-        self._asked[object_id] = body
-        self._patch_group_status(group, object_id, body)
-        old_phase = (previous or {}).get("phase")
-        if status.phase in (Phase.UNSCHEDULABLE, Phase.PENDING) and (
-            status.reason not in QUIET_REASONS
-        ):
-            self.events.on_group(group, status.reason, status.message, type_="Warning", paced=True)
-        elif old_phase != body.get("phase") and status.phase in (Phase.RUNNING, Phase.INQUEUE):
-            self.events.on_group(group, status.reason, status.message)
+        if self._asked.get(object_id) != body:
+            self._asked[object_id] = body
+            self._patch_group_status(group, object_id, body)
+        if event:
+            waiting = warning_of(status) is not None
+            self.events.on_group(group, status.reason, status.message,
+                                 type_="Warning" if waiting else "Normal")
 
-    def _tell_runtime_problem(self, group: GroupRecord, object_id: ObjectId,
-                              problem: str | None) -> None:
+    def group_runtime_problem(self, group: GroupRecord, problem: str) -> None:
         """A Warning Event when the group's (or a member's) expected runtime cannot be read:
         every flavour gets it, though only ours has a status condition for it."""
-        if problem is None:
-            self._runtime_told.pop(object_id, None)
-        elif self._runtime_news(object_id, problem):
-            self.events.on_group(group, "InvalidRuntime", problem, type_="Warning")
-
-    def _runtime_news(self, object_id: ObjectId, problem: str) -> bool:
-        """Whether the object's runtime problem is one not told yet, now remembered as told.
-
-        Told once per problem, its Event is not paced: in the paced slot the
-        object's waiting warning (a group's ``Unschedulable``), asked for in the same
-        cycle, would replace it before it went out.
-        """
-        if self._runtime_told.get(object_id) == problem:
-            return False
-        self._runtime_told[object_id] = problem
-        return True
+        self.events.on_group(group, "InvalidRuntime", problem, type_="Warning")
 
     def _patch_group_status(self, group: GroupRecord, object_id: ObjectId,
                             body: Mapping[str, Any]) -> None:
@@ -251,45 +230,45 @@ class Reporter:
             if object_id not in live:
                 del self._asked[object_id]
         live.update(object_id_of(record.uid, "pod", key) for key, record in pods.items())
-        for object_id in [k for k in self._runtime_told if k not in live]:
-            del self._runtime_told[object_id]
         self._dispatcher.retain(lambda object_id: object_id in live
                                 or object_id.startswith("queue/"))
 
-    def group_invalid(self, group: GroupRecord, error: str | None = None) -> None:
-        """An invalid PodGroup is reported on its own status and as an Event, and skipped.
+    def group_invalid(self, group: GroupRecord, error: str | None = None, *,
+                      event: bool = False) -> None:
+        """An invalid PodGroup is reported on its own status and, when the report plan
+        says it is due, as an Event, and skipped.
 
-        Once per distinct error, whatever the flavour: the scheduler calls this
-        every cycle, and a status patch plus an Event each time would flood the
-        API server. Volcano's status takes a condition as ours does;
+        Its status once per distinct error, whatever the flavour: the scheduler calls
+        this every cycle. Volcano's status takes a condition as ours does;
         scheduler-plugins' has no place for one, so there the Event says why.
         """
-        message = (error or group.error or "invalid")[:1024]
+        message = invalid_message(error, group.error)
         object_id = _group_id(group)
-        if self._asked.get(object_id) == {"invalid": message}:
-            return
-        self._asked[object_id] = {"invalid": message}
-        self._patch_group_status(group, object_id,
-                                 invalid_body(group.flavor, message, now_iso()))
-        self.events.on_group(group, "InvalidSpec", message, type_="Warning", paced=True)
+        if self._asked.get(object_id) != {"invalid": message}:
+            self._asked[object_id] = {"invalid": message}
+            self._patch_group_status(group, object_id,
+                                     invalid_body(group.flavor, message, now_iso()))
+        if event:
+            self.events.on_group(group, "InvalidSpec", message, type_="Warning")
 
     # ---- Queues -------------------------------------------------------------------
     def queue_status(self, name: QueueName, status: QueueStatus,
                      previous_conditions: Sequence[Mapping[str, Any]], *,
-                     counts: bool = True, shown: Collection[str] = ()) -> None:
+                     counts: bool = True, shown: Collection[str] = (),
+                     event: bool = False) -> None:
         """The Queue's whole status (only its conditions when ``counts`` is false: the
         merge patch then leaves the counts another scheduler wrote); skipped when it is
-        what was last asked for."""
+        what was last asked for. ``event``: the Warning of its problem is due."""
         object_id = f"queue/{name}"
         earlier = self._asked.get(object_id)
         body = queue_status_body(
             status, previous_conditions or (earlier or {}).get("conditions") or (), now_iso(),
             counts=counts, shown=shown)
+        if event and status.problem is not None:
+            self._queue_invalid(name, body)
         if earlier == body:
             return
         self._asked[object_id] = body
-        if status.problem is not None:
-            self._queue_invalid(name, body, previous_conditions)
         self._dispatcher.submit(Call(
             (object_id, ""), Rank.STATUS, f"queue status {name}",
             lambda: answer_of(self._custom.patch_cluster_custom_object_status(
@@ -299,16 +278,13 @@ class Reporter:
             state=body, retry=True,
         ))
 
-    def _queue_invalid(self, name: QueueName, body: Mapping[str, Any],
-                       previous_conditions: Sequence[Mapping[str, Any]]) -> None:
-        """A Warning Event on a queue that has just lost its place in the hierarchy (or
-        whose problem changed): ``kubectl describe queue`` shows it, as does the status."""
-        said = {c.get("type"): c.get("message") for c in previous_conditions}
+    def _queue_invalid(self, name: QueueName, body: Mapping[str, Any]) -> None:
+        """A Warning Event on a queue that has no place in the hierarchy: ``kubectl
+        describe queue`` shows it, as does the status."""
         invalid = next(c for c in body["conditions"] if c["type"] == "Invalid")
-        if said.get("Invalid") != invalid["message"]:
-            self.events.post({"apiVersion": "scheduling.gangsched.io/v1alpha1", "name": name},
-                             kind="Queue", reason=invalid["reason"], message=invalid["message"],
-                             type_="Warning", paced=True)
+        self.events.post({"apiVersion": "scheduling.gangsched.io/v1alpha1", "name": name},
+                         kind="Queue", reason=invalid["reason"], message=invalid["message"],
+                         type_="Warning")
 
     async def ensure_default_queue(self) -> None:
         body = {

@@ -74,9 +74,18 @@ class MarkInvalid:
 @dataclass(frozen=True, slots=True)
 class TellRuntimeProblem:
     """A Warning Event on a pod in no PodGroup whose expected-runtime annotation cannot be
-    read (a group's members are told of on the group, with its status)."""
+    read (a group's members are told of on the group, with its status), once per problem."""
 
     pod: PodKey
+    problem: str
+
+
+@dataclass(frozen=True, slots=True)
+class TellGroupRuntimeProblem:
+    """A Warning Event on a group whose (or whose member's) expected runtime cannot be
+    read, once per problem: every flavour gets it, though only ours has a condition for it."""
+
+    group: GangKey
     problem: str
 
 
@@ -85,6 +94,9 @@ class WriteGroupStatus:
     group: GangKey
     status: GroupStatus
     observed_generation: int
+    event: bool = False
+    """Whether its Event is due (the report plan decides): a waiting group's warning, or
+    the Normal Event of a group that turns Running or Inqueue."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,6 +104,8 @@ class MarkGroupInvalid:
     group: GangKey
     error: str | None = None
     """Why, when the group's own spec reads well but contradicts its pods."""
+    event: bool = False
+    """Whether its ``InvalidSpec`` Warning Event is due (the report plan decides)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,6 +124,8 @@ class WriteQueueStatus:
     """False: only the conditions are written (see :func:`gangsched.core.reports.report_plan.
     queue_statuses`); another scheduler's gangs may be what the queue counts."""
     deserved_share: Fraction = Fraction(0)
+    event: bool = False
+    """Whether the Warning Event of its problem (no place in the queue tree) is due."""
     """Its deserved part of the cluster now, shared only with the queues that have gangs
     (see :func:`gangsched.core.queues.hierarchy.deserved_shares`)."""
 
@@ -133,4 +149,4 @@ class LogDecision:
 
 Action = (Bind | Evict | MarkUnschedulable | MarkInvalid | WriteGroupStatus | MarkGroupInvalid
           | WriteQueueStatus | ForgetWritten | LogDecision
-          | SelectClaimNode | TellRuntimeProblem)
+          | SelectClaimNode | TellRuntimeProblem | TellGroupRuntimeProblem)

@@ -62,6 +62,16 @@ class PodReport:
 
 
 @dataclass(frozen=True, slots=True)
+class Warned:
+    """What a PodGroup's or Queue's Event last said and when (see
+    :mod:`gangsched.core.reports.warnings`), for the object of that UID."""
+
+    uid: str
+    said: str
+    at: float
+
+
+@dataclass(frozen=True, slots=True)
 class State:
     """Everything one cycle leaves to the next. Its mappings are never changed once made."""
 
@@ -83,6 +93,13 @@ class State:
     reported: Mapping[GangKey, Reported] = field(default_factory=dict)
     """The reason each waiting gang was last reported with (see core.reports.report_plan)."""
     pod_reports: Mapping[PodKey, PodReport] = field(default_factory=dict)
+    warned: Mapping[str, Warned] = field(default_factory=dict)
+    """What each PodGroup's and Queue's Event last said, and when (core.reports.warnings)."""
+    phases: Mapping[GangKey, tuple[str, str]] = field(default_factory=dict)
+    """The phase each group (by UID) was last written with: a Normal Event goes when it
+    turns Running or Inqueue."""
+    runtime_told: Mapping[str, str] = field(default_factory=dict)
+    """The unreadable expected runtime each group and lone pod (by UID) was told of."""
     queues_served: frozenset[QueueName] = frozenset()
     """Queues with a gang of this scheduler at the last full cycle: one left empty gets
     its counts written back to zero once."""

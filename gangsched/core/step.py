@@ -129,11 +129,12 @@ def step(state: State, view: StepView, now: float, config: StepConfig) -> Steppe
     plan = plan_reports(view, gathered, result, shown, waiting_since=waiting_since,
                         previous=state.pod_reports, now=now, pacing=config.pacing,
                         cycle=state.cycles, served_before=state.queues_served,
-                        estimates=state.estimates)
+                        estimates=state.estimates, state=state)
     waiting = waiting_logs(gathered, shown, logged)
     return Stepped(
         state=replace(state, preempting=preempting, pod_reports=plan.pod_reports,
-                      queues_served=plan.queues_served),
+                      queues_served=plan.queues_served, warned=plan.warned,
+                      phases=plan.phases, runtime_told=plan.runtime_told),
         actions=(*notes, *ended, *claim_writes, *acts, *plan.actions, *waiting),
         result=result,
         input=inp,

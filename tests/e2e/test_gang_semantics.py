@@ -305,7 +305,8 @@ def test_schedule_timeout_marks_unschedulable_and_the_gang_keeps_waiting(
     assert condition["reason"] == "ScheduleTimeout", condition
     assert "2s" in condition["message"] and "cpu" in condition["message"], condition
     # The Event follows the status: Events rank below status writes, and a group's
-    # warnings are paced (a new one at most every EVENT_CHANGE_GAP_S).
+    # warnings are paced by the report plan (a new one no sooner than Pacing.event_gap_s
+    # after the last).
     wait_for(lambda: any(e["reason"] == "ScheduleTimeout" for e in ws.events("slow")),
              timeout=20, what="a ScheduleTimeout Event on the PodGroup")
     assert bound(_members(ws, "slow-")) == []

@@ -178,42 +178,35 @@ async def test_a_bind_replaces_a_pending_condition_of_its_pod_and_outranks_later
     assert server.sent() == ["x", "bind"]
 
 
-async def test_a_pod_created_again_under_its_name_gets_its_condition_at_once() -> None:
-    """Conditions are paced per object; a new UID is a new object, with no pace to keep."""
+async def test_a_changed_state_and_a_new_object_go_at_once_and_an_unchanged_one_not() -> None:
+    """The dispatcher holds nothing back (when a write is due is the report plan's):
+    a changed condition goes at once, a pod created again under its name (a new UID)
+    too, and a condition already accepted is skipped."""
     server = FakeServer()
     dispatcher = Dispatcher(bind_workers=1, write_workers=1)
-    dispatcher.submit(status(server, "uid-1", "unschedulable", gap=60.0))
+    dispatcher.submit(status(server, "uid-1", "unschedulable"))
     await dispatcher.drain()
-    dispatcher.submit(status(server, "uid-1", "other reason", gap=60.0))
-    dispatcher.submit(status(server, "uid-2", "unschedulable", gap=60.0))
-    await asyncio.sleep(0.05)
+    dispatcher.submit(status(server, "uid-1", "unschedulable"))
+    dispatcher.submit(status(server, "uid-1", "other reason"))
+    dispatcher.submit(status(server, "uid-2", "unschedulable"))
+    await dispatcher.drain()
     assert server.received == [(("uid-1", ""), "status", "unschedulable"),
+                               (("uid-1", ""), "status", "other reason"),
                                (("uid-2", ""), "status", "unschedulable")]
-    assert len(dispatcher) == 1  # uid-1's change waits out its gap
 
 
-async def test_paced_events_repeat_after_their_interval_and_changes_wait_for_the_gap() -> None:
-    clock = [0.0]
-    server = FakeServer()
-    dispatcher = Dispatcher(bind_workers=1, write_workers=1, clock=lambda: clock[0])
-
-    def event(message: str) -> Call:
-        return server.call(("p1", "event/paced"), Rank.EVENT, "event", message,
-                           gap=0.05, repeat_s=60.0)
-
-    dispatcher.submit(event("m1"))
+async def test_two_events_of_one_reason_asked_before_the_first_went_out_are_one() -> None:
+    server = FakeServer(gate=asyncio.Event())
+    dispatcher = Dispatcher(bind_workers=1, write_workers=1)
+    dispatcher.submit(status(server, "busy", "x"))  # holds the only write worker
+    await asyncio.sleep(0.01)
+    for message in ("m1", "m2"):
+        dispatcher.submit(server.call(("p1", "event/Unschedulable"), Rank.EVENT, "event",
+                                      message))
+    assert server.gate is not None
+    server.gate.set()
     await dispatcher.drain()
-    dispatcher.submit(event("m1"))  # the same message within the interval
-    await dispatcher.drain()
-    clock[0] = 61.0
-    dispatcher.submit(event("m1"))
-    await dispatcher.drain()
-    dispatcher.submit(event("m2"))
-    dispatcher.submit(event("m3"))  # within the gap: the latest replaces the waiting one
-    assert server.sent() == ["m1", "m1"]
-    clock[0] = 61.1
-    await asyncio.sleep(0.1)
-    assert server.sent() == ["m1", "m1", "m3"]
+    assert server.sent() == ["x", "m2"]
 
 
 async def test_a_flood_of_writes_holds_one_entry_per_object() -> None:

@@ -146,7 +146,8 @@ def test_pods_of_a_missing_or_invalid_group_and_unreadable_pods_say_why() -> Non
     }
     assert of_type(stepped.actions, MarkInvalid) == [MarkInvalid(PodKey("ns/odd"),
                                                                  "cpu: bad quantity")]
-    assert of_type(stepped.actions, MarkGroupInvalid) == [MarkGroupInvalid(invalid.key)]
+    assert of_type(stepped.actions, MarkGroupInvalid) == [MarkGroupInvalid(invalid.key,
+                                                                           event=True)]
 
 
 def test_a_pod_of_a_missing_group_is_told_as_a_waiting_pod_is_not_every_cycle() -> None:

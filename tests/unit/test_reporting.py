@@ -57,12 +57,12 @@ def test_a_waiting_pod_gets_its_condition_and_event_keyed_by_its_uid_when_asked(
     conditions = [c for c in dispatcher.calls if c.rank is Rank.STATUS]
     events = [c for c in dispatcher.calls if c.rank is Rank.EVENT]
     assert [c.key for c in conditions] == [("uid-1", ""), ("uid-2", "")]
-    assert all(c.retry and not c.gap for c in conditions)
+    assert all(c.retry for c in conditions)
     assert {c.state for c in conditions} == {("Unschedulable", "needs 4 cpu")}
     assert [c.key for c in events] == [("uid-1", "event/FailedScheduling"),
                                        ("uid-2", "event/FailedScheduling")]
     # The report plan says when it is due: the dispatcher only coalesces it.
-    assert all(c.state is None and not c.gap and c.repeat_s is None for c in events)
+    assert all(c.state is None for c in events)
 
 
 def test_a_condition_already_on_the_pod_is_not_written_again_but_its_event_is_asked_for(
@@ -77,33 +77,28 @@ def test_a_condition_asked_for_again_without_its_event_is_written_alone(
     assert [c.rank for c in dispatcher.calls] == [Rank.STATUS]
 
 
-def test_a_lone_pods_unreadable_runtime_is_told_once_per_problem_beside_its_wait(
+def test_a_lone_pods_unreadable_runtime_is_an_event_of_its_own_beside_its_wait(
         reporter: Reporter, dispatcher: RecordingDispatcher) -> None:
     waiting = record("uid-1")
     reporter.pod_unschedulable(waiting, "needs 4 cpu")
-    for problem in ("negative", "negative", "not a duration"):  # every cycle tells it
-        reporter.pod_runtime_problem(waiting, problem)
-    told = [c for c in dispatcher.calls if c.what.startswith("event InvalidRuntime")]
-    assert [c.key for c in told] == [("uid-1", "event/InvalidRuntime")] * 2
-    assert all(c.key != ("uid-1", "event/paced") for c in told), (
-        "the pod's FailedScheduling of the same cycle must not replace it")
-    reporter.retain({}, {waiting.pod.key: waiting})
-    reporter.pod_runtime_problem(waiting, "not a duration")
-    reporter.retain({}, {})  # the pod is gone: forgotten
-    reporter.pod_runtime_problem(waiting, "not a duration")
-    assert len([c for c in dispatcher.calls if c.what.startswith("event InvalidRuntime")]) == 3
+    reporter.pod_runtime_problem(waiting, "negative")
+    events = [c.key for c in dispatcher.calls if c.rank is Rank.EVENT]
+    assert events == [("uid-1", "event/FailedScheduling"), ("uid-1", "event/InvalidRuntime")]
 
 
-def test_a_waiting_groups_unreadable_runtime_is_not_replaced_by_its_waiting_warning(
+def test_a_waiting_groups_warning_and_unreadable_runtime_go_when_asked_and_apart(
         reporter: Reporter, dispatcher: RecordingDispatcher) -> None:
     group = GroupRecord(GangKey("ns/job"), Flavor.GANGSCHED, "uid-g", None, None, {}, None)
     status = GroupStatus(Phase.PENDING, MemberCounts(pending=2), "Unschedulable",
                          "needs 4 cpu", runtime_problem="pod ns/job-0: negative")
-    reporter.group_status(group, status, 1)
+    reporter.group_status(group, status, 1)  # its Event not due: the status alone
+    assert [c.rank for c in dispatcher.calls] == [Rank.STATUS]
+    reporter.group_status(group, status, 1, event=True)  # the status is written already
+    reporter.group_runtime_problem(group, "pod ns/job-0: negative")
     events = {c.what.split()[1]: c.key for c in dispatcher.calls if c.rank is Rank.EVENT}
-    assert set(events) == {"InvalidRuntime", "Unschedulable"}
-    assert events["InvalidRuntime"] != events["Unschedulable"], (
-        "in one slot, the warning asked for after it would replace it before it goes out")
+    assert events == {"Unschedulable": ("uid-g", "event/Unschedulable"),
+                      "InvalidRuntime": ("uid-g", "event/InvalidRuntime")}
+    assert [c.rank for c in dispatcher.calls].count(Rank.STATUS) == 1
 
 
 def test_a_gated_pod_gets_its_condition_and_no_event(

@@ -13,7 +13,7 @@ thousands of calls every cycle. The writers skip what would change nothing.
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from fractions import Fraction
 
 from gangsched.core.actions import (
@@ -22,7 +22,6 @@ from gangsched.core.actions import (
     MarkGroupInvalid,
     MarkInvalid,
     MarkUnschedulable,
-    TellRuntimeProblem,
     WriteGroupStatus,
     WriteQueueStatus,
 )
@@ -54,9 +53,10 @@ from gangsched.core.reasons import (
     code_of,
     render,
 )
+from gangsched.core.reports.warnings import object_events
 from gangsched.core.stages.cycle import CycleResult, schedulable_total
 from gangsched.core.stages.gangs import Gathered
-from gangsched.core.state import PodReport, Reported
+from gangsched.core.state import PodReport, Reported, State, Warned
 from gangsched.core.view import ClusterView, StepView
 
 FORGET_EVERY = 100
@@ -76,7 +76,8 @@ class Pacing:
     event_gap_s: float = 10.0
     """A waiting pod's Event for a new reason goes no sooner than this after its last
     Event: a pod whose reason changes twice in a few seconds costs one Event, of the
-    reason that holds."""
+    reason that holds. So do a PodGroup's and a Queue's warnings, which are said again
+    every ``pod_report_s`` too (see :mod:`gangsched.core.reports.warnings`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,6 +89,10 @@ class ReportPlan:
     """Queues with a gang of this scheduler now (see :func:`queue_statuses`)."""
     event_moments: tuple[float, ...] = ()
     """When an Event held back by ``event_gap_s`` becomes due: the step wakes then."""
+    warned: Mapping[str, Warned] = field(default_factory=dict)
+    phases: Mapping[GangKey, tuple[str, str]] = field(default_factory=dict)
+    runtime_told: Mapping[str, str] = field(default_factory=dict)
+    """What the next plan remembers of groups' and queues' Events (see ``State``)."""
 
 
 def plan_reports(
@@ -103,29 +108,34 @@ def plan_reports(
     cycle: int,
     served_before: frozenset[QueueName] = frozenset(),
     estimates: Mapping[GangKey, Estimate] | None = None,
+    state: State | None = None,
 ) -> ReportPlan:
-    """Every report of one full cycle; ``reasons`` are the texts to report per gang."""
+    """Every report of one full cycle; ``reasons`` are the texts to report per gang;
+    ``state`` says what was said before (its ``pod_reports`` are ``previous``)."""
     cluster = view.cluster
     reports, actions, moments = waiting_pods(cluster, gathered, reasons, previous, now,
                                              pacing)
     actions.extend(MarkInvalid(pod, error) for pod, error in view.bad_pods.items())
-    problems, tell = runtime_problems(gathered)
-    actions.extend(tell)
+    problems, lone = runtime_problems(gathered)
     statuses, group_actions = group_statuses(cluster, gathered, result, reasons,
                                              waiting_since=waiting_since, now=now,
                                              estimates=estimates or {}, problems=problems)
-    actions.extend(group_actions)
     # A queue is served by the scheduler whose pods its gangs hold. A group only other
     # schedulers' pods name is no gang here (gather's ``theirs``); one with no pods yet is
     # a gang of every scheduler that reads its API, and must not make this one write its
     # counts over those of the one whose pods will come.
     served = frozenset(g.queue for g in gathered.gangs
                        if g.queue in cluster.queues and g.key in gathered.counts)
-    actions.extend(queue_statuses(cluster, gathered, statuses,
-                                  counted=served | served_before, settled=view.queues_settled))
+    group_actions.extend(queue_statuses(cluster, gathered, statuses,
+                                        counted=served | served_before,
+                                        settled=view.queues_settled))
+    events = object_events(cluster, group_actions, lone, state or State(), now,
+                           pacing.event_gap_s, pacing.pod_report_s)
+    actions.extend(events.actions)
     if cycle % FORGET_EVERY == 0:
         actions.append(ForgetWritten())
-    return ReportPlan(reports, tuple(actions), served, tuple(moments))
+    return ReportPlan(reports, tuple(actions), served, (*moments, *events.moments),
+                      events.warned, events.phases, events.runtime_told)
 
 
 def waiting_pods(
@@ -256,19 +266,20 @@ def _estimate_text(estimate: Estimate | None) -> str | None:
     return None if estimate is None else estimate.text
 
 
-def runtime_problems(gathered: Gathered) -> tuple[dict[GangKey, str], list[Action]]:
+def runtime_problems(gathered: Gathered
+                     ) -> tuple[dict[GangKey, str], list[tuple[PodKey, str]]]:
     """In one pass over every member, those whose expected-runtime annotation could not
     be read: the first of each group, which its group's status tells of (a pod has no
     place for it; a pod of a basic-policy group is a gang of its own, its group tells
     all the same), and a pod in no PodGroup, told itself in an Event."""
     of_groups: dict[GangKey, str] = {}
-    lone: list[Action] = []
+    lone: list[tuple[PodKey, str]] = []
     for key, pod in _members(gathered):
         if pod.runtime_problem is None:
             continue
         group = gathered.solo_of.get(key)
         if group is None and key == solo_gang_key(pod.key):
-            lone.append(TellRuntimeProblem(pod.key, pod.runtime_problem))
+            lone.append((pod.key, pod.runtime_problem))
         else:
             of_groups.setdefault(group or key, f"pod {pod.key}: {pod.runtime_problem}")
     return of_groups, lone
