@@ -96,8 +96,8 @@ class State:
     warned: Mapping[str, Warned] = field(default_factory=dict)
     """What each PodGroup's and Queue's Event last said, and when (core.reports.warnings)."""
     phases: Mapping[GangKey, tuple[str, str]] = field(default_factory=dict)
-    """The phase each group (by UID) was last written with: a Normal Event goes when it
-    turns Running or Inqueue."""
+    """The groups (by UID) last written Running or Inqueue, and which: a Normal Event
+    goes when a group turns either."""
     runtime_told: Mapping[str, str] = field(default_factory=dict)
     """The unreadable expected runtime each group and lone pod (by UID) was told of."""
     queues_served: frozenset[QueueName] = frozenset()

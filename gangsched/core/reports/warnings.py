@@ -28,7 +28,7 @@ from gangsched.core.actions import (
 from gangsched.core.kubeobjects.status_bodies import QUIET_REASONS, GroupStatus, Phase
 from gangsched.core.model.objects import GangKey, PodKey
 from gangsched.core.state import State, Warned
-from gangsched.core.view import ClusterView, GroupFacts
+from gangsched.core.view import ClusterView
 
 INVALID_MESSAGE_LIMIT = 1024
 """The longest reason of an invalid group a status or Event carries."""
@@ -85,6 +85,7 @@ class ObjectEvents:
     actions: list[Action]
     warned: Mapping[str, Warned]
     phases: Mapping[GangKey, tuple[str, str]]
+    """The groups that run or are admitted, by UID: one that turns so says it once."""
     runtime_told: Mapping[str, str]
     moments: tuple[float, ...]
 
@@ -93,51 +94,53 @@ def object_events(view: ClusterView, actions: Sequence[Action],
                   lone: Sequence[tuple[PodKey, str]], state: State, now: float,
                   gap_s: float, repeat_s: float) -> ObjectEvents:
     """``actions`` (group and queue writes), each marked when its Event is due, then the
-    Events of unreadable runtimes not told yet (``lone``: of pods in no PodGroup)."""
+    Events of unreadable runtimes not told yet (``lone``: of pods in no PodGroup).
+
+    One pass over thousands of groups every full cycle: a group's memory is kept only
+    while it has something to say, and only the actions whose Event is due are copied.
+    """
     groups = view.groups
     warnings: list[tuple[str, str, str]] = []
+    owner: dict[str, int] = {}
+    """The action whose Event each warning is."""
+    due: list[int] = []
     phases: dict[GangKey, tuple[str, str]] = {}
-    normal: set[int] = set()
     problems: dict[str, str] = {}
+    told_as: dict[str, Action] = {}
     for index, action in enumerate(actions):
-        match action:
-            case WriteGroupStatus(group=key, status=status):
-                uid = groups[key].uid
-                warning = warning_of(status)
-                if warning is not None:
-                    warnings.append((_group_id(key, uid), uid, warning))
-                elif status.phase in (Phase.RUNNING, Phase.INQUEUE) and state.phases.get(
-                        key) != (uid, status.phase.value):
-                    normal.add(index)
-                phases[key] = (uid, status.phase.value)
-                if status.runtime_problem is not None:
-                    problems[_group_id(key, uid)] = status.runtime_problem
-            case MarkGroupInvalid(group=key, error=error):
-                group = groups[key]
-                warnings.append((_group_id(key, group.uid), group.uid,
-                                 invalid_message(error, group.error)))
-            case WriteQueueStatus(queue=queue, status=status) if status.problem is not None:
-                warnings.append((f"queue/{queue}", "", status.problem_message))
-            case _:
-                pass
+        if isinstance(action, WriteGroupStatus):
+            key, status = action.group, action.status
+            uid = groups[key].uid
+            warning = warning_of(status)
+            if warning is not None:
+                owner[oid := _group_id(key, uid)] = index
+                warnings.append((oid, uid, warning))
+            elif status.phase is Phase.RUNNING or status.phase is Phase.INQUEUE:
+                phases[key] = phase = (uid, status.phase)
+                if state.phases.get(key) != phase:
+                    due.append(index)
+            if status.runtime_problem is not None:
+                problems[oid := _group_id(key, uid)] = status.runtime_problem
+                told_as[oid] = TellGroupRuntimeProblem(key, status.runtime_problem)
+        elif isinstance(action, MarkGroupInvalid):
+            group = groups[action.group]
+            owner[oid := _group_id(action.group, group.uid)] = index
+            warnings.append((oid, group.uid, invalid_message(action.error, group.error)))
+        elif isinstance(action, WriteQueueStatus) and action.status.problem is not None:
+            owner[oid := f"queue/{action.queue}"] = index
+            warnings.append((oid, "", action.status.problem_message))
     pods = view.pods
     for pod, problem in lone:
         record = pods.get(pod)
         if record is not None:
-            problems[f"pod/{record.uid or pod}"] = problem
+            problems[oid := f"pod/{record.uid or pod}"] = problem
+            told_as[oid] = TellRuntimeProblem(pod, problem)
     said = warnings_due(state.warned, warnings, now, gap_s, repeat_s)
     told, new = told_once(state.runtime_told, problems)
-    marked: list[Action] = [
-        _with_event(action, index in normal or _object_of(action, groups) in said.due)
-        for index, action in enumerate(actions)]
-    for pod, problem in lone:
-        record = pods.get(pod)
-        if record is not None and f"pod/{record.uid or pod}" in new:
-            marked.append(TellRuntimeProblem(pod, problem))
-    for action in actions:
-        if isinstance(action, WriteGroupStatus) and action.status.runtime_problem is not None \
-                and _group_id(action.group, groups[action.group].uid) in new:
-            marked.append(TellGroupRuntimeProblem(action.group, action.status.runtime_problem))
+    marked = list(actions)
+    for index in (*due, *(owner[oid] for oid in said.due)):
+        marked[index] = _with_event(marked[index])
+    marked.extend(told_as[oid] for oid in told_as if oid in new)
     return ObjectEvents(marked, said.warned, phases, told, said.moments)
 
 
@@ -158,18 +161,7 @@ def _group_id(key: GangKey, uid: str) -> str:
     return f"podgroup/{uid or key}"
 
 
-def _object_of(action: Action, groups: Mapping[GangKey, GroupFacts]) -> str | None:
-    match action:
-        case WriteGroupStatus(group=key) | MarkGroupInvalid(group=key):
-            return _group_id(key, groups[key].uid)
-        case WriteQueueStatus(queue=queue):
-            return f"queue/{queue}"
-        case _:
-            return None
-
-
-def _with_event(action: Action, due: bool) -> Action:
-    if not due or not isinstance(action, (WriteGroupStatus, MarkGroupInvalid,
-                                          WriteQueueStatus)):
-        return action
-    return replace(action, event=True)
+def _with_event(action: Action) -> Action:
+    if isinstance(action, (WriteGroupStatus, MarkGroupInvalid, WriteQueueStatus)):
+        return replace(action, event=True)
+    return action
