@@ -90,7 +90,7 @@ def take_turn(session: Session, gang: Gang) -> None:
         return
     if not admitted or not gang.pending:
         return
-    released = release_holds(session, gang.key)
+    released = release_holds(session, gang.key) if gang.key in session.held else ()
     if not _placed(session, gang):
         for hold in released:
             take_hold(session, hold)

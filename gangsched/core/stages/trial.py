@@ -41,11 +41,11 @@ def try_place(session: Session, gang: Gang, spare: Resources | None = None,
     ``spare`` is held room the gang may use anyway (a starving gang's, for a gang that
     backfills), ``freed`` room given back to the capacity but not yet to ``session.free``.
     """
-    trial = session.open()
-    decision = decide(session, gang)
+    decision = _decision(session, gang)
     if isinstance(decision, Unplaceable):
-        trial.discard()
-        return Tried(decision.reason, fitted=False)
+        return Tried(decision.reason, fitted=False)  # nothing taken: nothing to undo
+    trial = session.open()
+    session.took(decision)
     refusal = _keep(session, gang, decision, spare, freed)
     if refusal is not None:
         trial.discard()
@@ -57,14 +57,17 @@ def try_place(session: Session, gang: Gang, spare: Resources | None = None,
 def decide(session: Session, gang: Gang) -> Placement | Unplaceable:
     """Where the gang goes on the cycle's capacity, anywhere or inside one domain; a
     placement is taken from the capacity under the open statement."""
+    decision = _decision(session, gang)
+    return session.took(decision) if isinstance(decision, Placement) else decision
+
+
+def _decision(session: Session, gang: Gang) -> Placement | Unplaceable:
     policy = session.inp.policy
     if gang.levels is not None:
-        decision = place_in_levels(session.capacity, gang, policy, session.domains_for)
-    elif not gang.topology_keys:
-        decision = session.capacity.place(gang, policy)
-    else:
-        decision = place_in_one_domain(session.capacity, gang, policy, session.domains_of(gang))
-    return session.took(decision) if isinstance(decision, Placement) else decision
+        return place_in_levels(session.capacity, gang, policy, session.domains_for)
+    if not gang.topology_keys:
+        return session.capacity.place(gang, policy)
+    return place_in_one_domain(session.capacity, gang, policy, session.domains_of(gang))
 
 
 def _keep(
