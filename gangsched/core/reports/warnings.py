@@ -107,20 +107,20 @@ def object_events(view: ClusterView, actions: Sequence[Action],
     phases: dict[GangKey, tuple[str, str]] = {}
     problems: dict[str, str] = {}
     told_as: dict[str, Action] = {}
+    before = state.phases
     for index, action in enumerate(actions):
-        if isinstance(action, WriteGroupStatus):
+        if type(action) is WriteGroupStatus:
             key, status = action.group, action.status
-            uid = groups[key].uid
-            warning = warning_of(status)
-            if warning is not None:
+            if status.phase is Phase.RUNNING or status.phase is Phase.INQUEUE:
+                phases[key] = phase = (groups[key].uid, status.phase)
+                if before.get(key) != phase:
+                    due.append(index)
+            elif (warning := warning_of(status)) is not None:
+                uid = groups[key].uid
                 owner[oid := _group_id(key, uid)] = index
                 warnings.append((oid, uid, warning))
-            elif status.phase is Phase.RUNNING or status.phase is Phase.INQUEUE:
-                phases[key] = phase = (uid, status.phase)
-                if state.phases.get(key) != phase:
-                    due.append(index)
             if status.runtime_problem is not None:
-                problems[oid := _group_id(key, uid)] = status.runtime_problem
+                problems[oid := _group_id(key, groups[key].uid)] = status.runtime_problem
                 told_as[oid] = TellGroupRuntimeProblem(key, status.runtime_problem)
         elif isinstance(action, MarkGroupInvalid):
             group = groups[action.group]
