@@ -115,6 +115,9 @@ class Capacity:
                 if names:
                     yield kind, free, names
 
+    def labels(self, name: NodeName) -> tuple[tuple[str, str], ...]:
+        return self._nodes.index.nodes[name].node.labels
+
     def free_total(self) -> Resources:
         """Free resources over nodes that can take pods; see :meth:`FreeNodes.total`."""
         return self._nodes.total()

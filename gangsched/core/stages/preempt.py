@@ -35,7 +35,7 @@ from gangsched.core.placement.preemption import (
     protected_by_budgets,
     shifted,
 )
-from gangsched.core.placement.topology import place_in_one_domain
+from gangsched.core.placement.topology import place_in_one_domain, sub_groups_of
 from gangsched.core.reasons import (
     AwaitingVictims,
     Preempting,
@@ -108,7 +108,7 @@ def _placement_after(
     policy = gang.policy or session.inp.policy
     decision = (
         place_in_one_domain(capacity, gang, policy, session.domains_of(gang))
-        if gang.topology_keys else capacity.place(gang, policy)
+        if in_domains(gang) else capacity.place(gang, policy)
     )
     return decision if isinstance(decision, Placement) else None
 
@@ -151,6 +151,12 @@ def _hold_on_nodes(
             return None
         session.free = session.free - Resources.sum(pod.requests for pod in stand_ins)
     return Resources.sum(wanted.values())
+
+
+def in_domains(gang: Gang) -> bool:
+    """Whether the gang goes inside one domain (of its keys, or anywhere when it has none)
+    or has sub-groups that do: victims are then chosen domain by domain."""
+    return bool(gang.topology_keys or sub_groups_of(gang))
 
 
 def may_preempt(session: Session, gang: Gang) -> bool:
@@ -201,7 +207,7 @@ def victims_for(session: Session, gang: Gang, candidates: list[Candidate]) -> Pr
         return room_after_eviction(session, gang, freed, placement)
 
     budgets = session.inp.budgets
-    if gang.topology_keys:
+    if in_domains(gang):
         return choose_victims_in_one_domain(
             snapshot_with_placed(session), gang, candidates, session.domains_of(gang), policy,
             room=room, budgets=budgets)
