@@ -4,6 +4,7 @@ KWOK nodes of 4 GPUs, two to an NVLink domain, three NVLink domains to a
 block; a ``Topology`` names block, NVLink domain and host. A gang of two
 tensor-parallel sub-groups of 8 GPUs waits whole while no block has two NVLink
 domains with 8 GPUs free (though either block has room for the whole gang),
+``explain`` naming the closest blocks and NVLink domains with their free GPUs,
 and once a second one in a block frees up, each sub-group lands in its own.
 """
 
@@ -20,6 +21,7 @@ from devcluster.controlplane import LocalCluster, NodeShape
 from gangsched.core.kubeobjects.podgroups import SUB_GROUP_LABEL
 from gangsched.core.reasons import LevelHeld, SubGroupHeld
 from tests.e2e.scenario import only_nodes
+from tests.e2e.test_explain_status import as_json, gangsched_cli
 from tests.e2e.workspace import Workspace, bound, node_of, wait_for
 
 BLOCK, NVLINK = "topology.example.com/block", "topology.example.com/nvlink"
@@ -83,7 +85,7 @@ def waiting_says(ws: Workspace, group: str, text: str) -> dict[str, Any] | None:
 
 
 def test_sub_groups_each_land_in_their_own_nvlink_domain_inside_one_block(
-    ws: Workspace, fabric: str,
+    cluster: LocalCluster, ws: Workspace, fabric: str,
 ) -> None:
     # 6 GPUs free in nv0 to nv4, 8 in nv5: 18 free in block b0 and 20 in b1, room for the
     # 16-GPU gang in either, but one NVLink domain only that holds a sub-group of 8.
@@ -93,6 +95,14 @@ def test_sub_groups_each_land_in_their_own_nvlink_domain_inside_one_block(
              what="the gang to wait for a second NVLink domain")
     time.sleep(1)
     assert bound(members(ws, "train-")) == [], "no member binds while one sub-group fits"
+    answer = as_json(cluster, "explain", "podgroup/train", "-n", ws.name, expect=3)
+    closest = {(d["nodeLabel"], d["value"]): (d["free"], d["total"], d["asked"])
+               for d in answer["closestDomains"]}
+    assert closest[(BLOCK, "b0")] == ("18", "24", "16")
+    assert closest[(BLOCK, "b1")] == ("20", "24", "16")
+    assert closest[(NVLINK, "nv0")] == ("6", "8", "8")
+    text = gangsched_cli(cluster, "explain", "podgroup/train", "-n", ws.name, expect=3)
+    assert "closest domains:" in text and "nvlink nv0: 6 of 8 nvidia.com/gpu free, 8 asked" in text
 
     ws.delete_pod("fill-nv4-0")  # nv4 and nv5, both in block b1, have 8 GPUs free each
     wait_for(lambda: len(bound(members(ws, "train-"))) == 8, timeout=30,

@@ -32,6 +32,7 @@ from gangsched.core.model.objects import (
 from gangsched.core.placement.capacity import Capacity, Placement, Snapshot, Unplaceable
 from gangsched.core.placement.topology import domains_of, place_in_levels, with_levels
 from gangsched.core.reasons import (
+    DomainRoom,
     InSubGroup,
     LevelHeld,
     ShortOfMembers,
@@ -41,11 +42,12 @@ from gangsched.core.reasons import (
     causes,
     code_of,
 )
+from gangsched.core.reports.explain import closest_domains
 from gangsched.core.stages.gangs import Member
 from gangsched.core.state import State
 from gangsched.core.step import step
 from gangsched.core.view import StepView
-from tests.unit.clusters import node, pod
+from tests.unit.clusters import GPU, node, pod
 from tests.unit.test_cycle import DEFAULT
 from tests.unit.test_dra import (
     claim_obj,
@@ -148,6 +150,9 @@ def test_a_gang_whose_sub_group_no_domain_holds_waits_whole_taking_nothing() -> 
     assert [code_of(reason) for reason in causes(decision.reason)][:6] == [
         "NoDomainHolds", "InDomain", "InSubGroup", "NoDomainHolds", "InDomain", "DoesNotFit"]
     assert capacity.free_total() == before
+    assert closest_domains(decision.reason)[:3] == (
+        DomainRoom(BLOCK, "b0", GPU, 24, 32, 16), DomainRoom(BLOCK, "b1", GPU, 24, 32, 16),
+        DomainRoom(NVLINK, "nv0", GPU, 6, 8, 8))
 
     plain = replace(tensor_parallel(), pending=tuple(
         replace(p, labels=()) for p in tensor_parallel().pending))

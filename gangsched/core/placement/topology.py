@@ -35,6 +35,7 @@ from gangsched.core.model.resources import Resources, devices_first
 from gangsched.core.placement.capacity import Capacity, Decision, Placement, Snapshot, Unplaceable
 from gangsched.core.reasons import (
     BoundAcrossDomains,
+    DomainRoom,
     InDomain,
     InSubGroup,
     LevelHeld,
@@ -141,13 +142,14 @@ def _in_best_domain(
     names = sorted({name for pod in gang.pending for name in pod.requests.amounts},
                    key=devices_first)
     best: tuple[tuple[int, ...], Domain] | None = None
-    refusals: list[tuple[tuple[int, ...], InDomain]] = []
+    refusals: list[tuple[tuple[int, ...], InDomain, DomainRoom]] = []
     for domain in sorted(candidates):
         decision = _place_inside(capacity, gang, policy, domain, candidates[domain])
         if isinstance(decision, Unplaceable):
             free = _leftover(capacity, candidates[domain], names)
             refusals.append((tuple(-amount for amount in free),
-                             InDomain(describe_domain(domain), decision.reason)))
+                             InDomain(describe_domain(domain), decision.reason),
+                             _room(capacity, gang, domain, candidates[domain], names, free)))
             continue
         waste = _leftover(capacity, candidates[domain], names)
         capacity.release(decision)
@@ -155,12 +157,41 @@ def _in_best_domain(
             best = (waste, domain)
     if best is None:
         closest = sorted(refusals, key=lambda refusal: refusal[0])[:REASON_DOMAINS]
-        return Unplaceable(gang.key, NoDomainHolds(label, len(candidates),
-                                                   tuple(shown for _, shown in closest)))
+        return Unplaceable(gang.key, NoDomainHolds(
+            label, len(candidates), tuple(shown for _, shown, _ in closest),
+            tuple(room for _, _, room in closest)))
     placed = _place_inside(capacity, gang, policy, best[1], candidates[best[1]])
     if not isinstance(placed, Placement):  # the domain held it a moment ago
         raise AssertionError(f"domain {describe_domain(best[1])} refused gang {gang.key} twice")
     return placed, best[1]
+
+
+def _room(
+    capacity: Capacity, gang: Gang, domain: Domain, nodes: Sequence[NodeName],
+    names: Sequence[str], free: Sequence[int],
+) -> DomainRoom:
+    """How near the domain came: of the first resource (scarcest first) it has less free of
+    than the gang asks, else of the scarcest, what is free of what its nodes have."""
+    asked = [sum(pod.requests.get(name) for pod in gang.pending) for name in names]
+    short = next((i for i, name in enumerate(names) if free[i] < asked[i]), 0)
+    resource = names[short] if names else ""
+    total = sum(capacity.node(node).allocatable.get(resource) for node in nodes)
+    level, value = domain[-1] if domain else ("", "")
+    return DomainRoom(level, value, resource, free[short] if names else 0, total,
+                      asked[short] if names else 0)
+
+
+def _with_closest(decision: Unplaceable, closest: Sequence[DomainRoom]) -> Unplaceable:
+    """The refusal of the widest level tried, naming the closest domains of every level."""
+    reason = decision.reason
+    if not isinstance(reason, NoDomainHolds):
+        return decision
+    return replace(decision, reason=replace(reason, closest=tuple(closest)))
+
+
+def _closest_of(decision: Unplaceable) -> tuple[DomainRoom, ...]:
+    reason = decision.reason
+    return reason.closest if isinstance(reason, NoDomainHolds) else ()
 
 
 # ---- levels of a Topology -------------------------------------------------------------
@@ -222,6 +253,7 @@ def place_in_levels(
     placement says where it landed."""
     request = gang.levels
     preferred = "" if request is None else request.preferred or ""
+    closest: list[DomainRoom] = []
     for keys in (*(preferred_keys(request) if request else ()), gang.topology_keys):
         if not keys:
             continue
@@ -230,8 +262,9 @@ def place_in_levels(
             placement, domain = held
             return replace(placement, level=LevelHeld(keys[-1], domain[-1][1], preferred,
                                                       _sub_groups_held(placement)))
+        closest.extend(_closest_of(held))
         if keys == gang.topology_keys:
-            return held
+            return _with_closest(held, closest)
     everywhere = next(iter(domains_for(()).values()), ())
     spread = _place_inside(capacity, gang, policy, (), everywhere)
     if isinstance(spread, Placement) and request is not None:
@@ -335,14 +368,16 @@ def _place_sub_group(
     level's tightest domain that holds it, out to its required level's, else anywhere."""
     request = LevelRequest("", sub.required, sub.preferred, levels)
     required = required_keys(request)
+    closest: list[DomainRoom] = []
     for keys in (*preferred_keys(request), required):
         if not keys:
             continue
         held = _in_best_domain(capacity, part, policy, _domains_among(capacity, nodes, keys), keys)
         if isinstance(held, tuple):
             return held[0], SubGroupHeld(sub.name, keys[-1], held[1][-1][1])
+        closest.extend(_closest_of(held))
         if keys == required:
-            return held
+            return _with_closest(held, closest)
     placed = capacity.place(part, policy)
     return placed if isinstance(placed, Unplaceable) else (placed, SubGroupHeld(sub.name))
 
@@ -353,7 +388,7 @@ def _domains_among(
     """The domains of ``keys`` among the nodes, as :func:`domains_of` finds them."""
     found: dict[Domain, list[NodeName]] = {}
     for name in nodes:
-        labels = dict(capacity.labels(name))
+        labels = dict(capacity.node(name).labels)
         if all(key in labels for key in keys):
             found.setdefault(tuple((key, labels[key]) for key in keys), []).append(name)
     return {domain: tuple(names) for domain, names in found.items()}

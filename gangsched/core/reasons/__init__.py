@@ -41,6 +41,7 @@ from gangsched.core.reasons.devices import (
 )
 from gangsched.core.reasons.domains import (
     BoundAcrossDomains,
+    DomainRoom,
     InDomain,
     InSubGroup,
     LevelHeld,
@@ -102,6 +103,7 @@ __all__ = [
     "DevicesNotServed",
     "DevicesShort",
     "DoesNotFit",
+    "DomainRoom",
     "Gated",
     "GroupInvalid",
     "GroupMissing",

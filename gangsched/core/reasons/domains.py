@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 from typing import TYPE_CHECKING, ClassVar
 
 from gangsched.core.model.objects import GangKey, PodKey
+from gangsched.core.model.resources import format_amount, resource_words
 from gangsched.core.reasons.wording import more_pods
 
 if TYPE_CHECKING:
@@ -47,6 +49,28 @@ class InDomain:
 
 
 @dataclass(frozen=True, slots=True)
+class DomainRoom:
+    """How near one domain came to holding the gang: of the resource it is shortest of
+    (else the scarcest the gang asks), ``free`` of the ``total`` its nodes have, where the
+    gang's pending pods ask ``asked``; in canonical units."""
+
+    code: ClassVar[str] = "DomainRoom"
+    level: str
+    """The node label of the domain's level."""
+    value: str
+    resource: str
+    free: int
+    total: int
+    asked: int
+
+    def text(self) -> str:
+        amount = partial(format_amount, self.resource)
+        return (f"{_level_word(self.level)} {self.value}: {amount(self.free)} of "
+                f"{amount(self.total)} {resource_words(self.resource)} free, "
+                f"{amount(self.asked)} asked")
+
+
+@dataclass(frozen=True, slots=True)
 class NoDomainHolds:
     code: ClassVar[str] = "NoDomainHolds"
     label: str
@@ -54,6 +78,9 @@ class NoDomainHolds:
     """Domains tried."""
     shown: tuple[InDomain, ...]
     """The first domains' refusals; the others are only counted."""
+    closest: tuple[DomainRoom, ...] = ()
+    """The domains that came closest at each level tried, tightest level first, most free
+    room first within one: what ``explain`` names."""
 
     def text(self) -> str:
         shown = "; ".join(domain.text() for domain in self.shown)
@@ -93,10 +120,10 @@ class SubGroupUnknown:
     """Other pending pods of the gang naming an unknown sub-group."""
 
     def text(self) -> str:
-        listed = (f"its PodGroup's sub-groups: {', '.join(self.known)}" if self.known
-                  else "its PodGroup lists no sub-groups")
-        return (f"pod {self.pod} names sub-group {self.sub_group!r}, which is not one of "
-                f"{listed}{more_pods(self.others)}")
+        listed = (f"which its PodGroup does not list (its sub-groups: {', '.join(self.known)})"
+                  if self.known else "but its PodGroup lists no sub-groups")
+        return (f"pod {self.pod} names sub-group {self.sub_group!r}, {listed}"
+                f"{more_pods(self.others)}")
 
 
 @dataclass(frozen=True, slots=True)
