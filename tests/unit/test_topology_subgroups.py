@@ -30,6 +30,7 @@ from gangsched.core.model.objects import (
     SubGroup,
 )
 from gangsched.core.placement.capacity import Capacity, Placement, Snapshot, Unplaceable
+from gangsched.core.placement.preemption import Candidate, choose_victims_in_one_domain
 from gangsched.core.placement.topology import domains_of, place_in_levels, with_levels
 from gangsched.core.reasons import (
     DomainRoom,
@@ -295,3 +296,25 @@ def test_sub_groups_and_claims_constrained_to_one_clique_hold_together() -> None
     assert len(allocated) == 4
     for refs in allocated.values():
         assert len(refs) == 4 and len(cliques(refs)) == 1
+
+
+# ---- preemption: victims that free one domain per sub-group ----------------------------
+
+
+def test_preemption_for_sub_groups_frees_whole_nvlink_domains_inside_one_block() -> None:
+    """Every node full with a one-pod gang of 4 GPUs; those on the first node of each
+    NVLink domain of block b0 are the cheapest to evict. Evicting them frees 16 GPUs in
+    b0, but 4 in each NVLink domain, where a sub-group of 8 needs one domain whole."""
+    running = [pod(f"lo/{name}", gpu=4, node_name=name) for name in NODES]
+    snapshot = Snapshot.build([node(name, gpu=4, cpu="64", memory="256Gi", labels=where(name))
+                               for name in NODES], running)
+    candidates = [Candidate(GangKey(str(p.key)), 0 if p.node_name in ("n00", "n02", "n04",
+                                                                        "n06") else 1,
+                            0.0, (p,)) for p in running]
+    gang = tensor_parallel()
+    chosen = choose_victims_in_one_domain(snapshot, gang, candidates,
+                                          domains_of(snapshot, (BLOCK,)))
+    assert chosen is not None and len(chosen.victims) == 4
+    freed = {where(str(victim).split("/", 1)[1])[NVLINK] for victim in chosen.victims}
+    assert len(freed) == 2, chosen.victims
+    assert {where(str(n))[NVLINK] for _, n in chosen.placement.assignments} == freed
