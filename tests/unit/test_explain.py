@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 
-from gangsched.core.kubeobjects.podgroups import SUB_GROUP_LABEL
 from gangsched.core.model.objects import (
     Gang,
     GangKey,
@@ -184,7 +183,7 @@ def test_a_gang_no_domain_holds_is_told_the_closest_domains_at_each_level_tried(
 def test_a_pod_naming_an_unknown_sub_group_is_told_to_fix_its_label_not_to_free_room() -> None:
     request = LevelRequest("fabric", levels=("rack",),
                            sub_groups=(SubGroup("tp0", 1, required="rack"),))
-    stray = replace(pod("ns/w0", gpu=2), labels=((SUB_GROUP_LABEL, "tp9"),))
+    stray = replace(pod("ns/w0", gpu=2), sub_group="tp9")
     train = replace(gang("ns/train", [stray]), levels=request)
     e = explain([node("gpu-0", gpu=1)], [], [train], "ns/train")
     assert e.reason == SubGroupUnknown(PodKey("ns/w0"), "tp9", ("tp0",))

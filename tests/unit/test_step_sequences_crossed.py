@@ -622,7 +622,7 @@ def _check_sub_groups(world: CrossedWorld, members: Iterable[Member],
     nodes = {member.pod.key: member.pod.node_name for member in world.mirror.view().members}
     unknown = {world.spec_of(member.pod.key).gang_of(member.pod.key) for member in members
                if member.pod.node_name is None and not member.pod.terminating
-               and dict(member.pod.labels).get(SUB_GROUP_LABEL) == "nope"}
+               and member.pod.sub_group == "nope"}
     for placement in binds:
         assert placement.gang not in unknown, (
             f"{placement.gang} handed out with a pod naming an unknown sub-group")

@@ -17,6 +17,7 @@ import pytest
 from gangsched.core.actions import MarkUnschedulable
 from gangsched.core.kubeobjects.fields import ObjectError
 from gangsched.core.kubeobjects.podgroups import SUB_GROUP_LABEL, group_from_api
+from gangsched.core.kubeobjects.pods import pod_from_api
 from gangsched.core.model.objects import (
     Flavor,
     Gang,
@@ -85,15 +86,15 @@ def fabric(taken: Mapping[str, int] | None = None) -> Snapshot:
 
 def member(name: str, sub: str | None, gpu: int = 2, node_name: str | None = None) -> Pod:
     placed = pod(f"ml/{name}", gpu=gpu, node_name=node_name)
-    return placed if sub is None else replace(placed, labels=((SUB_GROUP_LABEL, sub),))
+    return replace(placed, sub_group=sub)
 
 
 def training(subs: Sequence[SubGroup], pods: Sequence[Pod], *, required: str | None = BLOCK,
              bound: Sequence[Pod] = ()) -> Gang:
     gang = Gang(GangKey("ml/train"), len(pods) + len(bound), tuple(pods), bound=len(bound),
                 bound_on=frozenset(p.node_name for p in bound if p.node_name),
-                bound_in=tuple((dict(p.labels)[SUB_GROUP_LABEL], p.node_name)
-                               for p in bound if p.node_name),
+                bound_in=tuple((p.sub_group, p.node_name)
+                               for p in bound if p.node_name and p.sub_group),
                 levels=LevelRequest("fabric", required, sub_groups=tuple(subs)))
     return with_levels(gang, TOPOLOGIES)
 
@@ -156,7 +157,7 @@ def test_a_gang_whose_sub_group_no_domain_holds_waits_whole_taking_nothing() -> 
         DomainRoom(NVLINK, "nv0", GPU, 6, 8, 8))
 
     plain = replace(tensor_parallel(), pending=tuple(
-        replace(p, labels=()) for p in tensor_parallel().pending))
+        replace(p, sub_group=None) for p in tensor_parallel().pending))
     spread = place(capacity, snapshot, plain)
     assert isinstance(spread, Placement) and len(labels_of(spread, "tp", NVLINK)) > 2
 
@@ -283,7 +284,7 @@ def test_sub_groups_and_claims_constrained_to_one_clique_hold_together() -> None
          for index, n in enumerate(names)], [])
     snapshot = replace(base, devices=inventory(names, [*taken, *claims]))
     pods = [replace(claiming(f"ns/tp{s}-{i}", f"c-{s}-{i}"),
-                    labels=((SUB_GROUP_LABEL, f"tp{s}"),))
+                    sub_group=f"tp{s}")
             for s in range(2) for i in range(2)]
     subs = tuple(SubGroup(f"tp{s}", 2, required=RACK) for s in range(2))
     gang = with_levels(Gang(GangKey("ns/train"), 4, tuple(pods),
@@ -318,3 +319,12 @@ def test_preemption_for_sub_groups_frees_whole_nvlink_domains_inside_one_block()
     freed = {where(str(victim).split("/", 1)[1])[NVLINK] for victim in chosen.victims}
     assert len(freed) == 2, chosen.victims
     assert {where(str(n))[NVLINK] for _, n in chosen.placement.assignments} == freed
+
+
+def test_a_pod_joins_a_sub_group_by_its_label() -> None:
+    def raw(labels: dict[str, str]) -> dict[str, object]:
+        return {"metadata": {"name": "w-0", "namespace": "ml", "labels": labels},
+                "spec": {"containers": [{"name": "main"}]}}
+
+    assert pod_from_api(raw({SUB_GROUP_LABEL: "tp0", "app": "train"})).sub_group == "tp0"
+    assert pod_from_api(raw({"app": "train"})).sub_group is None

@@ -23,7 +23,6 @@ from gangsched.core.model.objects import (
     GroupClaim,
     GroupSpec,
     LevelRequest,
-    Pod,
     Policy,
     QueueName,
     SubGroup,
@@ -49,7 +48,6 @@ __all__ = [
     "group_name_of",
     "group_record_from_api",
     "native_group_name",
-    "sub_group_of",
 ]
 
 
@@ -66,14 +64,6 @@ PREEMPTIBLE_ANNOTATIONS = ("scheduling.gangsched.io/preemptible", "volcano.sh/pr
 """``"false"`` on a PodGroup keeps its gang from ever being evicted for another."""
 POLICY_ANNOTATION = "scheduling.gangsched.io/policy"
 """On a PodGroup: ``binpack`` or ``spread`` instead of the scheduler's policy."""
-
-
-def sub_group_of(pod: Pod) -> str | None:
-    """The sub-group of its PodGroup's ``spec.topology`` the pod's label names, or None."""
-    for key, value in pod.labels:
-        if key == SUB_GROUP_LABEL:
-            return value
-    return None
 
 
 def group_name_of(labels: Mapping[str, str], annotations: Mapping[str, str]) -> str | None:

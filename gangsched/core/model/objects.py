@@ -438,6 +438,8 @@ class Pod:
     """False for ``spec.preemptionPolicy: Never`` (set from its PriorityClass): the pod
     waits for room rather than taking it from lower priorities."""
     labels: tuple[tuple[str, str], ...] = ()
+    sub_group: str | None = None
+    """The sub-group of its PodGroup's ``spec.topology`` its label names, read once."""
     anti_affinity: tuple[PodAffinityTerm, ...] = ()
     """Its required anti-affinity terms, which keep other pods away from it."""
     claims: tuple[ClaimRef, ...] = ()

@@ -29,7 +29,6 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 
-from gangsched.core.kubeobjects.podgroups import sub_group_of
 from gangsched.core.model.objects import Gang, LevelRequest, NodeName, Pod, Policy, SubGroup
 from gangsched.core.model.resources import Resources, devices_first
 from gangsched.core.placement.capacity import Capacity, Decision, Placement, Snapshot, Unplaceable
@@ -290,12 +289,12 @@ def sub_group_problem(gang: Gang) -> SubGroupUnknown | InSubGroup | None:
     listed = gang.levels.sub_groups if gang.levels is not None else ()
     names = tuple(sub.name for sub in listed)
     unknown = [(pod.key, name) for pod in gang.pending
-               if (name := sub_group_of(pod)) is not None and name not in names]
+               if (name := pod.sub_group) is not None and name not in names]
     if unknown:
         pod, name = unknown[0]
         return SubGroupUnknown(pod, name, names, len(unknown) - 1)
     for sub in listed:
-        has = (sum(sub_group_of(pod) == sub.name for pod in gang.pending)
+        has = (sum(pod.sub_group == sub.name for pod in gang.pending)
                + sum(name == sub.name for name, _ in gang.bound_in))
         if has < sub.min_member:
             return InSubGroup(sub.name, ShortOfMembers(gang.key, has, sub.min_member))
@@ -317,7 +316,7 @@ def _place_inside(
         return capacity.place(confined, policy)
     members: dict[str | None, list[Pod]] = {}
     for pod in confined.pending:
-        members.setdefault(sub_group_of(pod), []).append(pod)
+        members.setdefault(pod.sub_group, []).append(pod)
     parts: list[Placement] = []
     held: list[SubGroupHeld] = []
 

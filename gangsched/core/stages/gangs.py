@@ -12,7 +12,6 @@ from collections.abc import Iterable, Mapping
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field, replace
 
-from gangsched.core.kubeobjects.podgroups import sub_group_of
 from gangsched.core.model.objects import (
     DEFAULT_QUEUE,
     Flavor,
@@ -270,7 +269,7 @@ class _Tally:
         if spec.topology is None or not spec.topology.sub_groups:
             return ()
         return tuple((name, pod.node_name) for pod in self.bound_pods.get(key, ())
-                     if pod.node_name is not None and (name := sub_group_of(pod)) is not None)
+                     if pod.node_name is not None and (name := pod.sub_group) is not None)
 
     def _pend(self, key: GangKey, pod: Pod) -> None:
         self.pending[key].append(pod if pod.gang == key else replace(pod, gang=key))

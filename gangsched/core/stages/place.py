@@ -12,7 +12,6 @@ does not fit may preempt (:mod:`.preempt`), or reclaim room its queue deserves
 from __future__ import annotations
 
 from gangsched.core.dra.usage import in_ledger
-from gangsched.core.kubeobjects.podgroups import sub_group_of
 from gangsched.core.model.objects import Gang, VolumeBlock, VolumeProblem
 from gangsched.core.model.resources import Resources
 from gangsched.core.model.runtimes import backfills
@@ -172,7 +171,7 @@ def _fits_unpinned(session: Session, gang: Gang) -> bool:
     """Whether the gang would fit with the starving gang's pins given back: then they,
     not the cluster, are why it waits. Asked once per shape (claims included: devices
     they cannot get keep a pod out whatever is pinned) while no room moves."""
-    key = (tuple((pod.requests, pod.rules, pod.resource_claims, sub_group_of(pod))
+    key = (tuple((pod.requests, pod.rules, pod.resource_claims, pod.sub_group)
                  for pod in gang.pending),
            gang.min_member - gang.bound, gang.topology_keys, gang.levels, gang.policy)
     known = session.pins.fits_unpinned.get(key)
