@@ -18,6 +18,7 @@ from gangsched.core.actions import MarkUnschedulable
 from gangsched.core.kubeobjects.fields import ObjectError
 from gangsched.core.kubeobjects.podgroups import SUB_GROUP_LABEL, group_from_api
 from gangsched.core.kubeobjects.pods import pod_from_api
+from gangsched.core.kubeobjects.status_bodies import MESSAGE_LIMIT
 from gangsched.core.model.objects import (
     Flavor,
     Gang,
@@ -43,6 +44,7 @@ from gangsched.core.reasons import (
     TopologyUnknown,
     causes,
     code_of,
+    render,
 )
 from gangsched.core.reports.explain import closest_domains
 from gangsched.core.stages.gangs import Member
@@ -152,6 +154,9 @@ def test_a_gang_whose_sub_group_no_domain_holds_waits_whole_taking_nothing() -> 
     assert [code_of(reason) for reason in causes(decision.reason)][:6] == [
         "NoDomainHolds", "InDomain", "InSubGroup", "NoDomainHolds", "InDomain", "DoesNotFit"]
     assert capacity.free_total() == before
+    line = render(decision.reason)
+    assert len(line) <= MESSAGE_LIMIT and "in block=b0: sub-group tp0" in line
+    assert "in block=b1: sub-group tp0" in line, "the condition's message names every block"
     assert closest_domains(decision.reason)[:3] == (
         DomainRoom(BLOCK, "b0", GPU, 24, 32, 16), DomainRoom(BLOCK, "b1", GPU, 24, 32, 16),
         DomainRoom(NVLINK, "nv0", GPU, 6, 8, 8))

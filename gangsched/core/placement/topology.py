@@ -128,7 +128,11 @@ def _in_best_domain(
     policy: Policy,
     domains: Mapping[Domain, tuple[NodeName, ...]],
     keys: Sequence[str] | None,
+    worded: int = REASON_DOMAINS,
 ) -> tuple[Placement, Domain] | Unplaceable:
+    """The placement in the best domain and the domain, or why none holds the gang: the
+    ``worded`` closest domains' refusals in its line, the closest ``REASON_DOMAINS``'
+    room as figures."""
     candidates = {
         domain: nodes for domain, nodes in domains.items()
         if gang.bound_on <= set(nodes)
@@ -157,7 +161,7 @@ def _in_best_domain(
     if best is None:
         closest = sorted(refusals, key=lambda refusal: refusal[0])[:REASON_DOMAINS]
         return Unplaceable(gang.key, NoDomainHolds(
-            label, len(candidates), tuple(shown for _, shown, _ in closest),
+            label, len(candidates), tuple(shown for _, shown, _ in closest[:worded]),
             tuple(room for _, _, room in closest)))
     placed = _place_inside(capacity, gang, policy, best[1], candidates[best[1]])
     if not isinstance(placed, Placement):  # the domain held it a moment ago
@@ -371,7 +375,10 @@ def _place_sub_group(
     for keys in (*preferred_keys(request), required):
         if not keys:
             continue
-        held = _in_best_domain(capacity, part, policy, _domains_among(capacity, nodes, keys), keys)
+        # One domain's refusal worded per sub-group: the line names the gang's domains too,
+        # and a condition's message holds 1024 characters.
+        held = _in_best_domain(capacity, part, policy, _domains_among(capacity, nodes, keys),
+                               keys, worded=1)
         if isinstance(held, tuple):
             return held[0], SubGroupHeld(sub.name, keys[-1], held[1][-1][1])
         closest.extend(_closest_of(held))
