@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from devcluster.controlplane import LocalCluster, NodeShape
+from devcluster.controlplane import REPO, LocalCluster, NodeShape
 from gangsched.core.kubeobjects.podgroups import SUB_GROUP_LABEL
 from gangsched.core.reasons import LevelHeld, SubGroupHeld
 from tests.e2e.scenario import only_nodes
@@ -127,3 +127,19 @@ def test_a_pod_naming_an_unknown_sub_group_waits_with_its_gang_saying_so(
                          for e in ws.events("stray-7")), timeout=30,
              what="an Event on the pod")
     assert bound(members(ws, "stray-")) == []
+
+
+def test_the_example_job_lands_each_group_in_its_own_nvlink_domain(
+    cluster: LocalCluster, ws: Workspace, fabric: str,
+) -> None:
+    example = (REPO / "examples" / "subgroups.yaml").read_text()
+    cluster.kubectl("apply", "-f", "-",
+                    input=example.replace("namespace: default", f"namespace: {ws.name}"))
+    try:
+        wait_for(lambda: len(bound(members(ws, "tp"))) == 8, timeout=60,
+                 what="the example's eight workers to bind")
+        tp0, tp1 = domains_of(ws, "tp0-"), domains_of(ws, "tp1-")
+        assert len(tp0) == 1 and len(tp1) == 1 and tp0 != tp1, (tp0, tp1)
+        assert len({DOMAINS[domain] for domain in tp0 | tp1}) == 1
+    finally:
+        cluster.kubectl("delete", "topology", "nvfabric", "--ignore-not-found")
