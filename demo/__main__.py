@@ -106,7 +106,7 @@ def run_scenario(cluster: LocalCluster, contender: Contender, make: type[Scenari
     finally:
         ws.close()
     run = summarize(scenario.title, contender.title, scenario.jobs, scenario.finished(),
-                    recorder, ended, finished_at)
+                    recorder, ended, finished_at, scenario.racks)
     live.console.print(f"[bold]{contender.title}[/bold] · {scenario.short}: "
                        f"{outcome(run.summary)}")
     return run
@@ -151,7 +151,10 @@ def summary_table(summaries: list[list[RunSummary]], contenders: Sequence[Conten
                                     else f"{r.seconds:g}s" for r in runs))
         table.add_row("", "pods bound", *(f"{r.pods_bound} of {r.pods}" for r in runs))
         table.add_row("", "partly bound", *(f"{r.partly_bound_s:g}s" for r in runs),
-                      end_section=True)
+                      end_section=runs[0].jobs_split is None)
+        if runs[0].jobs_split is not None:
+            table.add_row("", "split across racks",
+                          *(f"{r.jobs_split} of {r.jobs} jobs" for r in runs), end_section=True)
     return table
 
 

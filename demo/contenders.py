@@ -30,23 +30,31 @@ class Contender:
     """How gangs are declared: none, gangsched (PodGroup + label), native (PodGroup + field)."""
 
     def podgroup(
-        self, namespace: str, name: str, min_member: int, min_resources: Mapping[str, str]
+        self, namespace: str, name: str, min_member: int, min_resources: Mapping[str, str],
+        one_domain: tuple[str, str] | None = None,
     ) -> Manifest | None:
         """The object that declares the gang, or None when this contender knows no gangs.
 
         The native PodGroup has no ``minResources``: a Spark job whose executors
-        come later can only declare its driver (``minCount: 1``).
+        come later can only declare its driver (``minCount: 1``). ``one_domain`` (a
+        Topology's name, a node label) keeps the whole gang in one domain of the label, as
+        each API says it: gangsched's ``spec.topology.required``, the native
+        ``schedulingConstraints.topology``.
         """
         if self.groups == "gangsched":
             spec: dict[str, Any] = {"minMember": min_member}
             if min_resources:
                 spec["minResources"] = dict(min_resources)
+            if one_domain is not None:
+                spec["topology"] = {"name": one_domain[0], "required": one_domain[1]}
             return {"apiVersion": "scheduling.gangsched.io/v1alpha1", "kind": "PodGroup",
                     "metadata": {"name": name, "namespace": namespace}, "spec": spec}
         if self.groups == "native":
+            native: dict[str, Any] = {"schedulingPolicy": {"gang": {"minCount": min_member}}}
+            if one_domain is not None:
+                native["schedulingConstraints"] = {"topology": [{"key": one_domain[1]}]}
             return {"apiVersion": "scheduling.k8s.io/v1beta1", "kind": "PodGroup",
-                    "metadata": {"name": name, "namespace": namespace},
-                    "spec": {"schedulingPolicy": {"gang": {"minCount": min_member}}}}
+                    "metadata": {"name": name, "namespace": namespace}, "spec": native}
         return None
 
     def member(self, pod: Manifest, group: str) -> Manifest:

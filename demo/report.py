@@ -100,7 +100,10 @@ def write_html(summaries: Sequence[Sequence[RunSummary]], titles: Sequence[str],
     for r, row in enumerate(summaries):
         cells = "".join(
             f"<td>{html.escape(outcome(s))}<br>{s.pods_bound} of {s.pods} pods bound<br>"
-            f"partly bound: {s.partly_bound_s:g} s (at most {s.most_partly_bound} jobs)</td>"
+            f"partly bound: {s.partly_bound_s:g} s (at most {s.most_partly_bound} jobs)"
+            + ("" if s.jobs_split is None else f"<br>split across racks: {s.jobs_split} of "
+               f"{s.jobs} jobs")
+            + "</td>"
             for s in row
         )
         rows.append(f"<tr><th>{html.escape(scenario_titles[r])}</th>{cells}</tr>")

@@ -16,6 +16,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Protocol
 
+import pykube
+
 from demo.contenders import Contender
 from demo.timeline import JOB_LABEL
 from devcluster import fakedriver
@@ -32,6 +34,8 @@ class Scenario(Protocol):
     key: ClassVar[str]
     title: ClassVar[str]
     short: ClassVar[str]
+    racks: ClassVar[Mapping[str, str]]
+    """Each node's rack, for a scenario whose nodes are in racks; else empty."""
     nodes: int
     shape: NodeShape
     jobs: int
@@ -72,6 +76,7 @@ class Spark:
     key: ClassVar[str] = "spark"
     title: ClassVar[str] = "Spark: 6 jobs x (driver + 2 executors) on 6 CPUs"
     short: ClassVar[str] = "Spark, 6 jobs on 6 CPUs"
+    racks: ClassVar[Mapping[str, str]] = {}
     nodes: int = 3
     shape: NodeShape = field(default_factory=lambda: NodeShape(cpu="2", memory="8Gi"))
     jobs: int = 6
@@ -111,6 +116,7 @@ class GpuBlocker:
     key: ClassVar[str] = "gpu-blocker"
     title: ClassVar[str] = "GPU blocker: 2-worker job, one of 2 GPUs held for 4 s"
     short: ClassVar[str] = "GPU blocker"
+    racks: ClassVar[Mapping[str, str]] = {}
     nodes: int = 2
     shape: NodeShape = field(default_factory=lambda: NodeShape(cpu="8", memory="32Gi", gpus=1))
     jobs: int = 1
@@ -177,6 +183,7 @@ class Training:
     key: ClassVar[str] = "training"
     title: ClassVar[str] = "Training: 3 jobs x 4 GPU workers on 4 GPUs"
     short: ClassVar[str] = "Training, 3 jobs on 4 GPUs"
+    racks: ClassVar[Mapping[str, str]] = {}
     nodes: int = 2
     shape: NodeShape = field(default_factory=lambda: NodeShape(cpu="8", memory="32Gi", gpus=2))
     jobs: int = 3
@@ -223,6 +230,7 @@ class Cliques:
     key: ClassVar[str] = "dra-cliques"
     title: ClassVar[str] = "DRA: 4 jobs x 8 GPUs, a clique of 4 per worker, on 3 nodes x 8 GPUs"
     short: ClassVar[str] = "DRA cliques, 4 jobs on 24 GPUs"
+    racks: ClassVar[Mapping[str, str]] = {}
     nodes: int = 3
     shape: NodeShape = field(default_factory=lambda: NodeShape(cpu="16", memory="64Gi"))
     jobs: int = 4
@@ -269,7 +277,81 @@ class Cliques:
         return len(self.done)
 
 
-SCENARIOS = (Spark, GpuBlocker, Training, Cliques)
+RACK = "topology.example.com/rack"
+TOPOLOGY = "demo-racks"
+
+
+@dataclass
+class Racks:
+    """Two jobs of 8 GPUs (4 workers of 2 GPUs), created side by side, on two racks of three
+    nodes x 4 GPUs (even nodes in one, odd in the other, as names seldom follow racks),
+    after a serving pod of 2 GPUs on the first node of each rack: each rack still holds
+    one job whole (10 GPUs free), but nodes taken in any order of their own span both.
+
+    Each contender is told, as its API can say it, to keep a job in one rack (gangsched's
+    ``spec.topology.required``, the native ``schedulingConstraints.topology``);
+    kube-scheduler alone has no way to say it. A job split across racks runs, but its
+    workers talk over the link between the racks."""
+
+    ws: Workspace
+    contender: Contender
+    key: ClassVar[str] = "racks"
+    title: ClassVar[str] = "Racks: 2 jobs x 8 GPUs on 2 racks of 3 nodes x 4 GPUs"
+    short: ClassVar[str] = "Racks, 2 jobs of 8 GPUs"
+    racks: ClassVar[Mapping[str, str]] = {f"node-{i}": f"r{i % 2}" for i in range(6)}
+    nodes: int = 6
+    shape: NodeShape = field(default_factory=lambda: NodeShape(cpu="8", memory="32Gi", gpus=4))
+    jobs: int = 2
+    workers: int = 4
+    serving: tuple[str, ...] = ("node-0", "node-1")
+    jobs_created: bool = False
+    all_running: dict[str, float] = field(default_factory=dict)
+    done: set[str] = field(default_factory=set)
+
+    def _names(self, job: str) -> list[str]:
+        return [f"{job}-worker-{i}" for i in range(self.workers)]
+
+    def submit(self) -> None:
+        for name, rack in self.racks.items():
+            node = pykube.Node.objects(self.ws.api).get(name=name)
+            node.obj["metadata"].setdefault("labels", {})[RACK] = rack
+            node.update()
+        topology = pykube.object_factory(self.ws.api, "scheduling.gangsched.io/v1alpha1",
+                                         "Topology")
+        if topology.objects(self.ws.api).get_or_none(name=TOPOLOGY) is None:
+            topology(self.ws.api, {"apiVersion": "scheduling.gangsched.io/v1alpha1",
+                                   "kind": "Topology", "metadata": {"name": TOPOLOGY},
+                                   "spec": {"levels": [{"nodeLabel": RACK}]}}).create()
+        for node in self.serving:
+            pod = self.ws.pod(f"serving-{node}", cpu="1", gpus=2,
+                              scheduler=self.contender.scheduler_name,
+                              node_selector={"kubernetes.io/hostname": node})
+            self.ws.create(pod)
+
+    def _create_jobs(self) -> None:
+        jobs = [f"racks-{j}" for j in range(self.jobs)]
+        for job in jobs:
+            group = self.contender.podgroup(self.ws.name, job, self.workers, {},
+                                            one_domain=(TOPOLOGY, RACK))
+            if group is not None:
+                self.ws.create(group)
+        for i in range(self.workers):  # operators create their pods side by side
+            for job in jobs:
+                self.ws.create(_pod(self.ws, self.contender, f"{job}-worker-{i}", job, gpus=2))
+
+    def step(self, pods: Pods, now: float) -> None:
+        if not self.jobs_created:
+            if _running(pods, [f"serving-{node}" for node in self.serving]):
+                self._create_jobs()
+                self.jobs_created = True
+            return
+        _train(self, pods, now, "racks")
+
+    def finished(self) -> int:
+        return len(self.done)
+
+
+SCENARIOS = (Spark, GpuBlocker, Training, Cliques, Racks)
 
 
 def bound_pods(pods: Pods) -> int:

@@ -23,6 +23,7 @@ class PodTrack:
     bound: float | None = None
     running: float | None = None
     done: float | None = None
+    node: str | None = None
 
 
 @dataclass
@@ -45,6 +46,7 @@ class Recorder:
             phase = (pod.get("status") or {}).get("phase")
             if track.bound is None and (pod.get("spec") or {}).get("nodeName"):
                 track.bound = now
+                track.node = pod["spec"]["nodeName"]
                 self.last_change = now
             if track.running is None and phase in ("Running", *TERMINAL):
                 track.running = now
@@ -87,6 +89,8 @@ class RunSummary:
     pods_bound: int
     partly_bound_s: float
     most_partly_bound: int
+    jobs_split: int | None = None
+    """Jobs whose pods were bound in more than one rack; None where nodes have no racks."""
 
     def as_json(self) -> dict[str, Any]:
         return {k: getattr(self, k) for k in self.__dataclass_fields__}
@@ -100,9 +104,18 @@ class Run:
 
 
 def summarize(scenario: str, contender: str, jobs: int, finished: int, recorder: Recorder,
-              ended: float, finished_at: float | None) -> Run:
+              ended: float, finished_at: float | None,
+              racks: Mapping[str, str] | None = None) -> Run:
+    """The run's figures; ``racks``, each node's rack, where the scenario has them."""
     tracks = tuple(sorted(recorder.pods.values(), key=lambda t: (t.created, t.name)))
     gang_pods = [t for t in tracks if t.job is not None]
+    split = None
+    if racks:
+        held: dict[str, set[str]] = {}
+        for track in gang_pods:
+            if track.job is not None and track.node is not None:
+                held.setdefault(track.job, set()).add(racks.get(track.node, track.node))
+        split = sum(1 for used in held.values() if len(used) > 1)
     summary = RunSummary(
         scenario=scenario,
         contender=contender,
@@ -114,5 +127,6 @@ def summarize(scenario: str, contender: str, jobs: int, finished: int, recorder:
         pods_bound=sum(1 for t in gang_pods if t.bound is not None),
         partly_bound_s=round(recorder.partly_bound_s, 1),
         most_partly_bound=recorder.most_partly_bound,
+        jobs_split=split,
     )
     return Run(summary, tracks, ended)

@@ -295,6 +295,13 @@ def explanation_json(explanation: Explanation,
             }
             for shape in explanation.shapes
         ],
+        "closestDomains": [
+            {"nodeLabel": room.level, "value": room.value, "resource": room.resource,
+             "free": format_amount(room.resource, room.free),
+             "total": format_amount(room.resource, room.total),
+             "asked": format_amount(room.resource, room.asked)}
+            for room in explanation.closest_domains
+        ],
         "placement": [{"pod": pod, "node": node} for pod, node in explanation.assignments],
         "preempts": list(explanation.preempts),
         "reservedByOthers": [
@@ -332,6 +339,10 @@ def print_explanation(console: Console, explanation: Explanation, what: str,
         if shape.excluded:
             excluded = ", ".join(f"{n} by {r}" for r, n in sorted(shape.excluded.items()))
             console.print(f"    nodes excluded: {excluded}", highlight=False)
+    if e.closest_domains:
+        console.print("  closest domains:")
+        for room in e.closest_domains:
+            console.print(f"    {room.text()}", highlight=False)
     if e.reserved_by_others:
         held = "; ".join(f"{gang} holds {_text(r)}" for gang, r in e.reserved_by_others)
         console.print(f"  reserved for admitted gangs: {held}", highlight=False)

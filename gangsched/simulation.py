@@ -77,7 +77,9 @@ class Simulation:
                  "pods": [{"pod": pod, "node": node} for pod, node in r.nodes],
                  "level": None if r.level is None else {
                      "nodeLabel": r.level.level, "value": r.level.value,
-                     "preferred": r.level.preferred}}
+                     "preferred": r.level.preferred,
+                     "subGroups": [{"name": sub.sub_group, "nodeLabel": sub.level,
+                                    "value": sub.value} for sub in r.level.sub_groups]}}
                 for r in self.runs
             ],
             "never": [{"gang": gang, "code": code_of(reason), "reason": render(reason)}

@@ -189,6 +189,10 @@ def test_podgroup_with_every_field_is_accepted_as_written(
         "queue": "team-a.batch",
         "priorityClassName": "high-priority",
         "scheduleTimeoutSeconds": 600,
+        "topology": {"name": "fabric", "required": "example.com/block", "subGroups": [
+            {"name": "tp0", "minMember": 4, "required": "example.com/nvlink"},
+            {"name": "stage.1", "minMember": 2, "required": "example.com/rack",
+             "preferred": "example.com/nvlink"}]},
     }
     create(cluster, scope, podgroup("full", spec))
     assert get_json(cluster, scope, "gpg", "full")["spec"] == spec
@@ -297,6 +301,8 @@ GOOD_PODGROUP: Manifest = {
     "minResources": {"cpu": "3", "memory": "6Gi"},
     "queue": "default",
     "scheduleTimeoutSeconds": 300,
+    "topology": {"name": "fabric", "required": "block",
+                 "subGroups": [{"name": "tp0", "minMember": 2, "required": "nvlink"}]},
 }
 GOOD_QUEUE: Manifest = {"weight": 2, "capability": {"cpu": "8", "memory": "32Gi"}, "state": "Open"}
 
@@ -378,6 +384,32 @@ BAD_SPECS = {
         ("priorityClassName",),
         "High Priority",
         ("spec.priorityClassName", "priorityClassName must be the name of a PriorityClass"),
+    ),
+    "subGroup-minMember-0": Bad(
+        "PodGroup",
+        ("topology", "subGroups"),
+        [{"name": "tp0", "minMember": 0, "required": "nvlink"}],
+        ("spec.topology.subGroups[0].minMember: Invalid value: 0",
+         "should be greater than or equal to 1"),
+    ),
+    "subGroup-twice": Bad(
+        "PodGroup",
+        ("topology", "subGroups"),
+        [{"name": "tp0", "required": "nvlink"}, {"name": "tp0", "required": "rack"}],
+        ("spec.topology.subGroups[1]: Duplicate value",),
+    ),
+    "subGroup-without-a-level": Bad(
+        "PodGroup",
+        ("topology", "subGroups"),
+        [{"name": "tp0", "minMember": 2}],
+        ("spec.topology.subGroups[0]",
+         "a sub-group names a required level, a preferred level or both"),
+    ),
+    "subGroup-name-not-a-label-value": Bad(
+        "PodGroup",
+        ("topology", "subGroups"),
+        [{"name": "tp 0", "required": "nvlink"}],
+        ('spec.topology.subGroups[0].name: Invalid value: "tp 0"', "should match"),
     ),
     "weight-0": Bad(
         "Queue",

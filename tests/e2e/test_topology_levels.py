@@ -152,7 +152,7 @@ def test_the_example_job_lands_in_one_rack(
      "Duplicate value"),
     ({"kind": "PodGroup", "metadata": {"name": "aimless"},
       "spec": {"topology": {"name": "fabric"}}},
-     "topology names a required level, a preferred level or both"),
+     "topology names a required level, a preferred level or sub-groups"),
 ])
 def test_the_api_server_refuses_a_topology_request_that_says_nothing(
     cluster: LocalCluster, ws: Workspace, body: dict[str, Any], refusal: str,

@@ -39,3 +39,13 @@ def test_a_run_that_stops_changing_is_stuck_from_its_last_change() -> None:
     recorder.observe({"d": pod("spark", "n0", "Running"), "e": pod("spark")}, 7.0)
     summary = summarize("spark", "kube-scheduler", 1, 0, recorder, 7.0, None).summary
     assert (summary.stuck, summary.seconds, summary.finished) == (True, 0.7, 0)
+
+
+def test_a_job_whose_pods_are_bound_in_two_racks_counts_as_split() -> None:
+    racks = {"n0": "r0", "n1": "r0", "n2": "r1", "n3": "r1"}
+    recorder = Recorder()
+    recorder.observe({"a0": pod("a", "n0"), "a1": pod("a", "n2"),
+                      "b0": pod("b", "n1"), "b1": pod("b", "n1"), "other": pod(None, "n3")}, 1.0)
+    summary = summarize("racks", "kube-scheduler", 2, 0, recorder, 1.0, None, racks).summary
+    assert summary.jobs_split == 1
+    assert summarize("racks", "x", 2, 0, recorder, 1.0, None).summary.jobs_split is None

@@ -11,18 +11,22 @@ from gangsched.core.model.objects import (
     LevelRequest,
     Node,
     Pod,
+    PodKey,
     Policy,
     QueueName,
     QueueSpec,
+    SubGroup,
     Taint,
 )
 from gangsched.core.model.resources import Capability, Resources
 from gangsched.core.placement.capacity import Snapshot
 from gangsched.core.reasons import (
     DoesNotFit,
+    DomainRoom,
     Gated,
     QueueNotLeaf,
     ShortOfMembers,
+    SubGroupUnknown,
     TopologyUnknown,
     causes,
 )
@@ -151,3 +155,36 @@ def test_a_gang_naming_a_missing_topology_is_told_to_create_it_not_to_free_room(
     e = explain([node("gpu-0", gpu=1)], [], [train], "ns/train")
     assert e.reason == TopologyUnknown("fabric")
     assert len(e.remedies) == 1 and "Topology fabric" in e.remedies[0], e.remedies
+
+
+def test_a_gang_no_domain_holds_is_told_the_closest_domains_at_each_level_tried() -> None:
+    """Racks r0 and r1 of block b0, r2 of block b1, two 8-GPU nodes each; a gang of 24 GPUs
+    that prefers a rack and requires a block. No rack holds 24 (each has 16), and no
+    block: b0 has 10 free, b1 12."""
+    racks = {"r0": "b0", "r1": "b0", "r2": "b1"}
+    nodes = [node(f"{rack}-{i}", gpu=8, labels={"block": block, "rack": rack})
+             for rack, block in racks.items() for i in range(2)]
+    taken = {"r0-0": 8, "r0-1": 6, "r1-0": 0, "r1-1": 8, "r2-0": 4, "r2-1": 0}
+    bound = [pod(f"other/{name}", gpu=gpus, node_name=name)
+             for name, gpus in taken.items() if gpus]
+    request = LevelRequest("fabric", required="block", preferred="rack",
+                           levels=("block", "rack"))
+    train = replace(gang("ns/train", [pod(f"ns/w{i}", gpu=8) for i in range(3)]),
+                    levels=request, topology_keys=("block",))
+    e = explain(nodes, bound, [train], "ns/train")
+    assert e.verdict is Verdict.WAITING
+    assert e.closest_domains == (
+        DomainRoom("rack", "r2", GPU, 12, 16, 24), DomainRoom("rack", "r1", GPU, 8, 16, 24),
+        DomainRoom("rack", "r0", GPU, 2, 16, 24),
+        DomainRoom("block", "b1", GPU, 12, 16, 24), DomainRoom("block", "b0", GPU, 10, 32, 24))
+    assert e.closest_domains[0].text() == "rack r2: 12 of 16 nvidia.com/gpu free, 24 asked"
+
+
+def test_a_pod_naming_an_unknown_sub_group_is_told_to_fix_its_label_not_to_free_room() -> None:
+    request = LevelRequest("fabric", levels=("rack",),
+                           sub_groups=(SubGroup("tp0", 1, required="rack"),))
+    stray = replace(pod("ns/w0", gpu=2), sub_group="tp9")
+    train = replace(gang("ns/train", [stray]), levels=request)
+    e = explain([node("gpu-0", gpu=1)], [], [train], "ns/train")
+    assert e.reason == SubGroupUnknown(PodKey("ns/w0"), "tp9", ("tp0",))
+    assert len(e.remedies) == 1 and "sub-group" in e.remedies[0], e.remedies

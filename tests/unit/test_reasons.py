@@ -29,11 +29,14 @@ from gangsched.core.reasons import (
     ClaimsProvisioning,
     DevicesShort,
     DoesNotFit,
+    DomainRoom,
     Gated,
     GroupInvalid,
     GroupMissing,
     HeldForStarving,
     InDomain,
+    InSubGroup,
+    LevelHeld,
     MembersMissing,
     NoDomainHolds,
     NoDomainLabel,
@@ -56,6 +59,8 @@ from gangsched.core.reasons import (
     ShortOfMembers,
     Starved,
     Starving,
+    SubGroupHeld,
+    SubGroupUnknown,
     TooBigToHold,
     VolumeBlocked,
     VolumeLimitBound,
@@ -131,7 +136,20 @@ def test_domains_wording() -> None:
         (NoDomainHolds("rack", 5, (InDomain("rack=r1", NoNodes(GANG)),)),
          "no single rack domain of 5 holds the whole gang: "
          "in rack=r1: gang ns/train: the cluster has no nodes; 4 more domains too small"),
+        (InSubGroup("tp0", ShortOfMembers(GANG, 3, 4)),
+         "sub-group tp0: gang ns/train is short of members: it has 3 pods, pending and "
+         "bound, and needs 4 (minMember); it holds no room until more exist"),
+        (SubGroupUnknown(POD, "tp9", ("tp0", "tp1"), 2),
+         "pod ns/train-0 names sub-group 'tp9', which its PodGroup does not list (its "
+         "sub-groups: tp0, tp1) (and 2 more pods of the gang)"),
+        (SubGroupUnknown(POD, "tp0"),
+         "pod ns/train-0 names sub-group 'tp0', but its PodGroup lists no sub-groups"),
     ])
+    assert DomainRoom("example.com/rack", "r3", GPU, 6, 8, 16).text() == (
+        "rack r3: 6 of 8 nvidia.com/gpu free, 16 asked")
+    assert LevelHeld("block", "b0", "", (SubGroupHeld("tp0", "nvlink", "nv1"),
+                                         SubGroupHeld("tp1"))).text() == (
+        "in block b0; sub-groups tp0 in nvlink nv1, tp1 across domains")
 
 
 def test_members_wording() -> None:

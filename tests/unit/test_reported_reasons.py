@@ -11,6 +11,7 @@ from gangsched.core.reasons import (
     AdmissionNoRoom,
     DevicesShort,
     DoesNotFit,
+    InSubGroup,
     MembersMissing,
     Reason,
     ShapeFigures,
@@ -56,6 +57,19 @@ def test_members_created_one_by_one_do_not_rewrite_a_short_gang_s_reason_each_ti
     assert more[GANG] == first[GANG]
     raised = reported_reasons(more, {GANG: ShortOfMembers(GANG, 5, 9)}, now=2.0, hold_s=60.0)
     assert raised[GANG] == Reported(ShortOfMembers(GANG, 5, 9), 2.0)
+
+
+def test_members_of_a_sub_group_created_one_by_one_do_not_rewrite_the_reason_each_time(
+) -> None:
+    def short(has: int) -> InSubGroup:
+        return InSubGroup("tp0", ShortOfMembers(GANG, has, 8))
+
+    first = reported_reasons({}, {GANG: short(1)}, now=0.0, hold_s=60.0)
+    more = reported_reasons(first, {GANG: short(5)}, now=1.0, hold_s=60.0)
+    assert more[GANG] == first[GANG]
+    other = InSubGroup("tp1", ShortOfMembers(GANG, 5, 8))
+    assert reported_reasons(more, {GANG: other}, now=2.0, hold_s=60.0)[GANG] == Reported(
+        other, 2.0)
 
 
 def test_a_new_kind_of_reason_is_reported_at_once() -> None:

@@ -101,7 +101,35 @@ def test_a_gang_requiring_a_rack_of_a_topology_runs_inside_one_rack(tmp_path: Pa
     out = simulate(tmp_path, racks, jobs)
     [run] = out["runs"]
     assert sorted(p["node"] for p in run["pods"]) == ["node-1", "node-2", "node-3"]
-    assert run["level"] == {"nodeLabel": "example.com/rack", "value": "r1", "preferred": ""}
+    assert run["level"] == {"nodeLabel": "example.com/rack", "value": "r1", "preferred": "",
+                            "subGroups": []}
+
+
+def test_a_gang_of_sub_groups_shows_the_domain_each_lands_in(tmp_path: Path) -> None:
+    racks = nodes(4, "8", gpus=2)
+    for index, node in enumerate(racks):  # node-0 in rack r0, node-1 to node-3 in rack r1
+        node["metadata"]["labels"] = {"example.com/block": "b0",
+                                      "example.com/rack": "r0" if index == 0 else "r1"}
+    topology = {"apiVersion": "scheduling.gangsched.io/v1alpha1", "kind": "Topology",
+                "metadata": {"name": "fabric"},
+                "spec": {"levels": [{"nodeLabel": "example.com/block"},
+                                    {"nodeLabel": "example.com/rack"}]}}
+    group = podgroup("train", 3, topology={
+        "name": "fabric", "required": "example.com/block",
+        "subGroups": [{"name": "big", "minMember": 2, "required": "example.com/rack"},
+                      {"name": "small", "minMember": 1, "required": "example.com/rack"}]})
+    workers = [pod(f"worker-{i}", "train", gpus=2) for i in range(3)]
+    for index, worker in enumerate(workers):
+        worker["metadata"]["labels"]["scheduling.gangsched.io/sub-group"] = (
+            "big" if index < 2 else "small")
+    out = simulate(tmp_path, racks, [topology, group, *workers])
+    [run] = out["runs"]
+    assert run["level"]["subGroups"] == [
+        {"name": "big", "nodeLabel": "example.com/rack", "value": "r1"},
+        {"name": "small", "nodeLabel": "example.com/rack", "value": "r0"}]
+    on = {p["pod"]: p["node"] for p in run["pods"]}
+    assert on["default/worker-2"] == "node-0"
+    assert {on["default/worker-0"], on["default/worker-1"]} <= {"node-1", "node-2", "node-3"}
 
 
 def test_a_gang_blocked_by_another_schedulers_pod_never_runs_and_says_why(

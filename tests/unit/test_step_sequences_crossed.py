@@ -6,7 +6,8 @@ shared by the pods of a gang, with admin access), pods in no PodGroup, a
 capped queue tree whose queues close and open again, priorities (a gang with
 one tiny high-priority pod among low ones), preemption and reclaim, backfill
 (expected runtimes), starvation holds and replacement holds, and a Topology of
-blocks and racks that gangs require or prefer a rack of. Between steps
+blocks and racks that gangs require or prefer a rack of, and whose sub-groups
+each require one (or whose pod names a sub-group not listed). Between steps
 binds succeed, are refused or are lost; claim writes are accepted, refused
 or lost (applied, but the call failed); members terminate, go and come back;
 evicted pods terminate, then go.
@@ -24,7 +25,8 @@ After every step, whatever happened before:
 * no device is allocated to two claims (admin access aside); no node holds
   more than its allocatable;
 * no gang is handed out below its minMember, nor with no pod;
-* no gang requiring a rack has members placed in two racks;
+* no gang requiring a rack has members placed in two racks, nor a sub-group;
+* no gang is handed out while a pending pod of it names an unknown sub-group;
 * no queue holds more than any capability on its way up, counting the
   devices its claims hold (a device counts for the DeviceClass it was asked
   by, under ``deviceclass.resource.kubernetes.io/<class>`` and the class's
@@ -42,6 +44,7 @@ After every step, whatever happened before:
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -52,13 +55,14 @@ from devcluster import fakedriver
 from gangsched.core.actions import Bind, Evict
 from gangsched.core.dra.parse import allocation_to_api
 from gangsched.core.dra.placing import ClaimWrite
-from gangsched.core.kubeobjects.podgroups import QUEUE_ANNOTATION
+from gangsched.core.kubeobjects.podgroups import QUEUE_ANNOTATION, SUB_GROUP_LABEL
 from gangsched.core.model.objects import Flavor, Gang, GangKey, NodeName, PodKey
 from gangsched.core.model.resources import CPU, DEVICE_CLASS_PREFIX, Resources
 from gangsched.core.model.runtimes import RUNTIME_ANNOTATION, backfills
 from gangsched.core.placement.capacity import Placement
 from gangsched.core.queues.fairness import gang_order
 from gangsched.core.reasons import Starving
+from gangsched.core.stages.gangs import Member
 from gangsched.core.state import bind_refused
 from gangsched.core.step import StepConfig, step
 from gangsched.core.view import StepView
@@ -112,6 +116,9 @@ class CrossedSpec(Spec):
     runtime: int | None = None
     level: str = "none"
     """``required`` or ``preferred``: how its PodGroup asks for one rack; or ``none``."""
+    sub: str = "none"
+    """``racks``: its pods in turn in sub-groups s0 and s1, each required in one rack;
+    ``unknown``: its first pod names a sub-group its PodGroup does not list; or ``none``."""
 
     def gang_of(self, pod: PodKey) -> GangKey:
         """The gang a pod of this spec is in: its PodGroup, or itself alone."""
@@ -170,7 +177,8 @@ class CrossedWorld(World):
         raw: dict[str, Any] = {
             "metadata": {"name": name, "namespace": NAMESPACE,
                          "uid": f"{name}-{self.generation}", "annotations": annotations,
-                         "labels": {} if spec.lone else {GROUP_LABEL: spec.name},
+                         "labels": {} if spec.lone else {GROUP_LABEL: spec.name,
+                                                         **sub_group_label(spec, index)},
                          "creationTimestamp": "2026-01-01T00:00:00Z"},
             "spec": {"schedulerName": "gang", "priority": PRIORITIES[priority],
                      "priorityClassName": priority, "containers": [container]},
@@ -194,6 +202,29 @@ class CrossedWorld(World):
         raw["metadata"]["resourceVersion"] = str(self.version)
         self.claims[f"{NAMESPACE}/{raw['metadata']['name']}"] = raw
         self.feed.upsert("resourceclaims", raw)
+
+
+def sub_group_label(spec: CrossedSpec, index: int) -> dict[str, str]:
+    """The sub-group label of the spec's pod ``index``: s0 and s1 in turn, or, for a spec
+    whose first pod names an unknown sub-group, ``nope`` on that one."""
+    if spec.sub == "racks":
+        return {SUB_GROUP_LABEL: f"s{index % 2}"}
+    if spec.sub == "unknown" and index == 0:
+        return {SUB_GROUP_LABEL: "nope"}
+    return {}
+
+
+def topology_of(spec: CrossedSpec) -> dict[str, Any] | None:
+    """Its PodGroup's ``spec.topology``: a rack asked, sub-groups listed, both, or none."""
+    if spec.level == "none" and spec.sub == "none":
+        return None
+    topology: dict[str, Any] = {"name": "fabric"}
+    if spec.level != "none":
+        topology[spec.level] = RACK
+    if spec.sub != "none":
+        topology["subGroups"] = [{"name": f"s{k}", "minMember": 1, "required": RACK}
+                                 for k in range(2)]
+    return topology
 
 
 def claim(name: str, spec: CrossedSpec, owner: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -264,7 +295,8 @@ def crossed_specs(draw: st.DrawFn) -> dict[str, CrossedSpec]:
                                         "admin"])),
             gpus=draw(st.integers(1, 4)), device_class=draw(st.sampled_from([H100, H100, ANY])),
             runtime=draw(st.sampled_from([None, 2, 20])),
-            level=draw(st.sampled_from(["none", "none", "required", "preferred"])))
+            level=draw(st.sampled_from(["none", "none", "required", "preferred"])),
+            sub="none" if lone else draw(st.sampled_from(["none", "none", "racks", "unknown"])))
     return out
 
 
@@ -382,8 +414,9 @@ def test_every_policy_keeps_its_promises_with_devices_lone_pods_and_queues_cross
             body["spec"]["queue"] = spec.queue
             if spec.runtime is not None:
                 body["metadata"]["annotations"] = {RUNTIME_ANNOTATION: f"{spec.runtime}s"}
-            if spec.level != "none":
-                body["spec"]["topology"] = {"name": "fabric", spec.level: RACK}
+            topology = topology_of(spec)
+            if topology is not None:
+                body["spec"]["topology"] = topology
             feed.upsert_group(Flavor.GANGSCHED, body)
         if spec.claim == "shared":
             world.put_claim(claim(f"{spec.name}-shared", spec))
@@ -535,6 +568,7 @@ def _crossed_step(world: CrossedWorld) -> None:
     binds = [a.placement for a in stepped.actions if isinstance(a, Bind)]
     _check_whole(world, binds)
     _check_one_rack(world, binds)
+    _check_sub_groups(world, before.members, binds)
     kept = [placement for placement in binds if _hand_out(world, placement)]
     _check_rooms(world)
     _check_devices(world)
@@ -579,6 +613,30 @@ def _check_one_rack(world: CrossedWorld, binds: list[Placement]) -> None:
         racks = {RACKS[str(name)][1] for name in held | {n for _, n in placement.assignments}
                  if name is not None}
         assert len(racks) == 1, f"{placement.gang} requires one rack, placed in {racks}"
+
+
+def _check_sub_groups(world: CrossedWorld, members: Iterable[Member],
+                      binds: list[Placement]) -> None:
+    """Each sub-group of a gang handed out is in one rack, its placed members' rack; a gang
+    with a pending pod naming a sub-group its PodGroup does not list is not handed out."""
+    nodes = {member.pod.key: member.pod.node_name for member in world.mirror.view().members}
+    unknown = {world.spec_of(member.pod.key).gang_of(member.pod.key) for member in members
+               if member.pod.node_name is None and not member.pod.terminating
+               and member.pod.sub_group == "nope"}
+    for placement in binds:
+        assert placement.gang not in unknown, (
+            f"{placement.gang} handed out with a pod naming an unknown sub-group")
+        if not placement.assignments:
+            continue
+        spec = world.spec_of(placement.assignments[0][0])
+        if spec.sub != "racks":
+            continue
+        placed = [(key, nodes.get(key)) for key in _placed_members(world, placement.gang)]
+        for sub in range(2):
+            racks = {RACKS[str(name)][1]
+                     for key, name in (*placed, *placement.assignments)
+                     if name is not None and int(key.rsplit("-", 1)[1]) % 2 == sub}
+            assert len(racks) <= 1, f"{placement.gang} sub-group s{sub} placed in {racks}"
 
 
 def _results(raw: dict[str, Any]) -> list[dict[str, Any]]:

@@ -25,6 +25,7 @@ from gangsched.core.model.objects import (
     LevelRequest,
     Policy,
     QueueName,
+    SubGroup,
     gang_key,
 )
 from gangsched.core.model.quantity import QuantityError
@@ -37,6 +38,7 @@ __all__ = [
     "POLICY_ANNOTATION",
     "PREEMPTIBLE_ANNOTATIONS",
     "QUEUE_ANNOTATION",
+    "SUB_GROUP_LABEL",
     "VOLCANO_ANNOTATION",
     "VOLCANO_QUEUE_ANNOTATION",
     "GroupRecord",
@@ -50,6 +52,8 @@ __all__ = [
 
 
 GROUP_LABEL = "scheduling.gangsched.io/pod-group"
+SUB_GROUP_LABEL = "scheduling.gangsched.io/sub-group"
+"""On a pod: the sub-group of its PodGroup's ``spec.topology.subGroups`` it is in."""
 COSCHEDULING_LABEL = "scheduling.x-k8s.io/pod-group"
 VOLCANO_ANNOTATION = "scheduling.k8s.io/group-name"
 QUEUE_ANNOTATION = "scheduling.gangsched.io/queue"
@@ -160,13 +164,37 @@ def _level_request(raw: object, key: GangKey) -> LevelRequest | None:
         return None
     if not isinstance(raw, Mapping) or not isinstance(raw.get("name"), str):
         raise ObjectError(f"podgroup {key}: topology must be an object with a name")
+    required, preferred = _levels_asked(raw, f"podgroup {key}: topology")
+    subs = raw.get("subGroups") or []
+    if not isinstance(subs, list):
+        raise ObjectError(f"podgroup {key}: topology.subGroups must be a list")
+    return LevelRequest(raw["name"], required, preferred,
+                        sub_groups=tuple(_sub_group(sub, key, index)
+                                         for index, sub in enumerate(subs)))
+
+
+def _levels_asked(raw: Mapping[str, Any], where: str) -> tuple[str | None, str | None]:
+    """The ``required`` and ``preferred`` levels, by node label."""
     labels: list[str | None] = []
     for part in ("required", "preferred"):
         label = raw.get(part)
         if label is not None and (not isinstance(label, str) or not label):
-            raise ObjectError(f"podgroup {key}: topology.{part} must be a node label name")
+            raise ObjectError(f"{where}.{part} must be a node label name")
         labels.append(label)
-    return LevelRequest(raw["name"], labels[0], labels[1])
+    return labels[0], labels[1]
+
+
+def _sub_group(raw: object, key: GangKey, index: int) -> SubGroup:
+    """One of ``spec.topology.subGroups``: a name its pods' label gives, a minMember, and
+    the levels it keeps to."""
+    where = f"podgroup {key}: topology.subGroups[{index}]"
+    if not isinstance(raw, Mapping) or not isinstance(raw.get("name"), str) or not raw["name"]:
+        raise ObjectError(f"{where} must be an object with a name")
+    min_member = raw.get("minMember", 1)
+    if not isinstance(min_member, int) or isinstance(min_member, bool) or min_member < 1:
+        raise ObjectError(f"{where}.minMember {min_member!r} is not a whole number ≥ 1")
+    required, preferred = _levels_asked(raw, where)
+    return SubGroup(raw["name"], min_member, required, preferred)
 
 
 def _native_group(

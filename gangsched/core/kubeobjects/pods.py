@@ -24,7 +24,7 @@ from gangsched.core.kubeobjects.fields import (
     str_map_at,
     timestamp,
 )
-from gangsched.core.kubeobjects.podgroups import QUEUE_ANNOTATION, annotations_of
+from gangsched.core.kubeobjects.podgroups import QUEUE_ANNOTATION, SUB_GROUP_LABEL, annotations_of
 from gangsched.core.model.objects import (
     AttachedVolume,
     ClaimKey,
@@ -118,6 +118,7 @@ def pod_from_api(obj: Mapping[str, Any]) -> Pod:
         queue=QueueName(queue) if queue else None,
         preempts=spec.get("preemptionPolicy") != "Never",
         labels=labels + port_labels(ports) + disk_labels(disks),
+        sub_group=dict(labels).get(SUB_GROUP_LABEL),
         anti_affinity=anti_affinity + port_terms(ports) + disk_terms(disks),
         affinity=affinity,
         spread=_spread(spec, labels, where),

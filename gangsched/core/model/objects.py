@@ -438,6 +438,8 @@ class Pod:
     """False for ``spec.preemptionPolicy: Never`` (set from its PriorityClass): the pod
     waits for room rather than taking it from lower priorities."""
     labels: tuple[tuple[str, str], ...] = ()
+    sub_group: str | None = None
+    """The sub-group of its PodGroup's ``spec.topology`` its label names, read once."""
     anti_affinity: tuple[PodAffinityTerm, ...] = ()
     """Its required anti-affinity terms, which keep other pods away from it."""
     claims: tuple[ClaimRef, ...] = ()
@@ -526,9 +528,22 @@ class DisruptionBudget:
 
 
 @dataclass(frozen=True, slots=True)
+class SubGroup:
+    """One of ``spec.topology.subGroups``: the members whose pods carry its name in the
+    sub-group label, at least ``min_member`` of them placed with the gang, all inside one
+    domain of ``required`` (and of ``preferred`` where one holds them)."""
+
+    name: str
+    min_member: int = 1
+    required: str | None = None
+    preferred: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class LevelRequest:
     """A gangsched PodGroup's ``spec.topology``: the levels of a Topology, by node label, the
-    gang must (``required``) or should (``preferred``) keep to one domain of."""
+    gang must (``required``) or should (``preferred``) keep to one domain of, and its
+    sub-groups, each kept to a domain of its own inside the gang's."""
 
     topology: str
     required: str | None = None
@@ -536,6 +551,7 @@ class LevelRequest:
     levels: tuple[str, ...] | None = None
     """The named Topology's levels, widest first, as the cycle found them; None: no such
     Topology (or not looked up yet)."""
+    sub_groups: tuple[SubGroup, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -563,6 +579,8 @@ class Gang:
     ``topology_keys``."""
     bound_on: frozenset[NodeName] = frozenset()
     """Nodes the gang's bound members run on: a topology gang's domain is theirs."""
+    bound_in: tuple[tuple[str, NodeName], ...] = ()
+    """The sub-group and node of each bound member in one: a sub-group's domain is theirs."""
     preempts: bool = True
     """May evict gangs of lower priority to make room (no ``preemptionPolicy: Never``)."""
     preemptible: bool = True

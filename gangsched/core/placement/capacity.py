@@ -20,7 +20,7 @@ from gangsched.core.dra.devices import ClaimKey, DeviceRef, Inventory
 from gangsched.core.dra.ledger import DeviceLedger
 from gangsched.core.dra.placing import ClaimWrite, DevicePlacement, NodeRoom
 from gangsched.core.fit.interpod import Residents, term_selects
-from gangsched.core.model.objects import Gang, GangKey, NodeName, Pod, PodKey, Policy
+from gangsched.core.model.objects import Gang, GangKey, Node, NodeName, Pod, PodKey, Policy
 from gangsched.core.model.resources import Resources
 from gangsched.core.placement.packing import (
     SEARCH_BUDGET,
@@ -114,6 +114,9 @@ class Capacity:
             for free, names in by_free.items():
                 if names:
                     yield kind, free, names
+
+    def node(self, name: NodeName) -> Node:
+        return self._nodes.index.nodes[name].node
 
     def free_total(self) -> Resources:
         """Free resources over nodes that can take pods; see :meth:`FreeNodes.total`."""

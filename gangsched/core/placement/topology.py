@@ -14,6 +14,14 @@ that label's value and every wider one's, so a rack is a rack of one block.
 The required level is kept as the native keys are; the preferred level is
 tried first, then each wider level down to the required one, then anywhere,
 and the placement says which level held it.
+
+Sub-groups split a gang inside its domain: the pods naming one by the
+sub-group label land inside one domain of its own level (tensor-parallel
+workers in one NVLink domain, pipeline stages in racks of one block). In
+each domain the gang is tried in, its sub-groups are placed largest first,
+each in the domain of its level it wastes least of, then its members in no
+sub-group; if any part does not fit, every part is given back and the next
+domain is tried: the gang is placed whole or not at all.
 """
 
 from __future__ import annotations
@@ -21,15 +29,21 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 
-from gangsched.core.model.objects import Gang, LevelRequest, NodeName, Policy
+from gangsched.core.model.objects import Gang, LevelRequest, NodeName, Pod, Policy, SubGroup
 from gangsched.core.model.resources import Resources, devices_first
 from gangsched.core.placement.capacity import Capacity, Decision, Placement, Snapshot, Unplaceable
 from gangsched.core.reasons import (
     BoundAcrossDomains,
+    DomainRoom,
     InDomain,
+    InSubGroup,
     LevelHeld,
+    MembersMissing,
     NoDomainHolds,
     NoDomainLabel,
+    ShortOfMembers,
+    SubGroupHeld,
+    SubGroupUnknown,
     TopologyUnknown,
 )
 
@@ -41,6 +55,8 @@ __all__ = [
     "place_in_one_domain",
     "preferred_keys",
     "required_keys",
+    "sub_group_problem",
+    "sub_groups_of",
     "with_levels",
 ]
 
@@ -112,7 +128,11 @@ def _in_best_domain(
     policy: Policy,
     domains: Mapping[Domain, tuple[NodeName, ...]],
     keys: Sequence[str] | None,
+    worded: int = REASON_DOMAINS,
 ) -> tuple[Placement, Domain] | Unplaceable:
+    """The placement in the best domain and the domain, or why none holds the gang: the
+    ``worded`` closest domains' refusals in its line, the closest ``REASON_DOMAINS``'
+    room as figures."""
     candidates = {
         domain: nodes for domain, nodes in domains.items()
         if gang.bound_on <= set(nodes)
@@ -125,13 +145,14 @@ def _in_best_domain(
     names = sorted({name for pod in gang.pending for name in pod.requests.amounts},
                    key=devices_first)
     best: tuple[tuple[int, ...], Domain] | None = None
-    refusals: list[tuple[tuple[int, ...], InDomain]] = []
+    refusals: list[tuple[tuple[int, ...], InDomain, DomainRoom]] = []
     for domain in sorted(candidates):
-        decision = capacity.place(_confined(gang, domain), policy)
+        decision = _place_inside(capacity, gang, policy, domain, candidates[domain])
         if isinstance(decision, Unplaceable):
             free = _leftover(capacity, candidates[domain], names)
             refusals.append((tuple(-amount for amount in free),
-                             InDomain(describe_domain(domain), decision.reason)))
+                             InDomain(describe_domain(domain), decision.reason),
+                             _room(capacity, gang, domain, candidates[domain], names, free)))
             continue
         waste = _leftover(capacity, candidates[domain], names)
         capacity.release(decision)
@@ -139,22 +160,54 @@ def _in_best_domain(
             best = (waste, domain)
     if best is None:
         closest = sorted(refusals, key=lambda refusal: refusal[0])[:REASON_DOMAINS]
-        return Unplaceable(gang.key, NoDomainHolds(label, len(candidates),
-                                                   tuple(shown for _, shown in closest)))
-    placed = capacity.place(_confined(gang, best[1]), policy)
+        return Unplaceable(gang.key, NoDomainHolds(
+            label, len(candidates), tuple(shown for _, shown, _ in closest[:worded]),
+            tuple(room for _, _, room in closest)))
+    placed = _place_inside(capacity, gang, policy, best[1], candidates[best[1]])
     if not isinstance(placed, Placement):  # the domain held it a moment ago
         raise AssertionError(f"domain {describe_domain(best[1])} refused gang {gang.key} twice")
     return placed, best[1]
+
+
+def _room(
+    capacity: Capacity, gang: Gang, domain: Domain, nodes: Sequence[NodeName],
+    names: Sequence[str], free: Sequence[int],
+) -> DomainRoom:
+    """How near the domain came: of the first resource (scarcest first) it has less free of
+    than the gang asks, else of the scarcest, what is free of what its nodes have."""
+    asked = [sum(pod.requests.get(name) for pod in gang.pending) for name in names]
+    short = next((i for i, name in enumerate(names) if free[i] < asked[i]), 0)
+    resource = names[short] if names else ""
+    total = sum(capacity.node(node).allocatable.get(resource) for node in nodes)
+    level, value = domain[-1] if domain else ("", "")
+    return DomainRoom(level, value, resource, free[short] if names else 0, total,
+                      asked[short] if names else 0)
+
+
+def _with_closest(decision: Unplaceable, closest: Sequence[DomainRoom]) -> Unplaceable:
+    """The refusal of the widest level tried, naming the closest domains of every level."""
+    reason = decision.reason
+    if not isinstance(reason, NoDomainHolds):
+        return decision
+    return replace(decision, reason=replace(reason, closest=tuple(closest)))
+
+
+def _closest_of(decision: Unplaceable) -> tuple[DomainRoom, ...]:
+    reason = decision.reason
+    return reason.closest if isinstance(reason, NoDomainHolds) else ()
 
 
 # ---- levels of a Topology -------------------------------------------------------------
 
 
 def level_problem(request: LevelRequest) -> TopologyUnknown | None:
-    """Why the request's Topology or one of its levels is not there, or None."""
+    """Why the request's Topology or one of its levels (its sub-groups' too) is not there,
+    or None."""
     if request.levels is None:
         return TopologyUnknown(request.topology)
-    for label in (request.required, request.preferred):
+    asked = (request.required, request.preferred,
+             *(label for sub in request.sub_groups for label in (sub.required, sub.preferred)))
+    for label in asked:
         if label is not None and label not in request.levels:
             return TopologyUnknown(request.topology, label, request.levels)
     return None
@@ -203,16 +256,145 @@ def place_in_levels(
     placement says where it landed."""
     request = gang.levels
     preferred = "" if request is None else request.preferred or ""
+    closest: list[DomainRoom] = []
     for keys in (*(preferred_keys(request) if request else ()), gang.topology_keys):
         if not keys:
             continue
         held = _in_best_domain(capacity, gang, policy, domains_for(keys), keys)
         if isinstance(held, tuple):
             placement, domain = held
-            return replace(placement, level=LevelHeld(keys[-1], domain[-1][1], preferred))
+            return replace(placement, level=LevelHeld(keys[-1], domain[-1][1], preferred,
+                                                      _sub_groups_held(placement)))
+        closest.extend(_closest_of(held))
         if keys == gang.topology_keys:
-            return held
-    spread = capacity.place(gang, policy)
+            return _with_closest(held, closest)
+    everywhere = next(iter(domains_for(()).values()), ())
+    spread = _place_inside(capacity, gang, policy, (), everywhere)
     if isinstance(spread, Placement) and request is not None:
-        return replace(spread, level=LevelHeld("", "", preferred))
+        return replace(spread, level=LevelHeld("", "", preferred, _sub_groups_held(spread)))
     return spread
+
+
+# ---- sub-groups -------------------------------------------------------------------------
+
+
+def sub_groups_of(gang: Gang) -> tuple[SubGroup, ...]:
+    """The gang's sub-groups; none while its Topology is not known."""
+    request = gang.levels
+    if request is None or request.levels is None:
+        return ()
+    return request.sub_groups
+
+
+def sub_group_problem(gang: Gang) -> SubGroupUnknown | InSubGroup | None:
+    """Why no room could place the gang for its sub-groups, or None: a pending pod names a
+    sub-group its PodGroup does not list, or a sub-group has fewer pods, pending and bound,
+    than its minMember."""
+    listed = gang.levels.sub_groups if gang.levels is not None else ()
+    names = tuple(sub.name for sub in listed)
+    unknown = [(pod.key, name) for pod in gang.pending
+               if (name := pod.sub_group) is not None and name not in names]
+    if unknown:
+        pod, name = unknown[0]
+        return SubGroupUnknown(pod, name, names, len(unknown) - 1)
+    for sub in listed:
+        has = (sum(pod.sub_group == sub.name for pod in gang.pending)
+               + sum(name == sub.name for name, _ in gang.bound_in))
+        if has < sub.min_member:
+            return InSubGroup(sub.name, ShortOfMembers(gang.key, has, sub.min_member))
+    return None
+
+
+def _sub_groups_held(placement: Placement) -> tuple[SubGroupHeld, ...]:
+    return () if placement.level is None else placement.level.sub_groups
+
+
+def _place_inside(
+    capacity: Capacity, gang: Gang, policy: Policy, domain: Domain, nodes: Sequence[NodeName]
+) -> Decision:
+    """Place the gang whole inside the domain (of ``nodes``), each sub-group inside one
+    domain of its own level there; the placement's level names where each sub-group went."""
+    confined = _confined(gang, domain) if domain else gang
+    subs = sub_groups_of(gang)
+    if not subs:
+        return capacity.place(confined, policy)
+    members: dict[str | None, list[Pod]] = {}
+    for pod in confined.pending:
+        members.setdefault(pod.sub_group, []).append(pod)
+    parts: list[Placement] = []
+    held: list[SubGroupHeld] = []
+
+    def undone(reason: Unplaceable) -> Unplaceable:
+        for part in parts:
+            capacity.release(part)
+        return reason
+
+    levels = gang.levels.levels if gang.levels is not None else None
+    for sub in sorted(subs, key=lambda sub: (-sub.min_member, sub.name)):
+        pods = members.get(sub.name)
+        if not pods:
+            continue  # every member is bound: its domain is kept by theirs
+        bound = tuple(node for name, node in gang.bound_in if name == sub.name)
+        part = replace(confined, min_member=sub.min_member, pending=tuple(pods),
+                       bound=len(bound), bound_on=frozenset(bound), levels=None,
+                       topology_keys=(), bound_in=())
+        decision = _place_sub_group(capacity, part, sub, policy, levels or (), nodes)
+        if isinstance(decision, Unplaceable):
+            return undone(Unplaceable(gang.key, InSubGroup(sub.name, decision.reason)))
+        parts.append(decision[0])
+        held.append(decision[1])
+    need = gang.min_member - gang.bound - sum(len(part.assignments) for part in parts)
+    rest = tuple(members.get(None, ()))
+    if rest:
+        others = capacity.place(replace(confined, pending=rest, min_member=max(0, need), bound=0,
+                                        levels=None, topology_keys=(), bound_in=()), policy)
+        if isinstance(others, Placement):
+            parts.append(others)
+        elif need > 0:
+            return undone(others)
+    elif need > 0:
+        return undone(Unplaceable(gang.key, MembersMissing(gang.key, need, gang.min_member,
+                                                           gang.bound)))
+    order = {pod.key: position for position, pod in enumerate(gang.pending)}
+    assignments = sorted((pair for part in parts for pair in part.assignments),
+                         key=lambda pair: order[pair[0]])
+    return Placement(gang.key, tuple(assignments),
+                     tuple(write for part in parts for write in part.claims),
+                     LevelHeld("", sub_groups=tuple(sorted(held, key=lambda h: h.sub_group))))
+
+
+def _place_sub_group(
+    capacity: Capacity, part: Gang, sub: SubGroup, policy: Policy, levels: tuple[str, ...],
+    nodes: Sequence[NodeName],
+) -> tuple[Placement, SubGroupHeld] | Unplaceable:
+    """Place one sub-group among ``nodes`` as a gang is placed in levels: in its preferred
+    level's tightest domain that holds it, out to its required level's, else anywhere."""
+    request = LevelRequest("", sub.required, sub.preferred, levels)
+    required = required_keys(request)
+    closest: list[DomainRoom] = []
+    for keys in (*preferred_keys(request), required):
+        if not keys:
+            continue
+        # One domain's refusal worded per sub-group: the line names the gang's domains too,
+        # and a condition's message holds 1024 characters.
+        held = _in_best_domain(capacity, part, policy, _domains_among(capacity, nodes, keys),
+                               keys, worded=1)
+        if isinstance(held, tuple):
+            return held[0], SubGroupHeld(sub.name, keys[-1], held[1][-1][1])
+        closest.extend(_closest_of(held))
+        if keys == required:
+            return _with_closest(held, closest)
+    placed = capacity.place(part, policy)
+    return placed if isinstance(placed, Unplaceable) else (placed, SubGroupHeld(sub.name))
+
+
+def _domains_among(
+    capacity: Capacity, nodes: Sequence[NodeName], keys: Sequence[str]
+) -> dict[Domain, tuple[NodeName, ...]]:
+    """The domains of ``keys`` among the nodes, as :func:`domains_of` finds them."""
+    found: dict[Domain, list[NodeName]] = {}
+    for name in nodes:
+        labels = dict(capacity.node(name).labels)
+        if all(key in labels for key in keys):
+            found.setdefault(tuple((key, labels[key]) for key in keys), []).append(name)
+    return {domain: tuple(names) for domain, names in found.items()}

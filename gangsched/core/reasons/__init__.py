@@ -41,10 +41,14 @@ from gangsched.core.reasons.devices import (
 )
 from gangsched.core.reasons.domains import (
     BoundAcrossDomains,
+    DomainRoom,
     InDomain,
+    InSubGroup,
     LevelHeld,
     NoDomainHolds,
     NoDomainLabel,
+    SubGroupHeld,
+    SubGroupUnknown,
     TopologyUnknown,
 )
 from gangsched.core.reasons.groups import GroupInvalid, GroupMissing
@@ -99,11 +103,13 @@ __all__ = [
     "DevicesNotServed",
     "DevicesShort",
     "DoesNotFit",
+    "DomainRoom",
     "Gated",
     "GroupInvalid",
     "GroupMissing",
     "HeldForStarving",
     "InDomain",
+    "InSubGroup",
     "LevelHeld",
     "MembersMissing",
     "NoDomainHolds",
@@ -127,6 +133,8 @@ __all__ = [
     "ShortOfMembers",
     "Starved",
     "Starving",
+    "SubGroupHeld",
+    "SubGroupUnknown",
     "TooBigToHold",
     "TopologyUnknown",
     "Urgency",
@@ -142,6 +150,7 @@ __all__ = [
 Reason = (
     NoNodes | DoesNotFit
     | NoDomainLabel | BoundAcrossDomains | NoDomainHolds | InDomain | TopologyUnknown
+    | InSubGroup | SubGroupUnknown
     | MembersMissing | ShortOfMembers | Gated | BindBackoff
     | QueueMissing | QueueClosed | QueueInvalid | QueueNotLeaf | CapabilityExceeded
     | AdmissionOverCapability | AdmissionNoRoom | ReservedByAdmitted
@@ -166,7 +175,7 @@ def causes(reason: Reason) -> Iterator[Reason]:
     yield reason
     match reason:
         case (Starving() | TooBigToHold() | Preempting() | AwaitingVictims() | InDomain()
-              | ProtectedByBudget() | NotReclaimable() | ProtectedByShare()):
+              | InSubGroup() | ProtectedByBudget() | NotReclaimable() | ProtectedByShare()):
             yield from causes(reason.cause)
         case NoDomainHolds():
             for shown in reason.shown:

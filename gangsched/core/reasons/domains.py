@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 from typing import TYPE_CHECKING, ClassVar
 
-from gangsched.core.model.objects import GangKey
+from gangsched.core.model.objects import GangKey, PodKey
+from gangsched.core.model.resources import format_amount, resource_words
+from gangsched.core.reasons.wording import more_pods
 
 if TYPE_CHECKING:
     from gangsched.core.reasons import Reason
@@ -46,6 +49,28 @@ class InDomain:
 
 
 @dataclass(frozen=True, slots=True)
+class DomainRoom:
+    """How near one domain came to holding the gang: of the resource it is shortest of
+    (else the scarcest the gang asks), ``free`` of the ``total`` its nodes have, where the
+    gang's pending pods ask ``asked``; in canonical units."""
+
+    code: ClassVar[str] = "DomainRoom"
+    level: str
+    """The node label of the domain's level."""
+    value: str
+    resource: str
+    free: int
+    total: int
+    asked: int
+
+    def text(self) -> str:
+        amount = partial(format_amount, self.resource)
+        return (f"{_level_word(self.level)} {self.value}: {amount(self.free)} of "
+                f"{amount(self.total)} {resource_words(self.resource)} free, "
+                f"{amount(self.asked)} asked")
+
+
+@dataclass(frozen=True, slots=True)
 class NoDomainHolds:
     code: ClassVar[str] = "NoDomainHolds"
     label: str
@@ -53,6 +78,9 @@ class NoDomainHolds:
     """Domains tried."""
     shown: tuple[InDomain, ...]
     """The first domains' refusals; the others are only counted."""
+    closest: tuple[DomainRoom, ...] = ()
+    """The domains that came closest at each level tried, tightest level first, most free
+    room first within one: what ``explain`` names."""
 
     def text(self) -> str:
         shown = "; ".join(domain.text() for domain in self.shown)
@@ -80,21 +108,71 @@ class TopologyUnknown:
 
 
 @dataclass(frozen=True, slots=True)
+class SubGroupUnknown:
+    """A pending pod names, by the sub-group label, a sub-group its PodGroup does not list
+    (``known``, empty when it lists none): where it belongs is unknown, so its gang waits."""
+
+    code: ClassVar[str] = "SubGroupUnknown"
+    pod: PodKey
+    sub_group: str
+    known: tuple[str, ...] = ()
+    others: int = 0
+    """Other pending pods of the gang naming an unknown sub-group."""
+
+    def text(self) -> str:
+        listed = (f"which its PodGroup does not list (its sub-groups: {', '.join(self.known)})"
+                  if self.known else "but its PodGroup lists no sub-groups")
+        return (f"pod {self.pod} names sub-group {self.sub_group!r}, {listed}"
+                f"{more_pods(self.others)}")
+
+
+@dataclass(frozen=True, slots=True)
+class InSubGroup:
+    """Why one sub-group of the gang does not fit (inside the domain the gang was tried in)."""
+
+    code: ClassVar[str] = "InSubGroup"
+    sub_group: str
+    cause: Reason
+
+    def text(self) -> str:
+        return f"sub-group {self.sub_group}: {self.cause.text()}"
+
+
+@dataclass(frozen=True, slots=True)
+class SubGroupHeld:
+    """Where one sub-group landed: inside one domain of ``level`` (the node label's
+    ``value``), or anywhere in the gang's domain when ``level`` is empty."""
+
+    sub_group: str
+    level: str = ""
+    value: str = ""
+
+    def text(self) -> str:
+        where = (f"in {_level_word(self.level)} {self.value}" if self.level
+                 else "across domains")
+        return f"{self.sub_group} {where}"
+
+
+@dataclass(frozen=True, slots=True)
 class LevelHeld:
     """Where a gang with Topology levels landed: inside one domain of ``level`` (the node
     label's ``value``), or spread when ``level`` is empty; ``preferred`` is the level it
-    asked for, empty when it asked only for a required one."""
+    asked for, empty when it asked only for a required one; ``sub_groups``, where each of
+    its sub-groups landed."""
 
     level: str
     value: str = ""
     preferred: str = ""
+    sub_groups: tuple[SubGroupHeld, ...] = ()
 
     def text(self) -> str:
         """The placement's level, as the gang's Scheduled Event says it."""
         where = f"in {_level_word(self.level)} {self.value}" if self.level else "across domains"
-        if not self.preferred or self.preferred == self.level:
-            return where
-        return f"{where}: no {_level_word(self.preferred)} held it"
+        if self.preferred and self.preferred != self.level:
+            where = f"{where}: no {_level_word(self.preferred)} held it"
+        if self.sub_groups:
+            where = f"{where}; sub-groups {', '.join(sub.text() for sub in self.sub_groups)}"
+        return where
 
 
 def _level_word(label: str) -> str:

@@ -30,7 +30,9 @@ from gangsched.core.reasons import (
     AdmissionNoRoom,
     AdmissionOverCapability,
     CapabilityExceeded,
+    DomainRoom,
     Gated,
+    NoDomainHolds,
     NotReclaimable,
     PodRulesUnmet,
     ProtectedByShare,
@@ -43,6 +45,7 @@ from gangsched.core.reasons import (
     ShortOfMembers,
     Starved,
     Starving,
+    SubGroupUnknown,
     TooBigToHold,
     TopologyUnknown,
     causes,
@@ -50,7 +53,7 @@ from gangsched.core.reasons import (
 )
 from gangsched.core.stages.cycle import CycleInput, CycleResult, outstanding
 
-__all__ = ["Explanation", "NodeFit", "ShapeNeed", "Verdict", "explain_gang"]
+__all__ = ["Explanation", "NodeFit", "ShapeNeed", "Verdict", "closest_domains", "explain_gang"]
 
 CLOSEST = 3
 """Nodes shown per kind of pod: the ones that came closest."""
@@ -118,6 +121,9 @@ class Explanation:
     """What would let it run, most direct first."""
     preempts: tuple[GangKey, ...] = ()
     """The gangs the step evicts whole to make its room, when it preempts for it."""
+    closest_domains: tuple[DomainRoom, ...] = ()
+    """For a gang no topology domain holds: the domains that came closest at each level
+    tried (its sub-groups' levels too), with what they have free of what it asks."""
 
 
 def _lack_ratio(lacks: Resources, requests: Resources) -> Fraction:
@@ -181,7 +187,11 @@ def _remedies(
     if isinstance(reason, TopologyUnknown):
         remedies.append(f"create Topology {reason.topology} with the level its spec.topology "
                         f"names, or name an existing one: more room would not let it run")
-    if not kinds & {Gated, ShortOfMembers, TopologyUnknown}:
+    if SubGroupUnknown in kinds:
+        remedies.append("a pod's scheduling.gangsched.io/sub-group label names a sub-group "
+                        "its PodGroup's spec.topology.subGroups does not list: fix the label "
+                        "or list the sub-group; more room would not let it run")
+    if not kinds & {Gated, ShortOfMembers, TopologyUnknown, SubGroupUnknown}:
         remedies.extend(_room_remedies(explanation_shapes))
     if reserved and kinds & {ReservedByAdmitted, AdmissionOverCapability, AdmissionNoRoom}:
         holders = ", ".join(str(key) for key, _ in reserved)
@@ -294,7 +304,18 @@ def explain_gang(inp: CycleInput, result: CycleResult, key: GangKey) -> Explanat
         queue_allocated=allocated,
         remedies=_remedies(shapes, verdict, reason, reserved, gang.queue, capability),
         preempts=next((p.victims for p in result.preemptions if p.preemptor == key), ()),
+        closest_domains=closest_domains(reason),
     )
+
+
+def closest_domains(reason: Reason | None) -> tuple[DomainRoom, ...]:
+    """The closest domains every refusal by domain in the reason names, each once, in the
+    order the reason names them (the gang's levels, then its sub-groups')."""
+    found: dict[DomainRoom, None] = {}
+    for cause in causes(reason) if reason is not None else ():
+        if isinstance(cause, NoDomainHolds):
+            found.update(dict.fromkeys(cause.closest))
+    return tuple(found)
 
 
 def _held_for_a_starving_gang(reason: Reason | None) -> bool:

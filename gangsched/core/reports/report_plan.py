@@ -40,6 +40,7 @@ from gangsched.core.reasons import (
     GroupInvalid,
     GroupMissing,
     HeldForStarving,
+    InSubGroup,
     NoDomainHolds,
     NotReclaimable,
     Preempting,
@@ -417,5 +418,7 @@ def _steady(reason: Reason) -> object | None:
             return (reason.gangs, reason.budgets, code_of(reason.cause), _steady(reason.cause))
         case NotReclaimable() | ProtectedByShare():
             return (reason.queues, code_of(reason.cause), _steady(reason.cause))
+        case InSubGroup():
+            return (reason.sub_group, code_of(reason.cause), _steady(reason.cause))
         case _:
             return None

@@ -264,6 +264,13 @@ class _Tally:
             return False
         return finished_before or counts.get("succeeded", 0) + counts.get("failed", 0) >= min_member
 
+    def _bound_in(self, key: GangKey, spec: GroupSpec) -> tuple[tuple[str, NodeName], ...]:
+        """The sub-group and node of each bound member in one, for a group with sub-groups."""
+        if spec.topology is None or not spec.topology.sub_groups:
+            return ()
+        return tuple((name, pod.node_name) for pod in self.bound_pods.get(key, ())
+                     if pod.node_name is not None and (name := pod.sub_group) is not None)
+
     def _pend(self, key: GangKey, pod: Pod) -> None:
         self.pending[key].append(pod if pod.gang == key else replace(pod, gang=key))
         self._rank(key, pod)
@@ -302,6 +309,7 @@ class _Tally:
             topology_keys=spec.topology_keys if spec and not solo else (),
             levels=spec.topology if spec and not solo else None,
             bound_on=frozenset(self.bound_on.get(key, ())),
+            bound_in=self._bound_in(key, spec) if spec and not solo else (),
             preempts=key not in self.never and (spec is None or (
                 spec.preempts and spec.priority_class not in never_preempting_classes)),
             preemptible=spec is None or spec.preemptible,

@@ -57,8 +57,9 @@ def _fits_unpinned(session: Session, gang: Gang) -> bool:
     """Whether the gang would fit with the starving gang's pins given back: then they,
     not the cluster, are why it waits. Asked once per shape (claims included: devices
     they cannot get keep a pod out whatever is pinned) while no room moves."""
-    key = (tuple((pod.requests, pod.rules, pod.resource_claims) for pod in gang.pending),
-           gang.min_member - gang.bound, gang.topology_keys, gang.policy)
+    key = (tuple((pod.requests, pod.rules, pod.resource_claims, pod.sub_group)
+                 for pod in gang.pending),
+           gang.min_member - gang.bound, gang.topology_keys, gang.levels, gang.policy)
     known = session.pins.fits_unpinned.get(key)
     if known is None:
         question = session.open()

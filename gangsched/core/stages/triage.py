@@ -11,7 +11,7 @@ from __future__ import annotations
 from gangsched.core.fit.volumes import volume_reason
 from gangsched.core.model.objects import Gang
 from gangsched.core.placement.capacity import Unplaceable
-from gangsched.core.placement.topology import level_problem
+from gangsched.core.placement.topology import level_problem, sub_group_problem
 from gangsched.core.reasons import BeingPreempted, Gated, QueueMissing, ShortOfMembers
 from gangsched.core.stages.backoff import backoff_reason
 from gangsched.core.stages.session import Session
@@ -37,6 +37,7 @@ def triage(session: Session) -> list[Gang]:
             continue
         held_back = (gated_reason(gang) or volume_reason(gang)
                      or (gang.levels and level_problem(gang.levels))
+                     or sub_group_problem(gang)
                      or short_reason(gang)
                      or backoff_reason(gang, session.inp.bind_refusals, session.inp.now))
         if held_back is None:

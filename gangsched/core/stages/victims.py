@@ -26,7 +26,7 @@ from gangsched.core.placement.preemption import (
     choose_victims_in_one_domain,
     shifted,
 )
-from gangsched.core.placement.topology import place_in_one_domain
+from gangsched.core.placement.topology import place_in_one_domain, sub_groups_of
 from gangsched.core.stages.session import (
     Session,
     claimed_by,
@@ -64,7 +64,7 @@ def placement_after(
     policy = gang.policy or session.inp.policy
     decision = (
         place_in_one_domain(capacity, gang, policy, session.domains_of(gang))
-        if gang.topology_keys else capacity.place(gang, policy)
+        if in_domains(gang) else capacity.place(gang, policy)
     )
     return decision if isinstance(decision, Placement) else None
 
@@ -148,6 +148,12 @@ def snapshot_with_placed(session: Session) -> Snapshot:
     return snapshot
 
 
+def in_domains(gang: Gang) -> bool:
+    """Whether the gang goes inside one domain (of its keys, or anywhere when it has none)
+    or has sub-groups that do: victims are then chosen domain by domain."""
+    return bool(gang.topology_keys or sub_groups_of(gang))
+
+
 def victims_for(session: Session, gang: Gang, candidates: list[Candidate]) -> Preemption | None:
     """The fewest whole gangs of ``candidates`` whose eviction lets the gang fit, within one
     of its domains if it asks for one, keeping every other promise of the cycle."""
@@ -157,7 +163,7 @@ def victims_for(session: Session, gang: Gang, candidates: list[Candidate]) -> Pr
         return room_after_eviction(session, gang, freed, placement)
 
     budgets = session.inp.budgets
-    if gang.topology_keys:
+    if in_domains(gang):
         return choose_victims_in_one_domain(
             snapshot_with_placed(session), gang, candidates, session.domains_of(gang), policy,
             room=room, budgets=budgets)
