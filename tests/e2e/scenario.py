@@ -43,6 +43,31 @@ def only_nodes(cluster: LocalCluster, count: int, shape: NodeShape) -> list[str]
 
 
 @contextmanager
+def fabric(
+    cluster: LocalCluster, outer: str, inner: str, domains: Mapping[str, str],
+    shape: NodeShape, name: str,
+) -> Iterator[str]:
+    """Two nodes of ``shape`` per inner domain (``domains``: inner value to outer value),
+    labelled ``inner`` and ``outer``, and a Topology of outer, inner and host levels named
+    ``name`` plus a suffix; yields the Topology's name, and removes it and the nodes after."""
+    only_nodes(cluster, 0, shape)
+    for domain, parent in domains.items():
+        cluster.ensure_nodes(2, shape, prefix=domain, labels={outer: parent, inner: domain})
+    name = f"{name}-{int(time.time() * 1000) % 10**8}"
+    cluster.kubectl("create", "-f", "-", input=json.dumps({
+        "apiVersion": "scheduling.gangsched.io/v1alpha1", "kind": "Topology",
+        "metadata": {"name": name},
+        "spec": {"levels": [{"nodeLabel": outer}, {"nodeLabel": inner},
+                            {"nodeLabel": "kubernetes.io/hostname"}]},
+    }))
+    try:
+        yield name
+    finally:
+        cluster.kubectl("delete", "topology", name, "--wait=false")
+        only_nodes(cluster, 0, shape)
+
+
+@contextmanager
 def timed(scenario: str, scheduler: str, **facts: Any) -> Iterator[dict[str, Any]]:
     """Record the wall time of the block (and any facts the test adds) to ``TIMES_FILE``.
 

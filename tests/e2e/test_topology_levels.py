@@ -18,7 +18,7 @@ import pytest
 
 from devcluster.controlplane import REPO, LocalCluster, NodeShape
 from gangsched.core.reasons import LevelHeld
-from tests.e2e.scenario import only_nodes
+from tests.e2e.scenario import fabric as topology_fabric
 from tests.e2e.workspace import Workspace, bound, node_of, wait_for
 
 BLOCK, RACK = "topology.example.com/block", "topology.example.com/rack"
@@ -31,19 +31,8 @@ pytestmark = pytest.mark.usefixtures("gangsched")
 @pytest.fixture
 def fabric(cluster: LocalCluster) -> Iterator[str]:
     """The racks and blocks, and a Topology of them; the Topology's name."""
-    only_nodes(cluster, 0, EIGHT_GPUS)
-    for rack, block in RACKS.items():
-        cluster.ensure_nodes(2, EIGHT_GPUS, prefix=rack, labels={BLOCK: block, RACK: rack})
-    name = f"fabric-{int(time.time() * 1000) % 10**8}"
-    cluster.kubectl("create", "-f", "-", input=json.dumps({
-        "apiVersion": "scheduling.gangsched.io/v1alpha1", "kind": "Topology",
-        "metadata": {"name": name},
-        "spec": {"levels": [{"nodeLabel": BLOCK}, {"nodeLabel": RACK},
-                            {"nodeLabel": "kubernetes.io/hostname"}]},
-    }))
-    yield name
-    cluster.kubectl("delete", "topology", name, "--wait=false")
-    only_nodes(cluster, 0, EIGHT_GPUS)
+    with topology_fabric(cluster, BLOCK, RACK, RACKS, EIGHT_GPUS, "fabric") as name:
+        yield name
 
 
 def gang(ws: Workspace, name: str, topology: dict[str, str]) -> None:

@@ -10,7 +10,6 @@ and once a second one in a block frees up, each sub-group lands in its own.
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -20,7 +19,7 @@ import pytest
 from devcluster.controlplane import REPO, LocalCluster, NodeShape
 from gangsched.core.kubeobjects.podgroups import SUB_GROUP_LABEL
 from gangsched.core.reasons import LevelHeld, SubGroupHeld
-from tests.e2e.scenario import only_nodes
+from tests.e2e.scenario import fabric as topology_fabric
 from tests.e2e.test_explain_status import as_json, gangsched_cli
 from tests.e2e.workspace import Workspace, bound, node_of, wait_for
 
@@ -34,19 +33,8 @@ pytestmark = pytest.mark.usefixtures("gangsched")
 @pytest.fixture
 def fabric(cluster: LocalCluster) -> Iterator[str]:
     """The NVLink domains and blocks, and a Topology of them; the Topology's name."""
-    only_nodes(cluster, 0, FOUR_GPUS)
-    for domain, block in DOMAINS.items():
-        cluster.ensure_nodes(2, FOUR_GPUS, prefix=domain, labels={BLOCK: block, NVLINK: domain})
-    name = f"nvfabric-{int(time.time() * 1000) % 10**8}"
-    cluster.kubectl("create", "-f", "-", input=json.dumps({
-        "apiVersion": "scheduling.gangsched.io/v1alpha1", "kind": "Topology",
-        "metadata": {"name": name},
-        "spec": {"levels": [{"nodeLabel": BLOCK}, {"nodeLabel": NVLINK},
-                            {"nodeLabel": "kubernetes.io/hostname"}]},
-    }))
-    yield name
-    cluster.kubectl("delete", "topology", name, "--wait=false")
-    only_nodes(cluster, 0, FOUR_GPUS)
+    with topology_fabric(cluster, BLOCK, NVLINK, DOMAINS, FOUR_GPUS, "nvfabric") as name:
+        yield name
 
 
 def tensor_parallel(ws: Workspace, name: str, topology: str, *, labels: tuple[str, ...] = (
