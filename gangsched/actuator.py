@@ -201,7 +201,8 @@ class Actuator:
                 if record is not None and gated:
                     self.reporter.pod_gated(record, message)
                 elif record is not None:
-                    self.reporter.pod_unschedulable(record, message, event=event)
+                    self.reporter.pod_unschedulable(record, message, event=event,
+                                                    reason=action.condition_reason)
             case MarkInvalid(pod=pod, error=error):
                 self.reporter.pod_invalid(pod, error)
             case TellRuntimeProblem(pod=pod, problem=problem):

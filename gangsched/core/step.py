@@ -19,6 +19,7 @@ from dataclasses import dataclass, field, replace
 from typing import TypeVar
 
 from gangsched.core.actions import Action, Bind, Evict, LogDecision
+from gangsched.core.asking import asking_gangs
 from gangsched.core.forecast import (
     ForecastLimits,
     fingerprint,
@@ -129,7 +130,7 @@ def step(state: State, view: StepView, now: float, config: StepConfig) -> Steppe
     plan = plan_reports(view, gathered, result, shown, waiting_since=waiting_since,
                         previous=state.pod_reports, now=now, pacing=config.pacing,
                         cycle=state.cycles, served_before=state.queues_served,
-                        estimates=state.estimates)
+                        estimates=state.estimates, asking=asking_gangs(reported))
     waiting = waiting_logs(gathered, shown, logged)
     return Stepped(
         state=replace(state, preempting=preempting, pod_reports=plan.pod_reports,
