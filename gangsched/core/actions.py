@@ -54,6 +54,23 @@ class Evict:
     preemption: Preemption
     victim_pods: Mapping[GangKey, tuple[PodKey, ...]]
     preemptor_pods: tuple[PodKey, ...]
+    own_budgets: tuple[str, ...] = ()
+    """The victims' own PodDisruptionBudgets (``namespace/name``, see core.disruption),
+    deleted first: they guard a gang against losing members one by one, and would
+    refuse its eviction whole."""
+
+
+@dataclass(frozen=True, slots=True)
+class WriteBudget:
+    """Create a running gang's PodDisruptionBudget, named after its PodGroup and owned by
+    it (deleted with it): ``minAvailable`` its minMember, its pods selected by ``label``."""
+
+    group: GangKey
+    group_api: str
+    """The PodGroup's ``apiVersion``."""
+    group_uid: str
+    min_available: int
+    label: tuple[str, str]
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,4 +166,4 @@ class LogDecision:
 
 Action = (Bind | Evict | MarkUnschedulable | MarkInvalid | WriteGroupStatus | MarkGroupInvalid
           | WriteQueueStatus | ForgetWritten | LogDecision
-          | SelectClaimNode | TellRuntimeProblem)
+          | SelectClaimNode | TellRuntimeProblem | WriteBudget)

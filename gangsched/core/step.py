@@ -20,6 +20,7 @@ from typing import TypeVar
 
 from gangsched.core.actions import Action, Bind, Evict, LogDecision
 from gangsched.core.asking import asking_gangs
+from gangsched.core.disruption import budgets_to_write, others_budgets, with_own_budgets
 from gangsched.core.forecast import (
     ForecastLimits,
     fingerprint,
@@ -61,6 +62,8 @@ class StepConfig:
     """How far the estimated starts of waiting gangs look ahead (core.forecast)."""
     backfill: bool = True
     """Whether gangs that end before the starving gang's reservation may use its room."""
+    disruption_budgets: bool = False
+    """Whether a gang bound whole gets a PodDisruptionBudget of its own (core.disruption)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,7 +103,7 @@ def step(state: State, view: StepView, now: float, config: StepConfig) -> Steppe
         preemption=config.preemption,
         preempting={k: v.victims for k, v in preempting.items()},
         unevictable=frozenset(k for k, until in unevictable.items() if until > now),
-        bind_refusals=refusals, budgets=view.budgets,
+        bind_refusals=refusals, budgets=others_budgets(view.budgets),
         estimated_starts={} if state.forecast_stale else known_starts(state.estimates),
         backfill=config.backfill,
     ), reclaim=config.reclaim and config.preemption, reclaim_paused=frozenset(reclaimed))
@@ -127,6 +130,11 @@ def step(state: State, view: StepView, now: float, config: StepConfig) -> Steppe
     )
     thresholds = threshold_moments(state, view, preempting, reasons, config)
     preempting, acts = hand_out(result, gathered, preempting, now)
+    acts = with_own_budgets(acts, view.cluster.groups, view.budgets)
+    if config.disruption_budgets:
+        evicting = {victim for flight in preempting.values() for victim in flight.victims}
+        acts.extend(budgets_to_write(view.cluster.groups, gathering.groups,
+                                     gathered.bound_pods, view.budgets, evicting))
     plan = plan_reports(view, gathered, result, shown, waiting_since=waiting_since,
                         previous=state.pod_reports, now=now, pacing=config.pacing,
                         cycle=state.cycles, served_before=state.queues_served,
