@@ -213,7 +213,7 @@ def assemble(options: RunOptions, api: client.ApiClient, served: Served) -> Part
         reporter=Reporter(api, dispatcher, placed=mirror.is_placed),
         config=config_,
         on_cycle=health.cycle_ran,
-        evictor=Evictor(core, dispatcher),
+        evictor=Evictor(core, dispatcher, client.PolicyV1Api(api)),
         claims=ClaimWriter(api, dispatcher),
     )
     mirror.on_status_change = scheduler.status_changed
@@ -247,7 +247,7 @@ def assemble(options: RunOptions, api: client.ApiClient, served: Served) -> Part
         Reflector("resourceclaims", resource.list_resource_claim_for_all_namespaces, feed,
                   scheduler.trigger),
     ]
-    if options.step.preemption:
+    if options.step.preemption or options.step.disruption_budgets:
         reflectors.append(Reflector(
             "poddisruptionbudgets",
             client.PolicyV1Api(api).list_pod_disruption_budget_for_all_namespaces, feed,

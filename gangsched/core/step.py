@@ -19,6 +19,8 @@ from dataclasses import dataclass, field, replace
 from typing import TypeVar
 
 from gangsched.core.actions import Action, Bind, Evict, LogDecision
+from gangsched.core.asking import AskLimits, ask_for_nodes, asking_gangs
+from gangsched.core.disruption import budgets_to_write, others_budgets, with_own_budgets
 from gangsched.core.forecast import (
     ForecastLimits,
     fingerprint,
@@ -60,6 +62,10 @@ class StepConfig:
     """How far the estimated starts of waiting gangs look ahead (core.forecast)."""
     backfill: bool = True
     """Whether gangs that end before the starving gang's reservation may use its room."""
+    disruption_budgets: bool = False
+    """Whether a gang bound whole gets a PodDisruptionBudget of its own (core.disruption)."""
+    asking: AskLimits = field(default_factory=AskLimits)
+    """How long a gang asks Karpenter for nodes before it pauses, and for how long."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,7 +105,7 @@ def step(state: State, view: StepView, now: float, config: StepConfig) -> Steppe
         preemption=config.preemption,
         preempting={k: v.victims for k, v in preempting.items()},
         unevictable=frozenset(k for k, until in unevictable.items() if until > now),
-        bind_refusals=refusals, budgets=view.budgets,
+        bind_refusals=refusals, budgets=others_budgets(view.budgets),
         estimated_starts={} if state.forecast_stale else known_starts(state.estimates),
         backfill=config.backfill,
     ), reclaim=config.reclaim and config.preemption, reclaim_paused=frozenset(reclaimed))
@@ -110,7 +116,10 @@ def step(state: State, view: StepView, now: float, config: StepConfig) -> Steppe
         result, gathered.gangs, view.cluster.storage, state.provisioning, now, config.provisioning)
     # PodGroups refused admission before they have pods wait too: their
     # status says why, and their schedule timeout runs.
-    reasons = {u.gang: u.reason for u in (*result.unplaceable, *result.unadmitted)}
+    reasons, asked = ask_for_nodes(
+        {u.gang: u.reason for u in (*result.unplaceable, *result.unadmitted)},
+        {gang.key: gang for gang in gathered.gangs}, view.nodepools, state.asked, now,
+        config.asking)
     waiting_since = {gang: state.waiting_since.get(gang, now) for gang in reasons}
     reported = reported_reasons(state.reported, reasons, now, config.pacing.figures_hold_s,
                                 config.pacing.change_gap_s)
@@ -119,17 +128,23 @@ def step(state: State, view: StepView, now: float, config: StepConfig) -> Steppe
         state, admitted=result.admitted, waiting_since=waiting_since,
         finished_uids=gathering.finished_uids, holds=holds, seats=seats,
         unevictable=unevictable, bind_refusals=refusals, reported=reported,
-        logged_reasons=shown, cycles=state.cycles + 1, provisioning=provisioning,
+        logged_reasons=shown, cycles=state.cycles + 1, provisioning=provisioning, asked=asked,
         reclaimed_at=reclaimed,
         estimates=forecast_state.estimates, forecast_from=forecast_state.forecast_from,
         forecast_at=forecast_state.forecast_at, forecast_stale=forecast_state.forecast_stale,
     )
     thresholds = threshold_moments(state, view, preempting, reasons, config)
     preempting, acts = hand_out(result, gathered, preempting, now)
+    acts = with_own_budgets(acts, view.cluster.groups, view.budgets)
+    if config.disruption_budgets:
+        evicting = {victim for flight in preempting.values() for victim in flight.victims}
+        acts.extend(budgets_to_write(view.cluster.groups, gathering.groups,
+                                     gathered.bound_pods, view.budgets, evicting))
     plan = plan_reports(view, gathered, result, shown, waiting_since=waiting_since,
                         previous=state.pod_reports, now=now, pacing=config.pacing,
                         cycle=state.cycles, served_before=state.queues_served,
-                        estimates=state.estimates, state=state)
+                        estimates=state.estimates, state=state,
+                        asking=asking_gangs(reported))
     waiting = waiting_logs(gathered, shown, logged)
     return Stepped(
         state=replace(state, preempting=preempting, pod_reports=plan.pod_reports,
@@ -310,6 +325,8 @@ def threshold_moments(
     moments.extend(state.unevictable.values())
     moments.extend(at + config.reclaim_interval_s for at in state.reclaimed_at.values())
     moments.extend(refusal.until for refusal in state.bind_refusals.values())
+    moments.extend(asked.since + config.asking.node_hold_s if asked.paused_until is None
+                   else asked.paused_until for asked in state.asked.values())
     for provisioning in state.provisioning.values():
         moments.append(provisioning.since + config.provisioning.timeout_s)
         if provisioning.backoff_until is not None:

@@ -525,6 +525,29 @@ class DisruptionBudget:
     selects_pods: bool = True
     """False for a budget without a selector: in ``policy/v1`` it selects no pod."""
     disruptions_allowed: int = 0
+    group_uid: str = ""
+    """The UID of the PodGroup that owns it (a running gang's own budget, which guards
+    it against losing members one by one, not against being preempted whole)."""
+
+
+@dataclass(frozen=True, slots=True)
+class NodePool:
+    """A Karpenter NodePool as asking for nodes reads it: how much more it may launch, and
+    what nodes it makes (its template's labels and requirements)."""
+
+    name: str
+    headroom: tuple[tuple[str, int], ...] | None = None
+    """``spec.limits`` less ``status.resources``, per resource limited, never below zero;
+    None: no limits."""
+    labels: tuple[tuple[str, str], ...] = ()
+    requirements: tuple[SelectorRequirement, ...] = ()
+
+    def holds(self, need: Resources, taken: Resources | None = None) -> bool:
+        """Whether ``need`` stays within its headroom, with ``taken`` of it given already."""
+        if self.headroom is None:
+            return True
+        used = need if taken is None else need + taken
+        return all(used.get(name) <= left for name, left in self.headroom)
 
 
 @dataclass(frozen=True, slots=True)
