@@ -1,7 +1,8 @@
 """``python -m demo`` (``make demo``): each seed workload under each scheduler, side by side.
 
 For every contender: a fresh local control plane (kube-scheduler always
-runs; gangsched beside it when the contender is gangsched), then each
+runs; gangsched beside it when the contender is gangsched, a peer's
+processes when it is a peer, with ``--peers``), then each
 scenario on exactly the nodes it names, polled until every job finished or
 nothing changed for ``STALL_S``. Everything is torn down afterwards; what
 stays is ``demo-out/``: the timeline PNG, an HTML page, the figures as JSON
