@@ -16,7 +16,7 @@ PYTEST_ARGS ?=
 ACTIONLINT_VERSION ?= v1.7.12
 ACTIONLINT := $(HOME)/.cache/gangsched/actionlint-$(ACTIONLINT_VERSION)/actionlint
 
-.PHONY: test test-versions unit e2e lint lock docs actionlint image binaries cluster-up cluster-down demo kind-demo bench bench-core bench-scenarios bench-scheduler bench-latency bench-scale bench-soak bench-oracle bench-full-cycle bench-eta bench-dra bench-dra-oracle bench-rules clean
+.PHONY: test test-versions unit e2e lint lock docs actionlint image binaries cluster-up cluster-down demo demo-peers kind-demo bench bench-core bench-scenarios bench-scheduler bench-latency bench-scale bench-soak bench-oracle bench-full-cycle bench-eta bench-dra bench-dra-oracle bench-rules clean
 
 LOCK := requirements.lock
 
@@ -92,6 +92,13 @@ cluster-down: $(VENV)/.installed
 ## native gang scheduling), side by side; writes demo-out/ and stops every process.
 demo: $(VENV)/.installed binaries
 	@$(BIN)/python -m demo
+
+## The same with the peer schedulers beside them (Volcano, YuniKorn: built from the Go module
+## proxy on first use, cluster/build.sh peers): writes demo-out/peers/, bench/results/peers.json
+## and the table docs/comparison.md and README quote.
+demo-peers: $(VENV)/.installed binaries
+	@bash cluster/build.sh peers >/dev/null
+	@$(BIN)/python -m demo --peers --out demo-out/peers
 
 ## For machines with Docker: a kind cluster, the image built and loaded, helm install, the examples.
 kind-demo:

@@ -9,6 +9,10 @@
 # runs (Kubeflow training-operator and mpi-operator), under a key of their own,
 # and copies their CRDs from their modules into the directory beside bin/;
 # `build.sh promtool` for Prometheus's promtool, which tests the chart's alerts.
+# `build.sh peers` builds the peer schedulers the comparisons run (Volcano's
+# vc-scheduler and vc-controller-manager, YuniKorn's scheduler, Kueue) from
+# wrapper modules in cluster/go/ where their own go.mod asks for modules the
+# proxy does not serve, and copies their CRDs beside bin/.
 #
 # `build.sh kube VERSION` builds another Kubernetes release's kube-apiserver and
 # kube-controller-manager (what `make test-versions` runs), from a module
@@ -37,6 +41,9 @@ if [ "${1:-}" = provisioner ]; then
 fi
 if [ "${1:-}" = operators ]; then
   key="training-operator-${TRAINING_OPERATOR_VERSION}_mpi-operator-${MPI_OPERATOR_VERSION}"
+fi
+if [ "${1:-}" = peers ]; then
+  key="volcano-${VOLCANO_VERSION}_yunikorn-${YUNIKORN_VERSION}_kueue-${KUEUE_VERSION}"
 fi
 if [ "${1:-}" = promtool ]; then
   key="promtool-${PROMETHEUS_VERSION}"
@@ -118,6 +125,61 @@ build_operators() {
     chmod u+w "$crds"/*.yaml
   fi
 }
+
+# Volcano's wrapper module (cluster/go/volcano) copied into the cache, its volcano.sh/apis
+# pointed at a copy of the served v1.14.0 that also holds the one name v1.15.1's scheduler
+# and controller-manager use and v1.14.0 lacks (without it the build stops at
+# "undefined: schedulingv1beta1.QueueAllocationGateKey"). The name is the annotation of
+# Volcano's opt-in queue allocation gate, which no workload here carries.
+volcano_module() {
+  local module="$cache/$key/volcano" apis="$cache/$key/volcano-apis" served
+  if [ ! -f "$apis/go.mod" ]; then
+    served="$(module_dir volcano.sh/apis@v1.14.0)"
+    rm -rf "$apis.tmp" && cp -r "$served" "$apis.tmp" && chmod -R u+w "$apis.tmp"
+    printf '%s\n\n%s\n' "package v1beta1" \
+      'const QueueAllocationGateKey = GroupName + "/queue-allocation-gate"' \
+      > "$apis.tmp/pkg/apis/scheduling/v1beta1/queue_allocation_gate.go"
+    mv "$apis.tmp" "$apis"
+  fi
+  mkdir -p "$module"
+  cp "$here/go/volcano/go.mod" "$here/go/volcano/go.sum" "$here/go/volcano/tools.go" "$module/"
+  (cd "$module" && go mod edit -replace volcano.sh/apis=../volcano-apis)
+}
+
+build_peers() {
+  local crds="$cache/$key/crds" volcano kueue
+  if [ ! -x "$bin/vc-scheduler" ] || [ ! -x "$bin/vc-controller-manager" ]; then
+    say "building vc-scheduler and vc-controller-manager ${VOLCANO_VERSION}"
+    volcano_module
+    (cd "$cache/$key/volcano" && go build -trimpath -ldflags "-s -w" -o "$bin/" \
+      volcano.sh/volcano/cmd/scheduler volcano.sh/volcano/cmd/controller-manager)
+    mv "$bin/scheduler" "$bin/vc-scheduler"
+    mv "$bin/controller-manager" "$bin/vc-controller-manager"
+  fi
+  if [ ! -x "$bin/yunikorn-scheduler" ]; then
+    say "building yunikorn-scheduler ${YUNIKORN_VERSION}"
+    (cd "$here/go/yunikorn" && go build -trimpath -ldflags "-s -w" -o "$bin/yunikorn-scheduler" \
+      github.com/apache/yunikorn-k8shim/pkg/cmd/shim)
+  fi
+  install_tool kueue "sigs.k8s.io/kueue/cmd/kueue@${KUEUE_VERSION}"
+  if [ ! -f "$crds/volcano/flow.volcano.sh_jobflows.yaml" ] \
+    || [ ! -f "$crds/kueue/kueue.x-k8s.io_workloads.yaml" ]; then
+    volcano="$(module_dir "volcano.sh/volcano@${VOLCANO_VERSION}")"
+    kueue="$(module_dir "sigs.k8s.io/kueue@${KUEUE_VERSION}")"
+    mkdir -p "$crds/volcano" "$crds/kueue"
+    cp "$volcano"/config/crd/volcano/bases/*.yaml "$volcano"/config/crd/jobflow/bases/*.yaml \
+      "$crds/volcano/"
+    cp "$kueue"/config/components/crd/bases/*.yaml "$crds/kueue/"
+    chmod u+w "$crds"/*/*.yaml
+  fi
+}
+
+if [ "${1:-}" = peers ]; then
+  build_peers
+  [ $((SECONDS - started)) -gt 1 ] && say "done in $((SECONDS - started)) s"
+  echo "$bin"
+  exit 0
+fi
 
 if [ "${1:-}" = operators ]; then
   build_operators

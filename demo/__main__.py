@@ -1,7 +1,8 @@
 """``python -m demo`` (``make demo``): each seed workload under each scheduler, side by side.
 
 For every contender: a fresh local control plane (kube-scheduler always
-runs; gangsched beside it when the contender is gangsched), then each
+runs; gangsched beside it when the contender is gangsched, a peer's
+processes when it is a peer, with ``--peers``), then each
 scenario on exactly the nodes it names, polled until every job finished or
 nothing changed for ``STALL_S``. Everything is torn down afterwards; what
 stays is ``demo-out/``: the timeline PNG, an HTML page, the figures as JSON
@@ -26,11 +27,13 @@ from rich.console import Console
 from rich.live import Live
 from rich.table import Table
 
-from demo.contenders import CONTENDERS, Contender
+from demo.comparison import write_comparison
+from demo.contenders import CONTENDERS, PEERS, Contender
 from demo.report import draw_timeline, outcome, write_html, write_json
 from demo.scenarios import SCENARIOS, Scenario, bound_pods
 from demo.timeline import Recorder, Run, RunSummary, summarize
 from devcluster.controlplane import ClusterOptions, LocalCluster, ensure_binaries
+from devcluster.peers import ensure_peer_binaries, peer
 from tests.e2e.scenario import only_nodes
 from tests.e2e.workspace import Workspace
 
@@ -130,6 +133,9 @@ def run_contender(contender: Contender, scenarios: Sequence[type[Scenario]], bin
             with contextlib.ExitStack() as stack:
                 if contender.runs_gangsched:
                     stack.enter_context(gangsched(cluster, logs / f"{contender.key}.log"))
+                if contender.peer:
+                    live.update(f"starting {contender.title}…")
+                    stack.enter_context(peer(contender.peer, cluster, cluster.logs))
                 return [run_scenario(cluster, contender, make, live) for make in scenarios]
         finally:
             cluster.stop()
@@ -161,22 +167,29 @@ def summary_table(summaries: list[list[RunSummary]], contenders: Sequence[Conten
 @click.command()
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path),
               default=Path("demo-out"), show_default=True)
+@click.option("--peers", is_flag=True,
+              help="Add the peer schedulers (Volcano, YuniKorn; built from the Go module proxy "
+                   "on first use) and write their comparison (bench/results/peers.json, "
+                   "docs/comparison.md, README).")
 @click.option("--contender", "only", multiple=True,
-              type=click.Choice([c.key for c in CONTENDERS]),
+              type=click.Choice([c.key for c in (*CONTENDERS, *PEERS)]),
               help="Run only these schedulers (repeatable); all by default.")
 @click.option("--scenario", "only_scenarios", multiple=True,
               type=click.Choice([s.key for s in SCENARIOS]),
               help="Run only these scenarios (repeatable); all by default.")
-def main(out: Path, only: tuple[str, ...], only_scenarios: tuple[str, ...]) -> None:
+def main(out: Path, peers: bool, only: tuple[str, ...], only_scenarios: tuple[str, ...]) -> None:
     """Run the seed workloads under each scheduler and write demo-out/."""
     console = Console()
-    contenders = [c for c in CONTENDERS if not only or c.key in only]
+    contenders = ([c for c in (*CONTENDERS, *PEERS) if c.key in only] if only
+                  else [*CONTENDERS, *(PEERS if peers else ())])
     scenarios = [s for s in SCENARIOS if not only_scenarios or s.key in only_scenarios]
     out.mkdir(parents=True, exist_ok=True)
     logs = out / "logs"
     shutil.rmtree(logs, ignore_errors=True)
     logs.mkdir()
     bin_dir = ensure_binaries()
+    if any(c.peer for c in contenders):
+        ensure_peer_binaries()
     started = time.monotonic()
     runs: list[list[Run]] = []
     with Live("", console=console, refresh_per_second=8, transient=True) as live:
@@ -192,6 +205,8 @@ def main(out: Path, only: tuple[str, ...], only_scenarios: tuple[str, ...]) -> N
     write_html([[r.summary for r in row] for row in by_scenario], titles, scenario_titles,
                "timeline.png", out / "index.html", machine, POLL_S)
     write_json(summaries, out / "results.json")
+    if peers:
+        console.print(f"wrote {write_comparison(summaries, machine)}")
     console.print(f"wrote {out}/timeline.png, {out}/index.html, {out}/results.json "
                   f"in {time.monotonic() - started:.0f} s; every process stopped")
 

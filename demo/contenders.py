@@ -3,17 +3,40 @@
 A contender says how a workload's pods reach it (``schedulerName``) and how
 they declare their gang (a PodGroup of some API, a marker on each pod). A
 scenario asks it for those manifests and never knows which scheduler it
-runs under, so one more contender is one more entry in ``CONTENDERS``.
+runs under, so one more contender is one more entry in ``CONTENDERS`` (or,
+for the peer schedulers ``make demo-peers`` builds and starts, ``PEERS``).
 """
 
 from __future__ import annotations
 
+import json
+import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
+
+from gangsched.core.model.quantity import canonical_amount
 
 Manifest = dict[str, Any]
 GANGSCHED_GROUP_LABEL = "scheduling.gangsched.io/pod-group"
+VOLCANO_GROUP_ANNOTATION = "scheduling.k8s.io/group-name"
+YUNIKORN_APP_LABEL = "applicationId"
+YUNIKORN_TASK_GROUP = "yunikorn.apache.org/task-group-name"
+YUNIKORN_TASK_GROUPS = "yunikorn.apache.org/task-groups"
+
+
+@dataclass(frozen=True)
+class Gang:
+    """A job's gang as its operator knows it: the pods that must run together.
+
+    ``min_resources`` is the whole job when its members come later (a Spark
+    driver creates its executors once it runs), so the gang can be declared
+    before they exist.
+    """
+
+    name: str
+    min_member: int
+    min_resources: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -27,13 +50,15 @@ class Contender:
     native_gang: bool = False
     """kube-scheduler with 1.37's gang scheduling on (feature gates)."""
     groups: str = "none"
-    """How gangs are declared: none, gangsched (PodGroup + label), native (PodGroup + field)."""
+    """How gangs are declared: none, gangsched (PodGroup + label), native (PodGroup + field),
+    volcano (Volcano PodGroup + annotation), yunikorn (task-group annotations)."""
+    peer: str = ""
+    """The peer scheduler started beside the control plane (:mod:`devcluster.peers`)."""
 
-    def podgroup(
-        self, namespace: str, name: str, min_member: int, min_resources: Mapping[str, str],
-        one_domain: tuple[str, str] | None = None,
-    ) -> Manifest | None:
-        """The object that declares the gang, or None when this contender knows no gangs.
+    def podgroup(self, namespace: str, gang: Gang,
+                 one_domain: tuple[str, str] | None = None) -> Manifest | None:
+        """The object that declares the gang, or None when this contender knows no gangs
+        or declares them on the pods alone.
 
         The native PodGroup has no ``minResources``: a Spark job whose executors
         come later can only declare its driver (``minCount: 1``). ``one_domain`` (a
@@ -41,30 +66,56 @@ class Contender:
         each API says it: gangsched's ``spec.topology.required``, the native
         ``schedulingConstraints.topology``.
         """
-        if self.groups == "gangsched":
-            spec: dict[str, Any] = {"minMember": min_member}
-            if min_resources:
-                spec["minResources"] = dict(min_resources)
-            if one_domain is not None:
+        meta = {"name": gang.name, "namespace": namespace}
+        if self.groups in ("gangsched", "volcano"):
+            spec: dict[str, Any] = {"minMember": gang.min_member}
+            if gang.min_resources:
+                spec["minResources"] = dict(gang.min_resources)
+            if one_domain is not None and self.groups == "gangsched":
                 spec["topology"] = {"name": one_domain[0], "required": one_domain[1]}
-            return {"apiVersion": "scheduling.gangsched.io/v1alpha1", "kind": "PodGroup",
-                    "metadata": {"name": name, "namespace": namespace}, "spec": spec}
+            api = ("scheduling.gangsched.io/v1alpha1" if self.groups == "gangsched"
+                   else "scheduling.volcano.sh/v1beta1")
+            return {"apiVersion": api, "kind": "PodGroup", "metadata": meta, "spec": spec}
         if self.groups == "native":
-            native: dict[str, Any] = {"schedulingPolicy": {"gang": {"minCount": min_member}}}
+            native: dict[str, Any] = {"schedulingPolicy": {"gang": {"minCount": gang.min_member}}}
             if one_domain is not None:
                 native["schedulingConstraints"] = {"topology": [{"key": one_domain[1]}]}
             return {"apiVersion": "scheduling.k8s.io/v1beta1", "kind": "PodGroup",
-                    "metadata": {"name": name, "namespace": namespace}, "spec": native}
+                    "metadata": meta, "spec": native}
         return None
 
-    def member(self, pod: Manifest, group: str) -> Manifest:
-        """The pod, sent to this scheduler and made a member of ``group``."""
+    def member(self, pod: Manifest, gang: Gang) -> Manifest:
+        """The pod, sent to this scheduler and made a member of ``gang``."""
         pod["spec"]["schedulerName"] = self.scheduler_name
+        labels = pod["metadata"].setdefault("labels", {})
+        annotations = pod["metadata"].setdefault("annotations", {})
         if self.groups == "gangsched":
-            pod["metadata"].setdefault("labels", {})[GANGSCHED_GROUP_LABEL] = group
+            labels[GANGSCHED_GROUP_LABEL] = gang.name
         elif self.groups == "native":
-            pod["spec"]["schedulingGroup"] = {"podGroupName": group}
+            pod["spec"]["schedulingGroup"] = {"podGroupName": gang.name}
+        elif self.groups == "volcano":
+            annotations[VOLCANO_GROUP_ANNOTATION] = gang.name
+        elif self.groups == "yunikorn":
+            labels[YUNIKORN_APP_LABEL] = gang.name
+            annotations[YUNIKORN_TASK_GROUP] = gang.name
+            annotations[YUNIKORN_TASK_GROUPS] = json.dumps([task_group(pod, gang)])
         return pod
+
+
+def task_group(pod: Manifest, gang: Gang) -> dict[str, Any]:
+    """YuniKorn's task group for a gang of pods shaped like ``pod``.
+
+    YuniKorn reserves a gang by placeholder pods of one shape, ``minMember``
+    of them, so a gang declared by its whole job's resources (members yet to
+    come) is as many of this pod as those resources hold.
+    """
+    requests: dict[str, str] = pod["spec"]["containers"][0]["resources"].get("requests", {})
+    members = gang.min_member
+    for resource, total in gang.min_resources.items():
+        each = canonical_amount(resource, requests.get(resource, "0"))
+        if each:
+            members = max(members, math.ceil(canonical_amount(resource, total) / each))
+    return {"name": gang.name, "minMember": members, "minResource": dict(requests)}
 
 
 KUBE_SCHEDULER = Contender("kube-scheduler", "kube-scheduler", "default-scheduler")
@@ -72,3 +123,8 @@ GANGSCHED = Contender("gangsched", "gangsched", "gang", runs_gangsched=True, gro
 NATIVE_GANG = Contender("native-gang", "native gang (1.37)", "default-scheduler",
                         native_gang=True, groups="native")
 CONTENDERS = (KUBE_SCHEDULER, GANGSCHED, NATIVE_GANG)
+VOLCANO = Contender("volcano", "Volcano", "volcano", groups="volcano", peer="volcano")
+YUNIKORN = Contender("yunikorn", "YuniKorn", "yunikorn", groups="yunikorn", peer="yunikorn")
+PEERS = (VOLCANO, YUNIKORN)
+"""Peer schedulers built from the module proxy (``cluster/build.sh peers``); only
+``make demo-peers`` runs them, so ``make demo`` needs no peer built."""

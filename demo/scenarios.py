@@ -18,7 +18,7 @@ from typing import Any, ClassVar, Protocol
 
 import pykube
 
-from demo.contenders import Contender
+from demo.contenders import Contender, Gang
 from demo.timeline import JOB_LABEL
 from devcluster import fakedriver
 from devcluster.controlplane import NodeShape
@@ -49,16 +49,15 @@ class Scenario(Protocol):
     def finished(self) -> int: ...
 
 
-def _pod(ws: Workspace, contender: Contender, name: str, job: str | None, *,
+def _pod(ws: Workspace, contender: Contender, name: str, gang: Gang | None, *,
          cpu: str = "1", gpus: int = 0, run_for: str | None = None) -> dict[str, Any]:
     manifest = ws.pod(name, cpu=cpu, gpus=gpus, scheduler="kube", run_for=run_for,
-                      labels={JOB_LABEL: job} if job else {})
-    return contender.member(manifest, job) if job else manifest
+                      labels={JOB_LABEL: gang.name} if gang else {})
+    return contender.member(manifest, gang) if gang else manifest
 
 
-def _declare(ws: Workspace, contender: Contender, job: str, min_member: int,
-             min_resources: Mapping[str, str]) -> None:
-    group = contender.podgroup(ws.name, job, min_member, min_resources)
+def _declare(ws: Workspace, contender: Contender, gang: Gang) -> None:
+    group = contender.podgroup(ws.name, gang)
     if group is not None:
         ws.create(group)
 
@@ -86,8 +85,12 @@ class Spark:
     def submit(self) -> None:
         for job in range(self.jobs):
             # The driver alone exists up front: the gang is declared by minResources.
-            _declare(self.ws, self.contender, f"spark-{job}", 1, {"cpu": "3"})
-            self.ws.create(_pod(self.ws, self.contender, f"spark-{job}-driver", f"spark-{job}"))
+            gang = self._gang(job)
+            _declare(self.ws, self.contender, gang)
+            self.ws.create(_pod(self.ws, self.contender, f"spark-{job}-driver", gang))
+
+    def _gang(self, job: int) -> Gang:
+        return Gang(f"spark-{job}", 1, {"cpu": "3"})
 
     def step(self, pods: Pods, now: float) -> None:
         for job in range(self.jobs):
@@ -96,7 +99,7 @@ class Spark:
                 continue
             executors = [f"spark-{job}-exec-{i}" for i in range(2)]
             if job not in self.executors_made:
-                self.ws.create(*(_pod(self.ws, self.contender, name, f"spark-{job}",
+                self.ws.create(*(_pod(self.ws, self.contender, name, self._gang(job),
                                       run_for="3s") for name in executors))
                 self.executors_made.add(job)
             elif all(phase_of(pods.get(name, {})) == "Succeeded" for name in executors):
@@ -132,8 +135,9 @@ class GpuBlocker:
     def step(self, pods: Pods, now: float) -> None:
         workers = ["train-worker-0", "train-worker-1"]
         if self.job_created is None and phase_of(pods.get("blocker", {})) == "Running":
-            _declare(self.ws, self.contender, "train", 2, {})
-            self.ws.create(*(_pod(self.ws, self.contender, name, "train", gpus=1)
+            gang = Gang("train", 2)
+            _declare(self.ws, self.contender, gang)
+            self.ws.create(*(_pod(self.ws, self.contender, name, gang, gpus=1)
                              for name in workers))
             self.job_created = now
         if (self.job_created is not None and not self.blocker_deleted
@@ -195,12 +199,13 @@ class Training:
         return [f"{job}-worker-{i}" for i in range(self.workers)]
 
     def submit(self) -> None:
-        jobs = [f"job-{j}" for j in range(self.jobs)]
-        for job in jobs:
-            _declare(self.ws, self.contender, job, self.workers, {})
+        gangs = [Gang(f"job-{j}", self.workers) for j in range(self.jobs)]
+        for gang in gangs:
+            _declare(self.ws, self.contender, gang)
         for i in range(self.workers):  # operators create their pods side by side
-            for job in jobs:
-                self.ws.create(_pod(self.ws, self.contender, f"{job}-worker-{i}", job, gpus=1))
+            for gang in gangs:
+                self.ws.create(_pod(self.ws, self.contender, f"{gang.name}-worker-{i}", gang,
+                                    gpus=1))
 
     def step(self, pods: Pods, now: float) -> None:
         _train(self, pods, now, "job")
@@ -253,11 +258,12 @@ class Cliques:
                    for i in range(self.serving)]
         for pod in serving:
             pod["spec"]["schedulerName"] = self.contender.scheduler_name
-        jobs = [f"cliques-{j}" for j in range(self.jobs)]
-        groups = [group for job in jobs
-                  if (group := self.contender.podgroup(self.ws.name, job, self.workers, {}))]
-        workers = [claiming(_pod(self.ws, self.contender, f"{job}-worker-{i}", job), "clique")
-                   for i in range(self.workers) for job in jobs]
+        gangs = [Gang(f"cliques-{j}", self.workers) for j in range(self.jobs)]
+        groups = [group for gang in gangs
+                  if (group := self.contender.podgroup(self.ws.name, gang))]
+        workers = [claiming(_pod(self.ws, self.contender, f"{gang.name}-worker-{i}", gang),
+                            "clique")
+                   for i in range(self.workers) for gang in gangs]
         return templates, serving, [*groups, *workers]
 
     def submit(self) -> None:
@@ -329,15 +335,15 @@ class Racks:
             self.ws.create(pod)
 
     def _create_jobs(self) -> None:
-        jobs = [f"racks-{j}" for j in range(self.jobs)]
+        jobs = [Gang(f"racks-{j}", self.workers) for j in range(self.jobs)]
         for job in jobs:
-            group = self.contender.podgroup(self.ws.name, job, self.workers, {},
-                                            one_domain=(TOPOLOGY, RACK))
+            group = self.contender.podgroup(self.ws.name, job, one_domain=(TOPOLOGY, RACK))
             if group is not None:
                 self.ws.create(group)
         for i in range(self.workers):  # operators create their pods side by side
             for job in jobs:
-                self.ws.create(_pod(self.ws, self.contender, f"{job}-worker-{i}", job, gpus=2))
+                self.ws.create(_pod(self.ws, self.contender, f"{job.name}-worker-{i}", job,
+                                    gpus=2))
 
     def step(self, pods: Pods, now: float) -> None:
         if not self.jobs_created:
