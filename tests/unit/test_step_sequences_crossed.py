@@ -331,6 +331,12 @@ SEEN = {
         CrossedSpec("g0", 1, 1, 1, lone=True, priority="high", claim="template", gpus=4),
         CrossedSpec("g1", 1, 2, 1, queue="z", priority="high", tiny=True, claim="template")),
         [([], []), ([BIND] * 2, []), ([], [])]),
+    "a claim allocated for a pod whose bind was refused counts against its queue's cap": (
+        shape(CrossedSpec("g0", 1, 2, 1, lone=True, queue="c", priority="high",
+                          claim="template", gpus=2, device_class=ANY),
+              CrossedSpec("g1", 1, 1, 1, queue="a", priority="high"),
+              caps={"c": {CPU: "1", f"{DEVICE_CLASS_PREFIX}{ANY}": "2"}}),
+        [([], []), ([("refuse", 0)], []), ([], [])]),
 }
 """Shapes the scheduler was seen to break promises in, tried before the random ones."""
 

@@ -279,13 +279,15 @@ class Session:
 
     def claimed_by(self, gang: Gang, placement: Placement) -> Resources:
         """The devices the claims of the placement's pods take, but those of claims the
-        gang's bound pods hold already (counted in its usage): a claim counts once."""
-        if not placement.claims:
+        gang's bound pods hold already (counted in its usage): a claim counts once. A claim
+        allocated before (its pod's bind was refused) needs no write, and counts too."""
+        placed = {pod for pod, _ in placement.assignments}
+        pods = [pod for pod in gang.pending if pod.key in placed and pod.resource_claims]
+        if not pods:
             return Resources.zero()
         inventory = self.inp.snapshot.devices
         held = claims_of(self.inp.bound_pods.get(gang.key, ()), inventory)
-        placed = {pod for pod, _ in placement.assignments}
-        claims = claims_of((pod for pod in gang.pending if pod.key in placed), inventory)
+        claims = claims_of(pods, inventory)
         allocations = {write.claim: write.allocation for write in placement.claims
                        if write.allocation is not None}
         return claim_devices((claim for key, claim in claims.items() if key not in held),
