@@ -5,8 +5,10 @@ two DeviceClasses and asked through claims (made from a template per pod,
 shared by the pods of a gang, with admin access), pods in no PodGroup, a
 capped queue tree whose queues close and open again, priorities (a gang with
 one tiny high-priority pod among low ones), preemption and reclaim, backfill
-(expected runtimes), starvation holds and replacement holds, and a Topology of
-blocks and racks that gangs require or prefer a rack of. Between steps
+(expected runtimes), starvation holds and replacement holds, a Topology of
+blocks and racks that gangs require or prefer a rack of, and jobs whose
+admission Kueue decides (their PodGroup, with minResources, owned by a job
+whose Kueue Workload is admitted or not, and turns). Between steps
 binds succeed, are refused or are lost; claim writes are accepted, refused
 or lost (applied, but the call failed); members terminate, go and come back;
 evicted pods terminate, then go.
@@ -36,7 +38,9 @@ After every step, whatever happened before:
 * a priority preemption evicts only gangs of lower priority, a gang's
   priority being its lowest member's;
 * no gang evicted by reclaim evicts, by priority, the gang it was evicted
-  for (or the reverse) while nothing else changed.
+  for (or the reverse) while nothing else changed;
+* a gang whose Kueue Workload is not admitted is neither bound, admitted,
+  starving nor a preemptor: it holds no room.
 """
 
 from __future__ import annotations
@@ -58,7 +62,7 @@ from gangsched.core.model.resources import CPU, DEVICE_CLASS_PREFIX, Resources
 from gangsched.core.model.runtimes import RUNTIME_ANNOTATION, backfills
 from gangsched.core.placement.capacity import Placement
 from gangsched.core.queues.fairness import gang_order
-from gangsched.core.reasons import Starving
+from gangsched.core.reasons import Starving, SuspendedByKueue
 from gangsched.core.state import bind_refused
 from gangsched.core.step import StepConfig, step
 from gangsched.core.view import StepView
@@ -112,6 +116,9 @@ class CrossedSpec(Spec):
     runtime: int | None = None
     level: str = "none"
     """``required`` or ``preferred``: how its PodGroup asks for one rack; or ``none``."""
+    kueue: bool = False
+    """Its PodGroup, asking its whole job's cpu as minResources, is owned by a job whose
+    admission Kueue decides: its Workload starts not admitted."""
 
     def gang_of(self, pod: PodKey) -> GangKey:
         """The gang a pod of this spec is in: its PodGroup, or itself alone."""
@@ -149,6 +156,8 @@ class CrossedWorld(World):
     evicted: list[PodKey] = field(default_factory=list)
     """Victim pods terminating since the last step: they are gone by the next."""
     steps: int = 0
+    kueue_admitted: dict[str, bool] = field(default_factory=dict)
+    """Whether Kueue admitted each job, by its gang's name."""
 
     def spec_of(self, pod: PodKey) -> CrossedSpec:
         spec = self.specs[pod.split("/", 1)[1].rsplit("-", 1)[0]]
@@ -209,6 +218,17 @@ def claim(name: str, spec: CrossedSpec, owner: dict[str, Any] | None = None) -> 
             "status": {}}
 
 
+def kueue_workload(name: str, admitted: bool) -> dict[str, Any]:
+    """The Kueue Workload of gang ``name``'s job, owned by the job as its PodGroup is."""
+    return {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Workload",
+            "metadata": {"name": f"job-{name}", "namespace": NAMESPACE, "uid": f"wl-{name}",
+                         "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job",
+                                              "name": name, "uid": f"job-{name}",
+                                              "controller": True}]},
+            "status": {"conditions": [{"type": "Admitted",
+                                       "status": "True" if admitted else "False"}]}}
+
+
 def device_class(name: str) -> dict[str, Any]:
     expression = f'device.driver == "{fakedriver.DRIVER}"'
     if name == H100:
@@ -264,7 +284,8 @@ def crossed_specs(draw: st.DrawFn) -> dict[str, CrossedSpec]:
                                         "admin"])),
             gpus=draw(st.integers(1, 4)), device_class=draw(st.sampled_from([H100, H100, ANY])),
             runtime=draw(st.sampled_from([None, 2, 20])),
-            level=draw(st.sampled_from(["none", "none", "required", "preferred"])))
+            level=draw(st.sampled_from(["none", "none", "required", "preferred"])),
+            kueue=not lone and draw(st.integers(0, 2)) == 0)
     return out
 
 
@@ -349,7 +370,8 @@ def seen(test: Any) -> Any:
 
 EVENTS = st.lists(
     st.tuples(st.sampled_from(["bind", "bind", "bind", "refuse", "lose", "terminate",
-                               "terminate", "gone", "gone", "again", "again", "close", "open"]),
+                               "terminate", "gone", "gone", "again", "again", "close", "open",
+                               "kueue"]),
               st.integers(0, 20)),
     max_size=8,
 )
@@ -390,6 +412,13 @@ def test_every_policy_keeps_its_promises_with_devices_lone_pods_and_queues_cross
                 body["metadata"]["annotations"] = {RUNTIME_ANNOTATION: f"{spec.runtime}s"}
             if spec.level != "none":
                 body["spec"]["topology"] = {"name": "fabric", spec.level: RACK}
+            if spec.kueue:
+                body["spec"]["minResources"] = {CPU: f"{spec.pods * spec.cores * 500}m"}
+                body["metadata"]["ownerReferences"] = [
+                    {"apiVersion": "batch/v1", "kind": "Job", "name": spec.name,
+                     "uid": f"job-{spec.name}"}]
+                world.kueue_admitted[spec.name] = False
+                feed.upsert("kueueworkloads", kueue_workload(spec.name, admitted=False))
             feed.upsert_group(Flavor.GANGSCHED, body)
         if spec.claim == "shared":
             world.put_claim(claim(f"{spec.name}-shared", spec))
@@ -408,7 +437,14 @@ def test_every_policy_keeps_its_promises_with_devices_lone_pods_and_queues_cross
 
 
 def _crossed_happen(world: CrossedWorld, kind: str, index: int) -> None:
-    """A queue closes or opens again, or what happens in the world of plain gangs."""
+    """A queue closes or opens again, Kueue admits a job or takes its admission back, or
+    what happens in the world of plain gangs."""
+    if kind == "kueue":
+        if world.kueue_admitted:
+            name = sorted(world.kueue_admitted)[index % len(world.kueue_admitted)]
+            world.kueue_admitted[name] = admitted = not world.kueue_admitted[name]
+            world.feed.upsert("kueueworkloads", kueue_workload(name, admitted))
+        return
     if kind not in ("close", "open"):
         _happen(world, kind, index)
         return
@@ -551,9 +587,27 @@ def _crossed_step(world: CrossedWorld) -> None:
         if key in gangs:
             _check_starving_kept(world, gangs, gangs[key], reason, kept, preempting)
     _check_replacements_kept(world, before.snapshot, devices_before, kept)
+    _check_kueue_decides(world, stepped.actions, stepped.result)
 
 
 # ---------------------------------------------------------------- what is checked
+
+
+def _check_kueue_decides(world: CrossedWorld, actions: Any, result: Any) -> None:
+    """A gang whose Kueue Workload is not admitted is not bound, admitted, starving nor a
+    preemptor, and says it waits for Kueue."""
+    waiting = {GangKey(f"{NAMESPACE}/{name}") for name, admitted in world.kueue_admitted.items()
+               if not admitted}
+    for action in actions:
+        assert not (isinstance(action, Bind) and action.placement.gang in waiting), (
+            f"{action} handed out a gang Kueue has not admitted")
+        assert not (isinstance(action, Evict) and action.preemption.preemptor in waiting), (
+            f"{action} evicts for a gang Kueue has not admitted")
+    assert not waiting & world.state.admitted, (
+        f"admitted before Kueue: {sorted(waiting & world.state.admitted)}")
+    for told in (*result.unplaceable, *result.unadmitted):
+        if told.gang in waiting:
+            assert isinstance(told.reason, SuspendedByKueue), (told.gang, told.reason)
 
 
 def _placed_members(world: CrossedWorld, gang: GangKey) -> list[PodKey]:

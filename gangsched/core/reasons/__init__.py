@@ -11,9 +11,9 @@ Each family of reasons is a module holding its kinds, each kind's wording
 beside its figures (its ``text``): capacity (room on the nodes), domains
 (one topology domain), members (the gang's own pods), queues (queue and
 admission), volumes, devices, rules (inter-pod rules), holding (room held
-for urgent gangs), preemption, and groups (the pod's PodGroup). Tests assert
-on codes and figures; the report plan (:mod:`gangsched.core.reports.report_plan`)
-decides when a reason is said again.
+for urgent gangs), preemption, kueue (its admission awaited) and groups
+(the pod's PodGroup). Tests assert on codes and figures; the report plan
+(:mod:`gangsched.core.reports.report_plan`) decides when a reason is said again.
 
 The line is written for the person running ``kubectl describe``: what the
 gang asks, how much room the nodes have for it, and which nodes were ruled
@@ -56,6 +56,7 @@ from gangsched.core.reasons.holding import (
     TooBigToHold,
     Urgency,
 )
+from gangsched.core.reasons.kueue import KUEUE_GATE, GatedByKueue, SuspendedByKueue
 from gangsched.core.reasons.members import BindBackoff, Gated, MembersMissing, ShortOfMembers
 from gangsched.core.reasons.preemption import (
     AwaitingVictims,
@@ -85,6 +86,7 @@ from gangsched.core.reasons.volumes import (
 from gangsched.core.reasons.wording import describe_request
 
 __all__ = [
+    "KUEUE_GATE",
     "QUEUE_PROBLEMS",
     "AdmissionNoRoom",
     "AdmissionOverCapability",
@@ -100,6 +102,7 @@ __all__ = [
     "DevicesShort",
     "DoesNotFit",
     "Gated",
+    "GatedByKueue",
     "GroupInvalid",
     "GroupMissing",
     "HeldForStarving",
@@ -127,6 +130,7 @@ __all__ = [
     "ShortOfMembers",
     "Starved",
     "Starving",
+    "SuspendedByKueue",
     "TooBigToHold",
     "TopologyUnknown",
     "Urgency",
@@ -143,6 +147,7 @@ Reason = (
     NoNodes | DoesNotFit
     | NoDomainLabel | BoundAcrossDomains | NoDomainHolds | InDomain | TopologyUnknown
     | MembersMissing | ShortOfMembers | Gated | BindBackoff
+    | SuspendedByKueue | GatedByKueue
     | QueueMissing | QueueClosed | QueueInvalid | QueueNotLeaf | CapabilityExceeded
     | AdmissionOverCapability | AdmissionNoRoom | ReservedByAdmitted
     | VolumeBlocked | ClaimsProvisioning | ProvisioningTimedOut

@@ -31,6 +31,7 @@ from gangsched.core.reasons import (
     AdmissionOverCapability,
     CapabilityExceeded,
     Gated,
+    GatedByKueue,
     NotReclaimable,
     PodRulesUnmet,
     ProtectedByShare,
@@ -43,6 +44,7 @@ from gangsched.core.reasons import (
     ShortOfMembers,
     Starved,
     Starving,
+    SuspendedByKueue,
     TooBigToHold,
     TopologyUnknown,
     causes,
@@ -181,7 +183,11 @@ def _remedies(
     if isinstance(reason, TopologyUnknown):
         remedies.append(f"create Topology {reason.topology} with the level its spec.topology "
                         f"names, or name an existing one: more room would not let it run")
-    if not kinds & {Gated, ShortOfMembers, TopologyUnknown}:
+    if kinds & {SuspendedByKueue, GatedByKueue}:
+        remedies.append("Kueue has not admitted its workload (its ClusterQueue's quota decides): "
+                        "gangsched places it whole once Kueue does; more room would not let "
+                        "it run")
+    if not kinds & {Gated, ShortOfMembers, TopologyUnknown, SuspendedByKueue, GatedByKueue}:
         remedies.extend(_room_remedies(explanation_shapes))
     if reserved and kinds & {ReservedByAdmitted, AdmissionOverCapability, AdmissionNoRoom}:
         holders = ", ".join(str(key) for key, _ in reserved)

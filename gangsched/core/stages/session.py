@@ -186,13 +186,13 @@ class Session:
         # Summed once per queue: every pod in no PodGroup is a gang of its own here.
         self.allocated = {name: Resources.sum(amounts) for name, amounts in held.items()}
 
-        present = set(keys)
+        present = {gang.key for gang in inp.gangs if gang.kueue_workload is None}  # see triage
         self.admitted: set[GangKey] = {key for key in inp.admitted if key in present}
         self.newly_admitted: list[GangKey] = []
         # A gang with bound members was admitted in an earlier life even if the
         # shell lost the set (a restart): its pods already run.
         for gang in self.gangs:
-            if gang.bound > 0 and gang.key not in self.admitted:
+            if gang.bound > 0 and gang.key not in self.admitted and gang.key in present:
                 self.admit(gang)
 
         self.holding: dict[GangKey, Resources] = {}
