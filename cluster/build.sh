@@ -12,7 +12,8 @@
 # `build.sh peers` builds the peer schedulers the comparisons run (Volcano's
 # vc-scheduler and vc-controller-manager, YuniKorn's scheduler, Kueue) from
 # wrapper modules in cluster/go/ where their own go.mod asks for modules the
-# proxy does not serve, and copies their CRDs beside bin/.
+# proxy does not serve, and copies their CRDs beside bin/; `build.sh peers kueue`
+# builds Kueue alone there (what the end-to-end suite runs, and `make binaries` builds).
 #
 # `build.sh kube VERSION` builds another Kubernetes release's kube-apiserver and
 # kube-controller-manager (what `make test-versions` runs), from a module
@@ -148,6 +149,16 @@ volcano_module() {
 
 build_peers() {
   local crds="$cache/$key/crds" volcano kueue
+  if [ "${2:-}" = kueue ]; then
+    install_tool kueue "sigs.k8s.io/kueue/cmd/kueue@${KUEUE_VERSION}"
+    if [ ! -f "$crds/kueue/kueue.x-k8s.io_workloads.yaml" ]; then
+      kueue="$(module_dir "sigs.k8s.io/kueue@${KUEUE_VERSION}")"
+      mkdir -p "$crds/kueue"
+      cp "$kueue"/config/components/crd/bases/*.yaml "$crds/kueue/"
+      chmod u+w "$crds"/kueue/*.yaml
+    fi
+    return 0
+  fi
   if [ ! -x "$bin/vc-scheduler" ] || [ ! -x "$bin/vc-controller-manager" ]; then
     say "building vc-scheduler and vc-controller-manager ${VOLCANO_VERSION}"
     volcano_module
@@ -175,7 +186,7 @@ build_peers() {
 }
 
 if [ "${1:-}" = peers ]; then
-  build_peers
+  build_peers "$@"
   [ $((SECONDS - started)) -gt 1 ] && say "done in $((SECONDS - started)) s"
   echo "$bin"
   exit 0

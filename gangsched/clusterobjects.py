@@ -23,6 +23,7 @@ import requests
 import yaml
 
 from gangsched.core.kubeobjects.fields import object_ref
+from gangsched.core.kubeobjects.queues import KUEUE_API
 from gangsched.core.model.objects import Flavor
 from gangsched.feed import Feed
 from gangsched.mirror import Mirror
@@ -68,6 +69,8 @@ class ClusterObjects:
     topologies: list[Document] = field(default_factory=list)
     workloads: list[Document] = field(default_factory=list)
     """Native Workloads: their queue annotation is their PodGroups' queue."""
+    kueue_workloads: list[Document] = field(default_factory=list)
+    """Kueue's Workloads: a PodGroup of a job Kueue has not admitted waits for it."""
     priority_classes: list[Document] = field(default_factory=list)
     budgets: list[Document] = field(default_factory=list)
     """PodDisruptionBudgets: the gangs preemption may not evict."""
@@ -102,6 +105,8 @@ class ClusterObjects:
             self.topologies.append(obj)
         elif kind == "Workload" and api_version == WORKLOAD_API:
             self.workloads.append(obj)
+        elif kind == "Workload" and api_version == KUEUE_API:
+            self.kueue_workloads.append(obj)
         elif kind == "PriorityClass":
             self.priority_classes.append(obj)
         elif kind == "PodDisruptionBudget":
@@ -123,6 +128,7 @@ class ClusterObjects:
         self.queues += other.queues
         self.topologies += other.topologies
         self.workloads += other.workloads
+        self.kueue_workloads += other.kueue_workloads
         self.priority_classes += other.priority_classes
         self.budgets += other.budgets
         self.nodepools += other.nodepools
@@ -152,6 +158,7 @@ class ClusterObjects:
         feed.replace("topologies", list(self.topologies))
         for body in self.workloads:
             feed.upsert_workload(body)
+        feed.replace("kueueworkloads", list(self.kueue_workloads))
         return mirror
 
 
@@ -361,5 +368,6 @@ def from_cluster(api: pykube.HTTPClient, namespace: str | None = None) -> Cluste
         objects.groups += [(flavor, o) for o in _readable(objects, api, flavor.value,
                                                          "podgroups", namespace)]
     objects.workloads = _readable(objects, api, WORKLOAD_API, "workloads", namespace)
+    objects.kueue_workloads = _readable(objects, api, KUEUE_API, "workloads", namespace)
     return objects
 

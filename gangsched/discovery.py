@@ -1,10 +1,11 @@
 """Which of the APIs gangsched reads the API server serves, asked once at start.
 
 A release may lack one: the native Workload and PodGroup before Kubernetes 1.37,
-``resource.k8s.io/v1`` before 1.34. The feature that API carries is then off on
-that cluster: its kinds are not watched and readiness does not wait for them;
-one ``api_not_served`` log line names each, ``/readyz`` lists them and
-``gangsched_api_served`` is 0 for them. A pod needing an API that is off waits
+``resource.k8s.io/v1`` before 1.34; Kueue's Workload where Kueue is not
+installed. The feature that API carries is then off on that cluster: its kinds
+are not watched and readiness does not wait for them; one ``api_not_served`` log
+line names each, ``/readyz`` lists them and ``gangsched_api_served`` is 0 for
+them. A pod needing an API that is off waits
 with a reason saying so (:class:`gangsched.core.reasons.DevicesNotServed`).
 
 A group version the server cannot be asked about (it does not answer) counts as
@@ -23,6 +24,7 @@ from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 from prometheus_client import Gauge
 
+from gangsched.core.kubeobjects.queues import KUEUE_API
 from gangsched.reflector import raise_for_status
 
 __all__ = ["API_SERVED", "NEEDED", "Api", "Served", "discover"]
@@ -65,6 +67,7 @@ NEEDED: Mapping[str, Api] = {
     "workloads": Api(NATIVE, "workloads", "native PodGroups"),
     "podgroups.scheduling.k8s.io": Api(NATIVE, "podgroups", "native PodGroups"),
     "nodepools": Api("karpenter.sh/v1", "nodepools", "asking Karpenter for nodes"),
+    "kueueworkloads": Api(KUEUE_API, "workloads", "waiting for Kueue's admission"),
 }
 """Every built-in kind read, by the name its reflector (or kopf's handler) goes by."""
 

@@ -1,6 +1,6 @@
 """Raw API objects into the mirror: the one way in, for every watched kind (pods and
-nodes, storage and devices, PodGroups of every flavour, Queues and Workloads) and for
-the CLI's listings.
+nodes, storage and devices, PodGroups of every flavour, Queues, native and Kueue
+Workloads) and for the CLI's listings.
 
 Each watched kind is one entry of :data:`KINDS`: how to key an object of it, and
 which of the mirror's typed verbs a watch event, a deletion and the end of a list
@@ -29,6 +29,7 @@ from gangsched.core.kubeobjects.nodes import namespace_from_api, node_from_api
 from gangsched.core.kubeobjects.podgroups import GroupRecord, group_key_of, group_record_from_api
 from gangsched.core.kubeobjects.queues import (
     disruption_budget_from_api,
+    kueue_workload_from_api,
     priority_class_from_api,
     queue_from_api,
     topology_levels_from_api,
@@ -221,6 +222,17 @@ def _upsert_workload(mirror: Mirror, obj: RawObject) -> bool:
     return mirror.in_scope(object_ref(obj).namespace) and held.set_workload_queue(workload)
 
 
+def _upsert_kueue_workload(mirror: Mirror, obj: RawObject) -> bool:
+    """Whether Kueue admitted a job: until it does, its PodGroup waits (core.stages.triage)."""
+    try:
+        workload = kueue_workload_from_api(obj)
+    except ObjectError as error:
+        log.warning("kueue_workload_unreadable", workload=object_ref(obj).key, error=str(error))
+        return False
+    held = mirror.groups_and_queues
+    return mirror.in_scope(object_ref(obj).namespace) and held.set_kueue_workload(workload)
+
+
 KINDS: dict[str, Kind] = {
     "pods": Kind(
         key=_pod_key,
@@ -330,6 +342,13 @@ KINDS: dict[str, Kind] = {
         delete=lambda mirror, obj: mirror.groups_and_queues.remove_workload(object_ref(obj).key),
         keep=lambda mirror, seen: mirror.groups_and_queues.keep_workloads(seen),
     ),
+    "kueueworkloads": Kind(
+        key=_ref_key,
+        upsert=_upsert_kueue_workload,
+        delete=lambda mirror, obj: mirror.groups_and_queues.remove_kueue_workload(
+            object_ref(obj).key),
+        keep=lambda mirror, seen: mirror.groups_and_queues.keep_kueue_workloads(seen),
+    ),
 }
 """Every kind a reflector watches, by the name the reflector gives it."""
 
@@ -340,6 +359,7 @@ CUSTOM_KINDS: dict[str, tuple[str, str, str]] = {
     "topologies": ("scheduling.gangsched.io", "v1alpha1", "topologies"),
     "workloads": ("scheduling.k8s.io", "v1beta1", "workloads"),
     "nodepools": ("karpenter.sh", "v1", "nodepools"),
+    "kueueworkloads": ("kueue.x-k8s.io", "v1beta2", "workloads"),
 }
 """The kinds listed as custom objects, each with its API group, version and plural: no
 generated client covers them all."""

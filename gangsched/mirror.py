@@ -31,7 +31,12 @@ import structlog
 from gangsched.core.fit.namespaces import resolve_pod, selects_by_labels
 from gangsched.core.fit.volumes import Storage
 from gangsched.core.kubeobjects.podgroups import GroupRecord
-from gangsched.core.kubeobjects.queues import PriorityClass, QueueObject, WorkloadQueue
+from gangsched.core.kubeobjects.queues import (
+    KueueWorkload,
+    PriorityClass,
+    QueueObject,
+    WorkloadQueue,
+)
 from gangsched.core.kubeobjects.records import PodHeader, PodRecord
 from gangsched.core.model.objects import (
     DEFAULT_QUEUE,
@@ -159,6 +164,11 @@ class GroupsAndQueues(Versioned):
     queue when a PodGroup names none itself."""
     topologies: dict[str, tuple[str, ...]] = field(default_factory=dict)
     """Each Topology's levels (node labels, widest first) by name."""
+    kueue_workloads: dict[str, KueueWorkload] = field(default_factory=dict)
+    """Kueue's Workloads by ``namespace/name``: whether Kueue admitted each job."""
+    kueue_waiting: dict[str, str] = field(default_factory=dict)
+    """The owners of Workloads Kueue has not admitted, by UID, to each such Workload:
+    a PodGroup owned by one waits for Kueue."""
 
     # ---- PriorityClasses (watched with pods and nodes) ----------------------------
     def set_priority_class(self, priority_class: PriorityClass) -> bool:
@@ -249,6 +259,30 @@ class GroupsAndQueues(Versioned):
         for key in [k for k in self.workload_queues if k not in keys]:
             self.remove_workload(key)
 
+    def set_kueue_workload(self, workload: KueueWorkload) -> bool:
+        old = self.kueue_workloads.get(workload.key)
+        self._unindex_kueue(old)
+        self.kueue_workloads[workload.key] = workload
+        if not workload.admitted:
+            self.kueue_waiting.update(dict.fromkeys(workload.owners, workload.key))
+        return self._changed(old != workload)
+
+    def remove_kueue_workload(self, key: str) -> bool:
+        old = self.kueue_workloads.pop(key, None)
+        self._unindex_kueue(old)
+        return self._changed(old is not None)
+
+    def keep_kueue_workloads(self, keys: set[str]) -> None:
+        for key in [k for k in self.kueue_workloads if k not in keys]:
+            self.remove_kueue_workload(key)
+
+    def _unindex_kueue(self, workload: KueueWorkload | None) -> None:
+        if workload is None:
+            return
+        for owner in workload.owners:
+            if self.kueue_waiting.get(owner) == workload.key:
+                del self.kueue_waiting[owner]
+
     def set_topology(self, name: str, levels: tuple[str, ...]) -> bool:
         changed = self._changed(self.topologies.get(name) != levels)
         self.topologies[name] = levels
@@ -261,12 +295,19 @@ class GroupsAndQueues(Versioned):
         for name in [n for n in self.topologies if n not in names]:
             self.remove_topology(name)
 
-    def with_workload_queue(self, record: GroupRecord) -> GroupRecord:
+    def with_workloads(self, record: GroupRecord) -> GroupRecord:
+        """The group with what Workloads say of it: a native Workload's queue, and the
+        Kueue Workload of its owner that Kueue has not admitted."""
         spec = record.spec
-        if spec is None or spec.workload is None:
+        if spec is None:
             return record
-        queue = self.workload_queues.get(spec.workload)
-        return replace(record, spec=replace(spec, queue=queue)) if queue else record
+        queue = self.workload_queues.get(spec.workload) if spec.workload else None
+        kueue = next((self.kueue_waiting[uid] for uid in spec.owners
+                      if uid in self.kueue_waiting), None)
+        if queue is None and kueue is None:
+            return record
+        return replace(record, spec=replace(spec, queue=queue or spec.queue,
+                                            kueue_workload=kueue))
 
 
 @dataclass(kw_only=True)
@@ -589,7 +630,7 @@ class Mirror(Versioned):
                               devices=self.devices.inventory(),
                               anti_affinity_terms=tuple(index.holder_terms)),
             members=members,
-            groups={key: scheduling.with_workload_queue(g)
+            groups={key: scheduling.with_workloads(g)
                     for key, g in scheduling.groups.items()},
             queues=queues,
             pods=pods,

@@ -36,7 +36,7 @@ def test_malformed_gates_are_an_object_error(gates: object) -> None:
         pod_from_api(api_pod(schedulingGates=gates))
 
 
-def gated(g: Gang, *which: int, gate: str = "kueue.x-k8s.io/admission") -> Gang:
+def gated(g: Gang, *which: int, gate: str = "example.com/hold") -> Gang:
     pods = tuple(replace(p, gates=(gate,)) if i in which else p for i, p in enumerate(g.pending))
     return replace(g, pending=pods)
 
@@ -44,7 +44,7 @@ def gated(g: Gang, *which: int, gate: str = "kueue.x-k8s.io/admission") -> Gang:
 def test_one_gated_member_keeps_its_whole_gang_waiting_and_says_which_gate() -> None:
     result = cycle(SIX_CPU, [gated(gang("ns/a", 3), 2)])
     assert placed(result) == []
-    assert reasons(result)["ns/a"] == Gated(PodKey("ns/a-2"), ("kueue.x-k8s.io/admission",), 0)
+    assert reasons(result)["ns/a"] == Gated(PodKey("ns/a-2"), ("example.com/hold",), 0)
 
 
 def test_a_gang_above_min_member_still_waits_for_its_gated_member() -> None:

@@ -5,11 +5,12 @@ two DeviceClasses and asked through claims (made from a template per pod,
 shared by the pods of a gang, with admin access), pods in no PodGroup, a
 capped queue tree whose queues close and open again, priorities (a gang with
 one tiny high-priority pod among low ones), preemption and reclaim, backfill
-(expected runtimes), starvation holds and replacement holds, and a Topology of
+(expected runtimes), starvation holds and replacement holds, a Topology of
 blocks and racks that gangs require or prefer a rack of, and whose sub-groups
-each require one (or whose pod names a sub-group not listed), and Karpenter: a
+each require one (or whose pod names a sub-group not listed), Karpenter: a
 NodePool appears or changes its cpu limit, and launches nodes that use it
-up. Between steps
+up, and jobs whose admission Kueue decides (their PodGroup, with minResources,
+owned by a job whose Kueue Workload is admitted or not, and turns). Between steps
 binds succeed, are refused or are lost; claim writes are accepted, refused
 or lost (applied, but the call failed); members terminate, go and come back;
 evicted pods terminate, then go.
@@ -44,6 +45,8 @@ After every step, whatever happened before:
 * a waiting pod says ``Unschedulable`` exactly when the reason its gang shows
   wants room (never a NodePool limit or a pause in asking); the gangs asking a
   NodePool with a limit never ask together for more than it leaves.
+* a gang whose Kueue Workload is not admitted is neither bound, admitted,
+  starving nor a preemptor: it holds no room.
 """
 
 from __future__ import annotations
@@ -67,7 +70,7 @@ from gangsched.core.model.resources import CPU, DEVICE_CLASS_PREFIX, Resources
 from gangsched.core.model.runtimes import RUNTIME_ANNOTATION, backfills
 from gangsched.core.placement.capacity import Placement
 from gangsched.core.queues.fairness import gang_order
-from gangsched.core.reasons import AskingPaused, NodePoolLimit, Starving
+from gangsched.core.reasons import AskingPaused, NodePoolLimit, Starving, SuspendedByKueue
 from gangsched.core.stages.gangs import Member
 from gangsched.core.state import bind_refused
 from gangsched.core.step import StepConfig, Stepped, step
@@ -130,6 +133,9 @@ class CrossedSpec(Spec):
     sub: str = "none"
     """``racks``: its pods in turn in sub-groups s0 and s1, each required in one rack;
     ``unknown``: its first pod names a sub-group its PodGroup does not list; or ``none``."""
+    kueue: bool = False
+    """Its PodGroup, asking its whole job's cpu as minResources, is owned by a job whose
+    admission Kueue decides: its Workload starts not admitted."""
 
     def gang_of(self, pod: PodKey) -> GangKey:
         """The gang a pod of this spec is in: its PodGroup, or itself alone."""
@@ -170,6 +176,8 @@ class CrossedWorld(World):
     nodepool: dict[str, Any] | None = None
     """Karpenter's one NodePool, once it exists."""
     launched: int = 0
+    kueue_admitted: dict[str, bool] = field(default_factory=dict)
+    """Whether Kueue admitted each job, by its gang's name."""
 
     def spec_of(self, pod: PodKey) -> CrossedSpec:
         spec = self.specs[pod.split("/", 1)[1].rsplit("-", 1)[0]]
@@ -254,6 +262,17 @@ def claim(name: str, spec: CrossedSpec, owner: dict[str, Any] | None = None) -> 
             "status": {}}
 
 
+def kueue_workload(name: str, admitted: bool) -> dict[str, Any]:
+    """The Kueue Workload of gang ``name``'s job, owned by the job as its PodGroup is."""
+    return {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Workload",
+            "metadata": {"name": f"job-{name}", "namespace": NAMESPACE, "uid": f"wl-{name}",
+                         "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job",
+                                              "name": name, "uid": f"job-{name}",
+                                              "controller": True}]},
+            "status": {"conditions": [{"type": "Admitted",
+                                       "status": "True" if admitted else "False"}]}}
+
+
 def device_class(name: str) -> dict[str, Any]:
     expression = f'device.driver == "{fakedriver.DRIVER}"'
     if name == H100:
@@ -310,7 +329,8 @@ def crossed_specs(draw: st.DrawFn) -> dict[str, CrossedSpec]:
             gpus=draw(st.integers(1, 4)), device_class=draw(st.sampled_from([H100, H100, ANY])),
             runtime=draw(st.sampled_from([None, 2, 20])),
             level=draw(st.sampled_from(["none", "none", "required", "preferred"])),
-            sub="none" if lone else draw(st.sampled_from(["none", "none", "racks", "unknown"])))
+            sub="none" if lone else draw(st.sampled_from(["none", "none", "racks", "unknown"])),
+            kueue=not lone and draw(st.integers(0, 2)) == 0)
     return out
 
 
@@ -377,6 +397,12 @@ SEEN = {
         CrossedSpec("g0", 1, 1, 1, lone=True, priority="high", claim="template", gpus=4),
         CrossedSpec("g1", 1, 2, 1, queue="z", priority="high", tiny=True, claim="template")),
         [([], []), ([BIND] * 2, []), ([], [])]),
+    "a claim allocated for a pod whose bind was refused counts against its queue's cap": (
+        shape(CrossedSpec("g0", 1, 2, 1, lone=True, queue="c", priority="high",
+                          claim="template", gpus=2, device_class=ANY),
+              CrossedSpec("g1", 1, 1, 1, queue="a", priority="high"),
+              caps={"c": {CPU: "1", f"{DEVICE_CLASS_PREFIX}{ANY}": "2"}}),
+        [([], []), ([("refuse", 0)], []), ([], [])]),
 }
 """Shapes the scheduler was seen to break promises in, tried before the random ones."""
 
@@ -390,7 +416,7 @@ def seen(test: Any) -> Any:
 EVENTS = st.lists(
     st.tuples(st.sampled_from(["bind", "bind", "bind", "refuse", "lose", "terminate",
                                "terminate", "gone", "gone", "again", "again", "close", "open",
-                               "pool", "launch"]),
+                               "pool", "launch", "kueue"]),
               st.integers(0, 20)),
     max_size=8,
 )
@@ -432,6 +458,13 @@ def test_every_policy_keeps_its_promises_with_devices_lone_pods_and_queues_cross
             topology = topology_of(spec)
             if topology is not None:
                 body["spec"]["topology"] = topology
+            if spec.kueue:
+                body["spec"]["minResources"] = {CPU: f"{spec.pods * spec.cores * 500}m"}
+                body["metadata"]["ownerReferences"] = [
+                    {"apiVersion": "batch/v1", "kind": "Job", "name": spec.name,
+                     "uid": f"job-{spec.name}"}]
+                world.kueue_admitted[spec.name] = False
+                feed.upsert("kueueworkloads", kueue_workload(spec.name, admitted=False))
             feed.upsert_group(Flavor.GANGSCHED, body)
         if spec.claim == "shared":
             world.put_claim(claim(f"{spec.name}-shared", spec))
@@ -450,10 +483,16 @@ def test_every_policy_keeps_its_promises_with_devices_lone_pods_and_queues_cross
 
 
 def _crossed_happen(world: CrossedWorld, kind: str, index: int) -> None:
-    """A queue closes or opens again, Karpenter's NodePool changes or launches a node, or
-    what happens in the world of plain gangs."""
+    """A queue closes or opens again, Karpenter's NodePool changes or launches a node, Kueue
+    admits a job or takes its admission back, or what happens in the world of plain gangs."""
     if kind in ("pool", "launch"):
         _karpenter(world, kind, index)
+        return
+    if kind == "kueue":
+        if world.kueue_admitted:
+            name = sorted(world.kueue_admitted)[index % len(world.kueue_admitted)]
+            world.kueue_admitted[name] = admitted = not world.kueue_admitted[name]
+            world.feed.upsert("kueueworkloads", kueue_workload(name, admitted))
         return
     if kind not in ("close", "open"):
         _happen(world, kind, index)
@@ -618,9 +657,27 @@ def _crossed_step(world: CrossedWorld) -> None:
         if key in gangs:
             _check_starving_kept(world, gangs, gangs[key], reason, kept, preempting)
     _check_replacements_kept(world, before.snapshot, devices_before, kept)
+    _check_kueue_decides(world, stepped.actions, stepped.result)
 
 
 # ---------------------------------------------------------------- what is checked
+
+
+def _check_kueue_decides(world: CrossedWorld, actions: Any, result: Any) -> None:
+    """A gang whose Kueue Workload is not admitted is not bound, admitted, starving nor a
+    preemptor, and says it waits for Kueue."""
+    waiting = {GangKey(f"{NAMESPACE}/{name}") for name, admitted in world.kueue_admitted.items()
+               if not admitted}
+    for action in actions:
+        assert not (isinstance(action, Bind) and action.placement.gang in waiting), (
+            f"{action} handed out a gang Kueue has not admitted")
+        assert not (isinstance(action, Evict) and action.preemption.preemptor in waiting), (
+            f"{action} evicts for a gang Kueue has not admitted")
+    assert not waiting & world.state.admitted, (
+        f"admitted before Kueue: {sorted(waiting & world.state.admitted)}")
+    for told in (*result.unplaceable, *result.unadmitted):
+        if told.gang in waiting:
+            assert isinstance(told.reason, SuspendedByKueue), (told.gang, told.reason)
 
 
 def _placed_members(world: CrossedWorld, gang: GangKey) -> list[PodKey]:

@@ -75,6 +75,16 @@ def list_at(value: object, where: str, path: str) -> list[object] | tuple[object
     return value
 
 
+def owner_uids(meta: Mapping[str, object], where: str, *, controller: bool = False
+               ) -> tuple[str, ...]:
+    """The UIDs ``metadata.ownerReferences`` names (only the controlling one's when
+    ``controller``)."""
+    refs = (mapping_at(o, where, "metadata.ownerReferences[]")
+            for o in list_at(meta.get("ownerReferences"), where, "metadata.ownerReferences"))
+    return tuple(str(ref.get("uid") or "") for ref in refs
+                 if not controller or ref.get("controller"))
+
+
 def str_at(value: object, where: str, path: str, default: str | None = None) -> str:
     if value is None and default is not None:
         return default

@@ -5,7 +5,7 @@ into one spec, and the labels and annotations that name a pod's group.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from gangsched.core.kubeobjects.fields import (
@@ -13,6 +13,7 @@ from gangsched.core.kubeobjects.fields import (
     RawObject,
     list_at,
     mapping_at,
+    owner_uids,
     str_at,
     timestamp,
 )
@@ -120,8 +121,9 @@ def group_from_api(obj: RawObject, flavor: Flavor) -> GroupSpec:
     spec = obj.get("spec") or {}
     if not isinstance(spec, Mapping):
         raise ObjectError(f"podgroup {key}: spec is not an object")
+    owners = owner_uids(meta, f"podgroup {key}")
     if flavor is Flavor.NATIVE:
-        return _native_group(key, meta, spec, created)
+        return replace(_native_group(key, meta, spec, created), owners=owners)
     min_member = spec.get("minMember", 1)
     if min_member is None:
         min_member = 1
@@ -155,6 +157,7 @@ def group_from_api(obj: RawObject, flavor: Flavor) -> GroupSpec:
         topology=_level_request(spec.get("topology"), key),
         expected_runtime=runtime,
         runtime_problem=runtime_problem,
+        owners=owners,
     )
 
 

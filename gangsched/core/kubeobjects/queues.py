@@ -1,5 +1,5 @@
 """Queues, and what else orders or protects gangs: PriorityClasses, the queues of
-native Workloads, PodDisruptionBudgets.
+native Workloads, Kueue's Workloads (whether Kueue admitted a job), PodDisruptionBudgets.
 """
 
 from __future__ import annotations
@@ -10,9 +10,11 @@ from typing import Any
 
 from gangsched.core.kubeobjects.fields import (
     RawObject,
+    list_at,
     mapping_at,
     object_name,
     object_ref,
+    owner_uids,
     requirements_at,
     str_map_at,
 )
@@ -26,11 +28,14 @@ from gangsched.core.model.quantity import QuantityError
 from gangsched.core.model.resources import Capability
 
 __all__ = [
+    "KUEUE_API",
     "FieldProblem",
+    "KueueWorkload",
     "PriorityClass",
     "QueueObject",
     "WorkloadQueue",
     "disruption_budget_from_api",
+    "kueue_workload_from_api",
     "priority_class_from_api",
     "queue_from_api",
     "topology_levels_from_api",
@@ -166,6 +171,38 @@ class WorkloadQueue:
 def workload_queue_from_api(body: RawObject) -> WorkloadQueue:
     queue = annotations_of(body.get("metadata") or {}).get(QUEUE_ANNOTATION)
     return WorkloadQueue(object_ref(body).key, QueueName(str(queue)) if queue else None)
+
+
+KUEUE_API = "kueue.x-k8s.io/v1beta2"
+"""The version of Kueue's Workload read: the one Kueue 0.15 and later store."""
+
+
+@dataclass(frozen=True, slots=True)
+class KueueWorkload:
+    """Whether Kueue has admitted a job: its Workload, owned by the job (a Job, a JobSet,
+    the pods of a pod group), says so with its ``Admitted`` condition."""
+
+    key: str
+    """``namespace/name``."""
+    owners: tuple[str, ...]
+    """UIDs of the objects the Workload stands for."""
+    admitted: bool
+    """``Admitted=True``: quota reserved and every admission check passed, the moment
+    Kueue lets the job's pods be created or lifts their gate."""
+
+
+def kueue_workload_from_api(body: RawObject) -> KueueWorkload:
+    key = object_ref(body).key
+    where = f"kueue workload {key}"
+    status = mapping_at(body.get("status"), where, "status")
+    conditions = (mapping_at(c, where, "status.conditions[]")
+                  for c in list_at(status.get("conditions"), where, "status.conditions"))
+    return KueueWorkload(
+        key=key,
+        owners=owner_uids(mapping_at(body.get("metadata"), where, "metadata"), where),
+        admitted=any(c.get("type") == "Admitted" and c.get("status") == "True"
+                     for c in conditions),
+    )
 
 
 def topology_levels_from_api(body: RawObject) -> tuple[str, ...]:

@@ -14,6 +14,7 @@ from gangsched.core.kubeobjects.fields import (
     list_at,
     mapping_at,
     metadata_of,
+    owner_uids,
     requirements_at,
     resources_at,
     selector_terms_at,
@@ -70,7 +71,6 @@ def claim_from_api(obj: RawObject) -> Claim:
     if storage_class is None:
         storage_class = str_at(spec.get("storageClassName"), where, "spec.storageClassName", "")
     volume_name = str_at(spec.get("volumeName"), where, "spec.volumeName", "")
-    owners = list_at(meta.get("ownerReferences"), where, "metadata.ownerReferences")
     selected = notes.get(SELECTED_NODE_ANNOTATION)
     return Claim(
         key=f"{namespace}/{name}",
@@ -82,9 +82,7 @@ def claim_from_api(obj: RawObject) -> Claim:
                            for m in list_at(spec.get("accessModes"), where, "spec.accessModes")),
         lost=status.get("phase") == "Lost",
         deleting=meta.get("deletionTimestamp") is not None,
-        owners=tuple(str(mapping_at(o, where, "metadata.ownerReferences[]").get("uid") or "")
-                     for o in owners
-                     if mapping_at(o, where, "metadata.ownerReferences[]").get("controller")),
+        owners=owner_uids(meta, where, controller=True),
         storage=_storage_request(spec, where),
     )
 

@@ -620,6 +620,10 @@ class Gang:
     claimed: Resources = field(default_factory=Resources.zero)
     """The devices its pending pods' ResourceClaims will take, beyond the claims its bound
     pods hold already, under the ledger's names (core.dra.usage)."""
+    kueue_workload: str | None = None
+    """``namespace/name`` of the Kueue Workload, not admitted yet, that owns its PodGroup's
+    job: Kueue decides when the gang may start, and until then it is neither admitted
+    nor tried (core.stages.triage)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -680,6 +684,12 @@ class GroupSpec:
     """Its ``scheduling.gangsched.io/expected-runtime`` annotation, in seconds."""
     runtime_problem: str | None = None
     """Why that annotation was not read: the group is scheduled as if it had none."""
+    owners: tuple[str, ...] = ()
+    """UIDs of its owners (``metadata.ownerReferences``): a job whose admission another
+    controller, such as Kueue, decides."""
+    kueue_workload: str | None = None
+    """The Kueue Workload of one of its owners while Kueue has not admitted it
+    (``namespace/name``), set by the mirror from the Workloads it watches."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,10 +11,10 @@ Each family of reasons is a module holding its kinds, each kind's wording
 beside its figures (its ``text``): capacity (room on the nodes), domains
 (one topology domain), members (the gang's own pods), queues (queue and
 admission), volumes, devices, rules (inter-pod rules), holding (room held
-for urgent gangs), preemption, groups (the pod's PodGroup) and nodepools
-(asking Karpenter for nodes). Tests assert
-on codes and figures; the report plan (:mod:`gangsched.core.reports.report_plan`)
-decides when a reason is said again.
+for urgent gangs), preemption, kueue (its admission awaited), groups (the pod's
+PodGroup) and nodepools (asking Karpenter for nodes). Tests assert on codes and
+figures; the report plan (:mod:`gangsched.core.reports.report_plan`) decides
+when a reason is said again.
 
 The line is written for the person running ``kubectl describe``: what the
 gang asks, how much room the nodes have for it, and which nodes were ruled
@@ -61,6 +61,7 @@ from gangsched.core.reasons.holding import (
     TooBigToHold,
     Urgency,
 )
+from gangsched.core.reasons.kueue import KUEUE_GATE, GatedByKueue, SuspendedByKueue
 from gangsched.core.reasons.members import BindBackoff, Gated, MembersMissing, ShortOfMembers
 from gangsched.core.reasons.nodepools import AskingForNodes, AskingPaused, NodePoolLimit
 from gangsched.core.reasons.preemption import (
@@ -91,6 +92,7 @@ from gangsched.core.reasons.volumes import (
 from gangsched.core.reasons.wording import describe_request
 
 __all__ = [
+    "KUEUE_GATE",
     "QUEUE_PROBLEMS",
     "AdmissionNoRoom",
     "AdmissionOverCapability",
@@ -109,6 +111,7 @@ __all__ = [
     "DoesNotFit",
     "DomainRoom",
     "Gated",
+    "GatedByKueue",
     "GroupInvalid",
     "GroupMissing",
     "HeldForStarving",
@@ -140,6 +143,7 @@ __all__ = [
     "Starving",
     "SubGroupHeld",
     "SubGroupUnknown",
+    "SuspendedByKueue",
     "TooBigToHold",
     "TopologyUnknown",
     "Urgency",
@@ -157,6 +161,7 @@ Reason = (
     | NoDomainLabel | BoundAcrossDomains | NoDomainHolds | InDomain | TopologyUnknown
     | InSubGroup | SubGroupUnknown
     | MembersMissing | ShortOfMembers | Gated | BindBackoff
+    | SuspendedByKueue | GatedByKueue
     | QueueMissing | QueueClosed | QueueInvalid | QueueNotLeaf | CapabilityExceeded
     | AdmissionOverCapability | AdmissionNoRoom | ReservedByAdmitted
     | VolumeBlocked | ClaimsProvisioning | ProvisioningTimedOut

@@ -32,6 +32,7 @@ from gangsched.core.reasons import (
     CapabilityExceeded,
     DomainRoom,
     Gated,
+    GatedByKueue,
     NoDomainHolds,
     NotReclaimable,
     PodRulesUnmet,
@@ -46,6 +47,7 @@ from gangsched.core.reasons import (
     Starved,
     Starving,
     SubGroupUnknown,
+    SuspendedByKueue,
     TooBigToHold,
     TopologyUnknown,
     causes,
@@ -192,7 +194,12 @@ def _remedies(
         remedies.append("a pod's scheduling.gangsched.io/sub-group label names a sub-group "
                         "its PodGroup's spec.topology.subGroups does not list: fix the label "
                         "or list the sub-group; more room would not let it run")
-    if not kinds & {Gated, ShortOfMembers, TopologyUnknown, SubGroupUnknown}:
+    if kinds & {SuspendedByKueue, GatedByKueue}:
+        remedies.append("Kueue has not admitted its workload (its ClusterQueue's quota decides): "
+                        "gangsched places it whole once Kueue does; more room would not let "
+                        "it run")
+    if not kinds & {Gated, ShortOfMembers, TopologyUnknown, SubGroupUnknown, SuspendedByKueue,
+                    GatedByKueue}:
         remedies.extend(_room_remedies(explanation_shapes))
     if reserved and kinds & {ReservedByAdmitted, AdmissionOverCapability, AdmissionNoRoom}:
         holders = ", ".join(str(key) for key, _ in reserved)

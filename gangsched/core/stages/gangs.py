@@ -316,6 +316,7 @@ class _Tally:
             group_claims=spec.resource_claims if spec and not solo else (),
             group_uid=spec.uid if spec else "",
             expected_runtime=spec.expected_runtime if spec else None,
+            kueue_workload=spec.kueue_workload if spec else None,
         )
 
 

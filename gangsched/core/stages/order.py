@@ -57,7 +57,7 @@ def turns(session: Session, known: list[Gang]) -> Iterator[Gang]:
     unborn = [
         gang for gang in session.gangs
         if not gang.pending and gang.bound == 0 and gang.key not in session.admitted
-        and gang.queue in session.queues
+        and gang.queue in session.queues and gang.kueue_workload is None
     ]
     per_queue: dict[QueueName, list[Gang]] = {}
     for gang in sorted([*ordinary, *unborn], key=gang_order):

@@ -201,13 +201,13 @@ class Session:
         # Summed once per queue: every pod in no PodGroup is a gang of its own here.
         self.allocated = {name: Resources.sum(amounts) for name, amounts in held.items()}
 
-        present = set(keys)
+        present = {gang.key for gang in inp.gangs if gang.kueue_workload is None}  # see triage
         self.admitted: set[GangKey] = {key for key in inp.admitted if key in present}
         self.newly_admitted: list[GangKey] = []
         # A gang with bound members was admitted in an earlier life even if the
         # shell lost the set (a restart): its pods already run.
         for gang in self.gangs:
-            if gang.bound > 0 and gang.key not in self.admitted:
+            if gang.bound > 0 and gang.key not in self.admitted and gang.key in present:
                 self.admit(gang)
 
         self.holding: dict[GangKey, Resources] = {}
@@ -387,13 +387,15 @@ class Session:
 
 def claimed_by(session: Session, gang: Gang, placement: Placement) -> Resources:
     """The devices the claims of the placement's pods take, but those of claims the
-    gang's bound pods hold already (counted in its usage): a claim counts once."""
-    if not placement.claims:
+    gang's bound pods hold already (counted in its usage): a claim counts once. A claim
+    allocated before (its pod's bind was refused) needs no write, and counts too."""
+    placed = {pod for pod, _ in placement.assignments}
+    pods = [pod for pod in gang.pending if pod.key in placed and pod.resource_claims]
+    if not pods:
         return Resources.zero()
     inventory = session.inp.snapshot.devices
     held = claims_of(session.inp.bound_pods.get(gang.key, ()), inventory)
-    placed = {pod for pod, _ in placement.assignments}
-    claims = claims_of((pod for pod in gang.pending if pod.key in placed), inventory)
+    claims = claims_of(pods, inventory)
     allocations = {write.claim: write.allocation for write in placement.claims
                    if write.allocation is not None}
     return claim_devices((claim for key, claim in claims.items() if key not in held),
