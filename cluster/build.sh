@@ -12,7 +12,9 @@
 # `build.sh peers` builds the peer schedulers the comparisons run (Volcano's
 # vc-scheduler and vc-controller-manager, YuniKorn's scheduler, Kueue) from
 # wrapper modules in cluster/go/ where their own go.mod asks for modules the
-# proxy does not serve, and copies their CRDs beside bin/.
+# proxy does not serve, and copies their CRDs beside bin/; `build.sh
+# volcano-controller` builds only vc-controller-manager and Volcano's CRDs, under
+# the same key, for the suite's Volcano Jobs.
 #
 # `build.sh kube VERSION` builds another Kubernetes release's kube-apiserver and
 # kube-controller-manager (what `make test-versions` runs), from a module
@@ -42,7 +44,7 @@ fi
 if [ "${1:-}" = operators ]; then
   key="training-operator-${TRAINING_OPERATOR_VERSION}_mpi-operator-${MPI_OPERATOR_VERSION}"
 fi
-if [ "${1:-}" = peers ]; then
+if [ "${1:-}" = peers ] || [ "${1:-}" = volcano-controller ]; then
   key="volcano-${VOLCANO_VERSION}_yunikorn-${YUNIKORN_VERSION}_kueue-${KUEUE_VERSION}"
 fi
 if [ "${1:-}" = promtool ]; then
@@ -173,6 +175,30 @@ build_peers() {
     chmod u+w "$crds"/*/*.yaml
   fi
 }
+
+# What the suite's Volcano Jobs need of the peers: the controller-manager and the CRDs.
+build_volcano_controller() {
+  local crds="$cache/$key/crds/volcano"
+  if [ ! -x "$bin/vc-controller-manager" ]; then
+    say "building vc-controller-manager ${VOLCANO_VERSION}"
+    volcano_module
+    (cd "$cache/$key/volcano" && go build -trimpath -ldflags "-s -w" \
+      -o "$bin/vc-controller-manager" volcano.sh/volcano/cmd/controller-manager)
+  fi
+  if [ ! -f "$crds/batch.volcano.sh_jobs.yaml" ]; then
+    mkdir -p "$crds"
+    cp "$(module_dir "volcano.sh/volcano@${VOLCANO_VERSION}")"/config/crd/volcano/bases/*.yaml \
+      "$crds/"
+    chmod u+w "$crds"/*.yaml
+  fi
+}
+
+if [ "${1:-}" = volcano-controller ]; then
+  build_volcano_controller
+  [ $((SECONDS - started)) -gt 1 ] && say "done in $((SECONDS - started)) s"
+  echo "$bin"
+  exit 0
+fi
 
 if [ "${1:-}" = peers ]; then
   build_peers

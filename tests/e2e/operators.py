@@ -22,6 +22,10 @@ met here:
   from running at once, and nothing else in the suite binds 8080.
 - mpi-operator always elects a leader, on a Lease in ``--lock-namespace``:
   each run gets a namespace of its own, so it never waits out an old Lease.
+
+Volcano's vc-controller-manager (``cluster/build.sh volcano-controller``, the
+peers' key) runs alone, without vc-scheduler, as for a user who replaces only
+the scheduler: its job, queue and garbage controllers, no leader election.
 """
 
 from __future__ import annotations
@@ -167,6 +171,32 @@ def training_operator(
                      {"KUBECONFIG": str(cluster.kubeconfig), "MY_POD_NAMESPACE": namespace})
     try:
         running.wait_for_log("Starting workers", count=2)
+        yield running
+    finally:
+        running.stop()
+
+
+def volcano_controller_dir() -> Path:
+    """Build or reuse vc-controller-manager; returns the directory holding bin/ and crds/."""
+    out = subprocess.run(["bash", str(REPO / "cluster" / "build.sh"), "volcano-controller"],
+                         check=True, stdout=subprocess.PIPE, text=True)
+    return Path(out.stdout.strip().splitlines()[-1]).parent
+
+
+@contextmanager
+def volcano_controller(cluster: LocalCluster, home: Path, workdir: Path
+                       ) -> Iterator[OperatorProcess]:
+    """vc-controller-manager running Volcano Jobs, creating their pods and PodGroups."""
+    args = [
+        str(home / "bin" / "vc-controller-manager"),
+        f"--kubeconfig={cluster.kubeconfig}", "--leader-elect=false",
+        "--controllers=job-controller,queue-controller,gc-controller",
+        f"--listen-address=127.0.0.1:{free_port()}",
+        f"--healthz-address=127.0.0.1:{free_port()}",
+    ]
+    running = _spawn("vc-controller-manager", args, workdir / "vc-controller-manager.log", {})
+    try:
+        running.wait_for_log("JobController is running")
         yield running
     finally:
         running.stop()
