@@ -8,6 +8,7 @@
 # `build.sh operators` does the same for the operators the end-to-end suite
 # runs (Kubeflow training-operator and mpi-operator), under a key of their own,
 # and copies their CRDs from their modules into the directory beside bin/;
+# `build.sh kuberay` does the same for KubeRay's ray-operator;
 # `build.sh promtool` for Prometheus's promtool, which tests the chart's alerts.
 # `build.sh peers` builds the peer schedulers the comparisons run (Volcano's
 # vc-scheduler and vc-controller-manager, YuniKorn's scheduler, Kueue) from
@@ -46,6 +47,9 @@ if [ "${1:-}" = operators ]; then
 fi
 if [ "${1:-}" = peers ] || [ "${1:-}" = volcano-controller ]; then
   key="volcano-${VOLCANO_VERSION}_yunikorn-${YUNIKORN_VERSION}_kueue-${KUEUE_VERSION}"
+fi
+if [ "${1:-}" = kuberay ]; then
+  key="kuberay-${KUBERAY_VERSION}"
 fi
 if [ "${1:-}" = promtool ]; then
   key="promtool-${PROMETHEUS_VERSION}"
@@ -209,6 +213,19 @@ fi
 
 if [ "${1:-}" = operators ]; then
   build_operators
+  [ $((SECONDS - started)) -gt 1 ] && say "done in $((SECONDS - started)) s"
+  echo "$bin"
+  exit 0
+fi
+
+if [ "${1:-}" = kuberay ]; then
+  install_tool ray-operator "github.com/ray-project/kuberay/ray-operator@${KUBERAY_VERSION}"
+  if [ ! -f "$cache/$key/crds/ray.io_rayservices.yaml" ]; then
+    mkdir -p "$cache/$key/crds"
+    cp "$(module_dir "github.com/ray-project/kuberay/ray-operator@${KUBERAY_VERSION}")"/config/crd/bases/ray.io_*.yaml \
+      "$cache/$key/crds/"
+    chmod u+w "$cache/$key/crds"/*.yaml
+  fi
   [ $((SECONDS - started)) -gt 1 ] && say "done in $((SECONDS - started)) s"
   echo "$bin"
   exit 0
