@@ -37,11 +37,15 @@ lock: $(VENV)/.installed
 docs: $(VENV)/.installed
 	$(BIN)/python -m gangsched.cli_reference > docs/configuration.md
 
-## Build (or reuse from ~/.cache/gangsched) the pinned control-plane binaries, promtool and Kueue.
+## Build (or reuse from ~/.cache/gangsched) the pinned control-plane binaries, promtool and
+## the peers and clients the suite runs (Kueue and vc-controller-manager alone of the peers,
+## ray-operator).
 binaries:
 	@bash cluster/build.sh >/dev/null
 	@bash cluster/build.sh promtool >/dev/null
 	@bash cluster/build.sh peers kueue >/dev/null
+	@bash cluster/build.sh volcano-controller >/dev/null
+	@bash cluster/build.sh kuberay >/dev/null
 
 ## The whole suite: lint and types, unit tests, end-to-end tests on a real control plane.
 test: $(VENV)/.installed binaries lint

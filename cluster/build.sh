@@ -8,12 +8,15 @@
 # `build.sh operators` does the same for the operators the end-to-end suite
 # runs (Kubeflow training-operator and mpi-operator), under a key of their own,
 # and copies their CRDs from their modules into the directory beside bin/;
+# `build.sh kuberay` does the same for KubeRay's ray-operator;
 # `build.sh promtool` for Prometheus's promtool, which tests the chart's alerts.
 # `build.sh peers` builds the peer schedulers the comparisons run (Volcano's
 # vc-scheduler and vc-controller-manager, YuniKorn's scheduler, Kueue) from
 # wrapper modules in cluster/go/ where their own go.mod asks for modules the
 # proxy does not serve, and copies their CRDs beside bin/; `build.sh peers kueue`
-# builds Kueue alone there (what the end-to-end suite runs, and `make binaries` builds).
+# builds Kueue alone there (what the end-to-end suite runs, and `make binaries` builds),
+# and `build.sh volcano-controller` only vc-controller-manager and Volcano's CRDs, under
+# the same key, for the suite's Volcano Jobs.
 #
 # `build.sh kube VERSION` builds another Kubernetes release's kube-apiserver and
 # kube-controller-manager (what `make test-versions` runs), from a module
@@ -43,8 +46,11 @@ fi
 if [ "${1:-}" = operators ]; then
   key="training-operator-${TRAINING_OPERATOR_VERSION}_mpi-operator-${MPI_OPERATOR_VERSION}"
 fi
-if [ "${1:-}" = peers ]; then
+if [ "${1:-}" = peers ] || [ "${1:-}" = volcano-controller ]; then
   key="volcano-${VOLCANO_VERSION}_yunikorn-${YUNIKORN_VERSION}_kueue-${KUEUE_VERSION}"
+fi
+if [ "${1:-}" = kuberay ]; then
+  key="kuberay-${KUBERAY_VERSION}"
 fi
 if [ "${1:-}" = promtool ]; then
   key="promtool-${PROMETHEUS_VERSION}"
@@ -185,6 +191,30 @@ build_peers() {
   fi
 }
 
+# What the suite's Volcano Jobs need of the peers: the controller-manager and the CRDs.
+build_volcano_controller() {
+  local crds="$cache/$key/crds/volcano"
+  if [ ! -x "$bin/vc-controller-manager" ]; then
+    say "building vc-controller-manager ${VOLCANO_VERSION}"
+    volcano_module
+    (cd "$cache/$key/volcano" && go build -trimpath -ldflags "-s -w" \
+      -o "$bin/vc-controller-manager" volcano.sh/volcano/cmd/controller-manager)
+  fi
+  if [ ! -f "$crds/batch.volcano.sh_jobs.yaml" ]; then
+    mkdir -p "$crds"
+    cp "$(module_dir "volcano.sh/volcano@${VOLCANO_VERSION}")"/config/crd/volcano/bases/*.yaml \
+      "$crds/"
+    chmod u+w "$crds"/*.yaml
+  fi
+}
+
+if [ "${1:-}" = volcano-controller ]; then
+  build_volcano_controller
+  [ $((SECONDS - started)) -gt 1 ] && say "done in $((SECONDS - started)) s"
+  echo "$bin"
+  exit 0
+fi
+
 if [ "${1:-}" = peers ]; then
   build_peers "$@"
   [ $((SECONDS - started)) -gt 1 ] && say "done in $((SECONDS - started)) s"
@@ -194,6 +224,19 @@ fi
 
 if [ "${1:-}" = operators ]; then
   build_operators
+  [ $((SECONDS - started)) -gt 1 ] && say "done in $((SECONDS - started)) s"
+  echo "$bin"
+  exit 0
+fi
+
+if [ "${1:-}" = kuberay ]; then
+  install_tool ray-operator "github.com/ray-project/kuberay/ray-operator@${KUBERAY_VERSION}"
+  if [ ! -f "$cache/$key/crds/ray.io_rayservices.yaml" ]; then
+    mkdir -p "$cache/$key/crds"
+    cp "$(module_dir "github.com/ray-project/kuberay/ray-operator@${KUBERAY_VERSION}")"/config/crd/bases/ray.io_*.yaml \
+      "$cache/$key/crds/"
+    chmod u+w "$cache/$key/crds"/*.yaml
+  fi
   [ $((SECONDS - started)) -gt 1 ] && say "done in $((SECONDS - started)) s"
   echo "$bin"
   exit 0

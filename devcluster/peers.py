@@ -55,10 +55,11 @@ def _spawn(binary: Path, args: Sequence[str], log: Path,
         )
 
 
-def _volcano(cluster: LocalCluster, bin_dir: Path, logs: Path
-             ) -> list[subprocess.Popen[bytes]]:
+def install_volcano_crds(cluster: LocalCluster, bin_dir: Path) -> None:
+    """Volcano's CRDs as its module ships them, and its ``default`` Queue."""
     crds = sorted((bin_dir.parent / "crds" / "volcano").glob("*.yaml"))
-    cluster.kubectl("apply", "--server-side", *(arg for path in crds for arg in ("-f", str(path))))
+    cluster.kubectl("apply", "--server-side", "--force-conflicts",
+                    *(arg for path in crds for arg in ("-f", str(path))))
     for attempt in range(3):  # a CRD just created may be unknown to the watch cache
         waited = cluster.kubectl("wait", "--for=condition=Established", "--timeout=60s",
                                  "crd/podgroups.scheduling.volcano.sh",
@@ -67,6 +68,11 @@ def _volcano(cluster: LocalCluster, bin_dir: Path, logs: Path
             break
         time.sleep(1)
     cluster.kubectl("apply", "-f", "-", input=json.dumps(VOLCANO_QUEUE))
+
+
+def _volcano(cluster: LocalCluster, bin_dir: Path, logs: Path
+             ) -> list[subprocess.Popen[bytes]]:
+    install_volcano_crds(cluster, bin_dir)
     common = [f"--kubeconfig={cluster.kubeconfig}", "--leader-elect=false",
               f"--listen-address=127.0.0.1:{free_port()}",
               f"--healthz-address=127.0.0.1:{free_port()}"]

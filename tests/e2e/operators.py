@@ -22,6 +22,13 @@ met here:
   from running at once, and nothing else in the suite binds 8080.
 - mpi-operator always elects a leader, on a Lease in ``--lock-namespace``:
   each run gets a namespace of its own, so it never waits out an old Lease.
+
+KubeRay's ray-operator (``cluster/build.sh kuberay``) runs without its webhooks
+or leader election, with ``--batch-scheduler`` naming the gang mode.
+
+Volcano's vc-controller-manager (``cluster/build.sh volcano-controller``, the
+peers' key) runs alone, without vc-scheduler, as for a user who replaces only
+the scheduler: its job, queue and garbage controllers, no leader election.
 """
 
 from __future__ import annotations
@@ -57,11 +64,15 @@ def operators_dir() -> Path:
     return Path(out.stdout.strip().splitlines()[-1]).parent
 
 
-def install_crds(cluster: LocalCluster, crds: Path) -> None:
-    """The TFJob, PyTorchJob and MPIJob CRDs, as their modules ship them."""
+def install_crds(
+    cluster: LocalCluster, crds: Path,
+    names: tuple[str, ...] = ("tfjobs.kubeflow.org", "pytorchjobs.kubeflow.org",
+                              "mpijobs.kubeflow.org"),
+) -> None:
+    """The CRDs in ``crds`` (by default the TFJob, PyTorchJob and MPIJob ones), as their
+    modules ship them, once ``names`` are served."""
     files = [arg for path in sorted(crds.glob("*.yaml")) for arg in ("-f", str(path))]
     cluster.kubectl("apply", "--server-side", "--force-conflicts", *files, timeout=120)
-    names = ("tfjobs.kubeflow.org", "pytorchjobs.kubeflow.org", "mpijobs.kubeflow.org")
     crd = pykube.object_factory(cluster.client, "apiextensions.k8s.io/v1",
                                 "CustomResourceDefinition")
 
@@ -167,6 +178,59 @@ def training_operator(
                      {"KUBECONFIG": str(cluster.kubeconfig), "MY_POD_NAMESPACE": namespace})
     try:
         running.wait_for_log("Starting workers", count=2)
+        yield running
+    finally:
+        running.stop()
+
+
+def volcano_controller_dir() -> Path:
+    """Build or reuse vc-controller-manager; returns the directory holding bin/ and crds/."""
+    out = subprocess.run(["bash", str(REPO / "cluster" / "build.sh"), "volcano-controller"],
+                         check=True, stdout=subprocess.PIPE, text=True)
+    return Path(out.stdout.strip().splitlines()[-1]).parent
+
+
+@contextmanager
+def volcano_controller(cluster: LocalCluster, home: Path, workdir: Path
+                       ) -> Iterator[OperatorProcess]:
+    """vc-controller-manager running Volcano Jobs, creating their pods and PodGroups."""
+    args = [
+        str(home / "bin" / "vc-controller-manager"),
+        f"--kubeconfig={cluster.kubeconfig}", "--leader-elect=false",
+        "--controllers=job-controller,queue-controller,gc-controller",
+        f"--listen-address=127.0.0.1:{free_port()}",
+        f"--healthz-address=127.0.0.1:{free_port()}",
+    ]
+    running = _spawn("vc-controller-manager", args, workdir / "vc-controller-manager.log", {})
+    try:
+        running.wait_for_log("JobController is running")
+        yield running
+    finally:
+        running.stop()
+
+
+def kuberay_dir() -> Path:
+    """Build or reuse ray-operator; returns the directory holding bin/ and crds/."""
+    out = subprocess.run(["bash", str(REPO / "cluster" / "build.sh"), "kuberay"],
+                         check=True, stdout=subprocess.PIPE, text=True)
+    return Path(out.stdout.strip().splitlines()[-1]).parent
+
+
+@contextmanager
+def kuberay_operator(cluster: LocalCluster, home: Path, workdir: Path, batch_scheduler: str
+                     ) -> Iterator[OperatorProcess]:
+    """ray-operator with ``--batch-scheduler=batch_scheduler`` (volcano, scheduler-plugins)."""
+    args = [
+        str(home / "bin" / "ray-operator"),
+        f"--batch-scheduler={batch_scheduler}",
+        f"--metrics-addr=127.0.0.1:{free_port()}",
+        f"--health-probe-bind-address=127.0.0.1:{free_port()}",
+        "--enable-leader-election=false", "--log-stdout-encoder=console",
+    ]
+    running = _spawn("ray-operator", args, workdir / "ray-operator.log",
+                     {"KUBECONFIG": str(cluster.kubeconfig)})
+    try:
+        running.wait_for_log("Starting workers", count=3)
         yield running
     finally:
         running.stop()

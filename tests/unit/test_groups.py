@@ -53,6 +53,23 @@ def test_min_resources_and_queue_are_read() -> None:
     assert spec.created == 1767225600.0  # age orders gangs of equal priority
 
 
+def test_min_resources_written_as_quota_usage_are_the_requests_alone() -> None:
+    """What Volcano's job controller writes for three workers of 1 CPU and 2 GPUs."""
+    spec = group_from_api(
+        {"metadata": {"name": "g", "namespace": "ns",
+                      "creationTimestamp": "2026-01-01T00:00:00Z"},
+         "spec": {"minMember": 3, "minResources": {
+             "cpu": "3", "memory": "3Gi", "nvidia.com/gpu": "6", "pods": "3",
+             "count/pods": "3", "requests.cpu": "3", "requests.memory": "3Gi",
+             "requests.nvidia.com/gpu": "6", "limits.nvidia.com/gpu": "6",
+             "requests.example.com/fpga": "1"}}},
+        Flavor.VOLCANO,
+    )
+    assert spec.min_resources == Resources.of({
+        "cpu": 3000, "memory": 3 * 2**30, "nvidia.com/gpu": 6, "pods": 3,
+        "example.com/fpga": 1})
+
+
 @pytest.mark.parametrize("spec", [
     {"minMember": "two"},
     {"minResources": {"cpu": "lots"}},

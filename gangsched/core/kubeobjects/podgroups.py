@@ -133,7 +133,7 @@ def group_from_api(obj: RawObject, flavor: Flavor) -> GroupSpec:
     if not isinstance(raw_resources, Mapping):
         raise ObjectError(f"podgroup {key}: minResources is not a map")
     try:
-        min_resources = Resources.parse(raw_resources)
+        min_resources = Resources.parse(_requested(raw_resources))
     except QuantityError as error:
         raise ObjectError(f"podgroup {key}: minResources: {error}") from error
     queue = (spec.get("queue") or annotations_of(meta).get(VOLCANO_QUEUE_ANNOTATION)
@@ -159,6 +159,19 @@ def group_from_api(obj: RawObject, flavor: Flavor) -> GroupSpec:
         runtime_problem=runtime_problem,
         owners=owners,
     )
+
+
+def _requested(raw: Mapping[str, Any]) -> dict[str, Any]:
+    """``minResources`` as amounts pods request. Volcano's job controller writes a pod's
+    quota usage there: ``requests.cpu`` beside ``cpu``, ``limits.*``, ``count/pods``. A
+    ``requests.`` name is the request it names; limits and object counts are no room any
+    node holds, and read as resources they would keep the group from admission forever."""
+    amounts = {name: value for name, value in raw.items()
+               if not str(name).startswith(("requests.", "limits.", "count/"))}
+    for name, value in raw.items():
+        if str(name).startswith("requests."):
+            amounts.setdefault(str(name).removeprefix("requests."), value)
+    return amounts
 
 
 def _level_request(raw: object, key: GangKey) -> LevelRequest | None:
