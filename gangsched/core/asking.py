@@ -45,6 +45,7 @@ from gangsched.core.reasons import (
     DevicesShort,
     DoesNotFit,
     InDomain,
+    InSubGroup,
     NodePoolLimit,
     NoDomainHolds,
     NoDomainLabel,
@@ -85,7 +86,7 @@ def wants_room(reason: Reason) -> bool:
             return True
         case NodePoolLimit() | AskingPaused():
             return False
-        case (Starving() | TooBigToHold() | InDomain() | ProtectedByBudget()
+        case (Starving() | TooBigToHold() | InDomain() | InSubGroup() | ProtectedByBudget()
               | NotReclaimable() | ProtectedByShare()):
             return wants_room(reason.cause)
         case (NoNodes() | DoesNotFit() | NoDomainHolds() | NoDomainLabel() | DevicesShort()

@@ -9,17 +9,27 @@ from typing import cast
 from prometheus_client import REGISTRY
 
 from gangsched.core.actions import GANG_WAITING, GATED, UNSCHEDULABLE, MarkUnschedulable
-from gangsched.core.asking import AskLimits
+from gangsched.core.asking import AskLimits, wants_room
 from gangsched.core.model.objects import (
     GangKey,
     NodePool,
     Pod,
+    PodKey,
     PodPlacementRules,
     QueueSpec,
     SelectorRequirement,
 )
 from gangsched.core.model.resources import Capability, Resources
-from gangsched.core.reasons import AskingForNodes, NodePoolLimit
+from gangsched.core.reasons import (
+    AskingForNodes,
+    GatedByKueue,
+    InSubGroup,
+    NodePoolLimit,
+    NoNodes,
+    ShortOfMembers,
+    SubGroupUnknown,
+    SuspendedByKueue,
+)
 from gangsched.core.state import State
 from gangsched.core.step import StepConfig, Stepped, step
 from gangsched.core.view import StepView
@@ -218,3 +228,14 @@ def test_the_gangs_asking_waiting_on_a_limit_or_paused_are_counted_by_code() -> 
                                                {"code": code})
                for code in ("AskingForNodes", "NodePoolLimit", "AskingPaused")}
     assert counted == {"AskingForNodes": 1.0, "NodePoolLimit": 1.0, "AskingPaused": 0.0}
+
+
+def test_a_sub_group_without_room_asks_and_one_waiting_for_a_label_or_kueue_does_not() -> None:
+    """More nodes let a sub-group that no domain holds run; a pod naming an unknown
+    sub-group, or a job Kueue has not admitted, would leave them idle."""
+    gang, pod_key = GangKey("ns/job"), PodKey("ns/job-0")
+    assert wants_room(InSubGroup("tp0", NoNodes(gang)))
+    assert not wants_room(InSubGroup("tp0", ShortOfMembers(gang, 1, 2)))
+    assert not wants_room(SubGroupUnknown(pod_key, "tp9"))
+    assert not wants_room(SuspendedByKueue(gang, "job-wl"))
+    assert not wants_room(GatedByKueue(pod_key, 0))
