@@ -37,10 +37,12 @@ lock: $(VENV)/.installed
 docs: $(VENV)/.installed
 	$(BIN)/python -m gangsched.cli_reference > docs/configuration.md
 
-## Build (or reuse from ~/.cache/gangsched) the pinned control-plane binaries and promtool.
+## Build (or reuse from ~/.cache/gangsched) the pinned control-plane binaries, promtool and
+## Karpenter's KWOK provider (the autoscaler of the end-to-end suite; about 7 min cold).
 binaries:
 	@bash cluster/build.sh >/dev/null
 	@bash cluster/build.sh promtool >/dev/null
+	@bash cluster/build.sh karpenter >/dev/null
 
 ## The whole suite: lint and types, unit tests, end-to-end tests on a real control plane.
 test: $(VENV)/.installed binaries lint

@@ -1,0 +1,80 @@
+"""Gangs on a cluster that Karpenter grows and shrinks: it buys whole gangs' nodes, or none.
+
+Karpenter (its KWOK provider, :mod:`devcluster.karpenter`) runs beside the session's
+gangsched and acts on the NodePools each test applies, on a cluster of no node of
+its own: every node a gang runs on is one Karpenter bought for it. What each test
+measures is what a user pays for: NodeClaims launched and node-seconds idle.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from datetime import datetime
+from typing import Any
+
+import pytest
+
+from devcluster.controlplane import LocalCluster, NodeShape
+from devcluster.karpenter import Karpenter, Ledger, nodepool, running_karpenter
+from tests.e2e.conftest import SchedulerProcess
+from tests.e2e.scenario import only_nodes, timed
+from tests.e2e.workspace import (
+    Workspace,
+    bound,
+    bound_at,
+    node_of,
+    wait_for,
+)
+
+
+@pytest.fixture(scope="module")
+def karpenter(cluster: LocalCluster, tmp_path_factory: pytest.TempPathFactory
+              ) -> Iterator[Karpenter]:
+    with running_karpenter(cluster, tmp_path_factory.mktemp("karpenter"),
+                           batch_idle="1s", batch_max="3s") as running:
+        yield running
+
+
+@pytest.fixture
+def autoscaled(cluster: LocalCluster, karpenter: Karpenter, ws: Workspace,
+               gangsched: SchedulerProcess) -> Iterator[Karpenter]:
+    """An empty cluster before the test; after it, the test's pods and every node
+    Karpenter bought are gone (pods first: a PodDisruptionBudget would hold a drain)."""
+    only_nodes(cluster, 0, NodeShape())
+    yield karpenter
+    for pod in ws.pods():
+        ws.delete_pod(pod)
+    wait_for(lambda: not ws.pods(), timeout=30, what="the test's pods to go")
+    karpenter.clear()
+
+
+def _ready_at(node: Mapping[str, Any]) -> float:
+    for condition in node["status"]["conditions"]:
+        if condition["type"] == "Ready" and condition["status"] == "True":
+            return datetime.fromisoformat(condition["lastTransitionTime"]).timestamp()
+    raise AssertionError(f"node {node['metadata']['name']} is not Ready")
+
+
+def _record(record: dict[str, Any], ledger: Ledger) -> None:
+    record["nodeclaims_launched"] = len(ledger.launched)
+    record["idle_node_s"] = round(ledger.idle_s, 1)
+
+
+def test_a_gang_on_an_empty_cluster_binds_within_10s_of_its_nodes_ready(
+    autoscaled: Karpenter, ws: Workspace
+) -> None:
+    autoscaled.apply(nodepool("cpu", limits={"cpu": "100"}))
+    ws.create(ws.podgroup("fresh", min_member=4))
+    with Ledger(autoscaled, ws.name) as ledger, timed("autoscaling", "gangsched",
+                                                      case="empty cluster") as record:
+        ws.create(*(ws.pod(f"fresh-{i}", cpu="2", group="fresh") for i in range(4)))
+        wait_for(lambda: len(bound(ws.pods().values())) == 4, timeout=60,
+                 what="the whole gang bound on the nodes bought for it")
+        pods = list(ws.pods().values())
+        nodes = {node["metadata"]["name"]: node for node in autoscaled.nodes()}
+        ready = max(_ready_at(nodes[str(node_of(pod))]) for pod in pods)
+        binds = [bound_at(pod) for pod in pods]
+        record["bound_after_ready_s"] = max(binds) - ready
+        _record(record, ledger)
+    assert max(binds) - ready <= 10, "bound whole within 10 s of its last node Ready"
+    assert max(binds) - min(binds) <= 2, "bound whole, not one pod at a time"
