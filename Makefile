@@ -16,7 +16,7 @@ PYTEST_ARGS ?=
 ACTIONLINT_VERSION ?= v1.7.12
 ACTIONLINT := $(HOME)/.cache/gangsched/actionlint-$(ACTIONLINT_VERSION)/actionlint
 
-.PHONY: test test-versions unit e2e lint lock docs actionlint image binaries cluster-up cluster-down demo kind-demo bench bench-core bench-scenarios bench-scheduler bench-latency bench-scale bench-soak bench-oracle bench-full-cycle bench-eta bench-dra bench-dra-oracle bench-rules clean
+.PHONY: test test-versions unit e2e lint lock docs actionlint image binaries cluster-up cluster-down demo demo-autoscaling kind-demo bench bench-core bench-scenarios bench-scheduler bench-latency bench-scale bench-soak bench-oracle bench-full-cycle bench-eta bench-dra bench-dra-oracle bench-rules clean
 
 LOCK := requirements.lock
 
@@ -94,6 +94,10 @@ cluster-down: $(VENV)/.installed
 ## native gang scheduling), side by side; writes demo-out/ and stops every process.
 demo: $(VENV)/.installed binaries
 	@$(BIN)/python -m demo
+
+## Gangs on nodes Karpenter buys: kube-scheduler and gangsched, each with Karpenter, side by side.
+demo-autoscaling: $(VENV)/.installed binaries
+	@$(BIN)/python -m demo --scenario autoscaling --contender kube-scheduler --contender gangsched
 
 ## For machines with Docker: a kind cluster, the image built and loaded, helm install, the examples.
 kind-demo:

@@ -39,3 +39,18 @@ def test_a_run_that_stops_changing_is_stuck_from_its_last_change() -> None:
     recorder.observe({"d": pod("spark", "n0", "Running"), "e": pod("spark")}, 7.0)
     summary = summarize("spark", "kube-scheduler", 1, 0, recorder, 7.0, None).summary
     assert (summary.stuck, summary.seconds, summary.finished) == (True, 0.7, 0)
+
+
+def test_a_bought_node_with_no_working_pod_on_it_counts_idle() -> None:
+    recorder = Recorder()
+    recorder.observe_nodes(set(), set(), 0.0)
+    recorder.observe_nodes({"n0", "n1"}, set(), 2.0)
+    recorder.observe_nodes({"n0", "n1"}, {"n0"}, 5.0)
+    recorder.observe_nodes({"n1"}, set(), 6.0)
+    summary = summarize("autoscaling", "gangsched", 1, 1, recorder, 6.0, 6.0).summary
+    assert (summary.nodes_bought, summary.idle_node_s) == (2, 2 * 2 + 3 + 1)
+
+
+def test_a_run_without_bought_nodes_has_no_idle_figure() -> None:
+    summary = summarize("spark", "gangsched", 1, 1, Recorder(), 1.0, 1.0).summary
+    assert (summary.nodes_bought, summary.idle_node_s) == (None, None)
