@@ -85,7 +85,7 @@ def written(feed: Feed, pods: dict[str, dict[str, Any]], actions: Sequence[Actio
             pod = pods[str(action.pod)]
             pod["status"]["conditions"] = [{
                 "type": "PodScheduled", "status": "False",
-                "reason": "SchedulingGated" if action.gated else "Unschedulable",
+                "reason": action.condition_reason,
                 "message": action.message}]
             feed.upsert("pods", pod)
 

@@ -33,6 +33,7 @@ from gangsched.core.actions import (
     MarkUnschedulable,
     SelectClaimNode,
     TellRuntimeProblem,
+    WriteBudget,
     WriteGroupStatus,
     WriteQueueStatus,
 )
@@ -191,6 +192,9 @@ class Actuator:
                     self.binder.select_claim_node(claim, node)
                 case LogDecision(event=event, fields=fields):
                     decisions.info(event, **dict(fields), cycle_ms=cycle_ms)
+                case WriteBudget():
+                    if self.evictor is not None:
+                        self.evictor.write_budget(action)
                 case _:
                     self._report(action, view)
 
@@ -201,7 +205,8 @@ class Actuator:
                 if record is not None and gated:
                     self.reporter.pod_gated(record, message)
                 elif record is not None:
-                    self.reporter.pod_unschedulable(record, message, event=event)
+                    self.reporter.pod_unschedulable(record, message, event=event,
+                                                    reason=action.condition_reason)
             case MarkInvalid(pod=pod, error=error):
                 self.reporter.pod_invalid(pod, error)
             case TellRuntimeProblem(pod=pod, problem=problem):
@@ -268,6 +273,8 @@ class Actuator:
         if self.evictor is None:
             return
         preemption, pods_of = action.preemption, action.victim_pods
+        if action.own_budgets:
+            await self.evictor.drop_budgets(action.own_budgets)
         refused, done = await self.evictor.evict_all(
             preemption.pods, uids={p: view.pods[p].uid for p in preemption.pods if p in view.pods})
         if refused:

@@ -213,7 +213,7 @@ def assemble(options: RunOptions, api: client.ApiClient, served: Served) -> Part
         reporter=Reporter(api, dispatcher, placed=mirror.is_placed),
         config=config_,
         on_cycle=health.cycle_ran,
-        evictor=Evictor(core, dispatcher),
+        evictor=Evictor(core, dispatcher, client.PolicyV1Api(api)),
         claims=ClaimWriter(api, dispatcher),
     )
     mirror.on_status_change = scheduler.status_changed

@@ -93,13 +93,18 @@ def _step_options(command: Callable[..., None]) -> Callable[..., None]:
                      help="A gang expected to end before the starving gang's estimated start "
                      "may use the room kept for it (EASY backfill; gangs of unknown runtime "
                      "never do)."),
+        click.option("--disruption-budgets/--no-disruption-budgets",
+                     envvar=_env("disruption-budgets"), default=True, show_default=True,
+                     help="A gang bound whole gets a PodDisruptionBudget named after its "
+                     "PodGroup and owned by it (minAvailable: minMember), so node "
+                     "consolidation and drains take none of its pods one by one."),
     )
 
     @functools.wraps(command)
     def with_step(*args: Any, policy: str, starvation_seconds: float,
                   replacement_grace_seconds: float, provisioning_timeout_seconds: float,
                   preemption: bool, reclaim: bool, reclaim_interval_seconds: float,
-                  backfill: bool, **kwargs: Any) -> None:
+                  backfill: bool, disruption_budgets: bool, **kwargs: Any) -> None:
         from gangsched.core.provisioning import ProvisionLimits
         from gangsched.core.step import StepConfig
 
@@ -109,6 +114,7 @@ def _step_options(command: Callable[..., None]) -> Callable[..., None]:
             provisioning=ProvisionLimits(timeout_s=provisioning_timeout_seconds),
             preemption=preemption, reclaim=reclaim,
             reclaim_interval_s=reclaim_interval_seconds, backfill=backfill,
+            disruption_budgets=disruption_budgets,
         )
         command(*args, step=step, **kwargs)
 

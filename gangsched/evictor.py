@@ -11,6 +11,11 @@ evicted for real.
 Each Eviction carries the UID of the pod chosen as a victim: a pod deleted
 and created again under the same name meanwhile is not the victim, and the
 API server refuses (409) rather than evict it.
+
+A running gang's own budget (core.disruption), which keeps consolidation and
+drains from taking its members one by one, is created here too, and deleted
+before its gang is evicted whole: it would refuse that eviction. Should
+another budget then refuse it, the next cycle creates it again.
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ from typing import Any
 from kubernetes_asyncio import client
 
 from gangsched.binder import FIELD_MANAGER
+from gangsched.core.actions import WriteBudget
 from gangsched.core.model.objects import PodKey
 from gangsched.dispatcher import Answer, Call, Dispatcher, Rank, answer_of
 
@@ -46,9 +52,52 @@ class EvictionOutcome:
 class Evictor:
     """Hands evictions to the dispatcher, which fences them by leadership as binds are."""
 
-    def __init__(self, core: client.CoreV1Api, dispatcher: Dispatcher) -> None:
+    def __init__(self, core: client.CoreV1Api, dispatcher: Dispatcher,
+                 policy: client.PolicyV1Api | None = None) -> None:
         self._core = core
         self._dispatcher = dispatcher
+        self._policy = policy or client.PolicyV1Api(core.api_client)
+
+    def write_budget(self, budget: WriteBudget) -> None:
+        """Create a running gang's budget, owned by its PodGroup; one that exists already
+        (409) is left as it is, and the step asks no more once the watch shows it."""
+        namespace, name = budget.group.split("/", 1)
+        label, value = budget.label
+        body = {
+            "apiVersion": "policy/v1",
+            "kind": "PodDisruptionBudget",
+            "metadata": {"name": name, "namespace": namespace, "ownerReferences": [{
+                "apiVersion": budget.group_api, "kind": "PodGroup", "name": name,
+                "uid": budget.group_uid, "controller": True,
+                "blockOwnerDeletion": False}]},
+            "spec": {"minAvailable": budget.min_available,
+                     "selector": {"matchLabels": {label: value}}},
+        }
+        self._dispatcher.submit(Call(
+            (f"poddisruptionbudget/{budget.group}", ""), Rank.STATUS,
+            f"disruption budget {budget.group}",
+            lambda: answer_of(self._policy.create_namespaced_pod_disruption_budget(
+                namespace, body, field_manager=FIELD_MANAGER, _preload_content=False)),
+            state=(budget.group_uid, budget.min_available, budget.label), retry=True,
+        ))
+
+    async def drop_budgets(self, budgets: tuple[str, ...]) -> list[Answer]:
+        """Delete the victims' own budgets (``namespace/name``) before their eviction."""
+        loop = asyncio.get_running_loop()
+        futures: list[asyncio.Future[Answer]] = []
+        for key in budgets:
+            done: asyncio.Future[Answer] = loop.create_future()
+            namespace, name = key.split("/", 1)
+            self._dispatcher.submit(Call(
+                (f"poddisruptionbudget/{key}", "delete"), Rank.EVICT,
+                f"delete disruption budget {key}",
+                functools.partial(self._delete_budget, namespace, name), done=done))
+            futures.append(done)
+        return list(await asyncio.gather(*futures))
+
+    async def _delete_budget(self, namespace: str, name: str) -> Answer:
+        return await answer_of(self._policy.delete_namespaced_pod_disruption_budget(
+            name, namespace, _preload_content=False))
 
     async def evict_all(
         self, pods: tuple[PodKey, ...], uids: Mapping[PodKey, str] | None = None

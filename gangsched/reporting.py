@@ -22,6 +22,7 @@ from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from gangsched.binder import FIELD_MANAGER, MERGE_PATCH
+from gangsched.core.actions import GANG_WAITING, GATED, UNSCHEDULABLE
 from gangsched.core.kubeobjects.groups import Flavor, GroupStatus, Phase
 from gangsched.core.kubeobjects.status_bodies import (
     QUIET_REASONS,
@@ -122,11 +123,15 @@ class Reporter:
         await self._dispatcher.drain()
 
     # ---- pods -------------------------------------------------------------------
-    def pod_unschedulable(self, record: PodRecord, message: str, *, event: bool = True) -> None:
-        """``PodScheduled=False/Unschedulable`` as kube-scheduler writes it: autoscalers read it;
-        ``event``: a ``FailedScheduling`` Event is due too (the report plan says when)."""
+    def pod_unschedulable(self, record: PodRecord, message: str, *, event: bool = True,
+                          reason: str = UNSCHEDULABLE) -> None:
+        """``PodScheduled=False/Unschedulable`` as kube-scheduler writes it, which autoscalers
+        add nodes for, or ``GangWaiting`` for a pod that new nodes would not let run
+        (core.asking); ``event``: a ``FailedScheduling`` Event is due too (the report plan
+        says when)."""
         self._unschedulable(record.pod.key, record.uid, record.scheduled_message, message,
-                            record.resource_version, event=event)
+                            record.resource_version, reason, event=event,
+                            current_reason=record.scheduled_reason)
 
     def pod_gated(self, record: PodRecord, message: str) -> None:
         """``PodScheduled=False/SchedulingGated`` as kube-scheduler writes it, and no Event.
@@ -135,7 +140,8 @@ class Reporter:
         that waits for its gate, not for room.
         """
         self._unschedulable(record.pod.key, record.uid, record.scheduled_message, message,
-                            record.resource_version, reason="SchedulingGated")
+                            record.resource_version, GATED,
+                            current_reason=record.scheduled_reason)
 
     def pod_runtime_problem(self, record: PodRecord, problem: str) -> None:
         """A Warning Event when the expected runtime of a pod in no PodGroup cannot be read:
@@ -144,20 +150,21 @@ class Reporter:
             self.events.on_pod(record, "InvalidRuntime", problem, type_="Warning")
 
     def pod_invalid(self, pod: PodKey, error: str) -> None:
-        """A pod of ours the core cannot read (a malformed quantity) waits, saying why."""
-        self._unschedulable(pod, "", None, f"invalid pod: {error}", "")
+        """A pod of ours the core cannot read (a malformed quantity) waits, saying why: no
+        node would help it."""
+        self._unschedulable(pod, "", None, f"invalid pod: {error}", "", GANG_WAITING)
 
     def _unschedulable(
         self, pod: PodKey, uid: str, current: str | None, message: str, version: str,
-        reason: str = "Unschedulable", *, event: bool = True,
+        reason: str, *, event: bool = True, current_reason: str | None = None,
     ) -> None:
         """The condition goes when the report plan asks (the dispatcher coalesces, skips
         what was accepted and retries); a pod new under an old name has another UID, so
         nothing of the old one's is skipped."""
         namespace, name = pod.split("/", 1)
-        if current != message:
+        if current != message or current_reason != reason:
             self._conditions.ask(pod, uid, message, version, reason)
-        if reason == "Unschedulable" and event:
+        if reason != GATED and event:
             involved = {"apiVersion": "v1", "namespace": namespace, "name": name}
             if uid:
                 involved["uid"] = uid

@@ -18,6 +18,12 @@ from gangsched.core.model.objects import DEFAULT_QUEUE, GangKey, NodeName, PodKe
 from gangsched.core.placement.capacity import Placement
 from gangsched.core.placement.preemption import Preemption
 
+UNSCHEDULABLE = "Unschedulable"
+"""The ``PodScheduled=False`` reason cluster autoscalers add nodes for."""
+GANG_WAITING = "GangWaiting"
+"""The ``PodScheduled=False`` reason of a pod whose gang new nodes would not let run."""
+GATED = "SchedulingGated"
+
 
 @dataclass(frozen=True, slots=True)
 class Bind:
@@ -48,12 +54,30 @@ class Evict:
     preemption: Preemption
     victim_pods: Mapping[GangKey, tuple[PodKey, ...]]
     preemptor_pods: tuple[PodKey, ...]
+    own_budgets: tuple[str, ...] = ()
+    """The victims' own PodDisruptionBudgets (``namespace/name``, see core.disruption),
+    deleted first: they guard a gang against losing members one by one, and would
+    refuse its eviction whole."""
+
+
+@dataclass(frozen=True, slots=True)
+class WriteBudget:
+    """Create a running gang's PodDisruptionBudget, named after its PodGroup and owned by
+    it (deleted with it): ``minAvailable`` its minMember, its pods selected by ``label``."""
+
+    group: GangKey
+    group_api: str
+    """The PodGroup's ``apiVersion``."""
+    group_uid: str
+    min_available: int
+    label: tuple[str, str]
 
 
 @dataclass(frozen=True, slots=True)
 class MarkUnschedulable:
-    """``PodScheduled=False``: ``Unschedulable`` with an Event, or ``SchedulingGated``
-    without one (autoscalers must not add nodes for a pod that waits for its gate)."""
+    """``PodScheduled=False``: ``Unschedulable`` with an Event for a pod that more nodes
+    would let run, ``GangWaiting`` with an Event for any other, or ``SchedulingGated``
+    without one (autoscalers add nodes only for ``Unschedulable``: see core.asking)."""
 
     pod: PodKey
     message: str
@@ -61,6 +85,15 @@ class MarkUnschedulable:
     event: bool = True
     """Whether its Event is due (the report plan decides: a new reason, or one unchanged
     for ``pod_report_s``); otherwise only its condition, not showing the reason yet."""
+    asks_for_nodes: bool = True
+    """Whether its gang would be placed if nodes were added (core.asking)."""
+
+    @property
+    def condition_reason(self) -> str:
+        """The ``PodScheduled=False`` reason it is written with."""
+        if self.gated:
+            return GATED
+        return UNSCHEDULABLE if self.asks_for_nodes else GANG_WAITING
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,4 +166,4 @@ class LogDecision:
 
 Action = (Bind | Evict | MarkUnschedulable | MarkInvalid | WriteGroupStatus | MarkGroupInvalid
           | WriteQueueStatus | ForgetWritten | LogDecision
-          | SelectClaimNode | TellRuntimeProblem)
+          | SelectClaimNode | TellRuntimeProblem | WriteBudget)

@@ -19,6 +19,8 @@ from dataclasses import dataclass, field, replace
 from typing import TypeVar
 
 from gangsched.core.actions import Action, Bind, Evict, LogDecision
+from gangsched.core.asking import asking_gangs
+from gangsched.core.disruption import budgets_to_write, others_budgets, with_own_budgets
 from gangsched.core.forecast import (
     ForecastLimits,
     fingerprint,
@@ -60,6 +62,8 @@ class StepConfig:
     """How far the estimated starts of waiting gangs look ahead (core.forecast)."""
     backfill: bool = True
     """Whether gangs that end before the starving gang's reservation may use its room."""
+    disruption_budgets: bool = False
+    """Whether a gang bound whole gets a PodDisruptionBudget of its own (core.disruption)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,7 +103,7 @@ def step(state: State, view: StepView, now: float, config: StepConfig) -> Steppe
         preemption=config.preemption,
         preempting={k: v.victims for k, v in preempting.items()},
         unevictable=frozenset(k for k, until in unevictable.items() if until > now),
-        bind_refusals=refusals, budgets=view.budgets,
+        bind_refusals=refusals, budgets=others_budgets(view.budgets),
         estimated_starts={} if state.forecast_stale else known_starts(state.estimates),
         backfill=config.backfill,
     ), reclaim=config.reclaim and config.preemption, reclaim_paused=frozenset(reclaimed))
@@ -126,10 +130,15 @@ def step(state: State, view: StepView, now: float, config: StepConfig) -> Steppe
     )
     thresholds = threshold_moments(state, view, preempting, reasons, config)
     preempting, acts = hand_out(result, gathered, preempting, now)
+    acts = with_own_budgets(acts, view.cluster.groups, view.budgets)
+    if config.disruption_budgets:
+        evicting = {victim for flight in preempting.values() for victim in flight.victims}
+        acts.extend(budgets_to_write(view.cluster.groups, gathering.groups,
+                                     gathered.bound_pods, view.budgets, evicting))
     plan = plan_reports(view, gathered, result, shown, waiting_since=waiting_since,
                         previous=state.pod_reports, now=now, pacing=config.pacing,
                         cycle=state.cycles, served_before=state.queues_served,
-                        estimates=state.estimates)
+                        estimates=state.estimates, asking=asking_gangs(reported))
     waiting = waiting_logs(gathered, shown, logged)
     return Stepped(
         state=replace(state, preempting=preempting, pod_reports=plan.pod_reports,

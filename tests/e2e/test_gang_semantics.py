@@ -39,16 +39,17 @@ def _members(ws: Workspace, prefix: str) -> list[dict[str, Any]]:
     return [p for name, p in ws.pods().items() if name.startswith(prefix)]
 
 
-def _unschedulable(pod: dict[str, Any]) -> str | None:
+def _unschedulable(pod: dict[str, Any], reason: str = "Unschedulable") -> str | None:
     condition = scheduled_condition(pod)
-    if condition and condition.get("status") == "False" and condition["reason"] == "Unschedulable":
+    if condition and condition.get("status") == "False" and condition["reason"] == reason:
         return str(condition.get("message", ""))
     return None
 
 
-def _all_waiting(ws: Workspace, prefix: str, count: int) -> list[str] | None:
+def _all_waiting(ws: Workspace, prefix: str, count: int,
+                 reason: str = "Unschedulable") -> list[str] | None:
     """The PodScheduled=False messages of the ``count`` pods named ``prefix*``, once all say why."""
-    messages = [_unschedulable(p) for p in _members(ws, prefix)]
+    messages = [_unschedulable(p, reason) for p in _members(ws, prefix)]
     if len(messages) == count and all(messages):
         return [str(m) for m in messages]
     return None
@@ -197,7 +198,8 @@ def test_podgroup_created_after_its_pods_still_works(
     ws: Workspace, gangsched: SchedulerProcess
 ) -> None:
     ws.create(*(ws.pod(f"late-{i}", cpu="1", group="late") for i in range(3)))
-    messages = wait_for(lambda: _all_waiting(ws, "late-", 3), timeout=30,
+    # No node would let them run: autoscalers must not add any for them.
+    messages = wait_for(lambda: _all_waiting(ws, "late-", 3, "GangWaiting"), timeout=30,
                         what="the pods to say their PodGroup does not exist")
     assert all("PodGroup" in m and "late" in m and "exist" in m for m in messages), messages
     assert bound(_members(ws, "late-")) == []
@@ -272,7 +274,7 @@ def test_invalid_foreign_podgroup_is_reported_and_stops_no_other_gang(
                       what="the Volcano PodGroup's status")
     assert status["phase"] == "Pending", status
     assert any("lots" in c.get("message", "") for c in status.get("conditions") or []), status
-    message = wait_for(lambda: _unschedulable(ws.pods()["bad-0"]), timeout=20,
+    message = wait_for(lambda: _unschedulable(ws.pods()["bad-0"], "GangWaiting"), timeout=20,
                        what="its pod to say why it waits")
     assert "invalid" in message and "lots" in message, message
     assert node_of(ws.pods()["bad-0"]) is None

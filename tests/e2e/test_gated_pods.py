@@ -81,8 +81,9 @@ def test_a_gated_member_keeps_its_gang_waiting_whole_until_the_gate_is_lifted(
     gated = wait_for(lambda: pod_says("trio-2"), timeout=20,
                      what="the gated pod's PodScheduled condition naming the gate")
     assert gated[0] == "SchedulingGated", gated
-    wait_for(lambda: pod_says("trio-0"), timeout=20,
-             what="an ungated member's PodScheduled condition naming the gate")
+    ungated = wait_for(lambda: pod_says("trio-0"), timeout=20,
+                       what="an ungated member's PodScheduled condition naming the gate")
+    assert ungated[0] == "GangWaiting", "autoscalers must add no node for a gated gang"
 
     # Waiting, not retrying: over two seconds and the resyncs in them nothing
     # of the gang is bound and no bind is even tried.

@@ -76,8 +76,9 @@ def test_the_decision_flags_become_one_step_configuration() -> None:
     result = CliRunner().invoke(probe, [
         "--policy", "spread", "--starvation-seconds", "30", "--replacement-grace-seconds", "5",
         "--provisioning-timeout-seconds", "90", "--no-preemption", "--reclaim",
-        "--reclaim-interval-seconds", "20", "--no-backfill"])
+        "--reclaim-interval-seconds", "20", "--no-backfill", "--no-disruption-budgets"])
     assert result.exit_code == 0, result.output
     assert made == [StepConfig(policy=Policy.SPREAD, starvation_s=30.0, replacement_grace_s=5.0,
                                provisioning=ProvisionLimits(timeout_s=90.0), preemption=False,
-                               reclaim=True, reclaim_interval_s=20.0, backfill=False)]
+                               reclaim=True, reclaim_interval_s=20.0, backfill=False,
+                               disruption_budgets=False)]

@@ -341,6 +341,18 @@ def test_disruption_budgets_are_mirrored_with_what_they_allow_now() -> None:
     assert sorted(mirror.budgets_and_storage.budgets) == ["ns/a"]
 
 
+def test_a_budget_owned_by_a_podgroup_is_mirrored_as_that_gangs_own() -> None:
+    mirror = Mirror(scheduler_names=frozenset({"gang"}))
+    owned = budget_body("job", 0)
+    owned["metadata"]["ownerReferences"] = [
+        {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "x", "uid": "rs-1"},
+        {"apiVersion": "scheduling.gangsched.io/v1alpha1", "kind": "PodGroup",
+         "name": "job", "uid": "pg-1", "controller": True}]
+    Feed(mirror).replace("poddisruptionbudgets", [owned, budget_body("mine", 0)])
+    budgets = mirror.budgets_and_storage.budgets
+    assert (budgets["ns/job"].group_uid, budgets["ns/mine"].group_uid) == ("pg-1", "")
+
+
 def claim(name: str, **annotations: str) -> dict[str, Any]:
     return {"kind": "PersistentVolumeClaim",
             "metadata": {"name": name, "namespace": "ns", "annotations": annotations},

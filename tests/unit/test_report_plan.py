@@ -47,10 +47,12 @@ def told(stepped: Stepped) -> list[str]:
 
 def showing(cluster: StepView, stepped: Stepped) -> StepView:
     """The view once every condition asked for is written and seen by the mirror."""
-    said = {a.pod: a.message for a in stepped.actions if isinstance(a, MarkUnschedulable)}
+    said = {a.pod: a for a in stepped.actions if isinstance(a, MarkUnschedulable)}
     pods = cast(Cluster, cluster.cluster).pods
     return replace(cluster, cluster=replace(cast(Cluster, cluster.cluster), pods={
-        key: replace(record, scheduled_message=said.get(key, record.scheduled_message))
+        key: replace(record, scheduled_message=mark.message,
+                     scheduled_reason=mark.condition_reason)
+        if (mark := said.get(key)) is not None else record
         for key, record in pods.items()}))
 
 

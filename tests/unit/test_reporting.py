@@ -27,7 +27,7 @@ class RecordingDispatcher(Dispatcher):
         self.calls.append(call)
 
 
-def record(uid: str, condition: str | None = None) -> PodRecord:
+def record(uid: str, condition: str | None = None, reason: str = "Unschedulable") -> PodRecord:
     obj: dict[str, Any] = {
         "metadata": {"name": "worker-0", "namespace": "ns", "uid": uid,
                      "resourceVersion": "7", "creationTimestamp": "2026-01-01T00:00:00Z"},
@@ -36,7 +36,7 @@ def record(uid: str, condition: str | None = None) -> PodRecord:
     }
     if condition is not None:
         obj["status"]["conditions"] = [{"type": "PodScheduled", "status": "False",
-                                        "message": condition}]
+                                        "reason": reason, "message": condition}]
     return pod_record_from_api(obj, ours=True)
 
 
@@ -69,6 +69,17 @@ def test_a_condition_already_on_the_pod_is_not_written_again_but_its_event_is_as
         reporter: Reporter, dispatcher: RecordingDispatcher) -> None:
     reporter.pod_unschedulable(record("uid-1", condition="needs 4 cpu"), "needs 4 cpu")
     assert [c.rank for c in dispatcher.calls] == [Rank.EVENT]
+
+
+def test_a_condition_saying_the_message_under_another_reason_is_written_again(
+        reporter: Reporter, dispatcher: RecordingDispatcher) -> None:
+    """A gang that stops asking for nodes must stop saying ``Unschedulable`` even when
+    its message reads the same: autoscalers read the reason alone."""
+    reporter.pod_unschedulable(record("uid-1", condition="short of members"),
+                               "short of members", reason="GangWaiting", event=False)
+    (condition,) = dispatcher.calls
+    assert condition.rank is Rank.STATUS
+    assert condition.state == ("GangWaiting", "short of members")
 
 
 def test_a_condition_asked_for_again_without_its_event_is_written_alone(

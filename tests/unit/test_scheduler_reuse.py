@@ -204,7 +204,8 @@ class CountingReporter(SilentReporter):
     def __init__(self) -> None:
         self.unschedulable: list[str] = []
 
-    def pod_unschedulable(self, record: Any, message: str, *, event: bool = True) -> None:
+    def pod_unschedulable(self, record: Any, message: str, *, event: bool = True,
+                          reason: str = "Unschedulable") -> None:
         if event:
             self.unschedulable.append(record.pod.key)
 

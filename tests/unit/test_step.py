@@ -66,6 +66,7 @@ class Record:
     pod: Pod
     uid: str
     scheduled_message: str | None = None
+    scheduled_reason: str | None = None
 
 
 @dataclass(frozen=True)

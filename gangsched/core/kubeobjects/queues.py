@@ -143,7 +143,15 @@ def disruption_budget_from_api(obj: RawObject) -> DisruptionBudget:
         selects_pods=raw_selector is not None,
         disruptions_allowed=(allowed if isinstance(allowed, int) and not isinstance(allowed, bool)
                              and current else 0),
+        group_uid=_podgroup_owner(obj),
     )
+
+
+def _podgroup_owner(obj: RawObject) -> str:
+    """The UID of the PodGroup (of any API) among the budget's owners, else ``""``."""
+    owners = (obj.get("metadata") or {}).get("ownerReferences") or ()
+    return next((str(owner.get("uid") or "") for owner in owners
+                 if isinstance(owner, Mapping) and owner.get("kind") == "PodGroup"), "")
 
 
 @dataclass(frozen=True, slots=True)

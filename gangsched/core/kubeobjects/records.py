@@ -50,6 +50,9 @@ class PodRecord:
     scheduled_message: str | None
     """Message of a ``PodScheduled=False`` condition already on the pod, to skip rewriting it."""
     resource_version: str = ""
+    scheduled_reason: str | None = None
+    """Reason of that condition: one that changes kind (``Unschedulable`` to
+    ``GangWaiting``) is written again even with the same message."""
 
 
 def pod_header(obj: RawObject) -> PodHeader:
@@ -80,12 +83,13 @@ def pod_record_from_api(obj: RawObject, *, ours: bool) -> PodRecord:
     ) or native_group_name(mapping_at(obj.get("spec"), where, "spec"))
     group = gang_key(namespace, group_name) if group_name else None
     status = mapping_at(obj.get("status"), where, "status")
-    scheduled_message = None
+    scheduled_message = scheduled_reason = None
     for index, item in enumerate(list_at(status.get("conditions"), where, "status.conditions")):
         condition = mapping_at(item, where, f"status.conditions[{index}]")
         if condition.get("type") == "PodScheduled":
             if condition.get("status") == "False":
                 scheduled_message = str(condition.get("message") or "") or None
+                scheduled_reason = str(condition.get("reason") or "") or None
             break
     return PodRecord(
         pod=replace(pod, gang=group or solo_gang_key(pod.key)),
@@ -95,4 +99,5 @@ def pod_record_from_api(obj: RawObject, *, ours: bool) -> PodRecord:
         phase=str(status.get("phase") or "Pending"),
         scheduled_message=scheduled_message,
         resource_version=str(meta.get("resourceVersion") or ""),
+        scheduled_reason=scheduled_reason,
     )

@@ -523,6 +523,9 @@ class DisruptionBudget:
     selects_pods: bool = True
     """False for a budget without a selector: in ``policy/v1`` it selects no pod."""
     disruptions_allowed: int = 0
+    group_uid: str = ""
+    """The UID of the PodGroup that owns it (a running gang's own budget, which guards
+    it against losing members one by one, not against being preempted whole)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,6 +13,7 @@ thousands of calls every cycle. The writers skip what would change nothing.
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, replace
 from fractions import Fraction
 
@@ -103,11 +104,13 @@ def plan_reports(
     cycle: int,
     served_before: frozenset[QueueName] = frozenset(),
     estimates: Mapping[GangKey, Estimate] | None = None,
+    asking: AbstractSet[GangKey] = frozenset(),
 ) -> ReportPlan:
-    """Every report of one full cycle; ``reasons`` are the texts to report per gang."""
+    """Every report of one full cycle; ``reasons`` are the texts to report per gang, and
+    the pods of the ``asking`` gangs ask for nodes (core.asking)."""
     cluster = view.cluster
     reports, actions, moments = waiting_pods(cluster, gathered, reasons, previous, now,
-                                             pacing)
+                                             pacing, asking)
     actions.extend(MarkInvalid(pod, error) for pod, error in view.bad_pods.items())
     problems, tell = runtime_problems(gathered)
     actions.extend(tell)
@@ -135,6 +138,7 @@ def waiting_pods(
     previous: Mapping[PodKey, PodReport],
     now: float,
     pacing: Pacing,
+    asking: AbstractSet[GangKey] = frozenset(),
 ) -> tuple[dict[PodKey, PodReport], list[Action], list[float]]:
     """Each pending pod of a waiting gang, and each pod of a missing or invalid
     PodGroup (:func:`unplaceable_pods`), when due.
@@ -146,14 +150,17 @@ def waiting_pods(
     written at once, and again at any cycle its ``PodScheduled`` condition does not say
     the reason yet: a write refused (the pod changed meanwhile) or not seen yet is made
     good at the next cycle, whenever that is, and the writers skip a write already
-    accepted.
+    accepted. The pods of ``asking`` gangs say ``Unschedulable``, any other
+    ``GangWaiting`` (or ``SchedulingGated``); a condition whose reason is not that yet
+    is written again as one whose message is not.
     """
-    waiting = [(pod.key, reason, bool(pod.gates)) for gang in gathered.gangs
+    waiting = [(pod.key, reason, bool(pod.gates), gang.key in asking)
+               for gang in gathered.gangs
                if (reason := reasons.get(gang.key)) is not None for pod in gang.pending]
     reports: dict[PodKey, PodReport] = {}
     actions: list[Action] = []
     moments: list[float] = []
-    for pod, reason, gated in (*waiting, *unplaceable_pods(view, gathered)):
+    for pod, reason, gated, asks in (*waiting, *unplaceable_pods(view, gathered)):
         record = view.pods.get(pod)
         if record is None:
             continue
@@ -169,20 +176,25 @@ def waiting_pods(
         reports[pod] = last
         if last.said != reason:
             moments.append(last.at + pacing.event_gap_s)
-        if event or record.scheduled_message != reason:
-            actions.append(MarkUnschedulable(pod, reason, gated=gated, event=event))
+        mark = MarkUnschedulable(pod, reason, gated=gated, event=event, asks_for_nodes=asks)
+        if event or record.scheduled_message != reason or (
+                record.scheduled_reason != mark.condition_reason):
+            actions.append(mark)
     return reports, actions, moments
 
 
-def unplaceable_pods(view: ClusterView, gathered: Gathered) -> list[tuple[PodKey, str, bool]]:
-    """Pods no cycle can place, with why: their PodGroup is missing or invalid."""
-    told: list[tuple[PodKey, str, bool]] = []
+def unplaceable_pods(
+    view: ClusterView, gathered: Gathered
+) -> list[tuple[PodKey, str, bool, bool]]:
+    """Pods no cycle can place, with why: their PodGroup is missing or invalid (no node
+    would help them)."""
+    told: list[tuple[PodKey, str, bool, bool]] = []
     for key, pods in gathered.orphans.items():
         group = view.groups.get(key)
         error = gathered.invalid.get(key) or (group.error if group is not None else None)
         message = render(GroupInvalid(key, error) if group is not None and error
                          else GroupMissing(key))
-        told.extend((pod.key, message, False) for pod in pods)
+        told.extend((pod.key, message, False, False) for pod in pods)
     return told
 
 
