@@ -8,6 +8,7 @@ measures is what a user pays for: NodeClaims launched and node-seconds idle.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator, Mapping
 from datetime import datetime
 from typing import Any
@@ -23,8 +24,14 @@ from tests.e2e.workspace import (
     bound,
     bound_at,
     node_of,
+    scheduled_condition,
     wait_for,
 )
+
+CONSOLIDATE_AFTER_S = 5
+"""A NodePool's ``disruption.consolidateAfter``: short, so a test sees consolidation."""
+QUIET_S = 20
+"""How long a gang that should buy nothing is watched: a dozen of Karpenter's batches."""
 
 
 @pytest.fixture(scope="module")
@@ -48,6 +55,12 @@ def autoscaled(cluster: LocalCluster, karpenter: Karpenter, ws: Workspace,
     karpenter.clear()
 
 
+def _waiting(ws: Workspace, count: int) -> bool:
+    pods = ws.pods().values()
+    return sum(1 for pod in pods if (scheduled_condition(pod) or {}).get("status") == "False"
+               ) >= count
+
+
 def _ready_at(node: Mapping[str, Any]) -> float:
     for condition in node["status"]["conditions"]:
         if condition["type"] == "Ready" and condition["status"] == "True":
@@ -58,6 +71,46 @@ def _ready_at(node: Mapping[str, Any]) -> float:
 def _record(record: dict[str, Any], ledger: Ledger) -> None:
     record["nodeclaims_launched"] = len(ledger.launched)
     record["idle_node_s"] = round(ledger.idle_s, 1)
+
+
+def test_a_gang_short_of_members_buys_nothing(autoscaled: Karpenter, ws: Workspace) -> None:
+    """Three of a gang of four exist: no node is bought until the fourth arrives."""
+    autoscaled.apply(nodepool("cpu", limits={"cpu": "100"}))
+    ws.create(ws.podgroup("short", min_member=4))
+    with Ledger(autoscaled, ws.name) as ledger, timed("autoscaling", "gangsched",
+                                                      case="short of members") as record:
+        ws.create(*(ws.pod(f"short-{i}", cpu="1", group="short") for i in range(3)))
+        wait_for(lambda: _waiting(ws, 3), timeout=30, what="the three members to wait")
+        time.sleep(QUIET_S)
+        assert list(ledger.launched) == [], "a gang short of members buys no node"
+        ws.create(ws.pod("short-3", cpu="1", group="short"))
+        wait_for(lambda: len(bound(ws.pods().values())) == 4, timeout=60,
+                 what="the whole gang bound on the nodes bought for it")
+        _record(record, ledger)
+    assert len(ledger.launched) >= 1
+
+
+def test_consolidation_does_not_disrupt_a_running_gang(
+    cluster: LocalCluster, autoscaled: Karpenter, ws: Workspace
+) -> None:
+    """A gang bound on two bought nodes; then a node that could hold both members joins:
+    each bought node is a consolidation candidate, and no member is evicted."""
+    autoscaled.apply(nodepool("small", limits={"cpu": "100"}, instance_types=("c-2x",),
+                              consolidate_after=f"{CONSOLIDATE_AFTER_S}s"))
+    ws.create(ws.podgroup("train", min_member=2))
+    ws.create(*(ws.pod(f"train-{i}", cpu="1500m", group="train") for i in range(2)))
+    wait_for(lambda: len(bound(ws.pods().values())) == 2, timeout=60,
+             what="the gang bound on the nodes bought for it")
+    placed = {name: (pod["metadata"]["uid"], node_of(pod)) for name, pod in ws.pods().items()}
+    assert len({node for _, node in placed.values()}) == 2
+    cluster.ensure_nodes(1, NodeShape(cpu="8", memory="32Gi"), prefix="node")
+    deadline = time.monotonic() + CONSOLIDATE_AFTER_S + 40
+    while time.monotonic() < deadline:
+        pods = ws.pods()
+        now = {name: (pod["metadata"]["uid"], node_of(pod)) for name, pod in pods.items()
+               if not pod["metadata"].get("deletionTimestamp")}
+        assert now == placed, "no member of a running gang is evicted by consolidation"
+        time.sleep(0.5)
 
 
 def test_a_gang_on_an_empty_cluster_binds_within_10s_of_its_nodes_ready(
