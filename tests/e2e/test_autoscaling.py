@@ -1,7 +1,7 @@
 """Gangs on a cluster that Karpenter grows and shrinks: it buys whole gangs' nodes, or none.
 
-Karpenter (its KWOK provider, :mod:`devcluster.karpenter`) runs beside the session's
-gangsched and acts on the NodePools each test applies, on a cluster of no node of
+Karpenter (its KWOK provider, :mod:`devcluster.karpenter`) runs beside a gangsched of
+this module and acts on the NodePools each test applies, on a cluster of no node of
 its own: every node a gang runs on is one Karpenter bought for it. What each test
 measures is what a user pays for: NodeClaims launched and node-seconds idle.
 """
@@ -17,7 +17,7 @@ import pytest
 
 from devcluster.controlplane import LocalCluster, NodeShape
 from devcluster.karpenter import Karpenter, Ledger, nodepool, running_karpenter
-from tests.e2e.conftest import SchedulerProcess
+from tests.e2e.conftest import SchedulerProcess, start_gangsched, stop_gangsched
 from tests.e2e.scenario import only_nodes, timed
 from tests.e2e.workspace import (
     Workspace,
@@ -28,6 +28,7 @@ from tests.e2e.workspace import (
     wait_for,
 )
 
+SCHEDULER = "gang-autoscaled"
 CONSOLIDATE_AFTER_S = 5
 """A NodePool's ``disruption.consolidateAfter``: short, so a test sees consolidation."""
 QUIET_S = 20
@@ -42,6 +43,17 @@ def karpenter(cluster: LocalCluster, tmp_path_factory: pytest.TempPathFactory
         yield running
 
 
+@pytest.fixture(scope="module")
+def gangsched(cluster: LocalCluster, karpenter: Karpenter,
+              tmp_path_factory: pytest.TempPathFactory) -> Iterator[SchedulerProcess]:
+    """gangsched started once Karpenter's APIs are served (it asks which are at start),
+    under a scheduler name of its own: the session's may run already, without NodePools."""
+    running = start_gangsched(cluster, tmp_path_factory.mktemp("gangsched") / "gangsched.log",
+                              f"--scheduler-name={SCHEDULER}")
+    yield running
+    assert stop_gangsched(running) == 0, running.logs()[-3000:]
+
+
 @pytest.fixture
 def autoscaled(cluster: LocalCluster, karpenter: Karpenter, ws: Workspace,
                gangsched: SchedulerProcess) -> Iterator[Karpenter]:
@@ -53,6 +65,10 @@ def autoscaled(cluster: LocalCluster, karpenter: Karpenter, ws: Workspace,
         ws.delete_pod(pod)
     wait_for(lambda: not ws.pods(), timeout=30, what="the test's pods to go")
     karpenter.clear()
+
+
+def _member(ws: Workspace, name: str, group: str, **spec: Any) -> dict[str, Any]:
+    return ws.pod(name, scheduler=SCHEDULER, group=group, **spec)
 
 
 def _waiting(ws: Workspace, count: int) -> bool:
@@ -79,11 +95,11 @@ def test_a_gang_short_of_members_buys_nothing(autoscaled: Karpenter, ws: Workspa
     ws.create(ws.podgroup("short", min_member=4))
     with Ledger(autoscaled, ws.name) as ledger, timed("autoscaling", "gangsched",
                                                       case="short of members") as record:
-        ws.create(*(ws.pod(f"short-{i}", cpu="1", group="short") for i in range(3)))
+        ws.create(*(_member(ws, f"short-{i}", "short", cpu="1") for i in range(3)))
         wait_for(lambda: _waiting(ws, 3), timeout=30, what="the three members to wait")
         time.sleep(QUIET_S)
         assert list(ledger.launched) == [], "a gang short of members buys no node"
-        ws.create(ws.pod("short-3", cpu="1", group="short"))
+        ws.create(_member(ws, "short-3", "short", cpu="1"))
         wait_for(lambda: len(bound(ws.pods().values())) == 4, timeout=60,
                  what="the whole gang bound on the nodes bought for it")
         _record(record, ledger)
@@ -98,7 +114,7 @@ def test_consolidation_does_not_disrupt_a_running_gang(
     autoscaled.apply(nodepool("small", limits={"cpu": "100"}, instance_types=("c-2x",),
                               consolidate_after=f"{CONSOLIDATE_AFTER_S}s"))
     ws.create(ws.podgroup("train", min_member=2))
-    ws.create(*(ws.pod(f"train-{i}", cpu="1500m", group="train") for i in range(2)))
+    ws.create(*(_member(ws, f"train-{i}", "train", cpu="1500m") for i in range(2)))
     wait_for(lambda: len(bound(ws.pods().values())) == 2, timeout=60,
              what="the gang bound on the nodes bought for it")
     placed = {name: (pod["metadata"]["uid"], node_of(pod)) for name, pod in ws.pods().items()}
@@ -120,7 +136,7 @@ def test_a_gang_on_an_empty_cluster_binds_within_10s_of_its_nodes_ready(
     ws.create(ws.podgroup("fresh", min_member=4))
     with Ledger(autoscaled, ws.name) as ledger, timed("autoscaling", "gangsched",
                                                       case="empty cluster") as record:
-        ws.create(*(ws.pod(f"fresh-{i}", cpu="2", group="fresh") for i in range(4)))
+        ws.create(*(_member(ws, f"fresh-{i}", "fresh", cpu="2") for i in range(4)))
         wait_for(lambda: len(bound(ws.pods().values())) == 4, timeout=60,
                  what="the whole gang bound on the nodes bought for it")
         pods = list(ws.pods().values())
