@@ -247,7 +247,7 @@ def assemble(options: RunOptions, api: client.ApiClient, served: Served) -> Part
         Reflector("resourceclaims", resource.list_resource_claim_for_all_namespaces, feed,
                   scheduler.trigger),
     ]
-    if options.step.preemption:
+    if options.step.preemption or options.step.disruption_budgets:
         reflectors.append(Reflector(
             "poddisruptionbudgets",
             client.PolicyV1Api(api).list_pod_disruption_budget_for_all_namespaces, feed,

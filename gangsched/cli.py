@@ -51,60 +51,74 @@ def _env(flag: str) -> str:
     return "GANGSCHED_" + flag.upper().replace("-", "_")
 
 
+DECISION_FLAGS = (
+    click.option("--policy", envvar=_env("policy"),
+                 type=click.Choice([p.value for p in Policy]), default="binpack",
+                 show_default=True,
+                 help="Placement policy; a PodGroup may override it by the "
+                 "scheduling.gangsched.io/policy annotation."),
+    click.option("--starvation-seconds", envvar=_env("starvation-seconds"),
+                 type=click.FloatRange(0), default=60.0, show_default=True,
+                 help="After this long unplaced, a gang holds its room against gangs "
+                 "ordered after it."),
+    click.option("--replacement-grace-seconds", envvar=_env("replacement-grace-seconds"),
+                 type=click.FloatRange(0), default=60.0, show_default=True,
+                 help="When a running gang drops below its minMember, the room of each "
+                 "departed member is held this long for its replacement."),
+    click.option("--provisioning-timeout-seconds",
+                 envvar=_env("provisioning-timeout-seconds"),
+                 type=click.FloatRange(0, min_open=True), default=120.0, show_default=True,
+                 help="A placed gang waits this long for its WaitForFirstConsumer claims to "
+                 "be provisioned on their nodes; then the nodes are taken back and it tries "
+                 "again."),
+    click.option("--preemption/--no-preemption", envvar=_env("preemption"), default=True,
+                 show_default=True,
+                 help="A gang that cannot fit may evict whole gangs of lower priority "
+                 "(Eviction API: PodDisruptionBudgets hold)."),
+    click.option("--reclaim/--no-reclaim", envvar=_env("reclaim"), default=False,
+                 show_default=True,
+                 help="A queue below its deserved share may evict whole gangs of queues "
+                 "above theirs to take back the room they borrowed (needs --preemption; a "
+                 "Queue with reclaimable: false opts out)."),
+    click.option("--reclaim-interval-seconds", envvar=_env("reclaim-interval-seconds"),
+                 type=click.FloatRange(0), default=10.0, show_default=True,
+                 help="A queue that reclaimed reclaims again only after this long: at most "
+                 "one reclaim decision per queue per interval."),
+    click.option("--backfill/--no-backfill", envvar=_env("backfill"), default=True,
+                 show_default=True,
+                 help="A gang expected to end before the starving gang's estimated start "
+                 "may use the room kept for it (EASY backfill; gangs of unknown runtime "
+                 "never do)."),
+    click.option("--disruption-budgets/--no-disruption-budgets",
+                 envvar=_env("disruption-budgets"), default=True, show_default=True,
+                 help="A gang bound whole gets a PodDisruptionBudget named after its "
+                 "PodGroup and owned by it (minAvailable: minMember), so node "
+                 "consolidation and drains take none of its pods one by one."),
+    click.option("--node-hold-seconds", envvar=_env("node-hold-seconds"),
+                 type=click.FloatRange(0, min_open=True), default=300.0, show_default=True,
+                 help="Where Karpenter's NodePools are served: a gang asking for nodes "
+                 "(PodScheduled=False/Unschedulable) this long without being placed "
+                 "stops asking."),
+    click.option("--ask-backoff-seconds", envvar=_env("ask-backoff-seconds"),
+                 type=click.FloatRange(0), default=300.0, show_default=True,
+                 help="A gang that stopped asking for nodes asks again after this long "
+                 "(meanwhile what was bought for it goes back to consolidation)."),
+)
+"""The flags that change decisions (see :func:`_step_options`)."""
+
+
 def _step_options(command: Callable[..., None]) -> Callable[..., None]:
     """The flags that change decisions, taken alike by ``run``, ``explain``, ``status`` and
     ``simulate`` and handed to the command as one :class:`StepConfig`, ``step``: what the
     CLI answers is decided as the scheduler started with the same flags decides."""
-    options = (
-        click.option("--policy", envvar=_env("policy"),
-                     type=click.Choice([p.value for p in Policy]), default="binpack",
-                     show_default=True,
-                     help="Placement policy; a PodGroup may override it by the "
-                     "scheduling.gangsched.io/policy annotation."),
-        click.option("--starvation-seconds", envvar=_env("starvation-seconds"),
-                     type=click.FloatRange(0), default=60.0, show_default=True,
-                     help="After this long unplaced, a gang holds its room against gangs "
-                     "ordered after it."),
-        click.option("--replacement-grace-seconds", envvar=_env("replacement-grace-seconds"),
-                     type=click.FloatRange(0), default=60.0, show_default=True,
-                     help="When a running gang drops below its minMember, the room of each "
-                     "departed member is held this long for its replacement."),
-        click.option("--provisioning-timeout-seconds",
-                     envvar=_env("provisioning-timeout-seconds"),
-                     type=click.FloatRange(0, min_open=True), default=120.0, show_default=True,
-                     help="A placed gang waits this long for its WaitForFirstConsumer claims to "
-                     "be provisioned on their nodes; then the nodes are taken back and it tries "
-                     "again."),
-        click.option("--preemption/--no-preemption", envvar=_env("preemption"), default=True,
-                     show_default=True,
-                     help="A gang that cannot fit may evict whole gangs of lower priority "
-                     "(Eviction API: PodDisruptionBudgets hold)."),
-        click.option("--reclaim/--no-reclaim", envvar=_env("reclaim"), default=False,
-                     show_default=True,
-                     help="A queue below its deserved share may evict whole gangs of queues "
-                     "above theirs to take back the room they borrowed (needs --preemption; a "
-                     "Queue with reclaimable: false opts out)."),
-        click.option("--reclaim-interval-seconds", envvar=_env("reclaim-interval-seconds"),
-                     type=click.FloatRange(0), default=10.0, show_default=True,
-                     help="A queue that reclaimed reclaims again only after this long: at most "
-                     "one reclaim decision per queue per interval."),
-        click.option("--backfill/--no-backfill", envvar=_env("backfill"), default=True,
-                     show_default=True,
-                     help="A gang expected to end before the starving gang's estimated start "
-                     "may use the room kept for it (EASY backfill; gangs of unknown runtime "
-                     "never do)."),
-        click.option("--disruption-budgets/--no-disruption-budgets",
-                     envvar=_env("disruption-budgets"), default=True, show_default=True,
-                     help="A gang bound whole gets a PodDisruptionBudget named after its "
-                     "PodGroup and owned by it (minAvailable: minMember), so node "
-                     "consolidation and drains take none of its pods one by one."),
-    )
 
     @functools.wraps(command)
     def with_step(*args: Any, policy: str, starvation_seconds: float,
                   replacement_grace_seconds: float, provisioning_timeout_seconds: float,
                   preemption: bool, reclaim: bool, reclaim_interval_seconds: float,
-                  backfill: bool, disruption_budgets: bool, **kwargs: Any) -> None:
+                  backfill: bool, disruption_budgets: bool, node_hold_seconds: float,
+                  ask_backoff_seconds: float, **kwargs: Any) -> None:
+        from gangsched.core.asking import AskLimits
         from gangsched.core.provisioning import ProvisionLimits
         from gangsched.core.step import StepConfig
 
@@ -115,10 +129,11 @@ def _step_options(command: Callable[..., None]) -> Callable[..., None]:
             preemption=preemption, reclaim=reclaim,
             reclaim_interval_s=reclaim_interval_seconds, backfill=backfill,
             disruption_budgets=disruption_budgets,
+            asking=AskLimits(node_hold_s=node_hold_seconds, backoff_s=ask_backoff_seconds),
         )
         command(*args, step=step, **kwargs)
 
-    for option in reversed(options):
+    for option in reversed(DECISION_FLAGS):
         with_step = option(with_step)
     return with_step
 

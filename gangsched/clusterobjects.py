@@ -30,6 +30,7 @@ from gangsched.mirror import Mirror
 QUEUE_API = "scheduling.gangsched.io/v1alpha1"
 WORKLOAD_API = "scheduling.k8s.io/v1beta1"
 RESOURCE_API = "resource.k8s.io/v1"
+NODEPOOL_API = "karpenter.sh/v1"
 DEVICE_KINDS = {"ResourceSlice": "resourceslices", "DeviceClass": "deviceclasses",
                 "ResourceClaim": "resourceclaims"}
 """Dynamic resource allocation: the kinds whose devices and claims a decision reads."""
@@ -70,6 +71,8 @@ class ClusterObjects:
     priority_classes: list[Document] = field(default_factory=list)
     budgets: list[Document] = field(default_factory=list)
     """PodDisruptionBudgets: the gangs preemption may not evict."""
+    nodepools: list[Document] = field(default_factory=list)
+    """Karpenter's NodePools: which waiting gangs ask for nodes."""
     storage: dict[str, list[Document]] = field(default_factory=dict)
     """PersistentVolumeClaims, PersistentVolumes and StorageClasses, by the feed's kind."""
     devices: dict[str, list[Document]] = field(default_factory=dict)
@@ -103,6 +106,8 @@ class ClusterObjects:
             self.priority_classes.append(obj)
         elif kind == "PodDisruptionBudget":
             self.budgets.append(obj)
+        elif kind == "NodePool" and api_version == NODEPOOL_API:
+            self.nodepools.append(obj)
         elif kind in STORAGE_KINDS:
             self.storage.setdefault(STORAGE_KINDS[kind], []).append(obj)
         elif kind in DEVICE_KINDS and api_version == RESOURCE_API:
@@ -120,6 +125,7 @@ class ClusterObjects:
         self.workloads += other.workloads
         self.priority_classes += other.priority_classes
         self.budgets += other.budgets
+        self.nodepools += other.nodepools
         for kind, documents in other.storage.items():
             self.storage.setdefault(kind, []).extend(documents)
         for plural, found in other.devices.items():
@@ -134,6 +140,7 @@ class ClusterObjects:
         feed.replace("namespaces", list(self.namespaces))
         feed.replace("pods", list(self.pods))
         feed.replace("poddisruptionbudgets", list(self.budgets))
+        feed.replace("nodepools", list(self.nodepools))
         for kind, documents in self.storage.items():
             feed.replace(kind, documents)
         for plural in DEVICE_KINDS.values():
@@ -338,6 +345,7 @@ def from_cluster(api: pykube.HTTPClient, namespace: str | None = None) -> Cluste
         objects.topologies = _readable(objects, api, QUEUE_API, "topologies")
         objects.namespaces = _readable(objects, api, "v1", "namespaces")
         objects.budgets = _readable(objects, api, "policy/v1", "poddisruptionbudgets")
+        objects.nodepools = _readable(objects, api, NODEPOOL_API, "nodepools")
         objects.storage["persistentvolumes"] = _readable(objects, api, "v1", "persistentvolumes")
         for plural in ("storageclasses", "csinodes", "volumeattachments", "csidrivers",
                        "csistoragecapacities"):

@@ -37,6 +37,7 @@ def step_view(mirror: Mirror, view: View) -> StepView:
         never_preempting_classes=frozenset(held.never_preempting_classes),
         bad_pods=dict(mirror.bad_pods),
         budgets=tuple(mirror.budgets_and_storage.budgets.values()),
+        nodepools=tuple(mirror.budgets_and_storage.nodepools.values()),
         queues_settled=frozenset(
             name for name, spec in held.queues.items()
             if queue_conditions_current(spec.open, spec.error,

@@ -64,6 +64,7 @@ NEEDED: Mapping[str, Api] = {
     "resourceclaims": Api(DEVICES, "resourceclaims", "dynamic resource allocation"),
     "workloads": Api(NATIVE, "workloads", "native PodGroups"),
     "podgroups.scheduling.k8s.io": Api(NATIVE, "podgroups", "native PodGroups"),
+    "nodepools": Api("karpenter.sh/v1", "nodepools", "asking Karpenter for nodes"),
 }
 """Every built-in kind read, by the name its reflector (or kopf's handler) goes by."""
 

@@ -24,6 +24,7 @@ from gangsched.core.dra.parse import (
     slice_from_api,
 )
 from gangsched.core.kubeobjects.fields import ObjectError, RawObject, object_name, object_ref
+from gangsched.core.kubeobjects.nodepools import nodepool_from_api
 from gangsched.core.kubeobjects.nodes import namespace_from_api, node_from_api
 from gangsched.core.kubeobjects.podgroups import GroupRecord, group_key_of, group_record_from_api
 from gangsched.core.kubeobjects.queues import (
@@ -304,6 +305,9 @@ KINDS: dict[str, Kind] = {
         keep=lambda mirror, seen: mirror.budgets_and_storage.keep_stored(
             mirror.budgets_and_storage.capacities, seen),
     ),
+    # Karpenter's NodePools, where it is installed: what waiting gangs may ask for.
+    "nodepools": _stored(nodepool_from_api, BudgetsAndStorage.set_nodepool,
+                         lambda m: m.nodepools),
     **{group_kind(flavor): _group_kind(flavor) for flavor in Flavor},
     # Cluster-scoped; in the mirror by name.
     "queues": Kind(
@@ -335,6 +339,7 @@ CUSTOM_KINDS: dict[str, tuple[str, str, str]] = {
     "queues": ("scheduling.gangsched.io", "v1alpha1", "queues"),
     "topologies": ("scheduling.gangsched.io", "v1alpha1", "topologies"),
     "workloads": ("scheduling.k8s.io", "v1beta1", "workloads"),
+    "nodepools": ("karpenter.sh", "v1", "nodepools"),
 }
 """The kinds listed as custom objects, each with its API group, version and plural: no
 generated client covers them all."""

@@ -45,6 +45,7 @@ from gangsched.core.model.objects import (
     Namespace,
     Node,
     NodeName,
+    NodePool,
     PodAffinityTerm,
     PodKey,
     QueueName,
@@ -287,6 +288,8 @@ class BudgetsAndStorage(Versioned):
     csi_drivers: dict[str, CsiDriver] = field(default_factory=dict)
     capacities: dict[str, StorageCapacity] = field(default_factory=dict)
     """CSIStorageCapacity objects by ``namespace/name``."""
+    nodepools: dict[str, NodePool] = field(default_factory=dict)
+    """Karpenter NodePools by name: which waiting gangs ask for nodes (core.asking)."""
 
     # ---- PodDisruptionBudgets -------------------------------------------------------------
     def set_budget(self, budget: DisruptionBudget) -> bool:
@@ -323,6 +326,9 @@ class BudgetsAndStorage(Versioned):
 
     def set_capacity(self, capacity: StorageCapacity) -> bool:
         return self._changed(_put(self.capacities, capacity.key, capacity))
+
+    def set_nodepool(self, nodepool: NodePool) -> bool:
+        return self._changed(_put(self.nodepools, nodepool.name, nodepool))
 
     def assume_claim_node(self, key: str, node: NodeName | None) -> None:
         """A claim's selected node was asked for: the next view shows it at once, as an

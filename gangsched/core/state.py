@@ -62,6 +62,15 @@ class PodReport:
 
 
 @dataclass(frozen=True, slots=True)
+class Asked:
+    """A gang asking for nodes since ``since`` (see core.asking); once it asked too long
+    without being placed, it asks no more until ``paused_until``."""
+
+    since: float
+    paused_until: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class State:
     """Everything one cycle leaves to the next. Its mappings are never changed once made."""
 
@@ -103,6 +112,8 @@ class State:
     forecast_stale: bool = False
     """The last cycle moved what ``estimates`` were made from, and the forecast was put
     off (``ForecastLimits.throttle_gangs``): the next cycle reserves by none of them."""
+    asked: Mapping[GangKey, Asked] = field(default_factory=dict)
+    """Gangs asking Karpenter for nodes, or paused from asking (core.asking)."""
 
     def decision_inputs(self) -> tuple[object, ...]:
         """What a cycle decides from: equal before and after a cycle, and with the
@@ -110,7 +121,8 @@ class State:
         return (self.admitted, frozenset(self.waiting_since), self.finished_uids, self.holds,
                 self.preempting, self.unevictable, self.bind_refusals, self.provisioning,
                 frozenset(self.reclaimed_at),
-                frozenset(known_starts(self.estimates).items()), self.forecast_stale)
+                frozenset(known_starts(self.estimates).items()), self.forecast_stale,
+                frozenset(self.asked.items()))
 
 
 def bind_refused(state: State, pod: PodKey, *, now: float, status: int, message: str) -> State:

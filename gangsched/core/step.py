@@ -19,7 +19,7 @@ from dataclasses import dataclass, field, replace
 from typing import TypeVar
 
 from gangsched.core.actions import Action, Bind, Evict, LogDecision
-from gangsched.core.asking import asking_gangs
+from gangsched.core.asking import AskLimits, ask_for_nodes, asking_gangs
 from gangsched.core.disruption import budgets_to_write, others_budgets, with_own_budgets
 from gangsched.core.forecast import (
     ForecastLimits,
@@ -64,6 +64,8 @@ class StepConfig:
     """Whether gangs that end before the starving gang's reservation may use its room."""
     disruption_budgets: bool = False
     """Whether a gang bound whole gets a PodDisruptionBudget of its own (core.disruption)."""
+    asking: AskLimits = field(default_factory=AskLimits)
+    """How long a gang asks Karpenter for nodes before it pauses, and for how long."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,7 +116,10 @@ def step(state: State, view: StepView, now: float, config: StepConfig) -> Steppe
         result, gathered.gangs, view.cluster.storage, state.provisioning, now, config.provisioning)
     # PodGroups refused admission before they have pods wait too: their
     # status says why, and their schedule timeout runs.
-    reasons = {u.gang: u.reason for u in (*result.unplaceable, *result.unadmitted)}
+    reasons, asked = ask_for_nodes(
+        {u.gang: u.reason for u in (*result.unplaceable, *result.unadmitted)},
+        {gang.key: gang for gang in gathered.gangs}, view.nodepools, state.asked, now,
+        config.asking)
     waiting_since = {gang: state.waiting_since.get(gang, now) for gang in reasons}
     reported = reported_reasons(state.reported, reasons, now, config.pacing.figures_hold_s,
                                 config.pacing.change_gap_s)
@@ -123,7 +128,7 @@ def step(state: State, view: StepView, now: float, config: StepConfig) -> Steppe
         state, admitted=result.admitted, waiting_since=waiting_since,
         finished_uids=gathering.finished_uids, holds=holds, seats=seats,
         unevictable=unevictable, bind_refusals=refusals, reported=reported,
-        logged_reasons=shown, cycles=state.cycles + 1, provisioning=provisioning,
+        logged_reasons=shown, cycles=state.cycles + 1, provisioning=provisioning, asked=asked,
         reclaimed_at=reclaimed,
         estimates=forecast_state.estimates, forecast_from=forecast_state.forecast_from,
         forecast_at=forecast_state.forecast_at, forecast_stale=forecast_state.forecast_stale,
@@ -318,6 +323,8 @@ def threshold_moments(
     moments.extend(state.unevictable.values())
     moments.extend(at + config.reclaim_interval_s for at in state.reclaimed_at.values())
     moments.extend(refusal.until for refusal in state.bind_refusals.values())
+    moments.extend(asked.since + config.asking.node_hold_s if asked.paused_until is None
+                   else asked.paused_until for asked in state.asked.values())
     for provisioning in state.provisioning.values():
         moments.append(provisioning.since + config.provisioning.timeout_s)
         if provisioning.backoff_until is not None:

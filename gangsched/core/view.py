@@ -22,6 +22,7 @@ from gangsched.core.model.objects import (
     DisruptionBudget,
     Gang,
     GangKey,
+    NodePool,
     Pod,
     PodKey,
     Policy,
@@ -105,6 +106,8 @@ class StepView:
     """Pods of ours the core cannot read, and why."""
     budgets: tuple[DisruptionBudget, ...] = ()
     """PodDisruptionBudgets, which preemption may not exceed."""
+    nodepools: tuple[NodePool, ...] = ()
+    """Karpenter's NodePools, where it is installed (core.asking)."""
     queues_settled: frozenset[QueueName] = frozenset()
     """Queues whose status conditions, as last read, already say what their spec does:
     a scheduler with no gang in one has nothing to write there (another may)."""

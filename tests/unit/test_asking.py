@@ -7,12 +7,22 @@ from dataclasses import replace
 from typing import cast
 
 from gangsched.core.actions import GANG_WAITING, GATED, UNSCHEDULABLE, MarkUnschedulable
-from gangsched.core.model.objects import GangKey, QueueSpec
-from gangsched.core.model.resources import Capability
+from gangsched.core.asking import AskLimits
+from gangsched.core.model.objects import (
+    GangKey,
+    NodePool,
+    Pod,
+    PodPlacementRules,
+    QueueSpec,
+    SelectorRequirement,
+)
+from gangsched.core.model.resources import Capability, Resources
+from gangsched.core.reasons import AskingForNodes, NodePoolLimit
 from gangsched.core.state import State
 from gangsched.core.step import StepConfig, Stepped, step
+from gangsched.core.view import StepView
 from tests.unit.test_cycle import DEFAULT, node, pod
-from tests.unit.test_step import Cluster, group, members, view
+from tests.unit.test_step import Cluster, Group, group, members, view
 
 CONFIG = StepConfig(starvation_s=30.0)
 
@@ -93,3 +103,102 @@ def test_a_condition_with_the_right_message_and_the_wrong_reason_is_written_agai
     again = step(first.state, shown, 1001.0, CONFIG)
     assert conditions(again) == {"ns/job-0": GANG_WAITING}
 
+
+
+# ---- with Karpenter's NodePools -----------------------------------------------------------
+
+def pool(name: str = "default", *, cpu: int | None = None, zones: tuple[str, ...] = ()
+         ) -> NodePool:
+    """A NodePool with ``cpu`` cores left under its limits (None: no limits)."""
+    requirements = (SelectorRequirement("topology.kubernetes.io/zone", "In", zones),
+                    ) if zones else ()
+    return NodePool(name, None if cpu is None else (("cpu", cpu * 1000),),
+                    requirements=requirements)
+
+
+def with_pools(cluster: StepView, *pools: NodePool) -> StepView:
+    return replace(cluster, nodepools=pools)
+
+
+def big(name: str, pods: int, *, uid: str = "u1") -> tuple[list[Pod], Group]:
+    """A gang of ``pods`` one-cpu pods, which one 1-cpu node cannot hold."""
+    return members(name, pods), group(name, pods, uid=uid)
+
+
+def test_a_gang_a_nodepool_can_hold_asks_for_nodes_saying_so() -> None:
+    pods, job = big("job", 4)
+    stepped = step(State(), with_pools(view([node("n1", 1)], pods, [job]), pool(cpu=8)),
+                   1000.0, CONFIG)
+    (reason,) = [u.reason for u in stepped.result.unplaceable]
+    said = stepped.state.reported[GangKey("ns/job")].reason
+    assert isinstance(said, AskingForNodes) and said.cause == reason
+    assert (said.pods, said.need.get("cpu")) == (4, 4000)
+    assert set(conditions(stepped).values()) == {UNSCHEDULABLE}
+
+
+def test_a_gang_larger_than_any_nodepools_room_left_does_not_ask() -> None:
+    pods, job = big("job", 4)
+    stepped = step(State(), with_pools(view([node("n1", 1)], pods, [job]), pool(cpu=3)),
+                   1000.0, CONFIG)
+    said = stepped.state.reported[GangKey("ns/job")].reason
+    assert isinstance(said, NodePoolLimit)
+    assert (said.need.get("cpu"), said.headroom, said.ahead) == (
+        4000, (("default", Resources.of({"cpu": 3000})),), ())
+    assert set(conditions(stepped).values()) == {GANG_WAITING}
+
+
+def test_when_the_limit_holds_one_gang_only_the_first_in_order_asks() -> None:
+    """Two gangs of 4 cpu, room left for one: the older asks, the younger waits behind it
+    (Karpenter buys one whole gang, not half of each)."""
+    first, one = big("first", 4)
+    second, two = big("second", 4, uid="u2")
+    second = [replace(p, created=10.0) for p in second]
+    cluster = with_pools(view([node("n1", 1)], [*first, *second], [one, two]), pool(cpu=6))
+    stepped = step(State(), cluster, 1000.0, CONFIG)
+    reported = stepped.state.reported
+    assert isinstance(reported[GangKey("ns/first")].reason, AskingForNodes)
+    behind = reported[GangKey("ns/second")].reason
+    assert isinstance(behind, NodePoolLimit) and behind.ahead == (GangKey("ns/first"),)
+    said = conditions(stepped)
+    assert {said[f"ns/first-{i}"] for i in range(4)} == {UNSCHEDULABLE}
+    assert {said[f"ns/second-{i}"] for i in range(4)} == {GANG_WAITING}
+
+
+def test_a_gang_whose_pods_no_nodepool_makes_nodes_for_does_not_ask() -> None:
+    pods, job = big("job", 4)
+    pods = [replace(p, rules=PodPlacementRules(
+        node_selector=(("topology.kubernetes.io/zone", "c"),))) for p in pods]
+    stepped = step(State(), with_pools(view([node("n1", 1)], pods, [job]),
+                                       pool(zones=("a", "b"))), 1000.0, CONFIG)
+    said = stepped.state.reported[GangKey("ns/job")].reason
+    assert isinstance(said, NodePoolLimit) and said.headroom == ()
+    assert set(conditions(stepped).values()) == {GANG_WAITING}
+    in_b = [replace(p, rules=PodPlacementRules(
+        node_selector=(("topology.kubernetes.io/zone", "b"),))) for p in pods]
+    again = step(State(), with_pools(view([node("n1", 1)], in_b, [job]),
+                                     pool(zones=("a", "b"))), 1000.0, CONFIG)
+    assert isinstance(again.state.reported[GangKey("ns/job")].reason, AskingForNodes)
+
+
+def test_a_gang_asking_too_long_pauses_then_asks_again() -> None:
+    """Asked 300 s without being placed: it stops asking for 300 s (what was bought for it
+    goes back to consolidation), and the step wakes at each end."""
+    pods, job = big("job", 4)
+    cluster = with_pools(view([node("n1", 1)], pods, [job]), pool(cpu=8))
+    config = StepConfig(starvation_s=1e6, asking=AskLimits(node_hold_s=300.0, backoff_s=300.0))
+    state, codes_seen, moments = State(), [], []
+    for now in (1000.0, 1299.0, 1300.0, 1599.0, 1600.0):
+        stepped = step(state, cluster, now, config)
+        state = stepped.state
+        codes_seen.append(state.reported[GangKey("ns/job")].reason.code)
+        moments.append(min(t for t in stepped.thresholds if t > now))
+    assert codes_seen == ["AskingForNodes", "AskingForNodes", "AskingPaused", "AskingPaused",
+                          "AskingForNodes"]
+    assert moments[0] == 1300.0 and moments[2] == 1600.0
+
+
+def test_a_gang_short_of_members_says_so_as_before_where_nodepools_exist() -> None:
+    stepped = step(State(), with_pools(view([node("n1", 2)], members("job", 5),
+                                            [group("job", 8)]), pool(cpu=100)), 1000.0, CONFIG)
+    assert codes(stepped) == {GangKey("ns/job"): "ShortOfMembers"}
+    assert stepped.state.reported[GangKey("ns/job")].reason.code == "ShortOfMembers"

@@ -8,6 +8,7 @@ import click
 from click.testing import CliRunner
 
 from gangsched.cli import _step_options, main
+from gangsched.core.asking import AskLimits
 from gangsched.core.model.objects import Policy
 from gangsched.core.provisioning import ProvisionLimits
 from gangsched.core.step import StepConfig
@@ -76,9 +77,11 @@ def test_the_decision_flags_become_one_step_configuration() -> None:
     result = CliRunner().invoke(probe, [
         "--policy", "spread", "--starvation-seconds", "30", "--replacement-grace-seconds", "5",
         "--provisioning-timeout-seconds", "90", "--no-preemption", "--reclaim",
-        "--reclaim-interval-seconds", "20", "--no-backfill", "--no-disruption-budgets"])
+        "--reclaim-interval-seconds", "20", "--no-backfill", "--no-disruption-budgets",
+        "--node-hold-seconds", "120", "--ask-backoff-seconds", "60"])
     assert result.exit_code == 0, result.output
     assert made == [StepConfig(policy=Policy.SPREAD, starvation_s=30.0, replacement_grace_s=5.0,
                                provisioning=ProvisionLimits(timeout_s=90.0), preemption=False,
                                reclaim=True, reclaim_interval_s=20.0, backfill=False,
-                               disruption_budgets=False)]
+                               disruption_budgets=False,
+                               asking=AskLimits(node_hold_s=120.0, backoff_s=60.0))]

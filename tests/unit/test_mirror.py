@@ -353,6 +353,32 @@ def test_a_budget_owned_by_a_podgroup_is_mirrored_as_that_gangs_own() -> None:
     assert (budgets["ns/job"].group_uid, budgets["ns/mine"].group_uid) == ("pg-1", "")
 
 
+def test_nodepools_are_mirrored_with_the_room_their_limits_leave() -> None:
+    mirror = Mirror(scheduler_names=frozenset({"gang"}))
+    limited = {"apiVersion": "karpenter.sh/v1", "kind": "NodePool",
+               "metadata": {"name": "gpu"},
+               "spec": {"limits": {"cpu": 100, "nvidia.com/gpu": "16", "memory": "64Gi"},
+                        "template": {
+                            "metadata": {"labels": {"team": "ml"}},
+                            "spec": {"requirements": [
+                                {"key": "topology.kubernetes.io/zone", "operator": "In",
+                                 "values": ["a"], "minValues": 1},
+                                {"key": "karpenter.k8s.aws/instance-cpu", "operator": "Gt",
+                                 "values": ["8"]}]}}},
+               "status": {"resources": {"cpu": "96", "nvidia.com/gpu": "20", "nodes": "3"}}}
+    unlimited = {"metadata": {"name": "default"}, "spec": {"template": {"spec": {}}}}
+    broken = {"metadata": {"name": "bad"}, "spec": {"limits": {"cpu": "lots"}}}
+    Feed(mirror).replace("nodepools", [limited, unlimited, broken])
+    pools = mirror.budgets_and_storage.nodepools
+    assert sorted(pools) == ["default", "gpu"], "an unreadable NodePool is left out"
+    gpu = pools["gpu"]
+    assert gpu.headroom == (("cpu", 4000), ("memory", 64 * 2**30), ("nvidia.com/gpu", 0))
+    assert gpu.labels == (("team", "ml"),)
+    assert [(r.key, r.operator, r.values) for r in gpu.requirements] == [
+        ("topology.kubernetes.io/zone", "In", ("a",))]
+    assert pools["default"].headroom is None
+
+
 def claim(name: str, **annotations: str) -> dict[str, Any]:
     return {"kind": "PersistentVolumeClaim",
             "metadata": {"name": name, "namespace": "ns", "annotations": annotations},

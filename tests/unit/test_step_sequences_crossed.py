@@ -6,7 +6,9 @@ shared by the pods of a gang, with admin access), pods in no PodGroup, a
 capped queue tree whose queues close and open again, priorities (a gang with
 one tiny high-priority pod among low ones), preemption and reclaim, backfill
 (expected runtimes), starvation holds and replacement holds, and a Topology of
-blocks and racks that gangs require or prefer a rack of. Between steps
+blocks and racks that gangs require or prefer a rack of, and Karpenter: a
+NodePool appears or changes its cpu limit, and launches nodes that use it
+up. Between steps
 binds succeed, are refused or are lost; claim writes are accepted, refused
 or lost (applied, but the call failed); members terminate, go and come back;
 evicted pods terminate, then go.
@@ -36,7 +38,10 @@ After every step, whatever happened before:
 * a priority preemption evicts only gangs of lower priority, a gang's
   priority being its lowest member's;
 * no gang evicted by reclaim evicts, by priority, the gang it was evicted
-  for (or the reverse) while nothing else changed.
+  for (or the reverse) while nothing else changed;
+* a waiting pod says ``Unschedulable`` exactly when the reason its gang shows
+  wants room (never a NodePool limit or a pause in asking); the gangs asking a
+  NodePool with a limit never ask together for more than it leaves.
 """
 
 from __future__ import annotations
@@ -49,18 +54,19 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from devcluster import fakedriver
-from gangsched.core.actions import Bind, Evict
+from gangsched.core.actions import Bind, Evict, MarkUnschedulable
+from gangsched.core.asking import AskLimits, wants_room
 from gangsched.core.dra.parse import allocation_to_api
 from gangsched.core.dra.placing import ClaimWrite
 from gangsched.core.kubeobjects.podgroups import QUEUE_ANNOTATION
-from gangsched.core.model.objects import Flavor, Gang, GangKey, NodeName, PodKey
+from gangsched.core.model.objects import Flavor, Gang, GangKey, NodeName, NodePool, PodKey
 from gangsched.core.model.resources import CPU, DEVICE_CLASS_PREFIX, Resources
 from gangsched.core.model.runtimes import RUNTIME_ANNOTATION, backfills
 from gangsched.core.placement.capacity import Placement
 from gangsched.core.queues.fairness import gang_order
-from gangsched.core.reasons import Starving
+from gangsched.core.reasons import AskingPaused, NodePoolLimit, Starving
 from gangsched.core.state import bind_refused
-from gangsched.core.step import StepConfig, step
+from gangsched.core.step import StepConfig, Stepped, step
 from gangsched.core.view import StepView
 from gangsched.mirror import Mirror
 from tests.unit.test_step_sequences import (
@@ -78,7 +84,8 @@ from tests.unit.test_step_sequences import (
 )
 
 CONFIG = StepConfig(starvation_s=1.0, replacement_grace_s=3.0, preemption=True, reclaim=True,
-                    preemption_timeout_s=4.0, reclaim_interval_s=2.0)
+                    preemption_timeout_s=4.0, reclaim_interval_s=2.0,
+                    asking=AskLimits(node_hold_s=4.0, backoff_s=3.0))
 
 GPUS = {"n1": ("H100", 4), "n2": ("A100", 4), "n3": ("H100", 0)}
 """Each node's GPU model and count; every node has 4 cpu but n3, which has 2."""
@@ -93,6 +100,10 @@ LEAVES = ("a", "z", "c", "default")
 BLOCK, RACK = "example.com/block", "example.com/rack"
 RACKS = {"n1": ("b0", "r1"), "n2": ("b0", "r2"), "n3": ("b1", "r3")}
 """Each node's block and rack: a Topology ``fabric`` names both levels."""
+LAUNCHED = ("b1", "r4")
+"""The block and rack of every node Karpenter launches."""
+POOL_CPU = (None, 2, 6, 100)
+"""The NodePool's cpu limits, by the index of the event that sets it (None: no limits)."""
 
 
 @dataclass(frozen=True)
@@ -149,6 +160,9 @@ class CrossedWorld(World):
     evicted: list[PodKey] = field(default_factory=list)
     """Victim pods terminating since the last step: they are gone by the next."""
     steps: int = 0
+    nodepool: dict[str, Any] | None = None
+    """Karpenter's one NodePool, once it exists."""
+    launched: int = 0
 
     def spec_of(self, pod: PodKey) -> CrossedSpec:
         spec = self.specs[pod.split("/", 1)[1].rsplit("-", 1)[0]]
@@ -343,7 +357,8 @@ def seen(test: Any) -> Any:
 
 EVENTS = st.lists(
     st.tuples(st.sampled_from(["bind", "bind", "bind", "refuse", "lose", "terminate",
-                               "terminate", "gone", "gone", "again", "again", "close", "open"]),
+                               "terminate", "gone", "gone", "again", "again", "close", "open",
+                               "pool", "launch"]),
               st.integers(0, 20)),
     max_size=8,
 )
@@ -402,13 +417,35 @@ def test_every_policy_keeps_its_promises_with_devices_lone_pods_and_queues_cross
 
 
 def _crossed_happen(world: CrossedWorld, kind: str, index: int) -> None:
-    """A queue closes or opens again, or what happens in the world of plain gangs."""
+    """A queue closes or opens again, Karpenter's NodePool changes or launches a node, or
+    what happens in the world of plain gangs."""
+    if kind in ("pool", "launch"):
+        _karpenter(world, kind, index)
+        return
     if kind not in ("close", "open"):
         _happen(world, kind, index)
         return
     body = world.queues[sorted(world.queues)[index % len(world.queues)]]
     body["spec"]["state"] = "Closed" if kind == "close" else "Open"
     world.feed.upsert_queue(body)
+
+
+def _karpenter(world: CrossedWorld, kind: str, index: int) -> None:
+    """The NodePool appears or its cpu limit changes; or it launches a 4-cpu node, which
+    its status counts against the limit."""
+    if kind == "pool":
+        limit = POOL_CPU[index % len(POOL_CPU)]
+        used = (world.nodepool or {}).get("status", {"resources": {"cpu": "0"}})
+        world.nodepool = {"metadata": {"name": "burst"}, "status": used, "spec": {
+            "template": {"spec": {}}, **({} if limit is None else {"limits": {"cpu": limit}})}}
+    elif world.nodepool is not None:
+        body = node(f"k{world.launched}", 4)
+        body["metadata"]["labels"].update({BLOCK: LAUNCHED[0], RACK: LAUNCHED[1]})
+        world.launched += 1
+        world.feed.upsert("nodes", body)
+        world.nodepool["status"] = {"resources": {"cpu": str(4 * world.launched)}}
+    if world.nodepool is not None:
+        world.feed.upsert("nodepools", world.nodepool)
 
 
 def _resource_claim_controller(world: CrossedWorld) -> None:
@@ -526,8 +563,10 @@ def _crossed_step(world: CrossedWorld) -> None:
     gangs = {gang.key: gang for gang in _gangs(world)}
     devices_before = _free_devices(world)
     preempting = set(world.state.preempting)
-    stepped = step(world.state, StepView(before), world.now, CONFIG)
+    pools = tuple(mirror.budgets_and_storage.nodepools.values())
+    stepped = step(world.state, StepView(before, nodepools=pools), world.now, CONFIG)
     world.state = stepped.state
+    _check_asking(world, stepped, pools)
     world.steps += 1
     for action in stepped.actions:
         if isinstance(action, Evict):
@@ -576,9 +615,31 @@ def _check_one_rack(world: CrossedWorld, binds: list[Placement]) -> None:
         if world.spec_of(placement.assignments[0][0]).level != "required":
             continue
         held = {nodes[key] for key in _placed_members(world, placement.gang) if key in nodes}
-        racks = {RACKS[str(name)][1] for name in held | {n for _, n in placement.assignments}
-                 if name is not None}
+        racks = {RACKS.get(str(name), LAUNCHED)[1]
+                 for name in held | {n for _, n in placement.assignments} if name is not None}
         assert len(racks) == 1, f"{placement.gang} requires one rack, placed in {racks}"
+
+
+def _check_asking(world: CrossedWorld, stepped: Stepped, pools: tuple[NodePool, ...]) -> None:
+    """A waiting pod says ``Unschedulable`` exactly when its gang's reported reason (the one
+    it shows) wants room, so the condition changes only with it; the gangs deciding to
+    ask a NodePool with a limit fit it together."""
+    reported = stepped.state.reported
+    for action in stepped.actions:
+        if not isinstance(action, MarkUnschedulable) or action.gated:
+            continue
+        said = reported.get(world.spec_of(action.pod).gang_of(action.pod))
+        if said is None:
+            continue  # its PodGroup is missing or invalid: it never asks
+        assert action.asks_for_nodes == wants_room(said.reason), (
+            f"{action.pod} asks {action.asks_for_nodes}: {said}")
+        assert not pools or not isinstance(said.reason, NodePoolLimit | AskingPaused) or (
+            not action.asks_for_nodes)
+    if pools and pools[0].headroom is not None:
+        pending = {gang.key: gang.pending for gang in stepped.gathered.gangs}
+        asking = [key for key, asked in stepped.state.asked.items() if asked.paused_until is None]
+        need = Resources.sum(pod.requests for key in asking for pod in pending.get(key, ()))
+        assert pools[0].holds(need), f"{asking} ask {need}, more than {pools[0].headroom}"
 
 
 def _results(raw: dict[str, Any]) -> list[dict[str, Any]]:

@@ -529,6 +529,26 @@ class DisruptionBudget:
 
 
 @dataclass(frozen=True, slots=True)
+class NodePool:
+    """A Karpenter NodePool as asking for nodes reads it: how much more it may launch, and
+    what nodes it makes (its template's labels and requirements)."""
+
+    name: str
+    headroom: tuple[tuple[str, int], ...] | None = None
+    """``spec.limits`` less ``status.resources``, per resource limited, never below zero;
+    None: no limits."""
+    labels: tuple[tuple[str, str], ...] = ()
+    requirements: tuple[SelectorRequirement, ...] = ()
+
+    def holds(self, need: Resources, taken: Resources | None = None) -> bool:
+        """Whether ``need`` stays within its headroom, with ``taken`` of it given already."""
+        if self.headroom is None:
+            return True
+        used = need if taken is None else need + taken
+        return all(used.get(name) <= left for name, left in self.headroom)
+
+
+@dataclass(frozen=True, slots=True)
 class LevelRequest:
     """A gangsched PodGroup's ``spec.topology``: the levels of a Topology, by node label, the
     gang must (``required``) or should (``preferred``) keep to one domain of."""

@@ -11,7 +11,8 @@ Each family of reasons is a module holding its kinds, each kind's wording
 beside its figures (its ``text``): capacity (room on the nodes), domains
 (one topology domain), members (the gang's own pods), queues (queue and
 admission), volumes, devices, rules (inter-pod rules), holding (room held
-for urgent gangs), preemption, and groups (the pod's PodGroup). Tests assert
+for urgent gangs), preemption, groups (the pod's PodGroup) and nodepools
+(asking Karpenter for nodes). Tests assert
 on codes and figures; the report plan (:mod:`gangsched.core.reports.report_plan`)
 decides when a reason is said again.
 
@@ -57,6 +58,7 @@ from gangsched.core.reasons.holding import (
     Urgency,
 )
 from gangsched.core.reasons.members import BindBackoff, Gated, MembersMissing, ShortOfMembers
+from gangsched.core.reasons.nodepools import AskingForNodes, AskingPaused, NodePoolLimit
 from gangsched.core.reasons.preemption import (
     AwaitingVictims,
     BeingPreempted,
@@ -88,6 +90,8 @@ __all__ = [
     "QUEUE_PROBLEMS",
     "AdmissionNoRoom",
     "AdmissionOverCapability",
+    "AskingForNodes",
+    "AskingPaused",
     "AwaitingVictims",
     "BeingPreempted",
     "BindBackoff",
@@ -109,6 +113,7 @@ __all__ = [
     "NoDomainHolds",
     "NoDomainLabel",
     "NoNodes",
+    "NodePoolLimit",
     "NotReclaimable",
     "PartlyBound",
     "PodRulesUnmet",
@@ -152,6 +157,7 @@ Reason = (
     | BeingPreempted | Preempting | AwaitingVictims | ProtectedByBudget | NotReclaimable
     | ProtectedByShare
     | GroupMissing | GroupInvalid
+    | AskingForNodes | NodePoolLimit | AskingPaused
 )
 """A reason as data: every kind has its code, its figures and its wording."""
 
@@ -166,7 +172,8 @@ def causes(reason: Reason) -> Iterator[Reason]:
     yield reason
     match reason:
         case (Starving() | TooBigToHold() | Preempting() | AwaitingVictims() | InDomain()
-              | ProtectedByBudget() | NotReclaimable() | ProtectedByShare()):
+              | ProtectedByBudget() | NotReclaimable() | ProtectedByShare()
+              | AskingForNodes() | NodePoolLimit() | AskingPaused()):
             yield from causes(reason.cause)
         case NoDomainHolds():
             for shown in reason.shown:

@@ -35,6 +35,8 @@ from gangsched.core.model.resources import Resources
 from gangsched.core.queues.fairness import dominant_share
 from gangsched.core.queues.hierarchy import QueueTree, build_tree, deserved_shares
 from gangsched.core.reasons import (
+    AskingForNodes,
+    AskingPaused,
     AwaitingVictims,
     BindBackoff,
     DevicesShort,
@@ -42,6 +44,7 @@ from gangsched.core.reasons import (
     GroupInvalid,
     GroupMissing,
     HeldForStarving,
+    NodePoolLimit,
     NoDomainHolds,
     NotReclaimable,
     Preempting,
@@ -418,5 +421,13 @@ def _steady(reason: Reason) -> object | None:
             return (reason.gangs, reason.budgets, code_of(reason.cause), _steady(reason.cause))
         case NotReclaimable() | ProtectedByShare():
             return (reason.queues, code_of(reason.cause), _steady(reason.cause))
+        case AskingForNodes():
+            return (reason.pods, reason.need, code_of(reason.cause), _steady(reason.cause))
+        case NodePoolLimit():
+            # What each NodePool has left moves with every node Karpenter launches.
+            return (reason.need, tuple(pool for pool, _ in reason.headroom), reason.ahead,
+                    code_of(reason.cause), _steady(reason.cause))
+        case AskingPaused():
+            return (reason.until, code_of(reason.cause), _steady(reason.cause))
         case _:
             return None
