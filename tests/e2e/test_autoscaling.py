@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from devcluster.controlplane import LocalCluster, NodeShape
-from devcluster.karpenter import Karpenter, Ledger, nodepool, running_karpenter
+from devcluster.karpenter import GPU, ZONE_LABEL, Karpenter, Ledger, nodepool, running_karpenter
 from tests.e2e.conftest import SchedulerProcess, start_gangsched, stop_gangsched
 from tests.e2e.scenario import only_nodes, timed
 from tests.e2e.workspace import (
@@ -24,6 +24,7 @@ from tests.e2e.workspace import (
     bound,
     bound_at,
     node_of,
+    phase_of,
     scheduled_condition,
     wait_for,
 )
@@ -104,6 +105,57 @@ def test_a_gang_short_of_members_buys_nothing(autoscaled: Karpenter, ws: Workspa
                  what="the whole gang bound on the nodes bought for it")
         _record(record, ledger)
     assert len(ledger.launched) >= 1
+
+
+def test_a_gang_larger_than_the_nodepool_limit_buys_nothing(
+    autoscaled: Karpenter, ws: Workspace
+) -> None:
+    """Four pods of 3 cpu, one per 4-cpu node, under a limit of 8 cpu: no node is bought,
+    or what was bought goes back within consolidateAfter + 45 s and is not bought again."""
+    autoscaled.apply(nodepool("cpu", limits={"cpu": "8"}, instance_types=("c-4x",),
+                              consolidate_after=f"{CONSOLIDATE_AFTER_S}s"))
+    ws.create(ws.podgroup("big", min_member=4))
+    with Ledger(autoscaled, ws.name) as ledger, timed("autoscaling", "gangsched",
+                                                      case="larger than the limit") as record:
+        ws.create(*(_member(ws, f"big-{i}", "big", cpu="3") for i in range(4)))
+        wait_for(lambda: _waiting(ws, 4), timeout=30, what="the gang to wait")
+        time.sleep(QUIET_S)
+        if ledger.launched:
+            wait_for(lambda: not autoscaled.nodeclaims(), timeout=CONSOLIDATE_AFTER_S + 45,
+                     what="the nodes bought for a gang that cannot fit to be released")
+            released = time.monotonic()
+            time.sleep(120)
+            assert ledger.launched_since(released) == [], "released nodes are not bought again"
+        assert bound(ws.pods().values()) == []
+        _record(record, ledger)
+
+
+def test_two_zone_bound_gangs_under_a_limit_for_one_finish_in_turn(
+    autoscaled: Karpenter, ws: Workspace
+) -> None:
+    """Two 2-GPU gangs, one per zone, under a NodePool limit of 2 GPUs: Karpenter is never
+    asked for half of each (a deadlock); one gang runs, its nodes go, then the other."""
+    autoscaled.apply(nodepool("gpu", limits={GPU: "2", "cpu": "100"},
+                              instance_types=("g-1gpu",),
+                              consolidate_after=f"{CONSOLIDATE_AFTER_S}s"))
+    zones = {"east": "zone-a", "west": "zone-b"}
+    for gang in zones:
+        ws.create(ws.podgroup(gang, min_member=2))
+    # Karpenter orders a batch by cpu, largest first: one larger pod of each gang comes
+    # first, so Karpenter alone buys one node in each zone.
+    with Ledger(autoscaled, ws.name) as ledger, timed("autoscaling", "gangsched",
+                                                      case="two zones, one limit") as record:
+        ws.create(*(_member(ws, f"{gang}-{i}", gang, cpu=("2" if i == 0 else "1"), gpus=1,
+                            run_for="10s", node_selector={ZONE_LABEL: zone})
+                    for i in range(2) for gang, zone in zones.items()))
+        wait_for(lambda: all(phase_of(pod) == "Succeeded" for pod in ws.pods().values()),
+                 timeout=150, what="both gangs to finish")
+        _record(record, ledger)
+    pods = ws.pods()
+    first, second = sorted(zones, key=lambda gang: bound_at(pods[f"{gang}-0"]))
+    assert max(bound_at(pods[f"{first}-{i}"]) for i in range(2)) <= min(
+        bound_at(pods[f"{second}-{i}"]) for i in range(2)), "one gang after the other"
+    assert len(ledger.launched) == 4, "two nodes bought for each gang, none for half of one"
 
 
 def test_consolidation_does_not_disrupt_a_running_gang(
