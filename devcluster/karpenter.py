@@ -88,6 +88,11 @@ def ensure_karpenter() -> Path:
     return Path(out.stdout.strip().splitlines()[-1])
 
 
+def crd(kind: str) -> Path:
+    """One of Karpenter's pinned CRDs (a key of :data:`CRDS`), as the build copied it."""
+    return ensure_karpenter().parent / "crds" / f"{kind}.yaml"
+
+
 def nodepool(
     name: str,
     *,
@@ -141,8 +146,7 @@ class Karpenter:
     def start(self) -> None:
         """CRDs, a Ready KWOKNodeClass, then the process; returns once it answers ready."""
         bin_dir = ensure_karpenter()
-        files = [arg for kind in CRDS
-                 for arg in ("-f", str(bin_dir.parent / "crds" / f"{kind}.yaml"))]
+        files = [arg for kind in CRDS for arg in ("-f", str(crd(kind)))]
         self.cluster.kubectl("apply", "--server-side", "--force-conflicts", *files)
         self.cluster.kubectl("wait", "--for=condition=Established", "--timeout=60s",
                              *(f"crd/{kind}.{group}" for kind, group in CRDS.items()))
