@@ -426,7 +426,7 @@ def explain(target: str, namespace: str | None, kubeconfig: str | None, context:
     from gangsched.clusterobjects import Forbidden, ObjectsError, current_namespace, from_cluster
     from gangsched.core.kubeobjects.groups import gang_key, solo_gang_key
     from gangsched.core.model.objects import PodKey
-    from gangsched.core.reports.explain import Verdict, explain_gang
+    from gangsched.core.reports.explain import Verdict, as_said, explain_gang
 
     kind, _, name = target.rpartition("/")
     if kind not in GROUP_KINDS | POD_KINDS or not name:
@@ -476,7 +476,7 @@ def explain(target: str, namespace: str | None, kubeconfig: str | None, context:
     if key in decision.gathered.theirs:
         _fail(LookupError(f"{what}: PodGroup {key} is another scheduler's: only pods of "
                           f"other schedulers name it"))
-    explanation = explain_gang(decision.input, decision.result, key)
+    explanation = as_said(explain_gang(decision.input, decision.result, key), decision.state)
     if explanation is None:
         _fail(LookupError(f"{what}: PodGroup {key} has finished or is invalid"))
     estimate = decision.state.estimates.get(key)

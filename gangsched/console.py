@@ -106,6 +106,8 @@ def status_rows(
 ) -> tuple[list[QueueRow], list[GroupRow]]:
     reasons = {u.gang: render(u.reason) for u in (*decision.result.unplaceable,
                                                    *decision.result.unadmitted)}
+    # As said on the PodGroups: asking for nodes, or why not (core.asking).
+    reasons.update((gang, said.text) for gang, said in decision.state.reported.items())
     counts = decision.gathered.counts
     groups: list[GroupRow] = []
     pending: dict[QueueName, int] = {}

@@ -22,7 +22,7 @@ import contextlib
 import os
 import platform
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 
 import structlog
@@ -36,7 +36,7 @@ from gangsched.binder import Binder
 from gangsched.core.forecast import Estimate
 from gangsched.core.model.objects import GangKey
 from gangsched.core.stages.cycle import CycleResult
-from gangsched.core.state import State
+from gangsched.core.state import Reported, State
 from gangsched.core.step import StepConfig, step
 from gangsched.core.thresholds import next_threshold
 from gangsched.decisions import step_view
@@ -54,6 +54,10 @@ CYCLE_SECONDS = Histogram(
     buckets=(0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5),
 )
 GANGS_WAITING = Gauge("gangsched_gangs_waiting", "Gangs with pending pods not placed")
+GANGS_ASKING = Gauge("gangsched_gangs_asking_for_nodes",
+                     "Waiting gangs by what they say to Karpenter's NodePools: AskingForNodes, "
+                     "NodePoolLimit or AskingPaused", ["code"])
+ASKING_CODES = ("AskingForNodes", "NodePoolLimit", "AskingPaused")
 ESTIMATED_START = Gauge(
     "gangsched_gang_estimated_start_timestamp_seconds",
     "When a waiting gang is expected to start (seconds since the epoch); gangs whose start "
@@ -237,6 +241,7 @@ class Scheduler:
         self._count(elapsed, stepped.result)
         published = self.state.estimates
         self.state = stepped.state
+        publish_asking(stepped.state.reported.values())
         if stepped.state.estimates is not published:
             publish_estimates(published, stepped.state.estimates)
         self.actuator.carry_out(stepped.actions, view, now, cycle=self._cycle_no,
@@ -278,6 +283,14 @@ class Scheduler:
         CYCLE_SECONDS.observe(elapsed)
         GANGS_WAITING.set(len(result.unplaceable))
         self.on_cycle()
+
+
+def publish_asking(reported: Iterable[Reported]) -> None:
+    """How many waiting gangs ask Karpenter for nodes, wait on a NodePool's limit, or
+    paused asking, by the reason they show."""
+    codes = [said.reason.code for said in reported]
+    for code in ASKING_CODES:
+        GANGS_ASKING.labels(code).set(codes.count(code))
 
 
 def publish_estimates(before: Mapping[GangKey, Estimate], now: Mapping[GangKey, Estimate]) -> None:

@@ -21,6 +21,7 @@ from devcluster.controlplane import LocalCluster, NodeShape
 from devcluster.karpenter import crd
 from tests.e2e.conftest import SchedulerProcess, start_gangsched, stop_gangsched
 from tests.e2e.scenario import only_nodes
+from tests.e2e.test_explain_status import as_json
 from tests.e2e.workspace import Workspace, scheduled_condition, wait_for
 
 SCHEDULER = "gang-nodepools"
@@ -105,9 +106,16 @@ def test_only_gangs_the_nodepool_can_launch_ask_and_only_the_first_while_its_lim
     behind = wait_for(lambda: naming(ws, "second", "NodePool limit"), timeout=30,
                       what="the second PodGroup to name the limit")
     assert f"asking first: gang {ws.name}/first" in behind, behind
-    # Its pods said GangWaiting while it was short of members too: wait for the limit.
+    # Its pods said GangWaiting while it was still short of members, too.
     wait_for(lambda: naming(ws, "huge", "NodePool limit"), timeout=30,
-             what="the gang over the NodePool's limit to name it")
+             what="the PodGroup over the limit to name it")
+    assert says(ws, "huge-", "GangWaiting")
+    # explain decides as the scheduler does, NodePools included.
+    codes = {name: as_json(cluster, "explain", f"podgroup/{name}", "-n", ws.name,
+                           f"--scheduler-name={SCHEDULER}", expect=3)["code"]
+             for name in ("first", "second", "huge", "short")}
+    assert codes == {"first": "AskingForNodes", "second": "NodePoolLimit",
+                     "huge": "NodePoolLimit", "short": "ShortOfMembers"}
 
     # Room for both (9 cpu left): the second asks too; the 8 cpu of the third would not
     # be left once they have theirs, so it still does not.

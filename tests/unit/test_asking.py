@@ -6,6 +6,8 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import cast
 
+from prometheus_client import REGISTRY
+
 from gangsched.core.actions import GANG_WAITING, GATED, UNSCHEDULABLE, MarkUnschedulable
 from gangsched.core.asking import AskLimits
 from gangsched.core.model.objects import (
@@ -21,6 +23,7 @@ from gangsched.core.reasons import AskingForNodes, NodePoolLimit
 from gangsched.core.state import State
 from gangsched.core.step import StepConfig, Stepped, step
 from gangsched.core.view import StepView
+from gangsched.scheduler import publish_asking
 from tests.unit.test_cycle import DEFAULT, node, pod
 from tests.unit.test_step import Cluster, Group, group, members, view
 
@@ -202,3 +205,16 @@ def test_a_gang_short_of_members_says_so_as_before_where_nodepools_exist() -> No
                                             [group("job", 8)]), pool(cpu=100)), 1000.0, CONFIG)
     assert codes(stepped) == {GangKey("ns/job"): "ShortOfMembers"}
     assert stepped.state.reported[GangKey("ns/job")].reason.code == "ShortOfMembers"
+
+
+def test_the_gangs_asking_waiting_on_a_limit_or_paused_are_counted_by_code() -> None:
+    first, one = big("first", 4)
+    second, two = big("second", 4, uid="u2")
+    second = [replace(p, created=10.0) for p in second]
+    stepped = step(State(), with_pools(view([node("n1", 1)], [*first, *second], [one, two]),
+                                       pool(cpu=6)), 1000.0, CONFIG)
+    publish_asking(stepped.state.reported.values())
+    counted = {code: REGISTRY.get_sample_value("gangsched_gangs_asking_for_nodes",
+                                               {"code": code})
+               for code in ("AskingForNodes", "NodePoolLimit", "AskingPaused")}
+    assert counted == {"AskingForNodes": 1.0, "NodePoolLimit": 1.0, "AskingPaused": 0.0}

@@ -11,7 +11,7 @@ explanation cannot disagree with the decision.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import StrEnum
 from fractions import Fraction
 
@@ -49,6 +49,7 @@ from gangsched.core.reasons import (
     describe_request,
 )
 from gangsched.core.stages.cycle import CycleInput, CycleResult, outstanding
+from gangsched.core.state import State
 
 __all__ = ["Explanation", "NodeFit", "ShapeNeed", "Verdict", "explain_gang"]
 
@@ -295,6 +296,15 @@ def explain_gang(inp: CycleInput, result: CycleResult, key: GangKey) -> Explanat
         remedies=_remedies(shapes, verdict, reason, reserved, gang.queue, capability),
         preempts=next((p.victims for p in result.preemptions if p.preemptor == key), ()),
     )
+
+
+def as_said(explanation: Explanation | None, state: State) -> Explanation | None:
+    """The explanation with the gang's reason as its pods and PodGroup say it: where
+    Karpenter's NodePools are served, asking for nodes or why not (core.asking)."""
+    if explanation is None or explanation.reason is None:
+        return explanation
+    said = state.reported.get(explanation.gang)
+    return explanation if said is None else replace(explanation, reason=said.reason)
 
 
 def _held_for_a_starving_gang(reason: Reason | None) -> bool:
