@@ -104,10 +104,10 @@ class QueueRow:
 def status_rows(
     view: View, decision: Stepped, now: float
 ) -> tuple[list[QueueRow], list[GroupRow]]:
-    reasons = {u.gang: render(u.reason) for u in (*decision.result.unplaceable,
-                                                   *decision.result.unadmitted)}
+    said = decision.state.reported
     # As said on the PodGroups: asking for nodes, or why not (core.asking).
-    reasons.update((gang, said.text) for gang, said in decision.state.reported.items())
+    reasons = {u.gang: said[u.gang].text if u.gang in said else render(u.reason)
+               for u in (*decision.result.unplaceable, *decision.result.unadmitted)}
     counts = decision.gathered.counts
     groups: list[GroupRow] = []
     pending: dict[QueueName, int] = {}

@@ -292,6 +292,10 @@ def can(cluster: LocalCluster, verb: str, resource: str, *extra: str) -> bool:
         ("patch", "podgroups.scheduling.k8s.io", ("--subresource=status", "-n", "team-a")),
         ("watch", "workloads.scheduling.k8s.io", ("--all-namespaces",)),
         ("patch", "resourceclaims.resource.k8s.io", ("--subresource=binding", "-n", "team-a")),
+        # A running gang's own budget, made when it is bound whole and deleted before
+        # preemption evicts it whole.
+        ("create", "poddisruptionbudgets.policy", ("-n", "team-a")),
+        ("delete", "poddisruptionbudgets.policy", ("-n", "team-a")),
     ],
 )
 def test_service_account_may_do_what_scheduling_needs(
@@ -314,7 +318,7 @@ def test_service_account_may_do_what_scheduling_needs(
         ("patch", "podgroups.scheduling.k8s.io", ("-n", "team-a")),
         ("patch", "workloads.scheduling.k8s.io", ("-n", "team-a")),
         ("delete", "customresourcedefinitions.apiextensions.k8s.io", ()),
-        ("delete", "poddisruptionbudgets.policy", ("-n", "team-a")),
+        ("update", "poddisruptionbudgets.policy", ("-n", "team-a")),
         ("delete", "persistentvolumeclaims", ("-n", "team-a")),
         ("create", "persistentvolumes", ()),
         ("delete", "volumeattachments.storage.k8s.io", ()),
