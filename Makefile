@@ -16,7 +16,7 @@ PYTEST_ARGS ?=
 ACTIONLINT_VERSION ?= v1.7.12
 ACTIONLINT := $(HOME)/.cache/gangsched/actionlint-$(ACTIONLINT_VERSION)/actionlint
 
-.PHONY: test test-versions unit e2e lint lock docs actionlint image binaries cluster-up cluster-down demo demo-peers kind-demo bench bench-core bench-scenarios bench-scheduler bench-latency bench-scale bench-soak bench-oracle bench-full-cycle bench-eta bench-dra bench-dra-oracle bench-rules clean
+.PHONY: test test-versions unit e2e lint lock docs actionlint image binaries cluster-up cluster-down demo demo-peers demo-autoscaling kind-demo bench bench-core bench-scenarios bench-scheduler bench-latency bench-scale bench-soak bench-oracle bench-full-cycle bench-eta bench-dra bench-dra-oracle bench-rules clean
 
 LOCK := requirements.lock
 
@@ -39,13 +39,14 @@ docs: $(VENV)/.installed
 
 ## Build (or reuse from ~/.cache/gangsched) the pinned control-plane binaries, promtool and
 ## the peers and clients the suite runs (Kueue and vc-controller-manager alone of the peers,
-## ray-operator).
+## ray-operator, Karpenter's KWOK provider: the autoscaler of the end-to-end suite).
 binaries:
 	@bash cluster/build.sh >/dev/null
 	@bash cluster/build.sh promtool >/dev/null
 	@bash cluster/build.sh peers kueue >/dev/null
 	@bash cluster/build.sh volcano-controller >/dev/null
 	@bash cluster/build.sh kuberay >/dev/null
+	@bash cluster/build.sh karpenter >/dev/null
 
 ## The whole suite: lint and types, unit tests, end-to-end tests on a real control plane.
 test: $(VENV)/.installed binaries lint
@@ -104,6 +105,10 @@ demo: $(VENV)/.installed binaries
 demo-peers: $(VENV)/.installed binaries
 	@bash cluster/build.sh peers >/dev/null
 	@$(BIN)/python -m demo --peers --out demo-out/peers
+
+## Gangs on nodes Karpenter buys: kube-scheduler and gangsched, each with Karpenter, side by side.
+demo-autoscaling: $(VENV)/.installed binaries
+	@$(BIN)/python -m demo --scenario autoscaling --contender kube-scheduler --contender gangsched
 
 ## For machines with Docker: a kind cluster, the image built and loaded, helm install, the examples.
 kind-demo:

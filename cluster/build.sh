@@ -17,6 +17,9 @@
 # builds Kueue alone there (what the end-to-end suite runs, and `make binaries` builds),
 # and `build.sh volcano-controller` only vc-controller-manager and Volcano's CRDs, under
 # the same key, for the suite's Volcano Jobs.
+# `build.sh karpenter` for Karpenter's KWOK provider (it needs a newer Go
+# toolchain, which GOTOOLCHAIN fetches through the proxy), its CRDs copied
+# beside bin/ (NodePool, NodeClaim, NodeOverlay, KWOKNodeClass).
 #
 # `build.sh kube VERSION` builds another Kubernetes release's kube-apiserver and
 # kube-controller-manager (what `make test-versions` runs), from a module
@@ -54,6 +57,9 @@ if [ "${1:-}" = kuberay ]; then
 fi
 if [ "${1:-}" = promtool ]; then
   key="promtool-${PROMETHEUS_VERSION}"
+fi
+if [ "${1:-}" = karpenter ]; then
+  key="karpenter-${KARPENTER_VERSION}"
 fi
 cache="${GANGSCHED_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/gangsched}"
 bin="$cache/$key/bin"
@@ -244,6 +250,25 @@ fi
 
 if [ "${1:-}" = promtool ]; then
   install_tool promtool "github.com/prometheus/prometheus/cmd/promtool@${PROMETHEUS_VERSION}"
+  [ $((SECONDS - started)) -gt 1 ] && say "done in $((SECONDS - started)) s"
+  echo "$bin"
+  exit 0
+fi
+
+if [ "${1:-}" = karpenter ]; then
+  if [ ! -x "$bin/karpenter" ]; then # its main package is named kwok
+    GOTOOLCHAIN="$KARPENTER_GO" install_tool kwok "sigs.k8s.io/karpenter/kwok@${KARPENTER_VERSION}"
+    mv "$bin/kwok" "$bin/karpenter"
+  fi
+  if [ ! -f "$cache/$key/crds/kwoknodeclasses.yaml" ]; then
+    src="$(GOTOOLCHAIN="$KARPENTER_GO" module_dir "sigs.k8s.io/karpenter@${KARPENTER_VERSION}")"
+    mkdir -p "$cache/$key/crds"
+    for kind in nodepools nodeclaims nodeoverlays; do
+      cp "$src/pkg/apis/crds/karpenter.sh_$kind.yaml" "$cache/$key/crds/$kind.yaml"
+    done
+    cp "$src/kwok/apis/crds/karpenter.kwok.sh_kwoknodeclasses.yaml" "$cache/$key/crds/kwoknodeclasses.yaml"
+    chmod u+w "$cache/$key/crds"/*.yaml
+  fi
   [ $((SECONDS - started)) -gt 1 ] && say "done in $((SECONDS - started)) s"
   echo "$bin"
   exit 0

@@ -30,9 +30,10 @@ from rich.table import Table
 from demo.comparison import write_comparison
 from demo.contenders import CONTENDERS, PEERS, Contender
 from demo.report import draw_timeline, outcome, write_html, write_json
-from demo.scenarios import SCENARIOS, Scenario, bound_pods
+from demo.scenarios import SCENARIOS, Autoscaling, Scenario, bound_pods
 from demo.timeline import Recorder, Run, RunSummary, summarize
 from devcluster.controlplane import ClusterOptions, LocalCluster, ensure_binaries
+from devcluster.karpenter import Karpenter, running_karpenter
 from devcluster.peers import ensure_peer_binaries, peer
 from tests.e2e.scenario import only_nodes
 from tests.e2e.workspace import Workspace
@@ -81,10 +82,15 @@ def progress(contender: Contender, scenario: Scenario, recorder: Recorder, now: 
 
 
 def run_scenario(cluster: LocalCluster, contender: Contender, make: type[Scenario],
-                 live: Live) -> Run:
+                 live: Live, karpenter: Karpenter | None) -> Run:
     ws = Workspace(cluster)
     scenario = make(ws, contender)
     only_nodes(cluster, scenario.nodes, scenario.shape)
+    autoscaled = karpenter if make.nodepools else None
+    if autoscaled is not None:
+        autoscaled.apply(*make.nodepools)
+    # A run on bought nodes lasts its horizon: what its nodes cost is the point.
+    horizon = scenario.horizon_s if isinstance(scenario, Autoscaling) else 0.0
     recorder = Recorder()
     started = time.monotonic()
     finished_at: float | None = None
@@ -95,6 +101,9 @@ def run_scenario(cluster: LocalCluster, contender: Contender, make: type[Scenari
             pods = ws.pods()
             recorder.observe(pods, now)
             scenario.step(pods, now)
+            if autoscaled is not None and isinstance(scenario, Autoscaling):
+                recorder.observe_nodes({node["metadata"]["name"] for node in autoscaled.nodes()},
+                                       scenario.working_nodes(pods), now)
             live.update(progress(contender, scenario, recorder, now, len(pods),
                                  bound_pods(pods)))
             if scenario.finished() == scenario.jobs:
@@ -102,12 +111,14 @@ def run_scenario(cluster: LocalCluster, contender: Contender, make: type[Scenari
                 recorder.observe(ws.pods(), time.monotonic() - started)
                 finished_at = now
                 break
-            if now - recorder.last_change > STALL_S or now > MAX_S:
+            if (now - recorder.last_change > STALL_S and now >= horizon) or now > MAX_S:
                 break
             time.sleep(POLL_S)
         ended = time.monotonic() - started
     finally:
         ws.close()
+        if autoscaled is not None:
+            autoscaled.clear()
     run = summarize(scenario.title, contender.title, scenario.jobs, scenario.finished(),
                     recorder, ended, finished_at, scenario.racks)
     live.console.print(f"[bold]{contender.title}[/bold] · {scenario.short}: "
@@ -136,7 +147,15 @@ def run_contender(contender: Contender, scenarios: Sequence[type[Scenario]], bin
                 if contender.peer:
                     live.update(f"starting {contender.title}…")
                     stack.enter_context(peer(contender.peer, cluster, cluster.logs))
-                return [run_scenario(cluster, contender, make, live) for make in scenarios]
+                karpenter = None
+                if any(make.nodepools for make in scenarios):
+                    live.update("starting Karpenter…")
+                    karpenter = stack.enter_context(running_karpenter(
+                        cluster, Path(workdir) / "karpenter", batch_idle="1s", batch_max="3s"))
+                    stack.callback(shutil.copy, karpenter.log_path,
+                                   logs / f"{contender.key}-karpenter.log")
+                return [run_scenario(cluster, contender, make, live, karpenter)
+                        for make in scenarios]
         finally:
             cluster.stop()
             for log in cluster.logs.glob("*.log"):
@@ -157,10 +176,15 @@ def summary_table(summaries: list[list[RunSummary]], contenders: Sequence[Conten
                                     else f"{r.seconds:g}s" for r in runs))
         table.add_row("", "pods bound", *(f"{r.pods_bound} of {r.pods}" for r in runs))
         table.add_row("", "partly bound", *(f"{r.partly_bound_s:g}s" for r in runs),
-                      end_section=runs[0].jobs_split is None)
+                      end_section=runs[0].jobs_split is None
+                      and not any(r.nodes_bought is not None for r in runs))
         if runs[0].jobs_split is not None:
             table.add_row("", "split across racks",
                           *(f"{r.jobs_split} of {r.jobs} jobs" for r in runs), end_section=True)
+        if any(r.nodes_bought is not None for r in runs):
+            table.add_row("", "nodes bought", *(f"{r.nodes_bought}" for r in runs))
+            table.add_row("", "idle node-s", *(f"{r.idle_node_s:g}" for r in runs),
+                          end_section=True)
     return table
 
 
@@ -175,14 +199,16 @@ def summary_table(summaries: list[list[RunSummary]], contenders: Sequence[Conten
               type=click.Choice([c.key for c in (*CONTENDERS, *PEERS)]),
               help="Run only these schedulers (repeatable); all by default.")
 @click.option("--scenario", "only_scenarios", multiple=True,
-              type=click.Choice([s.key for s in SCENARIOS]),
-              help="Run only these scenarios (repeatable); all by default.")
+              type=click.Choice([s.key for s in (*SCENARIOS, Autoscaling)]),
+              help="Run only these scenarios (repeatable); all but autoscaling by default.")
 def main(out: Path, peers: bool, only: tuple[str, ...], only_scenarios: tuple[str, ...]) -> None:
     """Run the seed workloads under each scheduler and write demo-out/."""
     console = Console()
     contenders = ([c for c in (*CONTENDERS, *PEERS) if c.key in only] if only
                   else [*CONTENDERS, *(PEERS if peers else ())])
-    scenarios = [s for s in SCENARIOS if not only_scenarios or s.key in only_scenarios]
+    scenarios: list[type[Scenario]] = [
+        s for s in (*SCENARIOS, Autoscaling)
+        if (s.key in only_scenarios if only_scenarios else s in SCENARIOS)]
     out.mkdir(parents=True, exist_ok=True)
     logs = out / "logs"
     shutil.rmtree(logs, ignore_errors=True)

@@ -23,6 +23,7 @@ from demo.timeline import JOB_LABEL
 from devcluster import fakedriver
 from devcluster.controlplane import NodeShape
 from devcluster.fakedriver import claim_template, claiming
+from devcluster.karpenter import GPU, nodepool
 from tests.e2e.workspace import Workspace, node_of, phase_of
 
 Pods = Mapping[str, Mapping[str, Any]]
@@ -39,6 +40,9 @@ class Scenario(Protocol):
     nodes: int
     shape: NodeShape
     jobs: int
+    nodepools: ClassVar[tuple[Mapping[str, Any], ...]]
+    """Karpenter's NodePools: a scenario that names some runs with Karpenter buying its
+    nodes (:mod:`devcluster.karpenter`), on none of ``nodes`` of its own."""
 
     def __init__(self, ws: Workspace, contender: Contender) -> None: ...
 
@@ -76,6 +80,7 @@ class Spark:
     title: ClassVar[str] = "Spark: 6 jobs x (driver + 2 executors) on 6 CPUs"
     short: ClassVar[str] = "Spark, 6 jobs on 6 CPUs"
     racks: ClassVar[Mapping[str, str]] = {}
+    nodepools: ClassVar[tuple[Mapping[str, Any], ...]] = ()
     nodes: int = 3
     shape: NodeShape = field(default_factory=lambda: NodeShape(cpu="2", memory="8Gi"))
     jobs: int = 6
@@ -120,6 +125,7 @@ class GpuBlocker:
     title: ClassVar[str] = "GPU blocker: 2-worker job, one of 2 GPUs held for 4 s"
     short: ClassVar[str] = "GPU blocker"
     racks: ClassVar[Mapping[str, str]] = {}
+    nodepools: ClassVar[tuple[Mapping[str, Any], ...]] = ()
     nodes: int = 2
     shape: NodeShape = field(default_factory=lambda: NodeShape(cpu="8", memory="32Gi", gpus=1))
     jobs: int = 1
@@ -188,6 +194,7 @@ class Training:
     title: ClassVar[str] = "Training: 3 jobs x 4 GPU workers on 4 GPUs"
     short: ClassVar[str] = "Training, 3 jobs on 4 GPUs"
     racks: ClassVar[Mapping[str, str]] = {}
+    nodepools: ClassVar[tuple[Mapping[str, Any], ...]] = ()
     nodes: int = 2
     shape: NodeShape = field(default_factory=lambda: NodeShape(cpu="8", memory="32Gi", gpus=2))
     jobs: int = 3
@@ -236,6 +243,7 @@ class Cliques:
     title: ClassVar[str] = "DRA: 4 jobs x 8 GPUs, a clique of 4 per worker, on 3 nodes x 8 GPUs"
     short: ClassVar[str] = "DRA cliques, 4 jobs on 24 GPUs"
     racks: ClassVar[Mapping[str, str]] = {}
+    nodepools: ClassVar[tuple[Mapping[str, Any], ...]] = ()
     nodes: int = 3
     shape: NodeShape = field(default_factory=lambda: NodeShape(cpu="16", memory="64Gi"))
     jobs: int = 4
@@ -305,6 +313,7 @@ class Racks:
     title: ClassVar[str] = "Racks: 2 jobs x 8 GPUs on 2 racks of 3 nodes x 4 GPUs"
     short: ClassVar[str] = "Racks, 2 jobs of 8 GPUs"
     racks: ClassVar[Mapping[str, str]] = {f"node-{i}": f"r{i % 2}" for i in range(6)}
+    nodepools: ClassVar[tuple[Mapping[str, Any], ...]] = ()
     nodes: int = 6
     shape: NodeShape = field(default_factory=lambda: NodeShape(cpu="8", memory="32Gi", gpus=4))
     jobs: int = 2
@@ -357,7 +366,65 @@ class Racks:
         return len(self.done)
 
 
+@dataclass
+class Autoscaling:
+    """Three jobs of 4 one-GPU workers on a cluster of no node, Karpenter buying 1-GPU
+    nodes for what waits; the last job's fourth worker never comes (its operator is held
+    by a quota), so that job is a partial gang for as long as the run lasts.
+
+    The run lasts ``horizon_s`` at least: long enough to see what a partial gang's
+    bought nodes cost while the whole jobs have long finished.
+    """
+
+    ws: Workspace
+    contender: Contender
+    key: ClassVar[str] = "autoscaling"
+    title: ClassVar[str] = ("Autoscaling: 3 jobs x 4 GPU workers, one short of a worker, "
+                            "on nodes Karpenter buys")
+    short: ClassVar[str] = "Autoscaling, a job short"
+    nodepools: ClassVar[tuple[Mapping[str, Any], ...]] = (
+        nodepool("gpu", limits={GPU: "16", "cpu": "100"}, instance_types=("g-1gpu",)),)
+    racks: ClassVar[Mapping[str, str]] = {}
+    nodes: int = 0
+    shape: NodeShape = field(default_factory=NodeShape)
+    jobs: int = 2
+    workers: int = 4
+    horizon_s: float = 40.0
+    now: float = 0.0
+    all_running: dict[str, float] = field(default_factory=dict)
+    done: set[str] = field(default_factory=set)
+
+    def _names(self, job: str) -> list[str]:
+        return [f"{job}-worker-{i}" for i in range(self.workers)]
+
+    def submit(self) -> None:
+        jobs = [Gang(f"job-{j}", self.workers) for j in range(self.jobs + 1)]
+        for job in jobs:
+            _declare(self.ws, self.contender, job)
+        for i in range(self.workers):
+            for job in jobs:
+                if job != jobs[-1] or i < self.workers - 1:
+                    self.ws.create(_pod(self.ws, self.contender, f"{job.name}-worker-{i}", job,
+                                        gpus=1))
+
+    def step(self, pods: Pods, now: float) -> None:
+        self.now = now
+        _train(self, pods, now, "job")
+
+    def finished(self) -> int:
+        """The whole jobs done, once the horizon is reached (the short one never is)."""
+        return len(self.done) if self.now >= self.horizon_s else 0
+
+    def working_nodes(self, pods: Pods) -> set[str]:
+        """Nodes a worker of a job training (all its workers running) is on: a bought
+        node on none of them stands idle, whatever waits on it."""
+        return {node for job, _ in self.all_running.items() if job not in self.done
+                for name in self._names(job) if (node := node_of(pods.get(name, {})))}
+
+
 SCENARIOS = (Spark, GpuBlocker, Training, Cliques, Racks)
+"""What ``make demo`` runs; :class:`Autoscaling` needs Karpenter and runs alone
+(``make demo-autoscaling``)."""
 
 
 def bound_pods(pods: Pods) -> int:

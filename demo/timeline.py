@@ -34,7 +34,11 @@ class Recorder:
     last_change: float = 0.0
     partly_bound_s: float = 0.0
     most_partly_bound: int = 0
+    bought: set[str] | None = None
+    """Nodes Karpenter made during the run, where it runs (None elsewhere)."""
+    idle_node_s: float = 0.0
     _last_seen: float = 0.0
+    _nodes_seen: float = 0.0
 
     def observe(self, pods: Mapping[str, Mapping[str, Any]], now: float) -> None:
         for name, pod in pods.items():
@@ -64,6 +68,12 @@ class Recorder:
         self.most_partly_bound = max(self.most_partly_bound, partly)
         self._last_seen = now
 
+    def observe_nodes(self, nodes: set[str], working: set[str], now: float) -> None:
+        """Karpenter's nodes at ``now``: those that no working pod is on stand idle."""
+        self.bought = (self.bought or set()) | nodes
+        self.idle_node_s += (now - self._nodes_seen) * len(nodes - working)
+        self._nodes_seen = now
+
     def partly_bound_jobs(self) -> int:
         """Jobs holding nodes with some pods while others of theirs wait: the deadlock's mark."""
         bound: dict[str, int] = {}
@@ -91,6 +101,9 @@ class RunSummary:
     most_partly_bound: int
     jobs_split: int | None = None
     """Jobs whose pods were bound in more than one rack; None where nodes have no racks."""
+    nodes_bought: int | None = None
+    idle_node_s: float | None = None
+    """Node-seconds of bought nodes with no pod doing work on them, where Karpenter runs."""
 
     def as_json(self) -> dict[str, Any]:
         return {k: getattr(self, k) for k in self.__dataclass_fields__}
@@ -128,5 +141,7 @@ def summarize(scenario: str, contender: str, jobs: int, finished: int, recorder:
         partly_bound_s=round(recorder.partly_bound_s, 1),
         most_partly_bound=recorder.most_partly_bound,
         jobs_split=split,
+        nodes_bought=None if recorder.bought is None else len(recorder.bought),
+        idle_node_s=None if recorder.bought is None else round(recorder.idle_node_s, 1),
     )
     return Run(summary, tracks, ended)

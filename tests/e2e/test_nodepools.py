@@ -2,16 +2,14 @@
 gang some NodePool can launch whole asks for nodes (``PodScheduled=False/Unschedulable``),
 and when the NodePool's limits bind only the first gang in gangsched's order asks.
 
-The NodePool CRD is the pinned Karpenter module's own, fetched through the Go module proxy
-(cached in the module cache); each NodePool's ``status.resources`` is written through its
-status subresource, as Karpenter writes it.
+The NodePool CRD is the pinned Karpenter's own (``cluster/build.sh karpenter``); each
+NodePool's ``status.resources`` is written through its status subresource, as Karpenter
+writes it.
 """
 
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,30 +18,19 @@ from typing import Any
 import pytest
 
 from devcluster.controlplane import LocalCluster, NodeShape
+from devcluster.karpenter import crd
 from tests.e2e.conftest import SchedulerProcess, start_gangsched, stop_gangsched
 from tests.e2e.scenario import only_nodes
 from tests.e2e.test_explain_status import as_json
 from tests.e2e.workspace import Workspace, scheduled_condition, wait_for
 
-KARPENTER_MODULE = "sigs.k8s.io/karpenter@v1.15.0"
-GO_TOOLCHAIN = "go1.26.9"
-"""The Go release the module asks for (its go.mod), fetched through the proxy if missing."""
 SCHEDULER = "gang-nodepools"
 POOL = "burst"
 
 
-def nodepool_crd() -> Path:
-    """The NodePool CRD of the pinned Karpenter module (``go mod download``: the proxy
-    once, the module cache after)."""
-    found = subprocess.run(["nice", "-n", "10", "go", "mod", "download", "-json",
-                            KARPENTER_MODULE], capture_output=True, text=True, check=True,
-                           env={**os.environ, "GOTOOLCHAIN": GO_TOOLCHAIN})
-    return Path(json.loads(found.stdout)["Dir"]) / "pkg/apis/crds/karpenter.sh_nodepools.yaml"
-
-
 @pytest.fixture(scope="module")
 def nodepools_served(cluster: LocalCluster) -> None:
-    cluster.kubectl("apply", "--server-side", "-f", str(nodepool_crd()))
+    cluster.kubectl("apply", "--server-side", "-f", str(crd("nodepools")))
     cluster.kubectl("wait", "--for=condition=Established", "--timeout=60s",
                     "crd/nodepools.karpenter.sh")
 

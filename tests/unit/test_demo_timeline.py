@@ -49,3 +49,18 @@ def test_a_job_whose_pods_are_bound_in_two_racks_counts_as_split() -> None:
     summary = summarize("racks", "kube-scheduler", 2, 0, recorder, 1.0, None, racks).summary
     assert summary.jobs_split == 1
     assert summarize("racks", "x", 2, 0, recorder, 1.0, None).summary.jobs_split is None
+
+
+def test_a_bought_node_with_no_working_pod_on_it_counts_idle() -> None:
+    recorder = Recorder()
+    recorder.observe_nodes(set(), set(), 0.0)
+    recorder.observe_nodes({"n0", "n1"}, set(), 2.0)
+    recorder.observe_nodes({"n0", "n1"}, {"n0"}, 5.0)
+    recorder.observe_nodes({"n1"}, set(), 6.0)
+    summary = summarize("autoscaling", "gangsched", 1, 1, recorder, 6.0, 6.0).summary
+    assert (summary.nodes_bought, summary.idle_node_s) == (2, 2 * 2 + 3 + 1)
+
+
+def test_a_run_without_bought_nodes_has_no_idle_figure() -> None:
+    summary = summarize("spark", "gangsched", 1, 1, Recorder(), 1.0, 1.0).summary
+    assert (summary.nodes_bought, summary.idle_node_s) == (None, None)
