@@ -16,7 +16,7 @@ PYTEST_ARGS ?=
 ACTIONLINT_VERSION ?= v1.7.12
 ACTIONLINT := $(HOME)/.cache/gangsched/actionlint-$(ACTIONLINT_VERSION)/actionlint
 
-.PHONY: test test-versions unit e2e lint lock docs actionlint image binaries cluster-up cluster-down demo demo-peers demo-autoscaling kind-demo bench bench-core bench-scenarios bench-scheduler bench-latency bench-scale bench-soak bench-oracle bench-full-cycle bench-eta bench-dra bench-dra-oracle bench-rules clean
+.PHONY: test test-versions unit e2e lint lock docs actionlint image binaries cluster-up cluster-down demo demo-peers demo-autoscaling kind-demo bench bench-core bench-scenarios bench-scheduler bench-latency bench-scale bench-topology bench-soak bench-oracle bench-full-cycle bench-eta bench-dra bench-dra-oracle bench-rules clean
 
 LOCK := requirements.lock
 
@@ -167,6 +167,11 @@ bench-latency: $(VENV)/.installed binaries
 ## 5,000 nodes and 20,000 pods, half of them waiting: cycle times, idle cycle, peak memory.
 bench-scale: $(VENV)/.installed binaries
 	$(BIN)/python -m bench.scale
+
+## Not part of `bench`: a seeded trace of topology gangs on 1,024 nodes in blocks and racks,
+## gangsched and kube-scheduler's native gangs in turn; `NODES=128` for a quick look.
+bench-topology: $(VENV)/.installed binaries
+	$(BIN)/python -m bench.topology $(if $(NODES),--nodes $(NODES))
 
 ## Not part of `bench`: gangs replaced at a steady rate for SOAK_MINUTES (30), memory and
 ## write queue sampled; `make bench-soak SOAK_MINUTES=5` for a shorter run.

@@ -415,6 +415,13 @@ def add_nodes(cluster: LocalCluster, count: int, shape: NodeShape, prefix: str,
     does not scale to thousands); returns the seconds taken."""
     started = time.monotonic()
     cluster.ensure_nodes(count, shape, prefix=prefix, wait=False)
+    wait_ready(cluster, prefix, count, timeout)
+    return time.monotonic() - started
+
+
+def wait_ready(cluster: LocalCluster, prefix: str, count: int, timeout: float = 600) -> None:
+    """Wait until ``count`` nodes named ``{prefix}-…`` are Ready, listing them in pages."""
+    started = time.monotonic()
     api = cluster.client
     while True:
         ready = 0
@@ -434,7 +441,7 @@ def add_nodes(cluster: LocalCluster, count: int, shape: NodeShape, prefix: str,
                 break
             params = {"limit": "1000", "continue": token}
         if ready >= count:
-            return time.monotonic() - started
+            return
         if time.monotonic() - started > timeout:
             raise RuntimeError(f"{ready}/{count} nodes Ready after {timeout}s")
         time.sleep(1.0)

@@ -1,0 +1,95 @@
+"""The topology benchmark's trace and figures: what its published ratios rest on."""
+
+from __future__ import annotations
+
+from bench.topology import (
+    BLOCK,
+    HOST,
+    KINDS,
+    NODE_GPUS,
+    RACK,
+    Fabric,
+    SubGroup,
+    TraceGang,
+    fragmentation,
+    gangsched_manifests,
+    in_target,
+    largest_free,
+    native_manifests,
+    trace,
+    trace_figures,
+)
+
+FABRIC = Fabric(racks=4, rack_nodes=2, block_racks=2)
+"""Racks r0, r1 in block b0; r2, r3 in block b1; two nodes each."""
+
+
+def test_the_trace_is_the_same_for_a_seed_and_mixes_every_kind() -> None:
+    first = trace(7, 200, 60, (10, 20))
+    assert first == trace(7, 200, 60, (10, 20))
+    assert first != trace(8, 200, 60, (10, 20))
+    assert {g.kind for g in first} == set(KINDS)
+    assert all(0 <= g.arrival_s <= 120 and 10 <= g.runtime_s <= 20 for g in first)
+    assert [g.arrival_s for g in first] == sorted(g.arrival_s for g in first)
+    assert all(sum(s.pods for s in g.sub_groups) == g.pods for g in first if g.sub_groups)
+
+
+def test_each_api_asks_what_the_gang_asks() -> None:
+    gang = TraceGang("tp", "sub_groups", 0, 30, 8, 8, BLOCK, None,
+                     (SubGroup("s0", 4, RACK), SubGroup("s1", 4, RACK)))
+    ours = gangsched_manifests("ns", gang)
+    assert ours[0]["spec"]["topology"] == {
+        "name": "bench-fabric", "required": BLOCK,
+        "subGroups": [{"name": "s0", "minMember": 4, "required": RACK},
+                      {"name": "s1", "minMember": 4, "required": RACK}]}
+    assert [p["metadata"]["labels"]["scheduling.gangsched.io/sub-group"]
+            for p in ours[1:]] == ["s0"] * 4 + ["s1"] * 4
+    native = native_manifests("ns", TraceGang("p", "rack_preferred", 0, 30, 3, 8, BLOCK, RACK))
+    assert native[0]["spec"]["schedulingConstraints"] == {"topology": [{"key": RACK}]}
+    assert native[1]["spec"]["schedulingGroup"] == {"podGroupName": "p"}
+    assert native[1]["metadata"]["annotations"] == {"kwok.gangsched.io/run-for": "30s"}
+
+
+def test_a_gang_counts_in_its_domain_only_whole_in_its_tightest_level() -> None:
+    prefer_rack = TraceGang("a", "rack_preferred", 0, 30, 2, 8, BLOCK, RACK)
+    assert in_target(prefer_rack, ["topo-r0-0", "topo-r0-1"], FABRIC)
+    assert not in_target(prefer_rack, ["topo-r0-0", "topo-r1-0"], FABRIC), "same block only"
+    subs = TraceGang("b", "sub_groups", 0, 30, 4, 8, BLOCK, None,
+                     (SubGroup("s0", 2, RACK), SubGroup("s1", 2, RACK)))
+    assert in_target(subs, ["topo-r0-0", "topo-r0-1", "topo-r1-0", "topo-r1-1"], FABRIC)
+    assert not in_target(subs, ["topo-r0-0", "topo-r1-1", "topo-r1-0", "topo-r0-1"], FABRIC)
+    assert not in_target(subs, ["topo-r0-0", "topo-r0-1", "topo-r2-0", "topo-r2-1"], FABRIC)
+    assert TraceGang("c", "rack_required", 0, 30, 1, 4, None, None).target == HOST
+
+
+def test_fragmentation_counts_wholly_free_nodes_in_the_emptiest_domain() -> None:
+    free = {"topo-r0-0": 0, "topo-r1-0": 4, "topo-r2-0": 0, "topo-r2-1": 0, "topo-r3-1": 1}
+    assert largest_free(free, FABRIC, RACK) == 1
+    assert largest_free(free, FABRIC, BLOCK) == 2
+    assert largest_free({}, FABRIC, BLOCK) == 4
+    assert largest_free({n: NODE_GPUS for n in FABRIC.nodes()}, FABRIC, RACK) == 2
+
+
+def test_figures_count_whole_gangs_and_pods_per_second_from_the_first_arrival() -> None:
+    gangs = [TraceGang("a", "rack_preferred", 0.0, 30, 2, 8, BLOCK, RACK),
+             TraceGang("b", "rack_preferred", 1.0, 30, 2, 8, BLOCK, RACK),
+             TraceGang("c", "rack_required", 2.0, 30, 2, 4, RACK, None)]
+    bound = {"a-0": 101.0, "a-1": 102.0, "b-0": 103.0, "b-1": 104.0, "c-0": 110.0}
+    nodes = {"a-0": "topo-r0-0", "a-1": "topo-r0-1", "b-0": "topo-r0-0", "b-1": "topo-r1-0",
+             "c-0": "topo-r3-0"}
+    figures = trace_figures(gangs, bound, nodes, started=100.0, fabric=FABRIC)
+    assert (figures["gangs_placed"], figures["gangs_in_target_domain"]) == (2, 1)
+    assert figures["share_in_target_domain"] == 0.333
+    assert figures["by_kind"]["rack_preferred"] == {"gangs": 2, "placed": 2,
+                                                   "in_target_domain": 1}
+    assert (figures["pods_bound"], figures["wall_s"], figures["pods_per_s"]) == (5, 10.0, 0.5)
+    assert figures["gang_wait_s"]["max"] == 3.0
+
+
+def test_fragmentation_averages_the_arrivals_window_alone() -> None:
+    samples = [{"t_s": t, "busy_gpus": 0, "rack_whole_free_nodes_max": r,
+                "block_whole_free_nodes_max": b} for t, r, b in ((5, 2, 4), (10, 0, 2), (15, 9, 9))]
+    figures = fragmentation(samples, window_s=10)
+    assert (figures["samples"], figures["rack_whole_free_nodes_mean"],
+            figures["block_whole_free_nodes_mean"]) == (2, 1.0, 3.0)
+    assert len(figures["series"]) == 3
