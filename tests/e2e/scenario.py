@@ -20,7 +20,7 @@ from typing import Any
 import pykube
 
 from devcluster.controlplane import LocalCluster, NodeShape
-from tests.e2e.workspace import node_of, phase_of
+from tests.e2e.workspace import Workspace, node_of, phase_of, wait_for
 
 TIMES_FILE = Path(os.environ.get("GANGSCHED_E2E_TIMES", "/tmp/gangsched-e2e-times.jsonl"))
 PREFIX = "node"
@@ -66,6 +66,25 @@ def fabric(
         cluster.kubectl("delete", "topology", name, "--wait=false")
         only_nodes(cluster, 0, shape)
 
+
+
+def named(ws: Workspace, prefix: str) -> list[dict[str, Any]]:
+    """The workspace's pods whose names start with ``prefix``."""
+    return [pod for name, pod in ws.pods().items() if name.startswith(prefix)]
+
+
+def domains_of(ws: Workspace, prefix: str) -> set[str]:
+    """The domains (a node name up to its first ``-``, as :func:`fabric` names nodes) the
+    pods named ``prefix``... are bound in."""
+    return {str(node_of(pod)).split("-")[0] for pod in named(ws, prefix)}
+
+
+def take_gpus(ws: Workspace, gpus: int, *nodes: str) -> None:
+    """A pod taking ``gpus`` GPUs on each node, bound before this returns."""
+    ws.create(*(ws.pod(f"fill-{node}", gpus=gpus, node_selector={"kubernetes.io/hostname": node})
+                for node in nodes))
+    wait_for(lambda: all(node_of(pod) for pod in named(ws, "fill-")), timeout=30,
+             what="the fillers to bind")
 
 @contextmanager
 def timed(scenario: str, scheduler: str, **facts: Any) -> Iterator[dict[str, Any]]:

@@ -18,8 +18,9 @@ import pytest
 
 from devcluster.controlplane import REPO, LocalCluster, NodeShape
 from gangsched.core.reasons import LevelHeld
+from tests.e2e.scenario import domains_of, named, take_gpus
 from tests.e2e.scenario import fabric as topology_fabric
-from tests.e2e.workspace import Workspace, bound, node_of, wait_for
+from tests.e2e.workspace import Workspace, bound, wait_for
 
 BLOCK, RACK = "topology.example.com/block", "topology.example.com/rack"
 EIGHT_GPUS = NodeShape(cpu="64", memory="256Gi", gpus=8)
@@ -42,42 +43,29 @@ def gang(ws: Workspace, name: str, topology: dict[str, str]) -> None:
     ws.create(group, *(ws.pod(f"{name}-{i}", gpus=4, group=name) for i in range(4)))
 
 
-def fill(ws: Workspace, *nodes: str) -> None:
-    """Take 4 GPUs on each node: the fullest nodes, which binpack fills first."""
-    ws.create(*(ws.pod(f"fill-{node}", gpus=4, node_selector={"kubernetes.io/hostname": node})
-                for node in nodes))
-    wait_for(lambda: all(node_of(pod) for pod in members(ws, "fill-")), timeout=30,
-             what="the fillers to bind")
 
-
-def members(ws: Workspace, prefix: str) -> list[dict[str, Any]]:
-    return [pod for name, pod in ws.pods().items() if name.startswith(prefix)]
-
-
-def racks_of(ws: Workspace, prefix: str) -> set[str]:
-    return {str(node_of(pod)).split("-")[0] for pod in members(ws, prefix)}
 
 
 def rack_of(ws: Workspace, prefix: str) -> str:
-    return sorted(racks_of(ws, prefix))[0]
+    return sorted(domains_of(ws, prefix))[0]
 
 
 def test_a_gang_preferring_a_rack_lands_in_one_rack_then_in_one_block(
     ws: Workspace, fabric: str,
 ) -> None:
-    fill(ws, "r0-0", "r2-0")
+    take_gpus(ws, 4, "r0-0", "r2-0")
     gang(ws, "first", {"name": fabric, "preferred": RACK})
-    wait_for(lambda: len(bound(members(ws, "first-"))) == 4, timeout=30,
+    wait_for(lambda: len(bound(named(ws, "first-"))) == 4, timeout=30,
              what="the first gang to bind")
-    assert len(racks_of(ws, "first-")) == 1, "one rack holds it: r1 or r3, not the fullest nodes"
+    assert len(domains_of(ws, "first-")) == 1, "one rack holds it: r1 or r3, not the fullest nodes"
 
-    fill(ws, "r3-0" if racks_of(ws, "first-") == {"r1"} else "r1-0")
+    take_gpus(ws, 4, "r3-0" if domains_of(ws, "first-") == {"r1"} else "r1-0")
     # No rack has 16 GPUs free now; one block does, across its two racks.
     gang(ws, "second", {"name": fabric, "preferred": RACK})
-    wait_for(lambda: len(bound(members(ws, "second-"))) == 4, timeout=30,
+    wait_for(lambda: len(bound(named(ws, "second-"))) == 4, timeout=30,
              what="the second gang to bind")
-    assert len({RACKS[rack] for rack in racks_of(ws, "second-")}) == 1, racks_of(ws, "second-")
-    assert len(racks_of(ws, "second-")) == 2
+    assert len({RACKS[rack] for rack in domains_of(ws, "second-")}) == 1, domains_of(ws, "second-")
+    assert len(domains_of(ws, "second-")) == 2
     for name, held in (("first", LevelHeld(RACK, rack_of(ws, "first-"), RACK)),
                        ("second", LevelHeld(BLOCK, RACKS[rack_of(ws, "second-")], RACK))):
         said = [e["message"] for e in ws.events(name) if e["reason"] == "Scheduled"]
@@ -87,7 +75,7 @@ def test_a_gang_preferring_a_rack_lands_in_one_rack_then_in_one_block(
 def test_a_gang_requiring_a_rack_waits_whole_rather_than_spread(
     ws: Workspace, fabric: str,
 ) -> None:
-    fill(ws, "r0-0", "r1-0", "r2-0", "r3-0")  # 12 GPUs free a rack, 48 in all
+    take_gpus(ws, 4, "r0-0", "r1-0", "r2-0", "r3-0")  # 12 GPUs free a rack, 48 in all
     gang(ws, "tight", {"name": fabric, "required": RACK})
 
     def refused() -> dict[str, Any] | None:
@@ -98,12 +86,12 @@ def test_a_gang_requiring_a_rack_waits_whole_rather_than_spread(
 
     wait_for(refused, timeout=30, what="the required-rack gang to wait")
     time.sleep(1)
-    assert bound(members(ws, "tight-")) == [], "no member binds while no rack holds the gang"
+    assert bound(named(ws, "tight-")) == [], "no member binds while no rack holds the gang"
 
     ws.delete_pod("fill-r2-0")
-    wait_for(lambda: len(bound(members(ws, "tight-"))) == 4, timeout=30,
+    wait_for(lambda: len(bound(named(ws, "tight-"))) == 4, timeout=30,
              what="the gang to bind once rack r2 holds it")
-    assert racks_of(ws, "tight-") == {"r2"}
+    assert domains_of(ws, "tight-") == {"r2"}
 
 
 def test_a_gang_naming_a_missing_topology_waits_saying_so(ws: Workspace, fabric: str) -> None:
@@ -116,7 +104,7 @@ def test_a_gang_naming_a_missing_topology_waits_saying_so(ws: Workspace, fabric:
                      and f"{fabric}-missing" in c["message"]), None)
 
     wait_for(refused, timeout=30, what="the gang to wait for its Topology")
-    assert bound(members(ws, "lost-")) == []
+    assert bound(named(ws, "lost-")) == []
 
 
 def test_the_example_job_lands_in_one_rack(
@@ -126,9 +114,9 @@ def test_the_example_job_lands_in_one_rack(
     cluster.kubectl("apply", "-f", "-",
                     input=example.replace("namespace: default", f"namespace: {ws.name}"))
     try:
-        wait_for(lambda: len(bound(members(ws, "llm-"))) == 4, timeout=60,
+        wait_for(lambda: len(bound(named(ws, "llm-"))) == 4, timeout=60,
                  what="the example Job's four workers to bind")
-        assert len(racks_of(ws, "llm-")) == 1
+        assert len(domains_of(ws, "llm-")) == 1
     finally:
         cluster.kubectl("delete", "topology", "fabric", "--ignore-not-found")
 

@@ -19,9 +19,10 @@ import pytest
 from devcluster.controlplane import REPO, LocalCluster, NodeShape
 from gangsched.core.kubeobjects.podgroups import SUB_GROUP_LABEL
 from gangsched.core.reasons import LevelHeld, SubGroupHeld
+from tests.e2e.scenario import domains_of, named, take_gpus
 from tests.e2e.scenario import fabric as topology_fabric
 from tests.e2e.test_explain_status import as_json, gangsched_cli
-from tests.e2e.workspace import Workspace, bound, node_of, wait_for
+from tests.e2e.workspace import Workspace, bound, wait_for
 
 BLOCK, NVLINK = "topology.example.com/block", "topology.example.com/nvlink"
 FOUR_GPUS = NodeShape(cpu="32", memory="128Gi", gpus=4)
@@ -49,20 +50,7 @@ def tensor_parallel(ws: Workspace, name: str, topology: str, *, labels: tuple[st
                        for i, label in enumerate(labels)))
 
 
-def fill(ws: Workspace, *nodes: str) -> None:
-    """Take 2 GPUs on each node."""
-    ws.create(*(ws.pod(f"fill-{node}", gpus=2, node_selector={"kubernetes.io/hostname": node})
-                for node in nodes))
-    wait_for(lambda: all(node_of(pod) for pod in members(ws, "fill-")), timeout=30,
-             what="the fillers to bind")
 
-
-def members(ws: Workspace, prefix: str) -> list[dict[str, Any]]:
-    return [pod for name, pod in ws.pods().items() if name.startswith(prefix)]
-
-
-def domains_of(ws: Workspace, prefix: str) -> set[str]:
-    return {str(node_of(pod)).split("-")[0] for pod in members(ws, prefix)}
 
 
 def waiting_says(ws: Workspace, group: str, text: str) -> dict[str, Any] | None:
@@ -77,12 +65,12 @@ def test_sub_groups_each_land_in_their_own_nvlink_domain_inside_one_block(
 ) -> None:
     # 6 GPUs free in nv0 to nv4, 8 in nv5: 18 free in block b0 and 20 in b1, room for the
     # 16-GPU gang in either, but one NVLink domain only that holds a sub-group of 8.
-    fill(ws, "nv0-0", "nv1-0", "nv2-0", "nv3-0", "nv4-0")
+    take_gpus(ws, 2, "nv0-0", "nv1-0", "nv2-0", "nv3-0", "nv4-0")
     tensor_parallel(ws, "train", fabric)
     wait_for(lambda: waiting_says(ws, "train", "sub-group tp"), timeout=30,
              what="the gang to wait for a second NVLink domain")
     time.sleep(1)
-    assert bound(members(ws, "train-")) == [], "no member binds while one sub-group fits"
+    assert bound(named(ws, "train-")) == [], "no member binds while one sub-group fits"
     answer = as_json(cluster, "explain", "podgroup/train", "-n", ws.name, expect=3)
     closest = {(d["nodeLabel"], d["value"]): (d["free"], d["total"], d["asked"])
                for d in answer["closestDomains"]}
@@ -93,7 +81,7 @@ def test_sub_groups_each_land_in_their_own_nvlink_domain_inside_one_block(
     assert "closest domains:" in text and "nvlink nv0: 6 of 8 nvidia.com/gpu free, 8 asked" in text
 
     ws.delete_pod("fill-nv4-0")  # nv4 and nv5, both in block b1, have 8 GPUs free each
-    wait_for(lambda: len(bound(members(ws, "train-"))) == 8, timeout=30,
+    wait_for(lambda: len(bound(named(ws, "train-"))) == 8, timeout=30,
              what="the gang to bind once block b1 holds both sub-groups")
     tp0, tp1 = domains_of(ws, "train-0"), domains_of(ws, "train-4")
     for i in range(4):
@@ -114,7 +102,7 @@ def test_a_pod_naming_an_unknown_sub_group_waits_with_its_gang_saying_so(
     wait_for(lambda: any(e["reason"] == "FailedScheduling" and "tp9" in e["message"]
                          for e in ws.events("stray-7")), timeout=30,
              what="an Event on the pod")
-    assert bound(members(ws, "stray-")) == []
+    assert bound(named(ws, "stray-")) == []
 
 
 def test_the_example_job_lands_each_group_in_its_own_nvlink_domain(
@@ -124,7 +112,7 @@ def test_the_example_job_lands_each_group_in_its_own_nvlink_domain(
     cluster.kubectl("apply", "-f", "-",
                     input=example.replace("namespace: default", f"namespace: {ws.name}"))
     try:
-        wait_for(lambda: len(bound(members(ws, "tp"))) == 8, timeout=60,
+        wait_for(lambda: len(bound(named(ws, "tp"))) == 8, timeout=60,
                  what="the example's eight workers to bind")
         tp0, tp1 = domains_of(ws, "tp0-"), domains_of(ws, "tp1-")
         assert len(tp0) == 1 and len(tp1) == 1 and tp0 != tp1, (tp0, tp1)
