@@ -29,7 +29,15 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 
-from gangsched.core.model.objects import Gang, LevelRequest, NodeName, Pod, Policy, SubGroup
+from gangsched.core.model.objects import (
+    Gang,
+    LevelRequest,
+    NodeName,
+    Pod,
+    PodPlacementRules,
+    Policy,
+    SubGroup,
+)
 from gangsched.core.model.resources import Resources, devices_first
 from gangsched.core.placement.capacity import Capacity, Decision, Placement, Snapshot, Unplaceable
 from gangsched.core.reasons import (
@@ -83,14 +91,17 @@ def describe_domain(domain: Domain) -> str:
 
 
 def _confined(gang: Gang, domain: Domain) -> Gang:
-    """The gang with every pending pod's node selector narrowed to the domain."""
-    pods = tuple(
-        replace(pod, rules=replace(
-            pod.rules, node_selector=tuple(sorted({*pod.rules.node_selector, *domain})),
-        ))
-        for pod in gang.pending
-    )
-    return replace(gang, pending=pods)
+    """The gang with every pending pod's node selector narrowed to the domain; members
+    sharing rules (most gangs' all do) share their narrowed rules, built once."""
+    narrowed: dict[PodPlacementRules, PodPlacementRules] = {}
+    pods = []
+    for pod in gang.pending:
+        rules = narrowed.get(pod.rules)
+        if rules is None:
+            rules = narrowed[pod.rules] = replace(
+                pod.rules, node_selector=tuple(sorted({*pod.rules.node_selector, *domain})))
+        pods.append(replace(pod, rules=rules))
+    return replace(gang, pending=tuple(pods))
 
 
 def _leftover(
