@@ -38,7 +38,7 @@ from gangsched.core.model.objects import (
     Policy,
     SubGroup,
 )
-from gangsched.core.model.resources import Resources, devices_first
+from gangsched.core.model.resources import devices_first
 from gangsched.core.placement.capacity import Capacity, Decision, Placement, Snapshot, Unplaceable
 from gangsched.core.reasons import (
     BoundAcrossDomains,
@@ -108,10 +108,8 @@ def _leftover(
     capacity: Capacity, nodes: Sequence[NodeName], names: Sequence[str]
 ) -> tuple[int, ...]:
     """Free room left in the domain, scarcest resource first: the waste to minimise."""
-    total = Resources.zero()
-    for node in nodes:
-        total = total + capacity.free(node)
-    return tuple(total.get(name) for name in names)
+    free = [capacity.free(node) for node in nodes]
+    return tuple(sum(room.get(name) for room in free) for name in names)
 
 
 def place_in_one_domain(
