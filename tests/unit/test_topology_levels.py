@@ -217,3 +217,10 @@ def test_a_gang_naming_a_missing_topology_or_level_waits_saying_which(
 
     found = step(State(), StepView(replace(cluster, topologies=TOPOLOGIES)), 100.0, CONFIG)
     assert [p.level for p in found.result.placements] == [LevelHeld(RACK, "r0", RACK)]
+
+
+def test_a_gang_only_the_last_rack_holds_lands_there() -> None:
+    # Every rack but r3 is full or nearly: racks passed over must not hide the one that fits.
+    placed = place(fabric((8, 8, 4, 8, 8, 4, 0, 0)), levelled(16, required=RACK))
+    assert isinstance(placed, Placement) and racks_used(placed) == {"r3"}
+    assert placed.level == LevelHeld(RACK, "r3", "")

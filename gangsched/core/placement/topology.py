@@ -29,8 +29,16 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 
-from gangsched.core.model.objects import Gang, LevelRequest, NodeName, Pod, Policy, SubGroup
-from gangsched.core.model.resources import Resources, devices_first
+from gangsched.core.model.objects import (
+    Gang,
+    LevelRequest,
+    NodeName,
+    Pod,
+    PodPlacementRules,
+    Policy,
+    SubGroup,
+)
+from gangsched.core.model.resources import devices_first
 from gangsched.core.placement.capacity import Capacity, Decision, Placement, Snapshot, Unplaceable
 from gangsched.core.reasons import (
     BoundAcrossDomains,
@@ -83,24 +91,25 @@ def describe_domain(domain: Domain) -> str:
 
 
 def _confined(gang: Gang, domain: Domain) -> Gang:
-    """The gang with every pending pod's node selector narrowed to the domain."""
-    pods = tuple(
-        replace(pod, rules=replace(
-            pod.rules, node_selector=tuple(sorted({*pod.rules.node_selector, *domain})),
-        ))
-        for pod in gang.pending
-    )
-    return replace(gang, pending=pods)
+    """The gang with every pending pod's node selector narrowed to the domain; members
+    sharing rules (most gangs' all do) share their narrowed rules, built once."""
+    narrowed: dict[PodPlacementRules, PodPlacementRules] = {}
+    pods = []
+    for pod in gang.pending:
+        rules = narrowed.get(pod.rules)
+        if rules is None:
+            rules = narrowed[pod.rules] = replace(
+                pod.rules, node_selector=tuple(sorted({*pod.rules.node_selector, *domain})))
+        pods.append(replace(pod, rules=rules))
+    return replace(gang, pending=tuple(pods))
 
 
 def _leftover(
     capacity: Capacity, nodes: Sequence[NodeName], names: Sequence[str]
 ) -> tuple[int, ...]:
     """Free room left in the domain, scarcest resource first: the waste to minimise."""
-    total = Resources.zero()
-    for node in nodes:
-        total = total + capacity.free(node)
-    return tuple(total.get(name) for name in names)
+    free = [capacity.free(node) for node in nodes]
+    return tuple(sum(room.get(name) for room in free) for name in names)
 
 
 def place_in_one_domain(
@@ -145,28 +154,47 @@ def _in_best_domain(
     names = sorted({name for pod in gang.pending for name in pod.requests.amounts},
                    key=devices_first)
     best: tuple[tuple[int, ...], Domain] | None = None
-    refusals: list[tuple[tuple[int, ...], InDomain, DomainRoom]] = []
+    refused: dict[Domain, Unplaceable] = {}
     for domain in sorted(candidates):
         decision = _place_inside(capacity, gang, policy, domain, candidates[domain])
         if isinstance(decision, Unplaceable):
-            free = _leftover(capacity, candidates[domain], names)
-            refusals.append((tuple(-amount for amount in free),
-                             InDomain(describe_domain(domain), decision.reason),
-                             _room(capacity, gang, domain, candidates[domain], names, free)))
+            refused[domain] = decision
             continue
         waste = _leftover(capacity, candidates[domain], names)
         capacity.release(decision)
         if best is None or waste < best[0]:
             best = (waste, domain)
     if best is None:
-        closest = sorted(refusals, key=lambda refusal: refusal[0])[:REASON_DOMAINS]
-        return Unplaceable(gang.key, NoDomainHolds(
-            label, len(candidates), tuple(shown for _, shown, _ in closest[:worded]),
-            tuple(room for _, _, room in closest)))
+        return Unplaceable(gang.key, _none_holds(
+            capacity, gang, policy, candidates, refused, label, names, worded))
     placed = _place_inside(capacity, gang, policy, best[1], candidates[best[1]])
     if not isinstance(placed, Placement):  # the domain held it a moment ago
         raise AssertionError(f"domain {describe_domain(best[1])} refused gang {gang.key} twice")
     return placed, best[1]
+
+
+def _none_holds(
+    capacity: Capacity, gang: Gang, policy: Policy,
+    candidates: Mapping[Domain, tuple[NodeName, ...]], refused: Mapping[Domain, Unplaceable],
+    label: str, names: Sequence[str], worded: int,
+) -> NoDomainHolds:
+    """Why no candidate domain holds the gang: the ``worded`` domains with the most free room
+    with their refusals, the closest ``REASON_DOMAINS``' room as figures. A domain passed
+    over for its free room is searched now, only when it is named, so the reason is the
+    one a search of every domain gives."""
+    free = {domain: _leftover(capacity, nodes, names) for domain, nodes in candidates.items()}
+    closest = sorted(sorted(candidates),
+                     key=lambda domain: tuple(-amount for amount in free[domain]))
+    shown: list[InDomain] = []
+    for domain in closest[:worded]:
+        decision = refused.get(domain) or _place_inside(
+            capacity, gang, policy, domain, candidates[domain])
+        if not isinstance(decision, Unplaceable):  # its free room said it could not
+            raise AssertionError(f"domain {describe_domain(domain)} held gang {gang.key}")
+        shown.append(InDomain(describe_domain(domain), decision.reason))
+    return NoDomainHolds(label, len(candidates), tuple(shown), tuple(
+        _room(capacity, gang, domain, candidates[domain], names, free[domain])
+        for domain in closest[:REASON_DOMAINS]))
 
 
 def _room(
