@@ -61,6 +61,7 @@ from typing import Any
 import pykube
 
 from devcluster import provisioner
+from devcluster.build import built
 from devcluster.certs import CertFiles, make_certs
 
 REPO = Path(__file__).resolve().parent.parent
@@ -106,16 +107,7 @@ def ensure_binaries() -> Path:
     Progress of a cold build goes to stderr so a user sees minutes of work
     explained rather than a silent hang.
     """
-    override = os.environ.get("GANGSCHED_BIN_DIR")
-    if override:
-        return Path(override)
-    out = subprocess.run(
-        ["bash", str(REPO / "cluster" / "build.sh")],
-        check=True,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    return Path(out.stdout.strip().splitlines()[-1])
+    return built(override="GANGSCHED_BIN_DIR")
 
 
 NATIVE_SINCE = (1, 37)

@@ -37,7 +37,8 @@ from typing import Any
 
 import pykube
 
-from devcluster.controlplane import KWOK_LABEL, REPO, ClusterError, LocalCluster, free_port
+from devcluster.build import built
+from devcluster.controlplane import KWOK_LABEL, ClusterError, LocalCluster, free_port
 
 NODEPOOL_API = "karpenter.sh/v1"
 NODECLASS_API = "karpenter.kwok.sh/v1alpha1"
@@ -80,12 +81,7 @@ INSTANCE_TYPES = (
 def ensure_karpenter() -> Path:
     """Build or reuse the pinned Karpenter (``cluster/build.sh karpenter``); its bin directory,
     the CRDs in ``../crds`` beside it."""
-    override = os.environ.get("GANGSCHED_KARPENTER_BIN")
-    if override:
-        return Path(override)
-    out = subprocess.run(["bash", str(REPO / "cluster" / "build.sh"), "karpenter"],
-                         check=True, stdout=subprocess.PIPE, text=True)
-    return Path(out.stdout.strip().splitlines()[-1])
+    return built("karpenter", override="GANGSCHED_KARPENTER_BIN")
 
 
 def crd(kind: str) -> Path:

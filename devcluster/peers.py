@@ -20,7 +20,8 @@ import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
-from devcluster.controlplane import REPO, LocalCluster, _die_with_parent, free_port
+from devcluster.build import built
+from devcluster.controlplane import LocalCluster, _die_with_parent, free_port
 
 VOLCANO_QUEUE = {
     "apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue",
@@ -35,14 +36,7 @@ STARTED = {"volcano": ("vc-scheduler.log", "Scheduler completes Initialization")
 def ensure_peer_binaries() -> Path:
     """Build or reuse the pinned peers (``cluster/build.sh peers``); returns their bin/
     (``GANGSCHED_PEERS_BIN_DIR`` names another, its CRDs in ``../crds``)."""
-    override = os.environ.get("GANGSCHED_PEERS_BIN_DIR")
-    if override:
-        return Path(override)
-    out = subprocess.run(
-        ["bash", str(REPO / "cluster" / "build.sh"), "peers"],
-        check=True, stdout=subprocess.PIPE, text=True,
-    )
-    return Path(out.stdout.strip().splitlines()[-1])
+    return built("peers", override="GANGSCHED_PEERS_BIN_DIR")
 
 
 def _spawn(binary: Path, args: Sequence[str], log: Path,

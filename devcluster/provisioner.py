@@ -15,10 +15,10 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
+from devcluster.build import built
+
 NAMESPACE = "local-path-storage"
 """Where the helper pods go; the provisioner's own namespace in its usual install."""
 PROVISIONER_NAME = "rancher.io/local-path"
@@ -35,14 +35,8 @@ _HELPER_POD = {
 
 def ensure_provisioner_binary() -> Path:
     """Build or reuse the pinned provisioner (``cluster/build.sh provisioner``)."""
-    override = os.environ.get("GANGSCHED_PROVISIONER_BIN")
-    if override:
-        return Path(override)
-    out = subprocess.run(
-        ["bash", str(REPO / "cluster" / "build.sh"), "provisioner"],
-        check=True, stdout=subprocess.PIPE, text=True,
-    )
-    return Path(out.stdout.strip().splitlines()[-1]) / "local-path-provisioner"
+    given = os.environ.get("GANGSCHED_PROVISIONER_BIN")
+    return Path(given) if given else built("provisioner") / "local-path-provisioner"
 
 
 def provisioner_args(workdir: Path, kubeconfig: Path) -> list[str]:

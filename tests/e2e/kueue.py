@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import copy
 import json
-import subprocess
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -33,7 +32,8 @@ from typing import Any
 import pykube
 import yaml
 
-from devcluster.controlplane import REPO, LocalCluster, free_port
+from devcluster.build import built
+from devcluster.controlplane import LocalCluster, free_port
 from tests.e2e.operators import OperatorProcess, _spawn
 from tests.e2e.workspace import wait_for
 
@@ -46,9 +46,7 @@ KUEUE_API = "kueue.x-k8s.io/v1beta2"
 
 def kueue_bin() -> Path:
     """Build or reuse the pinned Kueue; returns its bin/ (its CRDs in ``../crds/kueue``)."""
-    out = subprocess.run(["bash", str(REPO / "cluster" / "build.sh"), "peers", "kueue"],
-                         check=True, stdout=subprocess.PIPE, text=True)
-    return Path(out.stdout.strip().splitlines()[-1])
+    return built("peers", "kueue")
 
 
 def _crds(crd_dir: Path, namespace: str) -> list[dict[str, Any]]:

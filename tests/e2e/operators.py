@@ -47,7 +47,8 @@ from typing import IO
 
 import pykube
 
-from devcluster.controlplane import REPO, LocalCluster, free_port
+from devcluster.build import built
+from devcluster.controlplane import LocalCluster, free_port
 from tests.e2e.workspace import wait_for
 
 WEBHOOK_CONFIGURATION = "validator.training-operator.kubeflow.org"
@@ -59,9 +60,7 @@ READY_TIMEOUT_S = 60.0
 
 def operators_dir() -> Path:
     """Build or reuse the pinned operators; returns the directory holding bin/ and crds/."""
-    out = subprocess.run(["bash", str(REPO / "cluster" / "build.sh"), "operators"],
-                         check=True, stdout=subprocess.PIPE, text=True)
-    return Path(out.stdout.strip().splitlines()[-1]).parent
+    return built("operators").parent
 
 
 def install_crds(
@@ -185,9 +184,7 @@ def training_operator(
 
 def volcano_controller_dir() -> Path:
     """Build or reuse vc-controller-manager; returns the directory holding bin/ and crds/."""
-    out = subprocess.run(["bash", str(REPO / "cluster" / "build.sh"), "volcano-controller"],
-                         check=True, stdout=subprocess.PIPE, text=True)
-    return Path(out.stdout.strip().splitlines()[-1]).parent
+    return built("volcano-controller").parent
 
 
 @contextmanager
@@ -211,9 +208,7 @@ def volcano_controller(cluster: LocalCluster, home: Path, workdir: Path
 
 def kuberay_dir() -> Path:
     """Build or reuse ray-operator; returns the directory holding bin/ and crds/."""
-    out = subprocess.run(["bash", str(REPO / "cluster" / "build.sh"), "kuberay"],
-                         check=True, stdout=subprocess.PIPE, text=True)
-    return Path(out.stdout.strip().splitlines()[-1]).parent
+    return built("kuberay").parent
 
 
 @contextmanager

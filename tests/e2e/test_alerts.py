@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 import yaml
 
+from devcluster.build import built
 from devcluster.controlplane import REPO, ensure_binaries
 
 CHART = REPO / "helm" / "gangsched"
@@ -94,9 +95,7 @@ def promtool_test(case: Case, rules: dict[str, dict[str, Any]]) -> dict[str, Any
 
 @pytest.fixture(scope="module")
 def promtool() -> Path:
-    found = subprocess.run(["bash", str(REPO / "cluster" / "build.sh"), "promtool"],
-                           capture_output=True, text=True, check=True).stdout.strip()
-    return Path(found) / "promtool"
+    return built("promtool") / "promtool"
 
 
 def test_every_shipped_alert_fires_when_it_should_and_only_then(

@@ -12,7 +12,7 @@ from typing import Any
 
 from devcluster.controlplane import LocalCluster, NodeShape, free_port
 from gangsched import __version__
-from gangsched.discovery import KUEUE_API
+from gangsched.core.kubeobjects.queues import KUEUE_API
 from tests.e2e.conftest import start_gangsched, stop_gangsched
 from tests.e2e.deployed import deployed_kubeconfig
 from tests.e2e.workspace import Workspace, node_of, phase_of, wait_for
