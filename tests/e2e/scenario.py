@@ -63,7 +63,7 @@ def fabric(
     try:
         yield name
     finally:
-        cluster.kubectl("delete", "topology", name, "--wait=false")
+        cluster.kubectl("delete", "topologies.scheduling.gangsched.io", name, "--wait=false")
         only_nodes(cluster, 0, shape)
 
 

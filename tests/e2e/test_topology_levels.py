@@ -118,7 +118,8 @@ def test_the_example_job_lands_in_one_rack(
                  what="the example Job's four workers to bind")
         assert len(domains_of(ws, "llm-")) == 1
     finally:
-        cluster.kubectl("delete", "topology", "fabric", "--ignore-not-found")
+        cluster.kubectl("delete", "topologies.scheduling.gangsched.io", "fabric",
+                        "--ignore-not-found")
 
 
 @pytest.mark.parametrize(("body", "refusal"), [

@@ -118,4 +118,5 @@ def test_the_example_job_lands_each_group_in_its_own_nvlink_domain(
         assert len(tp0) == 1 and len(tp1) == 1 and tp0 != tp1, (tp0, tp1)
         assert len({DOMAINS[domain] for domain in tp0 | tp1}) == 1
     finally:
-        cluster.kubectl("delete", "topology", "nvfabric", "--ignore-not-found")
+        cluster.kubectl("delete", "topologies.scheduling.gangsched.io", "nvfabric",
+                        "--ignore-not-found")
