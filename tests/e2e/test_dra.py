@@ -388,11 +388,13 @@ def test_a_gang_waiting_for_gpus_held_through_claims_is_estimated_to_start_when_
     timed_gang("next", "20s")
 
     def estimate() -> str | None:
+        """The estimate once it names a time: a cycle that saw the second gang before the
+        first one's claims were read may publish ``Unknown`` for a moment."""
         text = (ws.podgroup_obj("next").get("status") or {}).get("estimatedStart")
-        return str(text) if text else None
+        return str(text) if text and text != "Unknown" else None
 
-    published = wait_for(estimate, timeout=30, what="the waiting gang's estimated start")
-    assert published != "Unknown", "the devices the first gang holds are let go when it ends"
+    published = wait_for(estimate, timeout=30,
+                         what="the waiting gang's estimated start: the first gang's end")
     assert abs(_timestamp(published) - (started + runtime_s)) <= 6, (published, started)
     wait_for(lambda: len(bound(members(ws, "next"))) == 2, timeout=runtime_s + 40,
              what="the waiting gang to bind once the first gang's claims are let go")
