@@ -104,23 +104,25 @@ def asking_gangs(reported: Mapping[GangKey, Reported]) -> frozenset[GangKey]:
 
 
 def ask_for_nodes(
-    reasons: Mapping[GangKey, Reason],
-    gangs: Mapping[GangKey, Gang],
+    reasons: dict[GangKey, Reason],
+    gangs: Sequence[Gang],
     nodepools: Sequence[NodePool],
     asked: Mapping[GangKey, Asked],
     now: float,
     limits: AskLimits,
 ) -> tuple[dict[GangKey, Reason], dict[GangKey, Asked]]:
     """Each waiting gang's reason, in gangsched's order, with those that want room told
-    whether they ask (``AskingForNodes``) or why not; and what to remember of asking."""
+    whether they ask (``AskingForNodes``) or why not; and what to remember of asking.
+    Without NodePools the reasons are returned as they are: nothing is looked up."""
     if not nodepools:
-        return dict(reasons), {}
+        return reasons, {}
+    by_key = {gang.key: gang for gang in gangs}
     told: dict[GangKey, Reason] = {}
     remembered: dict[GangKey, Asked] = {}
     taken: dict[str, Resources] = {}
     takers: dict[str, list[GangKey]] = {}
     for key, reason in reasons.items():
-        gang = gangs.get(key)
+        gang = by_key.get(key)
         if gang is None or not gang.pending or not wants_room(reason):
             told[key] = reason
             continue

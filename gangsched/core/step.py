@@ -118,7 +118,7 @@ def step(state: State, view: StepView, now: float, config: StepConfig) -> Steppe
     # status says why, and their schedule timeout runs.
     reasons, asked = ask_for_nodes(
         {u.gang: u.reason for u in (*result.unplaceable, *result.unadmitted)},
-        {gang.key: gang for gang in gathered.gangs}, view.nodepools, state.asked, now,
+        gathered.gangs, view.nodepools, state.asked, now,
         config.asking)
     waiting_since = {gang: state.waiting_since.get(gang, now) for gang in reasons}
     reported = reported_reasons(state.reported, reasons, now, config.pacing.figures_hold_s,
