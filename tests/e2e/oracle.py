@@ -639,9 +639,20 @@ def probe_pod(cluster: LocalCluster, namespace: str, index: int, spec: Mapping[s
     return verdicts
 
 
+PLAIN_SPEC: Mapping[str, Any] = {
+    "containers": [{"name": "main", "image": "busybox",
+                    "resources": {"requests": {"cpu": "10m"}}}],
+    "tolerations": [{"operator": "Exists"}],
+}
+"""The last probe of every run: small, unlabelled, tolerating every taint and asking for no
+rule, so that only room and the pods already there can refuse it (the node not Ready has
+room for it)."""
+
+
 def run(cluster: LocalCluster, namespace: str, rng: random.Random, *, nodes: int,
         pods: int) -> list[Verdict]:
-    """Every (pod, node) pair of a generated cluster, with both verdicts."""
+    """Every (pod, node) pair of a generated cluster, with both verdicts: ``pods``
+    generated pods, then :data:`PLAIN_SPEC` as pod number ``pods``."""
     names = make_nodes(cluster, rng, nodes)
     cluster.kubectl("label", "namespace", namespace, f"{TEAM_LABEL}=a", "--overwrite")
     try:
@@ -650,6 +661,7 @@ def run(cluster: LocalCluster, namespace: str, rng: random.Random, *, nodes: int
         for index in range(pods):
             verdicts.extend(probe_pod(cluster, namespace, index, probe_spec(rng),
                                       pod_labels(rng), names))
+        verdicts.extend(probe_pod(cluster, namespace, pods, PLAIN_SPEC, {}, names))
         return verdicts
     finally:
         remove_nodes(cluster)
