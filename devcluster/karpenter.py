@@ -97,8 +97,14 @@ def nodepool(
     zones: Sequence[str] = ZONES,
     consolidate_after: str = "5s",
     policy: str = "WhenEmptyOrUnderutilized",
+    startup_taints: Sequence[str] = (),
 ) -> dict[str, Any]:
-    """A NodePool of KWOK nodes the harness's KWOK runs (its ``type: kwok`` template label)."""
+    """A NodePool of KWOK nodes the harness's KWOK runs (its ``type: kwok`` template label);
+    ``startup_taints`` (``key=value:Effect``) are put on each node it launches, for whatever
+    readies the node to remove (Karpenter expects them to go)."""
+    taints = [{"key": key, "value": value, "effect": effect}
+              for key, rest in (taint.split("=", 1) for taint in startup_taints)
+              for value, effect in [rest.split(":", 1)]]
     return {
         "apiVersion": NODEPOOL_API, "kind": "NodePool", "metadata": {"name": name},
         "spec": {
@@ -111,6 +117,7 @@ def nodepool(
                     "nodeClassRef": {"group": "karpenter.kwok.sh", "kind": "KWOKNodeClass",
                                      "name": NODECLASS},
                     "expireAfter": "Never",
+                    **({"startupTaints": taints} if taints else {}),
                     "requirements": [
                         {"key": INSTANCE_TYPE_LABEL, "operator": "In",
                          "values": list(instance_types)},

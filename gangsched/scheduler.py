@@ -56,8 +56,8 @@ CYCLE_SECONDS = Histogram(
 GANGS_WAITING = Gauge("gangsched_gangs_waiting", "Gangs with pending pods not placed")
 GANGS_ASKING = Gauge("gangsched_gangs_asking_for_nodes",
                      "Waiting gangs by what they say to Karpenter's NodePools: AskingForNodes, "
-                     "NodePoolLimit or AskingPaused", ["code"])
-ASKING_CODES = ("AskingForNodes", "NodePoolLimit", "AskingPaused")
+                     "NodesComing, NodePoolLimit or AskingPaused", ["code"])
+ASKING_CODES = ("AskingForNodes", "NodesComing", "NodePoolLimit", "AskingPaused")
 ESTIMATED_START = Gauge(
     "gangsched_gang_estimated_start_timestamp_seconds",
     "When a waiting gang is expected to start (seconds since the epoch); gangs whose start "

@@ -21,6 +21,16 @@ many as the room left holds, so Karpenter buys one whole gang at a time
 rather than half of two; and a gang that asked ``node_hold_s`` without
 being placed pauses ``backoff_s`` (``AskingPaused``) so what was bought for
 it goes back to consolidation. Without NodePools nothing of this applies.
+
+Nodes bought for a gang go to that gang (:func:`nodes_coming`): a node a
+NodePool made after the gang began asking, whose labels its pods accept, is
+held for it whole (as a starving gang's room is held) until it is placed or
+stops asking, so a smaller gang arriving meanwhile cannot take the first
+node up and leave the big one short for ever. The gangs that asked first
+take the nodes first, each only as many as cover what it needs. A gang that
+has asked keeps asking, for what its nodes do not yet cover
+(``NodesComing``), without its NodePool's limits being read again: they
+already count the nodes launched for it.
 Pure: the step passes in what was asked and when, and the clock.
 """
 
@@ -29,14 +39,21 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from gangsched.core.fit.nodefit import selector_ok
 from gangsched.core.model.objects import (
     Gang,
     GangKey,
+    NodeName,
     NodePool,
+    Pod,
+    PodKey,
     PodPlacementRules,
     SelectorRequirement,
+    Toleration,
 )
 from gangsched.core.model.resources import Resources
+from gangsched.core.placement.holds import Hold
+from gangsched.core.placement.snapshot import Snapshot
 from gangsched.core.reasons import (
     AdmissionNoRoom,
     AskingForNodes,
@@ -47,6 +64,7 @@ from gangsched.core.reasons import (
     InDomain,
     InSubGroup,
     NodePoolLimit,
+    NodesComing,
     NoDomainHolds,
     NoDomainLabel,
     NoNodes,
@@ -62,7 +80,14 @@ from gangsched.core.reasons import (
 )
 from gangsched.core.state import Asked, Reported
 
-__all__ = ["AskLimits", "ask_for_nodes", "asking_gangs", "wants_room"]
+__all__ = ["AskLimits", "Coming", "ask_for_nodes", "asking_gangs", "bought_holds",
+           "nodes_coming", "wants_room"]
+
+MADE_BY_NODEPOOL = "karpenter.sh/nodepool"
+"""The label Karpenter gives every node it launches: the NodePool that made it."""
+CLOCK_SLACK_S = 1.0
+"""Creation times are whole seconds: a node made in the second the gang began asking
+counts as made for it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,7 +107,7 @@ def wants_room(reason: Reason) -> bool:
     as kube-scheduler's nominated node tells autoscalers to wait.
     """
     match reason:
-        case AskingForNodes():
+        case AskingForNodes() | NodesComing():
             return True
         case NodePoolLimit() | AskingPaused():
             return False
@@ -110,10 +135,12 @@ def ask_for_nodes(
     asked: Mapping[GangKey, Asked],
     now: float,
     limits: AskLimits,
+    coming: Mapping[GangKey, Coming] | None = None,
 ) -> tuple[dict[GangKey, Reason], dict[GangKey, Asked]]:
     """Each waiting gang's reason, in gangsched's order, with those that want room told
-    whether they ask (``AskingForNodes``) or why not; and what to remember of asking.
-    Without NodePools the reasons are returned as they are: nothing is looked up."""
+    whether they ask (``AskingForNodes``, ``NodesComing`` once nodes were made for it) or
+    why not; and what to remember of asking. Without NodePools the reasons are returned
+    as they are: nothing is looked up."""
     if not nodepools:
         return reasons, {}
     by_key = {gang.key: gang for gang in gangs}
@@ -136,7 +163,12 @@ def ask_for_nodes(
         need = Resources.sum(pod.requests for pod in gang.pending)
         usable = [pool for pool in nodepools
                   if all(makes_nodes_for(pool, pod.rules) for pod in gang.pending)]
+        came = (coming or {}).get(key)
+        if came is not None:
+            need = need.short_of(came.room)
         pool = next((pool for pool in usable if pool.holds(need, taken.get(pool.name))), None)
+        if pool is None and state is not None and usable:
+            pool = usable[0]  # asking already: its limits count what was launched for it
         if pool is None:
             ahead = sorted({first for p in usable if p.holds(need)
                             for first in takers.get(p.name, ())})
@@ -152,8 +184,72 @@ def ask_for_nodes(
         taken[pool.name] = need + taken.get(pool.name, Resources.zero())
         takers.setdefault(pool.name, []).append(key)
         remembered[key] = Asked(since)
-        told[key] = AskingForNodes(len(gang.pending), need, reason)
+        told[key] = AskingForNodes(len(gang.pending), need, reason) if came is None \
+            else NodesComing(came.nodes, need, reason)
     return told, remembered
+
+
+@dataclass(frozen=True, slots=True)
+class Coming:
+    """The nodes made for an asking gang since it asked, and their free room in all."""
+
+    nodes: tuple[NodeName, ...]
+    room: Resources
+
+
+def nodes_coming(
+    asked: Mapping[GangKey, Asked], gangs: Sequence[Gang], snapshot: Snapshot, now: float,
+    limits: AskLimits,
+) -> dict[GangKey, Coming]:
+    """The nodes held for each gang that asked last cycle (in the order it asked in).
+
+    A node counts when a NodePool made it (:data:`MADE_BY_NODEPOOL`) no earlier than the
+    gang began asking and some of the gang's pods accept its labels; oldest first, each
+    gang takes nodes until their free room covers its pending pods, and a node goes to
+    one gang only. A paused gang holds nothing, nor one that pauses now: what was bought
+    for it goes back.
+    """
+    made = sorted((usage.node.created, name) for name, usage in snapshot.nodes.items()
+                  if any(key == MADE_BY_NODEPOOL for key, _ in usage.node.labels))
+    if not made or not asked:
+        return {}
+    by_key = {gang.key: gang for gang in gangs}
+    taken: set[NodeName] = set()
+    coming: dict[GangKey, Coming] = {}
+    for key, state in asked.items():
+        gang = by_key.get(key)
+        if (gang is None or not gang.pending or state.paused_until is not None
+                or now - state.since >= limits.node_hold_s):
+            continue
+        need = Resources.sum(pod.requests for pod in gang.pending)
+        room, nodes = Resources.zero(), []
+        for created, name in made:
+            if need.fits(room):
+                break
+            node = snapshot.nodes[name].node
+            if (name in taken or created < state.since - CLOCK_SLACK_S
+                    or not any(selector_ok(pod.rules, node) for pod in gang.pending)):
+                continue
+            taken.add(name)
+            nodes.append(name)
+            room = room + snapshot.free(name)
+        if nodes:
+            coming[key] = Coming(tuple(nodes), room)
+    return coming
+
+
+TOLERATES_ALL = (Toleration("", "Exists", "", ""),)
+
+
+def bought_holds(coming: Mapping[GangKey, Coming], snapshot: Snapshot,
+                 asked: Mapping[GangKey, Asked], limits: AskLimits) -> tuple[Hold, ...]:
+    """The free room of every node made for a gang, held for it on that node until the
+    gang stops asking (see :attr:`Hold.bought`)."""
+    return tuple(
+        Hold(gang, "", Pod(PodKey(f"{node}#made-for"), snapshot.free(node),
+                           PodPlacementRules(tolerations=TOLERATES_ALL), node_name=node),
+             asked[gang].since + limits.node_hold_s, bought=True)
+        for gang, came in coming.items() for node in came.nodes)
 
 
 def _left(pool: NodePool) -> Resources:

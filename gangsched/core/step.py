@@ -19,7 +19,13 @@ from dataclasses import dataclass, field, replace
 from typing import TypeVar
 
 from gangsched.core.actions import Action, Bind, Evict, LogDecision
-from gangsched.core.asking import AskLimits, ask_for_nodes, asking_gangs
+from gangsched.core.asking import (
+    AskLimits,
+    ask_for_nodes,
+    asking_gangs,
+    bought_holds,
+    nodes_coming,
+)
 from gangsched.core.disruption import budgets_to_write, others_budgets, with_own_budgets
 from gangsched.core.forecast import (
     ForecastLimits,
@@ -96,12 +102,16 @@ def step(state: State, view: StepView, now: float, config: StepConfig) -> Steppe
                             view.never_preempting_classes)
     gathered = gathering.gathered
     holds, seats, notes = held_rooms(state, view, gathering, now, config)
+    snapshot = view.cluster.snapshot
+    coming = nodes_coming(state.asked, gathered.gangs, snapshot, now, config.asking) \
+        if view.nodepools else {}
     preempting, unevictable, ended = settle_preemptions(state, gathered, now, config)
     reclaimed = {queue: at for queue, at in state.reclaimed_at.items()
                  if now - at < config.reclaim_interval_s}
     inp = replace(cycle_input(
         view.cluster, gathered, admitted=state.admitted, waiting_since=state.waiting_since, now=now,
-        policy=config.policy, starvation_s=config.starvation_s, holds=holds,
+        policy=config.policy, starvation_s=config.starvation_s,
+        holds=(*holds, *bought_holds(coming, snapshot, state.asked, config.asking)),
         preemption=config.preemption,
         preempting={k: v.victims for k, v in preempting.items()},
         unevictable=frozenset(k for k, until in unevictable.items() if until > now),
@@ -119,7 +129,7 @@ def step(state: State, view: StepView, now: float, config: StepConfig) -> Steppe
     reasons, asked = ask_for_nodes(
         {u.gang: u.reason for u in (*result.unplaceable, *result.unadmitted)},
         gathered.gangs, view.nodepools, state.asked, now,
-        config.asking)
+        config.asking, coming)
     waiting_since = {gang: state.waiting_since.get(gang, now) for gang in reasons}
     reported = reported_reasons(state.reported, reasons, now, config.pacing.figures_hold_s,
                                 config.pacing.change_gap_s)

@@ -199,3 +199,36 @@ def test_a_gang_on_an_empty_cluster_binds_within_10s_of_its_nodes_ready(
         _record(record, ledger)
     assert max(binds) - ready <= 10, "bound whole within 10 s of its last node Ready"
     assert max(binds) - min(binds) <= 2, "bound whole, not one pod at a time"
+
+
+WARMING = "example.com/warming"
+
+
+def test_a_node_bought_for_a_gang_is_not_taken_by_a_gang_arriving_while_it_comes(
+    cluster: LocalCluster, autoscaled: Karpenter, ws: Workspace
+) -> None:
+    """A gang of two 3-cpu pods buys two 4-cpu nodes, the whole NodePool limit. The nodes
+    come with a startup taint their node agent removes when it is ready; one is ready
+    first, and a 2-cpu gang arriving then would fit there. It waits: the node was bought
+    for the first gang, which binds whole once its second node is ready."""
+    autoscaled.apply(nodepool("pair", limits={"cpu": "8"}, instance_types=("c-4x",),
+                              consolidate_after="60s", startup_taints=(f"{WARMING}=x:NoSchedule",)))
+    ws.create(ws.podgroup("train", min_member=2), ws.podgroup("late", min_member=1))
+    ws.create(*(_member(ws, f"train-{i}", "train", cpu="3") for i in range(2)))
+    wait_for(lambda: len([node for node in autoscaled.nodes() if any(
+        taint["key"] == WARMING for taint in node["spec"].get("taints", ()))]) == 2,
+             timeout=60, what="the two bought nodes, warming")
+    first, second = sorted(node["metadata"]["name"] for node in autoscaled.nodes())
+    cluster.kubectl("taint", "node", first, f"{WARMING}-")
+    ws.create(_member(ws, "late-0", "late", cpu="2"))
+    wait_for(lambda: "nodes coming for this gang" in (
+        scheduled_condition(ws.pods()["train-0"]) or {}).get("message", ""), timeout=30,
+        what="the gang to say its nodes are coming")
+    time.sleep(5)  # cycles enough for a gang to be bound where it fits
+    pods = ws.pods()
+    assert node_of(pods["late-0"]) is None, "the late gang took a node bought for another"
+    assert (scheduled_condition(pods["train-0"]) or {}).get("reason") == "Unschedulable"
+    cluster.kubectl("taint", "node", second, f"{WARMING}-")
+    wait_for(lambda: len(bound([ws.pods()[f"train-{i}"] for i in range(2)])) == 2,
+             timeout=30, what="the gang bound whole on the nodes bought for it")
+    assert {node_of(ws.pods()[f"train-{i}"]) for i in range(2)} == {first, second}

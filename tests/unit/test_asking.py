@@ -12,6 +12,7 @@ from gangsched.core.actions import GANG_WAITING, GATED, UNSCHEDULABLE, MarkUnsch
 from gangsched.core.asking import AskLimits, wants_room
 from gangsched.core.model.objects import (
     GangKey,
+    Node,
     NodePool,
     Pod,
     PodKey,
@@ -25,12 +26,13 @@ from gangsched.core.reasons import (
     GatedByKueue,
     InSubGroup,
     NodePoolLimit,
+    NodesComing,
     NoNodes,
     ShortOfMembers,
     SubGroupUnknown,
     SuspendedByKueue,
 )
-from gangsched.core.state import State
+from gangsched.core.state import Reported, State
 from gangsched.core.step import StepConfig, Stepped, step
 from gangsched.core.view import StepView
 from gangsched.scheduler import publish_asking
@@ -239,3 +241,104 @@ def test_a_sub_group_without_room_asks_and_one_waiting_for_a_label_or_kueue_does
     assert not wants_room(SubGroupUnknown(pod_key, "tp9"))
     assert not wants_room(SuspendedByKueue(gang, "job-wl"))
     assert not wants_room(GatedByKueue(pod_key, 0))
+
+
+# ---- nodes made for a gang go to that gang ------------------------------------------------
+
+def made(name: str, cores: int, at: float, zone: str = "a") -> Node:
+    """A node a NodePool launched at ``at``, as Karpenter labels it."""
+    return replace(node(name, cores), created=at, labels=(
+        ("karpenter.sh/nodepool", "default"), ("topology.kubernetes.io/zone", zone)))
+
+
+def arriving() -> tuple[list[Pod], list[Group], list[Pod], Group]:
+    """A gang of four one-cpu pods asking at 1000 on a full cluster, and a gang of two that
+    arrives later (younger, so second in order)."""
+    pods, job = big("job", 4)
+    small = [replace(p, created=1005.0) for p in members("small", 2)]
+    return pods, [job], small, group("small", 2, uid="u2")
+
+
+def test_a_node_made_for_an_asking_gang_is_held_for_it_and_not_given_to_a_later_gang() -> None:
+    """The first of the gang's two nodes is up: the small gang that came meanwhile could
+    fit there, but taking it would leave the big gang short of the room bought for it."""
+    pods, groups, small, two = arriving()
+    full = node("n1", 0)
+    state = step(State(), with_pools(view([full], pods, groups), pool(cpu=8)),
+                 1000.0, CONFIG).state
+    up = with_pools(view([full, made("k1", 2, 1003.0)], [*pods, *small], [*groups, two]),
+                    pool(cpu=8))
+    stepped = step(state, up, 1010.0, CONFIG)
+    assert stepped.result.placements == ()
+    said = stepped.state.reported[GangKey("ns/job")].reason
+    assert isinstance(said, NodesComing)
+    assert (said.nodes, said.missing.get("cpu")) == (("k1",), 2000)
+    assert {conditions(stepped)[f"ns/job-{i}"] for i in range(4)} == {UNSCHEDULABLE}
+    assert "k1 made for it" in (stepped.result.holding[GangKey("ns/job")])
+
+    both = with_pools(view([full, made("k1", 2, 1003.0), made("k2", 2, 1004.0)],
+                           [*pods, *small], [*groups, two]), pool(cpu=8))
+    placed = step(stepped.state, both, 1012.0, CONFIG)
+    assert [p.gang for p in placed.result.placements] == [GangKey("ns/job")]
+
+
+def test_a_node_made_before_the_gang_asked_is_not_held_for_it() -> None:
+    pods, groups, small, two = arriving()
+    full = node("n1", 0)
+    state = step(State(), with_pools(view([full], pods, groups), pool(cpu=8)),
+                 1000.0, CONFIG).state
+    older = with_pools(view([full, made("k1", 2, 990.0)], [*pods, *small], [*groups, two]),
+                       pool(cpu=8))
+    stepped = step(state, older, 1010.0, CONFIG)
+    assert [p.gang for p in stepped.result.placements] == [GangKey("ns/small")]
+
+
+def test_a_node_whose_labels_the_gang_refuses_is_not_held_for_it() -> None:
+    """Bought in zone b while the gang asks for zone a: it was made for someone else."""
+    pods, groups, small, two = arriving()
+    pods = [replace(p, rules=PodPlacementRules(
+        node_selector=(("topology.kubernetes.io/zone", "a"),))) for p in pods]
+    full = node("n1", 0)
+    state = step(State(), with_pools(view([full], pods, groups), pool(cpu=8)),
+                 1000.0, CONFIG).state
+    other = with_pools(view([full, made("k1", 2, 1003.0, zone="b")], [*pods, *small],
+                            [*groups, two]), pool(cpu=8))
+    stepped = step(state, other, 1010.0, CONFIG)
+    assert [p.gang for p in stepped.result.placements] == [GangKey("ns/small")]
+
+
+def test_a_gang_that_stops_asking_lets_its_nodes_go() -> None:
+    """Asked 300 s and never completed: it pauses, and the node made for it takes others."""
+    pods, groups, small, two = arriving()
+    config = StepConfig(starvation_s=1e6, asking=AskLimits(node_hold_s=300.0, backoff_s=300.0))
+    full = node("n1", 0)
+    state = step(State(), with_pools(view([full], pods, groups), pool(cpu=8)),
+                 1000.0, config).state
+    up = with_pools(view([full, made("k1", 2, 1003.0)], [*pods, *small], [*groups, two]),
+                    pool(cpu=8))
+    state = step(state, up, 1010.0, config).state
+    late = step(state, up, 1300.0, config)
+    assert late.state.reported[GangKey("ns/job")].reason.code == "AskingPaused"
+    assert [p.gang for p in late.result.placements] == [GangKey("ns/small")]
+
+
+def test_a_gang_asking_keeps_asking_when_its_nodepools_limits_count_its_nodes() -> None:
+    """Karpenter counts the nodes it launches for the gang in its NodePool's resources: the
+    room left drops to nothing, and the gang must not flip to NodePoolLimit (and its pods
+    from Unschedulable) while its nodes come."""
+    pods, job = big("job", 4)
+    full = node("n1", 0)
+    state = step(State(), with_pools(view([full], pods, [job]), pool(cpu=4)),
+                 1000.0, CONFIG).state
+    launched = step(state, with_pools(view([full], pods, [job]), pool(cpu=0)), 1005.0, CONFIG)
+    assert isinstance(launched.state.reported[GangKey("ns/job")].reason, AskingForNodes)
+    assert {conditions(launched).get(f"ns/job-{i}", UNSCHEDULABLE) for i in range(4)} == {
+        UNSCHEDULABLE}
+
+
+def test_nodes_coming_keeps_pods_unschedulable_and_is_counted() -> None:
+    cause = NoNodes(GangKey("ns/job"))
+    assert wants_room(NodesComing(("k1",), Resources.zero(), cause))
+    publish_asking([Reported(NodesComing(("k1",), Resources.zero(), cause), 0.0)])
+    assert REGISTRY.get_sample_value("gangsched_gangs_asking_for_nodes",
+                                     {"code": "NodesComing"}) == 1.0

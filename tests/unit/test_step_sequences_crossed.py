@@ -52,8 +52,9 @@ After every step, whatever happened before:
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 from hypothesis import HealthCheck, example, given, settings
@@ -61,7 +62,13 @@ from hypothesis import strategies as st
 
 from devcluster import fakedriver
 from gangsched.core.actions import Bind, Evict, MarkUnschedulable
-from gangsched.core.asking import AskLimits, wants_room
+from gangsched.core.asking import (
+    MADE_BY_NODEPOOL,
+    AskLimits,
+    Coming,
+    nodes_coming,
+    wants_room,
+)
 from gangsched.core.dra.parse import allocation_to_api
 from gangsched.core.dra.placing import ClaimWrite
 from gangsched.core.kubeobjects.podgroups import QUEUE_ANNOTATION, SUB_GROUP_LABEL
@@ -72,7 +79,7 @@ from gangsched.core.placement.capacity import Placement
 from gangsched.core.queues.fairness import gang_order
 from gangsched.core.reasons import AskingPaused, NodePoolLimit, Starving, SuspendedByKueue
 from gangsched.core.stages.gangs import Member
-from gangsched.core.state import bind_refused
+from gangsched.core.state import Asked, bind_refused
 from gangsched.core.step import StepConfig, Stepped, step
 from gangsched.core.view import StepView
 from gangsched.mirror import Mirror
@@ -512,7 +519,10 @@ def _karpenter(world: CrossedWorld, kind: str, index: int) -> None:
             "template": {"spec": {}}, **({} if limit is None else {"limits": {"cpu": limit}})}}
     elif world.nodepool is not None:
         body = node(f"k{world.launched}", 4)
-        body["metadata"]["labels"].update({BLOCK: LAUNCHED[0], RACK: LAUNCHED[1]})
+        body["metadata"]["labels"].update({BLOCK: LAUNCHED[0], RACK: LAUNCHED[1],
+                                           MADE_BY_NODEPOOL: "burst"})
+        body["metadata"]["creationTimestamp"] = datetime.fromtimestamp(
+            world.now, UTC).isoformat()
         world.launched += 1
         world.feed.upsert("nodes", body)
         world.nodepool["status"] = {"resources": {"cpu": str(4 * world.launched)}}
@@ -636,15 +646,19 @@ def _crossed_step(world: CrossedWorld) -> None:
     devices_before = _free_devices(world)
     preempting = set(world.state.preempting)
     pools = tuple(mirror.budgets_and_storage.nodepools.values())
+    asked_before = world.state.asked
+    coming = nodes_coming(asked_before, list(gangs.values()), before.snapshot, world.now,
+                          CONFIG.asking) if pools else {}
     stepped = step(world.state, StepView(before, nodepools=pools), world.now, CONFIG)
     world.state = stepped.state
-    _check_asking(world, stepped, pools)
+    _check_asking(world, stepped, pools, asked_before)
     world.steps += 1
     for action in stepped.actions:
         if isinstance(action, Evict):
             _evict(world, action)
     binds = [a.placement for a in stepped.actions if isinstance(a, Bind)]
     _check_whole(world, binds)
+    _check_made_for(coming, binds)
     _check_one_rack(world, binds)
     _check_sub_groups(world, before.members, binds)
     kept = [placement for placement in binds if _hand_out(world, placement)]
@@ -735,10 +749,21 @@ def _check_sub_groups(world: CrossedWorld, members: Iterable[Member],
             assert len(racks) <= 1, f"{placement.gang} sub-group s{sub} placed in {racks}"
 
 
-def _check_asking(world: CrossedWorld, stepped: Stepped, pools: tuple[NodePool, ...]) -> None:
+def _check_made_for(coming: dict[GangKey, Coming], binds: list[Placement]) -> None:
+    """A node Karpenter made for a gang still asking takes no other gang's pod."""
+    owner = {name: gang for gang, came in coming.items() for name in came.nodes}
+    for placement in binds:
+        for pod, name in placement.assignments:
+            assert owner.get(name, placement.gang) == placement.gang, (
+                f"{pod} of {placement.gang} on {name}, made for {owner[name]}")
+
+
+def _check_asking(world: CrossedWorld, stepped: Stepped, pools: tuple[NodePool, ...],
+                  asked_before: Mapping[GangKey, Asked]) -> None:
     """A waiting pod says ``Unschedulable`` exactly when its gang's reported reason (the one
-    it shows) wants room, so the condition changes only with it; the gangs deciding to
-    ask a NodePool with a limit fit it together."""
+    it shows) wants room, so the condition changes only with it; the gangs starting to
+    ask a NodePool with a limit fit it together (those asking already go on: the limit
+    counts the nodes launched for them)."""
     reported = stepped.state.reported
     for action in stepped.actions:
         if not isinstance(action, MarkUnschedulable) or action.gated:
@@ -752,7 +777,8 @@ def _check_asking(world: CrossedWorld, stepped: Stepped, pools: tuple[NodePool, 
             not action.asks_for_nodes)
     if pools and pools[0].headroom is not None:
         pending = {gang.key: gang.pending for gang in stepped.gathered.gangs}
-        asking = [key for key, asked in stepped.state.asked.items() if asked.paused_until is None]
+        asking = [key for key, asked in stepped.state.asked.items()
+                  if asked.paused_until is None and key not in asked_before]
         need = Resources.sum(pod.requests for key in asking for pod in pending.get(key, ()))
         assert pools[0].holds(need), f"{asking} ask {need}, more than {pools[0].headroom}"
 

@@ -17,6 +17,7 @@ from gangsched.core.kubeobjects.fields import (
     resources_at,
     str_at,
     str_map_at,
+    timestamp,
 )
 from gangsched.core.model.objects import (
     Namespace,
@@ -80,6 +81,7 @@ def node_from_api(obj: Mapping[str, Any]) -> Node:
         unschedulable=unschedulable,
         ready=ready,
         features=features,
+        created=timestamp(meta.get("creationTimestamp"), where, "metadata.creationTimestamp"),
     )
 
 

@@ -102,6 +102,9 @@ class Node:
     reads only the taints a node not Ready is given)."""
     features: frozenset[str] = frozenset()
     """``status.declaredFeatures``: what the node's kubelet says it supports."""
+    created: float = 0.0
+    """Creation time in seconds since the epoch: a node an autoscaler made after a gang
+    asked for nodes is held for that gang (core.asking)."""
 
 
 @dataclass(frozen=True, slots=True)

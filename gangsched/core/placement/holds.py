@@ -65,6 +65,10 @@ class Hold:
     until: float
     devices: tuple[DeviceRef, ...] = ()
     """The devices its claims had on its node, held with its room while free."""
+    bought: bool = False
+    """Not a departed member: a node an autoscaler made for the gang while it asked for
+    nodes, its free room held whole on that node (``pod`` stands in for it; see
+    core.asking.bought_holds); never held elsewhere."""
 
 
 def seats_of(
@@ -167,12 +171,20 @@ def describe(held: Iterable[tuple[Hold, NodeName]]) -> str:
     """
     total = Resources.zero()
     nodes: set[NodeName] = set()
+    bought: set[NodeName] = set()
     count = 0
     for hold, node in held:
+        if hold.bought:
+            bought.add(node)
+            continue
         total = total + hold.pod.requests
         nodes.add(node)
         count += 1
-    return (
-        f"holding the room of {count} departed member{'s' if count != 1 else ''} "
-        f"({total} on {', '.join(sorted(nodes))}) for its replacement"
-    )
+    said = []
+    if count:
+        said.append(f"holding the room of {count} departed member{'s' if count != 1 else ''} "
+                    f"({total} on {', '.join(sorted(nodes))}) for its replacement")
+    if bought:
+        said.append(f"holding the node{'s' if len(bought) != 1 else ''} "
+                    f"{', '.join(sorted(bought))} made for it while it asked for nodes")
+    return "; ".join(said)

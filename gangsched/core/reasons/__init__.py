@@ -63,7 +63,12 @@ from gangsched.core.reasons.holding import (
 )
 from gangsched.core.reasons.kueue import KUEUE_GATE, GatedByKueue, SuspendedByKueue
 from gangsched.core.reasons.members import BindBackoff, Gated, MembersMissing, ShortOfMembers
-from gangsched.core.reasons.nodepools import AskingForNodes, AskingPaused, NodePoolLimit
+from gangsched.core.reasons.nodepools import (
+    AskingForNodes,
+    AskingPaused,
+    NodePoolLimit,
+    NodesComing,
+)
 from gangsched.core.reasons.preemption import (
     AwaitingVictims,
     BeingPreempted,
@@ -123,6 +128,7 @@ __all__ = [
     "NoDomainLabel",
     "NoNodes",
     "NodePoolLimit",
+    "NodesComing",
     "NotReclaimable",
     "PartlyBound",
     "PodRulesUnmet",
@@ -171,7 +177,7 @@ Reason = (
     | BeingPreempted | Preempting | AwaitingVictims | ProtectedByBudget | NotReclaimable
     | ProtectedByShare
     | GroupMissing | GroupInvalid
-    | AskingForNodes | NodePoolLimit | AskingPaused
+    | AskingForNodes | NodesComing | NodePoolLimit | AskingPaused
 )
 """A reason as data: every kind has its code, its figures and its wording."""
 
@@ -187,7 +193,7 @@ def causes(reason: Reason) -> Iterator[Reason]:
     match reason:
         case (Starving() | TooBigToHold() | Preempting() | AwaitingVictims() | InDomain()
               | InSubGroup() | ProtectedByBudget() | NotReclaimable() | ProtectedByShare()
-              | AskingForNodes() | NodePoolLimit() | AskingPaused()):
+              | AskingForNodes() | NodesComing() | NodePoolLimit() | AskingPaused()):
             yield from causes(reason.cause)
         case NoDomainHolds():
             for shown in reason.shown:

@@ -30,6 +30,24 @@ class AskingForNodes:
 
 
 @dataclass(frozen=True, slots=True)
+class NodesComing:
+    """Nodes an autoscaler made since the gang asked are held for it, and it still asks
+    for what they lack (nothing: they are all here, not yet usable); its pods keep saying
+    ``Unschedulable``, so the signal does not flip while its nodes come."""
+
+    code: ClassVar[str] = "NodesComing"
+    nodes: tuple[str, ...]
+    missing: Resources
+    cause: Reason
+
+    def text(self) -> str:
+        still = f"still asking for {self.missing}" if not self.missing.is_zero \
+            else "waiting for them to take pods"
+        return (f"nodes coming for this gang: {some(self.nodes)} held for it, {still}; "
+                f"{self.cause.text()}")
+
+
+@dataclass(frozen=True, slots=True)
 class NodePoolLimit:
     """No NodePool whose nodes its pods may use can launch what the gang needs under its
     limits, or the room left goes first to the gangs ahead of it in order, one batch at

@@ -45,6 +45,7 @@ from gangsched.core.reasons import (
     HeldForStarving,
     InSubGroup,
     NodePoolLimit,
+    NodesComing,
     NoDomainHolds,
     NotReclaimable,
     Preempting,
@@ -437,6 +438,8 @@ def _steady(reason: Reason) -> object | None:
             return (reason.sub_group, code_of(reason.cause), _steady(reason.cause))
         case AskingForNodes():
             return (reason.pods, reason.need, code_of(reason.cause), _steady(reason.cause))
+        case NodesComing():
+            return (reason.nodes, reason.missing, code_of(reason.cause), _steady(reason.cause))
         case NodePoolLimit():
             # What each NodePool has left moves with every node Karpenter launches.
             return (reason.need, tuple(pool for pool, _ in reason.headroom), reason.ahead,

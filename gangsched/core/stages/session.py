@@ -407,10 +407,13 @@ def take_hold(session: Session, hold: Hold) -> None:
     devices free there, else where it fits.
 
     Where it fits nowhere (a node went away), nothing is held: there is
-    no room to keep, and pretending would only block other gangs.
+    no room to keep, and pretending would only block other gangs. A node made for
+    the gang is held on that node or not at all.
     """
     session.for_good()
-    for stand_in, devices in ((pinned(hold.pod), hold.devices), (anywhere(hold.pod), ())):
+    tries = ((pinned(hold.pod), hold.devices),) if hold.bought else (
+        (pinned(hold.pod), hold.devices), (anywhere(hold.pod), ()))
+    for stand_in, devices in tries:
         decision = session.capacity.place(
             Gang(hold.gang, min_member=1, pending=(stand_in,)), session.inp.policy
         )
