@@ -251,75 +251,64 @@ def made(name: str, cores: int, at: float, zone: str = "a") -> Node:
         ("karpenter.sh/nodepool", "default"), ("topology.kubernetes.io/zone", zone)))
 
 
-def arriving() -> tuple[list[Pod], list[Group], list[Pod], Group]:
-    """A gang of four one-cpu pods asking at 1000 on a full cluster, and a gang of two that
-    arrives later (younger, so second in order)."""
+FULL = node("n1", 0)
+
+
+def asking_then(*nodes: Node, config: StepConfig = CONFIG, zone: str | None = None
+                ) -> tuple[State, StepView]:
+    """A gang of four one-cpu pods (in ``zone`` if given) asking at 1000 on a full
+    cluster; then ``nodes`` and a gang of two arriving later (younger, so second in order):
+    the state after the first step, and the view with both gangs and the nodes."""
     pods, job = big("job", 4)
+    if zone is not None:
+        pods = [replace(p, rules=PodPlacementRules(
+            node_selector=(("topology.kubernetes.io/zone", zone),))) for p in pods]
     small = [replace(p, created=1005.0) for p in members("small", 2)]
-    return pods, [job], small, group("small", 2, uid="u2")
+    state = step(State(), with_pools(view([FULL], pods, [job]), pool(cpu=8)),
+                 1000.0, config).state
+    return state, with_pools(view([FULL, *nodes], [*pods, *small],
+                                  [job, group("small", 2, uid="u2")]), pool(cpu=8))
+
+
+def placed(stepped: Stepped) -> list[GangKey]:
+    return [placement.gang for placement in stepped.result.placements]
 
 
 def test_a_node_made_for_an_asking_gang_is_held_for_it_and_not_given_to_a_later_gang() -> None:
     """The first of the gang's two nodes is up: the small gang that came meanwhile could
     fit there, but taking it would leave the big gang short of the room bought for it."""
-    pods, groups, small, two = arriving()
-    full = node("n1", 0)
-    state = step(State(), with_pools(view([full], pods, groups), pool(cpu=8)),
-                 1000.0, CONFIG).state
-    up = with_pools(view([full, made("k1", 2, 1003.0)], [*pods, *small], [*groups, two]),
-                    pool(cpu=8))
+    state, up = asking_then(made("k1", 2, 1003.0))
     stepped = step(state, up, 1010.0, CONFIG)
-    assert stepped.result.placements == ()
+    assert placed(stepped) == []
     said = stepped.state.reported[GangKey("ns/job")].reason
     assert isinstance(said, NodesComing)
     assert (said.nodes, said.missing.get("cpu")) == (("k1",), 2000)
     assert {conditions(stepped)[f"ns/job-{i}"] for i in range(4)} == {UNSCHEDULABLE}
     assert "k1 made for it" in (stepped.result.holding[GangKey("ns/job")])
 
-    both = with_pools(view([full, made("k1", 2, 1003.0), made("k2", 2, 1004.0)],
-                           [*pods, *small], [*groups, two]), pool(cpu=8))
-    placed = step(stepped.state, both, 1012.0, CONFIG)
-    assert [p.gang for p in placed.result.placements] == [GangKey("ns/job")]
+    _, both = asking_then(made("k1", 2, 1003.0), made("k2", 2, 1004.0))
+    assert placed(step(stepped.state, both, 1012.0, CONFIG)) == [GangKey("ns/job")]
 
 
 def test_a_node_made_before_the_gang_asked_is_not_held_for_it() -> None:
-    pods, groups, small, two = arriving()
-    full = node("n1", 0)
-    state = step(State(), with_pools(view([full], pods, groups), pool(cpu=8)),
-                 1000.0, CONFIG).state
-    older = with_pools(view([full, made("k1", 2, 990.0)], [*pods, *small], [*groups, two]),
-                       pool(cpu=8))
-    stepped = step(state, older, 1010.0, CONFIG)
-    assert [p.gang for p in stepped.result.placements] == [GangKey("ns/small")]
+    state, older = asking_then(made("k1", 2, 990.0))
+    assert placed(step(state, older, 1010.0, CONFIG)) == [GangKey("ns/small")]
 
 
 def test_a_node_whose_labels_the_gang_refuses_is_not_held_for_it() -> None:
     """Bought in zone b while the gang asks for zone a: it was made for someone else."""
-    pods, groups, small, two = arriving()
-    pods = [replace(p, rules=PodPlacementRules(
-        node_selector=(("topology.kubernetes.io/zone", "a"),))) for p in pods]
-    full = node("n1", 0)
-    state = step(State(), with_pools(view([full], pods, groups), pool(cpu=8)),
-                 1000.0, CONFIG).state
-    other = with_pools(view([full, made("k1", 2, 1003.0, zone="b")], [*pods, *small],
-                            [*groups, two]), pool(cpu=8))
-    stepped = step(state, other, 1010.0, CONFIG)
-    assert [p.gang for p in stepped.result.placements] == [GangKey("ns/small")]
+    state, other = asking_then(made("k1", 2, 1003.0, zone="b"), zone="a")
+    assert placed(step(state, other, 1010.0, CONFIG)) == [GangKey("ns/small")]
 
 
 def test_a_gang_that_stops_asking_lets_its_nodes_go() -> None:
     """Asked 300 s and never completed: it pauses, and the node made for it takes others."""
-    pods, groups, small, two = arriving()
     config = StepConfig(starvation_s=1e6, asking=AskLimits(node_hold_s=300.0, backoff_s=300.0))
-    full = node("n1", 0)
-    state = step(State(), with_pools(view([full], pods, groups), pool(cpu=8)),
-                 1000.0, config).state
-    up = with_pools(view([full, made("k1", 2, 1003.0)], [*pods, *small], [*groups, two]),
-                    pool(cpu=8))
+    state, up = asking_then(made("k1", 2, 1003.0), config=config)
     state = step(state, up, 1010.0, config).state
     late = step(state, up, 1300.0, config)
     assert late.state.reported[GangKey("ns/job")].reason.code == "AskingPaused"
-    assert [p.gang for p in late.result.placements] == [GangKey("ns/small")]
+    assert placed(late) == [GangKey("ns/small")]
 
 
 def test_a_gang_asking_keeps_asking_when_its_nodepools_limits_count_its_nodes() -> None:
@@ -327,10 +316,9 @@ def test_a_gang_asking_keeps_asking_when_its_nodepools_limits_count_its_nodes() 
     room left drops to nothing, and the gang must not flip to NodePoolLimit (and its pods
     from Unschedulable) while its nodes come."""
     pods, job = big("job", 4)
-    full = node("n1", 0)
-    state = step(State(), with_pools(view([full], pods, [job]), pool(cpu=4)),
+    state = step(State(), with_pools(view([FULL], pods, [job]), pool(cpu=4)),
                  1000.0, CONFIG).state
-    launched = step(state, with_pools(view([full], pods, [job]), pool(cpu=0)), 1005.0, CONFIG)
+    launched = step(state, with_pools(view([FULL], pods, [job]), pool(cpu=0)), 1005.0, CONFIG)
     assert isinstance(launched.state.reported[GangKey("ns/job")].reason, AskingForNodes)
     assert {conditions(launched).get(f"ns/job-{i}", UNSCHEDULABLE) for i in range(4)} == {
         UNSCHEDULABLE}
