@@ -109,11 +109,11 @@ class Capacity:
         return self._nodes.free[name]
 
     def groups(self) -> Iterator[tuple[int, Resources, Collection[NodeName]]]:
-        """The nodes in groups of one kind (labels, taints, flags) and equal free room."""
+        """The nodes in groups of one kind (labels, taints, flags) and equal free room, in
+        the order a fresh snapshot lists them: by kind, then by first node."""
         for kind, by_free in enumerate(self._nodes.classes):
-            for free, names in by_free.items():
-                if names:
-                    yield kind, free, names
+            for free, names in sorted(by_free.items(), key=lambda group: next(iter(group[1]))):
+                yield kind, free, names
 
     def node(self, name: NodeName) -> Node:
         return self._nodes.index.nodes[name].node
