@@ -257,6 +257,11 @@ class Capacity:
 
     # ------------------------------------------------------------ devices
 
+    def by_devices(self, resource: str) -> bool:
+        """Whether a DeviceClass names the extended resource: devices may serve it where
+        a node does not list it, so a node's free room does not bound it."""
+        return resource in self._devices.inventory.extended
+
     def _served_by_devices(self, pod: Pod) -> bool:
         """Whether a DeviceClass names one of the pod's extended resources: devices may
         serve it where a node does not list it, so the pod is placed with devices."""

@@ -191,10 +191,11 @@ class ShapeIndex:
                 yield from self._in_order(rooms[room])
 
     def counts(self) -> tuple[dict[int, int], dict[str, int]]:
-        """Nodes by room (room ≥ 1) and, for nodes with none, by the resource they lack."""
+        """Nodes by room (room ≥ 1) and, for nodes with none, by the resource they lack;
+        in the order of room and of name, whichever buckets were filled first."""
         room: dict[int, int] = {}
         short: dict[str, int] = {}
-        for (_, fits, blamed), nodes in self._nodes.items():
+        for (_, fits, blamed), nodes in sorted(self._nodes.items()):
             if not nodes:
                 continue
             if fits:
