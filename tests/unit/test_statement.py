@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gangsched.core.model.objects import Gang, Policy, QueueName, QueueSpec
+from gangsched.core.model.objects import Gang, Node, Policy, QueueName, QueueSpec
 from gangsched.core.model.resources import Capability
 from gangsched.core.placement.capacity import Snapshot
 from gangsched.core.reasons import QueueMissing
@@ -29,6 +29,14 @@ def session(*gangs: Gang, starving_since: float | None = None) -> Session:
         waiting_since=waiting,
         now=100.0,
         policy=Policy.BINPACK,
+    ))
+
+
+def session_on(nodes: list[Node], *gangs: Gang) -> Session:
+    return Session(CycleInput(
+        snapshot=Snapshot.build(nodes, []), gangs=gangs, bound_requests={},
+        queues={DEFAULT: QueueSpec(DEFAULT)}, admitted=frozenset(), waiting_since={},
+        now=100.0, policy=Policy.BINPACK,
     ))
 
 
@@ -155,3 +163,30 @@ def test_any_mix_of_kept_and_discarded_trials_leaves_what_was_kept_alone(
         stage.discard()
         assert state(s) == start
     assert s.statement is None
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    tried=st.lists(st.tuples(st.integers(1, 3), st.integers(1, 2)), min_size=1, max_size=3),
+    then=st.tuples(st.integers(1, 3), st.integers(1, 2)),
+    cores=st.lists(st.sampled_from([2, 4]), min_size=2, max_size=5),
+)
+def test_a_discarded_trial_changes_no_later_placement(
+    tried: list[tuple[int, int]], then: tuple[int, int], cores: list[int]
+) -> None:
+    """On nodes many of which are equally free, gangs tried and discarded leave the next
+    gang on exactly the nodes it gets when nothing was tried before it."""
+    nodes = [node(f"n{i}", size) for i, size in enumerate(cores)]
+    trials = [gang(f"ns/t{i}", pods, size) for i, (pods, size) in enumerate(tried)]
+    last = gang("ns/last", *then)
+
+    def placed_after(discarded: list[Gang]) -> list[object]:
+        s = session_on(nodes, *discarded, last)
+        for g in discarded:
+            trial = s.open()
+            try_place(s, g)
+            trial.discard()
+        try_place(s, last)
+        return list(s.placements)
+
+    assert placed_after(trials) == placed_after([])

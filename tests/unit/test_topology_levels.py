@@ -31,15 +31,17 @@ from gangsched.core.placement.capacity import Capacity, Placement, Snapshot, Unp
 from gangsched.core.placement.topology import (
     domains_of,
     place_in_levels,
+    place_in_one_domain,
     preferred_keys,
     with_levels,
 )
-from gangsched.core.reasons import LevelHeld, NoDomainHolds, TopologyUnknown
+from gangsched.core.reasons import DoesNotFit, LevelHeld, NoDomainHolds, TopologyUnknown
 from gangsched.core.stages.gangs import Member
 from gangsched.core.state import State
 from gangsched.core.step import step
 from gangsched.core.view import StepView
-from tests.unit.clusters import GPU, node, pod, workers
+from tests.unit import test_dra_extended as extended
+from tests.unit.clusters import GPU, gang, node, pod, workers
 from tests.unit.test_cycle import DEFAULT
 from tests.unit.test_step import CONFIG, Cluster, Group, Record
 
@@ -224,3 +226,60 @@ def test_a_gang_only_the_last_rack_holds_lands_there() -> None:
     placed = place(fabric((8, 8, 4, 8, 8, 4, 0, 0)), levelled(16, required=RACK))
     assert isinstance(placed, Placement) and racks_used(placed) == {"r3"}
     assert placed.level == LevelHeld(RACK, "r3", "")
+
+
+# ---- domains passed over for their free room ---------------------------------------------
+
+
+def test_a_rack_holding_the_gang_s_minimum_is_searched_though_short_of_all_its_pods() -> None:
+    # Only r3 has room, 4 GPUs on each node: the two 2-GPU workers the minimum needs fit
+    # there, though not the 8-GPU one beside them nor all three.
+    pods = (*workers("ml/big", 1, gpu=8), *workers("ml/small", 2, gpu=2))
+    subject = with_levels(Gang(GangKey("ml/train"), 2, pods,
+                            levels=LevelRequest("fabric", RACK, None)), TOPOLOGIES)
+    placed = place(fabric((8, 8, 8, 8, 8, 8, 4, 4)), subject)
+    assert isinstance(placed, Placement) and racks_used(placed) == {"r3"}
+    assert sorted(str(pod) for pod, _ in placed.assignments) == ["ml/small-0", "ml/small-1"]
+
+
+def test_a_node_another_scheduler_overcommitted_takes_no_room_from_its_rack() -> None:
+    # r1-0 runs 80 CPUs of another scheduler's pods on 64: its rack still has r1-1's 64.
+    nodes = [node(name, cpu="64", labels={BLOCK: "b0", RACK: name[:2], HOST: name})
+             for name in ("r0-0", "r0-1", "r1-0", "r1-1")]
+    busy = [pod("other/r0-0", cpu="40", node_name="r0-0"),
+            pod("other/r0-1", cpu="40", node_name="r0-1"),
+            pod("other/r1-0", cpu="80", node_name="r1-0")]
+    snapshot = Snapshot.build(nodes, busy)
+    subject = with_levels(Gang(GangKey("ml/train"), 1, tuple(workers("ml/w", 1, cpu="60")),
+                            levels=LevelRequest("fabric", RACK, None)), TOPOLOGIES)
+    placed = place(snapshot, subject)
+    assert isinstance(placed, Placement) and dict(placed.assignments) == {"ml/w-0": "r1-1"}
+
+
+def test_a_rack_with_room_enough_in_pieces_is_searched_and_named_with_its_refusal() -> None:
+    # r0 has 8 GPUs free, 4 on each node: enough in sum for an 8-GPU worker, not on one node.
+    taken = (4, 4, 8, 8, 8, 8, 8, 0)
+    placed = place(fabric(taken), levelled(8, required=RACK))
+    assert isinstance(placed, Placement) and racks_used(placed) == {"r3"}
+
+    waits = place(fabric((*taken[:7], 8)), levelled(8, required=RACK))
+    assert isinstance(waits, Unplaceable) and isinstance(waits.reason, NoDomainHolds)
+    # r0 searched and refused; r1 and r2, passed over for their room, searched to say why.
+    assert [(shown.domain, shown.cause.shapes[0].short)
+            for shown in waits.reason.shown if isinstance(shown.cause, DoesNotFit)] == [
+        ("block=b0,rack=r0", {GPU: 2}), ("block=b0,rack=r1", {GPU: 2}),
+        ("block=b1,rack=r2", {GPU: 2})]
+    assert [(room.value, room.free, room.asked) for room in waits.reason.closest] == [
+        ("r0", 8, 8), ("r1", 0, 8), ("r2", 0, 8)]
+
+
+def test_a_rack_whose_devices_serve_a_resource_its_nodes_do_not_list_is_searched() -> None:
+    # The nodes list no example.com/gpu; a DeviceClass serves it from their devices.
+    served = extended.snapshot(["n-0", "n-1"])
+    nodes = [replace(usage.node, labels=((RACK, "r0"),)) for usage in served.nodes.values()]
+    snapshot = replace(Snapshot.build(nodes, []), devices=served.devices)
+    pods = [extended.gpu_pod(f"w-{i}") for i in range(2)]
+    confined = replace(gang("ns/g", pods), topology_keys=(RACK,))
+    decision = place_in_one_domain(Capacity(snapshot), confined, Policy.BINPACK,
+                                   domains_of(snapshot, (RACK,)))
+    assert isinstance(decision, Placement) and len(decision.claims) == 2

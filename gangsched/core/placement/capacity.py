@@ -109,11 +109,11 @@ class Capacity:
         return self._nodes.free[name]
 
     def groups(self) -> Iterator[tuple[int, Resources, Collection[NodeName]]]:
-        """The nodes in groups of one kind (labels, taints, flags) and equal free room."""
+        """The nodes in groups of one kind (labels, taints, flags) and equal free room, in
+        the order a fresh snapshot lists them: by kind, then by first node."""
         for kind, by_free in enumerate(self._nodes.classes):
-            for free, names in by_free.items():
-                if names:
-                    yield kind, free, names
+            for free, names in sorted(by_free.items(), key=lambda group: next(iter(group[1]))):
+                yield kind, free, names
 
     def node(self, name: NodeName) -> Node:
         return self._nodes.index.nodes[name].node
@@ -256,6 +256,11 @@ class Capacity:
         self._devices.forget(placement.claims)
 
     # ------------------------------------------------------------ devices
+
+    def by_devices(self, resource: str) -> bool:
+        """Whether a DeviceClass names the extended resource: devices may serve it where
+        a node does not list it, so a node's free room does not bound it."""
+        return resource in self._devices.inventory.extended
 
     def _served_by_devices(self, pod: Pod) -> bool:
         """Whether a DeviceClass names one of the pod's extended resources: devices may

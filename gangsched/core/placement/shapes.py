@@ -10,6 +10,12 @@ when a bind moves one node between groups only that node's buckets change.
 So the cost of a pass follows the number of gangs and the nodes they touch,
 not the size of the cluster. :class:`FreeNodes` holds the groups themselves
 and keeps every shape index current as nodes move between them.
+
+Ties are broken as a fresh snapshot of the same free room would break them:
+a group's nodes in name order, and among equally good groups, by kind and
+then by first node. Which node a gang lands on never depends on the order in
+which nodes left and rejoined their groups, so a placement tried and given
+back (a domain searched, a trial discarded) changes no later decision.
 """
 
 from __future__ import annotations
@@ -41,8 +47,8 @@ class ShapeIndex:
     """
 
     __slots__ = (
-        "_admitted", "_buckets", "_eligible", "_levels", "_names", "_nodes", "_slot", "items",
-        "requests",
+        "_admitted", "_buckets", "_eligible", "_groups", "_levels", "_names", "_nodes", "_slot",
+        "items", "requests",
     )
 
     def __init__(
@@ -57,6 +63,7 @@ class ShapeIndex:
         self.requests = requests
         self.items = tuple(sorted(requests.amounts.items()))
         self._eligible = eligible
+        self._groups = groups
         self._names = names
         self._buckets: dict[Resources, _Bucket] = {}
         self._slot: dict[ClassKey, _Bucket] = {}
@@ -141,6 +148,14 @@ class ShapeIndex:
     def room(self, free: Resources) -> int:
         return self._bucket(free)[1]
 
+    def _first(self, key: ClassKey) -> tuple[int, NodeName]:
+        """Where a fresh snapshot puts the group among its equals: by kind, then first node."""
+        kind, free = key
+        return kind, next(iter(self._groups[kind][free]))
+
+    def _in_order(self, keys: dict[ClassKey, None]) -> list[ClassKey]:
+        return list(keys) if len(keys) == 1 else sorted(keys, key=self._first)
+
     def best_for_binpack(self, remaining: int) -> ClassKey | None:
         """The group a binpacking run of ``remaining`` pods should fill next.
 
@@ -160,24 +175,27 @@ class ShapeIndex:
                     largest = room
             chosen = fitting if fitting is not None else largest
             if chosen:
-                return next(iter(rooms[chosen]))
+                keys = rooms[chosen]
+                return next(iter(keys)) if len(keys) == 1 else min(keys, key=self._first)
         return None
 
     def for_spread(self) -> Iterator[ClassKey]:
-        """Groups in spread order: fewest stranded devices, then most room.
+        """Groups in spread order: fewest stranded devices, then most room, then as
+        :meth:`_first` ranks equals.
 
         Lazy; the caller must stop iterating before it moves any node.
         """
         for stranded in sorted(self._levels):
             rooms = self._levels[stranded]
             for room in sorted(rooms, reverse=True):
-                yield from rooms[room]
+                yield from self._in_order(rooms[room])
 
     def counts(self) -> tuple[dict[int, int], dict[str, int]]:
-        """Nodes by room (room ≥ 1) and, for nodes with none, by the resource they lack."""
+        """Nodes by room (room ≥ 1) and, for nodes with none, by the resource they lack;
+        in the order of room and of name, whichever buckets were filled first."""
         room: dict[int, int] = {}
         short: dict[str, int] = {}
-        for (_, fits, blamed), nodes in self._nodes.items():
+        for (_, fits, blamed), nodes in sorted(self._nodes.items()):
             if not nodes:
                 continue
             if fits:
@@ -285,14 +303,20 @@ class FreeNodes:
         old_gone = not members
         if old_gone:
             del kind_classes[old]
-        target = kind_classes.get(free)
-        if target is None:
-            kind_classes[free] = {name: None}
-        else:
-            if isinstance(target, tuple):
-                target = dict.fromkeys(target)
-                kind_classes[free] = target
-            target[name] = None
+        kind_classes[free] = _joined(kind_classes.get(free), name)
         self.free[name] = free
         for shape in self._shapes.values():
             shape.node_moved(name, kind, old, old_gone, free)
+
+
+def _joined(members: _Members | None, name: NodeName) -> dict[NodeName, None]:
+    """The group's members with ``name`` added, in name order as a snapshot lists them;
+    written in place when it goes last (a node taking room mostly does)."""
+    if members is None:
+        return {name: None}
+    if name < (members[-1] if isinstance(members, tuple) else next(reversed(members))):
+        return dict.fromkeys(sorted((*members, name)))
+    if isinstance(members, tuple):  # still shared with the snapshot: copy on write
+        members = dict.fromkeys(members)
+    members[name] = None
+    return members
