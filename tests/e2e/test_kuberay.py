@@ -99,10 +99,19 @@ def running_whole(ws: Workspace, name: str, size: int) -> bool:
 
 
 def scale(ws: Workspace, name: str, workers: int) -> None:
+    """Set the worker group's replicas, reading the RayCluster again when the operator
+    wrote it between our read and our update (409 Conflict), as ``kubectl scale`` does."""
     cls = pykube.object_factory(ws.api, RAY_API, "RayCluster")
-    found = cls.objects(ws.api, namespace=ws.name).get(name=name)
-    found.obj["spec"]["workerGroupSpecs"][0]["replicas"] = workers
-    found.update()
+    for _ in range(10):
+        found = cls.objects(ws.api, namespace=ws.name).get(name=name)
+        found.obj["spec"]["workerGroupSpecs"][0]["replicas"] = workers
+        try:
+            found.update()
+            return
+        except pykube.exceptions.HTTPError as error:
+            if error.code != 409:
+                raise
+    raise AssertionError(f"RayCluster {name} kept changing under the scale to {workers}")
 
 
 def delete(ws: Workspace, name: str) -> None:
