@@ -9,6 +9,7 @@
 # runs (Kubeflow training-operator and mpi-operator), under a key of their own,
 # and copies their CRDs from their modules into the directory beside bin/;
 # `build.sh kuberay` does the same for KubeRay's ray-operator;
+# `build.sh trainer` for Kubeflow Trainer v2's controller manager and JobSet's;
 # `build.sh promtool` for Prometheus's promtool, which tests the chart's alerts.
 # `build.sh peers` builds the peer schedulers the comparisons run (Volcano's
 # vc-scheduler and vc-controller-manager, YuniKorn's scheduler, Kueue) from
@@ -54,6 +55,9 @@ if [ "${1:-}" = peers ] || [ "${1:-}" = volcano-controller ]; then
 fi
 if [ "${1:-}" = kuberay ]; then
   key="kuberay-${KUBERAY_VERSION}"
+fi
+if [ "${1:-}" = trainer ]; then
+  key="trainer-${TRAINER_VERSION}_jobset-${JOBSET_VERSION}"
 fi
 if [ "${1:-}" = promtool ]; then
   key="promtool-${PROMETHEUS_VERSION}"
@@ -240,6 +244,25 @@ if [ "${1:-}" = kuberay ]; then
   if [ ! -f "$cache/$key/crds/ray.io_rayservices.yaml" ]; then
     mkdir -p "$cache/$key/crds"
     cp "$(module_dir "github.com/ray-project/kuberay/ray-operator@${KUBERAY_VERSION}")"/config/crd/bases/ray.io_*.yaml \
+      "$cache/$key/crds/"
+    chmod u+w "$cache/$key/crds"/*.yaml
+  fi
+  [ $((SECONDS - started)) -gt 1 ] && say "done in $((SECONDS - started)) s"
+  echo "$bin"
+  exit 0
+fi
+
+if [ "${1:-}" = trainer ]; then
+  for cmd in jobset:sigs.k8s.io/jobset \
+    trainer-controller-manager:github.com/kubeflow/trainer/v2/cmd/trainer-controller-manager; do
+    [ -x "$bin/${cmd%%:*}" ] && continue
+    say "building ${cmd%%:*} (JobSet ${JOBSET_VERSION}, Trainer ${TRAINER_VERSION})"
+    (cd "$here/go/trainer" && go build -trimpath -ldflags "-s -w" -o "$bin/${cmd%%:*}" "${cmd#*:}")
+  done
+  if [ ! -f "$cache/$key/crds/jobset.x-k8s.io_jobsets.yaml" ]; then
+    mkdir -p "$cache/$key/crds"
+    cp "$(module_dir "github.com/kubeflow/trainer/v2@${TRAINER_VERSION}")"/manifests/base/crds/trainer.kubeflow.org_*.yaml \
+      "$(module_dir "sigs.k8s.io/jobset@${JOBSET_VERSION}")"/config/components/crd/bases/jobset.x-k8s.io_jobsets.yaml \
       "$cache/$key/crds/"
     chmod u+w "$cache/$key/crds"/*.yaml
   fi

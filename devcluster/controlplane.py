@@ -218,6 +218,13 @@ class LocalCluster:
     def server(self) -> str:
         return f"https://127.0.0.1:{self.ports['apiserver']}"
 
+    @property
+    def certs(self) -> CertFiles:
+        """The cluster's certificates: the CA every component trusts, and a serving pair
+        for 127.0.0.1 that a client's webhook server run beside it may present too."""
+        assert self._certs is not None, "the cluster was not started"
+        return self._certs
+
     # ---- lifecycle -------------------------------------------------------
     def start(self, *, die_with_parent: bool = True) -> None:
         """Start every component and wait until the API answers and nodes are Ready.

@@ -29,12 +29,22 @@ or leader election, with ``--batch-scheduler`` naming the gang mode.
 Volcano's vc-controller-manager (``cluster/build.sh volcano-controller``, the
 peers' key) runs alone, without vc-scheduler, as for a user who replaces only
 the scheduler: its job, queue and garbage controllers, no leader election.
+
+Kubeflow Trainer v2's controller manager and the JobSet controller it runs on
+(``cluster/build.sh trainer``) run with their own certificate management off and
+no leader election. Neither can turn its webhook server off, and each stops if
+that server finds no certificate: both are given the cluster's serving pair for
+127.0.0.1 (JobSet in its ``webhook.certDir``, Trainer under ``$TMPDIR``, where it
+looks). Their webhooks are not registered, so the API server never calls them:
+JobSets get no defaults from JobSet's webhook (the runtimes write them), and
+TrainJobs and runtimes are not validated beyond their CRDs' schemas.
 """
 
 from __future__ import annotations
 
 import fcntl
 import os
+import shutil
 import signal
 import subprocess
 import time
@@ -46,6 +56,7 @@ from pathlib import Path
 from typing import IO
 
 import pykube
+import yaml
 
 from devcluster.build import built
 from devcluster.controlplane import LocalCluster, free_port
@@ -249,6 +260,69 @@ def mpi_operator(
     ]
     running = _spawn("mpi-operator", args, workdir / "mpi-operator.log", {})
     running._held.append(lock)
+    try:
+        running.wait_for_log("Starting workers")
+        yield running
+    finally:
+        running.stop()
+
+
+def trainer_dir() -> Path:
+    """Build or reuse Trainer's and JobSet's controller managers; returns the directory
+    holding bin/ and crds/."""
+    return built("trainer").parent
+
+
+def _serving_pair(cluster: LocalCluster, cert_dir: Path) -> None:
+    """The cluster's serving pair for 127.0.0.1 where a controller-runtime webhook
+    server reads its certificate."""
+    cert_dir.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(cluster.certs.serving_cert, cert_dir / "tls.crt")
+    shutil.copyfile(cluster.certs.serving_key, cert_dir / "tls.key")
+
+
+@contextmanager
+def jobset_controller(cluster: LocalCluster, home: Path, workdir: Path
+                      ) -> Iterator[OperatorProcess]:
+    """JobSet's controller manager, creating each JobSet's Jobs (and restarting them)."""
+    cert_dir = workdir / "jobset-certs"
+    _serving_pair(cluster, cert_dir)
+    config = workdir / "jobset-config.yaml"
+    config.write_text(yaml.safe_dump({
+        "apiVersion": "config.jobset.x-k8s.io/v1alpha1", "kind": "Configuration",
+        "webhook": {"port": free_port(), "host": "127.0.0.1", "certDir": str(cert_dir)},
+        "health": {"healthProbeBindAddress": f"127.0.0.1:{free_port()}"},
+        "leaderElection": {"leaderElect": False},
+        "internalCertManagement": {"enable": False},
+    }))
+    args = [str(home / "bin" / "jobset"), f"--config={config}", "--metrics-bind-address=0",
+            "--kube-api-qps=50", "--kube-api-burst=100"]
+    running = _spawn("jobset", args, workdir / "jobset.log",
+                     {"KUBECONFIG": str(cluster.kubeconfig)})
+    try:
+        running.wait_for_log("Starting workers", count=2)
+        yield running
+    finally:
+        running.stop()
+
+
+@contextmanager
+def trainer_controller(cluster: LocalCluster, home: Path, workdir: Path
+                       ) -> Iterator[OperatorProcess]:
+    """Trainer's controller manager, turning TrainJobs into JobSets and PodGroups."""
+    _serving_pair(cluster, workdir / "k8s-webhook-server" / "serving-certs")
+    config = workdir / "trainer-config.yaml"
+    config.write_text(yaml.safe_dump({
+        "apiVersion": "config.trainer.kubeflow.org/v1alpha1", "kind": "Configuration",
+        "webhook": {"port": free_port(), "host": "127.0.0.1"},
+        "metrics": {"bindAddress": "0", "secureServing": False},
+        "health": {"healthProbeBindAddress": f"127.0.0.1:{free_port()}"},
+        "leaderElection": {"leaderElect": False},
+        "certManagement": {"enable": False},
+    }))
+    args = [str(home / "bin" / "trainer-controller-manager"), f"--config={config}"]
+    running = _spawn("trainer-controller-manager", args, workdir / "trainer.log",
+                     {"KUBECONFIG": str(cluster.kubeconfig), "TMPDIR": str(workdir)})
     try:
         running.wait_for_log("Starting workers")
         yield running
