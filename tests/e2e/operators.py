@@ -139,6 +139,16 @@ def _spawn(name: str, args: list[str], log_path: Path, env: dict[str, str]) -> O
     return OperatorProcess(name, proc, log_path, [log])
 
 
+def _started(running: OperatorProcess, line: str, count: int = 1) -> Iterator[OperatorProcess]:
+    """The process once its log shows ``line`` ``count`` times; stopped when the caller's
+    ``with`` block ends, however it ends."""
+    try:
+        running.wait_for_log(line, count)
+        yield running
+    finally:
+        running.stop()
+
+
 def _webhook_stand_ins(cluster: LocalCluster, namespace: str) -> None:
     """The empty Secret and webhook-less configuration training-operator's webhook waits for."""
     pykube.Secret(cluster.client, {"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
@@ -186,11 +196,7 @@ def training_operator(
     ]
     running = _spawn("training-operator", args, workdir / "training-operator.log",
                      {"KUBECONFIG": str(cluster.kubeconfig), "MY_POD_NAMESPACE": namespace})
-    try:
-        running.wait_for_log("Starting workers", count=2)
-        yield running
-    finally:
-        running.stop()
+    yield from _started(running, "Starting workers", count=2)
 
 
 def volcano_controller_dir() -> Path:
@@ -210,11 +216,7 @@ def volcano_controller(cluster: LocalCluster, home: Path, workdir: Path
         f"--healthz-address=127.0.0.1:{free_port()}",
     ]
     running = _spawn("vc-controller-manager", args, workdir / "vc-controller-manager.log", {})
-    try:
-        running.wait_for_log("JobController is running")
-        yield running
-    finally:
-        running.stop()
+    yield from _started(running, "JobController is running")
 
 
 def kuberay_dir() -> Path:
@@ -235,11 +237,7 @@ def kuberay_operator(cluster: LocalCluster, home: Path, workdir: Path, batch_sch
     ]
     running = _spawn("ray-operator", args, workdir / "ray-operator.log",
                      {"KUBECONFIG": str(cluster.kubeconfig)})
-    try:
-        running.wait_for_log("Starting workers", count=3)
-        yield running
-    finally:
-        running.stop()
+    yield from _started(running, "Starting workers", count=3)
 
 
 @contextmanager
@@ -260,11 +258,7 @@ def mpi_operator(
     ]
     running = _spawn("mpi-operator", args, workdir / "mpi-operator.log", {})
     running._held.append(lock)
-    try:
-        running.wait_for_log("Starting workers")
-        yield running
-    finally:
-        running.stop()
+    yield from _started(running, "Starting workers")
 
 
 def trainer_dir() -> Path:
@@ -299,11 +293,7 @@ def jobset_controller(cluster: LocalCluster, home: Path, workdir: Path
             "--kube-api-qps=50", "--kube-api-burst=100"]
     running = _spawn("jobset", args, workdir / "jobset.log",
                      {"KUBECONFIG": str(cluster.kubeconfig)})
-    try:
-        running.wait_for_log("Starting workers", count=2)
-        yield running
-    finally:
-        running.stop()
+    yield from _started(running, "Starting workers", count=2)
 
 
 @contextmanager
@@ -323,8 +313,4 @@ def trainer_controller(cluster: LocalCluster, home: Path, workdir: Path
     args = [str(home / "bin" / "trainer-controller-manager"), f"--config={config}"]
     running = _spawn("trainer-controller-manager", args, workdir / "trainer.log",
                      {"KUBECONFIG": str(cluster.kubeconfig), "TMPDIR": str(workdir)})
-    try:
-        running.wait_for_log("Starting workers")
-        yield running
-    finally:
-        running.stop()
+    yield from _started(running, "Starting workers")
