@@ -99,7 +99,7 @@ cluster-down: $(VENV)/.installed
 demo: $(VENV)/.installed binaries
 	@$(BIN)/python -m demo
 
-## The same with the peer schedulers beside them (Volcano, YuniKorn: built from the Go module
+## The same with the peers beside them (Volcano, YuniKorn, Kueue: built from the Go module
 ## proxy on first use, cluster/build.sh peers): writes demo-out/peers/, bench/results/peers.json
 ## and the table docs/comparison.md and README quote.
 demo-peers: $(VENV)/.installed binaries
