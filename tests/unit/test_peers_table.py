@@ -9,6 +9,10 @@ from pathlib import Path
 
 import pytest
 
+from bench.peers import QUOTED_IN as THROUGHPUT_QUOTED_IN
+from bench.peers import RESULTS as THROUGHPUT_RESULTS
+from bench.peers import TABLE_END as THROUGHPUT_END
+from bench.peers import TABLE_START as THROUGHPUT_START
 from bench.peers import ratios
 from bench.peers import table as throughput_table
 from demo.comparison import QUOTED_IN, RESULTS, TABLE_END, TABLE_START, quoted, table
@@ -19,6 +23,13 @@ from demo.contenders import YUNIKORN, YUNIKORN_TASK_GROUPS, Gang
 def test_the_quoted_peer_table_is_generated_from_the_results(path: Path) -> None:
     assert quoted(path, TABLE_START, TABLE_END) == table(json.loads(RESULTS.read_text())), (
         f"{path} is stale: run python -m demo.comparison")
+
+
+@pytest.mark.parametrize("path", THROUGHPUT_QUOTED_IN, ids=lambda path: path.name)
+def test_the_quoted_peer_throughput_table_is_generated_from_the_results(path: Path) -> None:
+    assert quoted(path, THROUGHPUT_START, THROUGHPUT_END) == throughput_table(
+        json.loads(THROUGHPUT_RESULTS.read_text())), (
+        f"{path} is stale: run python -m bench.peers --quote")
 
 
 def test_a_yunikorn_gang_declared_by_its_whole_jobs_resources_reserves_every_member() -> None:
