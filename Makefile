@@ -16,7 +16,7 @@ PYTEST_ARGS ?=
 ACTIONLINT_VERSION ?= v1.7.12
 ACTIONLINT := $(HOME)/.cache/gangsched/actionlint-$(ACTIONLINT_VERSION)/actionlint
 
-.PHONY: test test-versions unit e2e lint lock docs actionlint image binaries cluster-up cluster-down demo demo-peers demo-autoscaling kind-demo bench bench-core bench-scenarios bench-scheduler bench-latency bench-scale bench-topology bench-soak bench-oracle bench-full-cycle bench-eta bench-dra bench-dra-oracle bench-rules clean
+.PHONY: test test-versions unit e2e lint lock docs actionlint image binaries cluster-up cluster-down demo demo-peers demo-autoscaling kind-demo bench bench-core bench-scenarios bench-scheduler bench-peers bench-latency bench-scale bench-topology bench-soak bench-oracle bench-full-cycle bench-eta bench-dra bench-dra-oracle bench-rules clean
 
 LOCK := requirements.lock
 
@@ -101,7 +101,7 @@ cluster-down: $(VENV)/.installed
 demo: $(VENV)/.installed binaries
 	@$(BIN)/python -m demo
 
-## The same with the peer schedulers beside them (Volcano, YuniKorn: built from the Go module
+## The same with the peers beside them (Volcano, YuniKorn, Kueue: built from the Go module
 ## proxy on first use, cluster/build.sh peers): writes demo-out/peers/, bench/results/peers.json
 ## and the table docs/comparison.md and README quote.
 demo-peers: $(VENV)/.installed binaries
@@ -132,6 +132,12 @@ bench-scenarios: $(VENV)/.installed binaries
 ## (throttled, unthrottled, native gangs) and a client that only binds; 3 rounds of the quick ones.
 bench-scheduler: $(VENV)/.installed binaries
 	$(BIN)/python -m bench.scheduler
+
+## Not part of `bench`: the backlog of bench-scheduler drained by gangsched, Volcano and YuniKorn
+## (cluster/build.sh peers), each on a fresh control plane: bench/results/peers-throughput.json.
+bench-peers: $(VENV)/.installed binaries
+	@bash cluster/build.sh peers >/dev/null
+	$(BIN)/python -m bench.peers
 
 ## kube-scheduler as the oracle: >= 2,000 random (pod, node) pairs, gangsched's filter must
 ## agree on each; GANGSCHED_ORACLE_SEED replays a run. Not part of `bench`.

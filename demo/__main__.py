@@ -28,13 +28,14 @@ from rich.live import Live
 from rich.table import Table
 
 from demo.comparison import write_comparison
-from demo.contenders import CONTENDERS, PEERS, Contender
+from demo.contenders import CONTENDERS, PEERS, Contender, kueue_quota
 from demo.report import draw_timeline, outcome, write_html, write_json
 from demo.scenarios import SCENARIOS, Autoscaling, Scenario, bound_pods
 from demo.timeline import Recorder, Run, RunSummary, summarize
 from devcluster.controlplane import ClusterOptions, LocalCluster, ensure_binaries
 from devcluster.karpenter import Karpenter, running_karpenter
 from devcluster.peers import ensure_peer_binaries, peer
+from tests.e2e.kueue import flavor_and_queues, kueue
 from tests.e2e.scenario import only_nodes
 from tests.e2e.workspace import Workspace
 
@@ -86,6 +87,8 @@ def run_scenario(cluster: LocalCluster, contender: Contender, make: type[Scenari
     ws = Workspace(cluster)
     scenario = make(ws, contender)
     only_nodes(cluster, scenario.nodes, scenario.shape)
+    if contender.peer == "kueue":
+        flavor_and_queues(cluster, ws.name, kueue_quota(scenario.nodes, scenario.shape))
     autoscaled = karpenter if make.nodepools else None
     if autoscaled is not None:
         autoscaled.apply(*make.nodepools)
@@ -146,6 +149,11 @@ def run_contender(contender: Contender, scenarios: Sequence[type[Scenario]], bin
                     stack.enter_context(gangsched(cluster, logs / f"{contender.key}.log"))
                 if contender.peer:
                     live.update(f"starting {contender.title}…")
+                if contender.peer == "kueue":
+                    stack.enter_context(kueue(cluster, Path(workdir)))
+                    stack.callback(shutil.copy, Path(workdir) / "kueue.log",
+                                   logs / f"{contender.key}-kueue.log")
+                elif contender.peer:
                     stack.enter_context(peer(contender.peer, cluster, cluster.logs))
                 karpenter = None
                 if any(make.nodepools for make in scenarios):
@@ -192,8 +200,8 @@ def summary_table(summaries: list[list[RunSummary]], contenders: Sequence[Conten
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path),
               default=Path("demo-out"), show_default=True)
 @click.option("--peers", is_flag=True,
-              help="Add the peer schedulers (Volcano, YuniKorn; built from the Go module proxy "
-                   "on first use) and write their comparison (bench/results/peers.json, "
+              help="Add the peer schedulers (Volcano, YuniKorn, Kueue; built from the Go module "
+                   "proxy on first use) and write their comparison (bench/results/peers.json, "
                    "docs/comparison.md, README).")
 @click.option("--contender", "only", multiple=True,
               type=click.Choice([c.key for c in (*CONTENDERS, *PEERS)]),

@@ -51,10 +51,21 @@ def table(results: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def splice(path: Path, start: str, end: str, text: str) -> None:
+    """Put ``text`` between the lines ``start`` and ``end`` of ``path``, in place of what
+    was there: how a generated table is quoted in a document."""
+    head, rest = path.read_text().split(start, 1)
+    _, tail = rest.split(end, 1)
+    path.write_text(f"{head}{start}\n{text}\n{end}{tail}")
+
+
+def quoted(path: Path, start: str, end: str) -> str:
+    """What ``path`` holds between the lines ``start`` and ``end``."""
+    return path.read_text().split(start, 1)[1].split(end, 1)[0].strip()
+
+
 def quote(results: dict[str, Any], path: Path) -> None:
-    head, rest = path.read_text().split(TABLE_START, 1)
-    _, tail = rest.split(TABLE_END, 1)
-    path.write_text(f"{head}{TABLE_START}\n{table(results)}\n{TABLE_END}{tail}")
+    splice(path, TABLE_START, TABLE_END, table(results))
 
 
 def write_comparison(summaries: Sequence[Sequence[RunSummary]], machine: str) -> Path:

@@ -15,6 +15,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from devcluster import fakedriver
+from devcluster.controlplane import NodeShape
 from gangsched.core.model.quantity import canonical_amount
 
 Manifest = dict[str, Any]
@@ -23,6 +25,10 @@ VOLCANO_GROUP_ANNOTATION = "scheduling.k8s.io/group-name"
 YUNIKORN_APP_LABEL = "applicationId"
 YUNIKORN_TASK_GROUP = "yunikorn.apache.org/task-group-name"
 YUNIKORN_TASK_GROUPS = "yunikorn.apache.org/task-groups"
+KUEUE_QUEUE = "jobs"
+"""The LocalQueue of every scenario's namespace under Kueue
+(:func:`tests.e2e.kueue.flavor_and_queues` names it so)."""
+KUEUE_GATE = "kueue.x-k8s.io/admission"
 
 
 @dataclass(frozen=True)
@@ -51,7 +57,8 @@ class Contender:
     """kube-scheduler with 1.37's gang scheduling on (feature gates)."""
     groups: str = "none"
     """How gangs are declared: none, gangsched (PodGroup + label), native (PodGroup + field),
-    volcano (Volcano PodGroup + annotation), yunikorn (task-group annotations)."""
+    volcano (Volcano PodGroup + annotation), yunikorn (task-group annotations), kueue
+    (Kueue's plain-pod groups: labels, a total-count annotation, its admission gate)."""
     peer: str = ""
     """The peer scheduler started beside the control plane (:mod:`devcluster.peers`)."""
 
@@ -99,7 +106,25 @@ class Contender:
             labels[YUNIKORN_APP_LABEL] = gang.name
             annotations[YUNIKORN_TASK_GROUP] = gang.name
             annotations[YUNIKORN_TASK_GROUPS] = json.dumps([task_group(pod, gang)])
+        elif self.groups == "kueue":
+            kueue_member(pod, gang)
         return pod
+
+
+def kueue_member(pod: Manifest, gang: Gang) -> None:
+    """The pod as Kueue's webhook leaves it: managed, in its queue, gated until Kueue admits
+    its workload; a member of the gang's pod group when the gang's members all exist up
+    front. A gang declared by its whole job's resources (members yet to come) cannot be a
+    Kueue pod group, which Kueue admits only once every member exists: each of its pods is
+    then a workload of its own, as Kueue admits a Spark job's pods."""
+    pod["spec"]["restartPolicy"] = "Never"
+    pod["spec"]["schedulingGates"] = [{"name": KUEUE_GATE}]
+    pod["metadata"]["labels"].update({"kueue.x-k8s.io/managed": "true",
+                                      "kueue.x-k8s.io/queue-name": KUEUE_QUEUE})
+    if not gang.min_resources:
+        pod["metadata"]["labels"]["kueue.x-k8s.io/pod-group-name"] = gang.name
+        pod["metadata"]["annotations"]["kueue.x-k8s.io/pod-group-total-count"] = str(
+            gang.min_member)
 
 
 def task_group(pod: Manifest, gang: Gang) -> dict[str, Any]:
@@ -125,6 +150,21 @@ NATIVE_GANG = Contender("native-gang", "native gang (1.37)", "default-scheduler"
 CONTENDERS = (KUBE_SCHEDULER, GANGSCHED, NATIVE_GANG)
 VOLCANO = Contender("volcano", "Volcano", "volcano", groups="volcano", peer="volcano")
 YUNIKORN = Contender("yunikorn", "YuniKorn", "yunikorn", groups="yunikorn", peer="yunikorn")
-PEERS = (VOLCANO, YUNIKORN)
+def kueue_quota(nodes: int, shape: NodeShape) -> dict[str, str]:
+    """A ClusterQueue's quota that is the whole of ``nodes`` nodes of ``shape``, and of the
+    fake driver's devices their slices publish in a scenario claiming devices: Kueue then
+    admits what the cluster could hold if its room were in one piece."""
+    quota = {"cpu": f"{nodes * canonical_amount('cpu', shape.cpu)}m",
+             "memory": str(nodes * canonical_amount("memory", shape.memory)),
+             fakedriver.DEVICE_CLASS: str(nodes * fakedriver.PER_NODE)}
+    if shape.gpus:
+        quota["nvidia.com/gpu"] = str(nodes * shape.gpus)
+    return quota
+
+
+KUEUE = Contender("kueue", "Kueue + kube-scheduler", "default-scheduler", groups="kueue",
+                  peer="kueue")
+PEERS = (VOLCANO, YUNIKORN, KUEUE)
 """Peer schedulers built from the module proxy (``cluster/build.sh peers``); only
-``make demo-peers`` runs them, so ``make demo`` needs no peer built."""
+``make demo-peers`` runs them, so ``make demo`` needs no peer built. Kueue admits by
+quota, a ClusterQueue sized to each scenario's nodes, and kube-scheduler places."""

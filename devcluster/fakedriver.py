@@ -24,6 +24,8 @@ DRIVER = "gpu.example.com"
 DEVICE_CLASS = "gpu.example.com"
 """The DeviceClass that selects every device of the driver."""
 API_VERSION = "resource.k8s.io/v1"
+PER_NODE = 8
+"""GPUs a node's slice lists unless told otherwise."""
 
 
 @dataclass(frozen=True)
@@ -43,7 +45,7 @@ def clique_of(node_index: int, node: str, gpu: int, per_node: int, clique_nodes:
 
 
 def slice_manifest(
-    node: str, node_index: int, *, per_node: int = 8, clique_nodes: int = 0,
+    node: str, node_index: int, *, per_node: int = PER_NODE, clique_nodes: int = 0,
     model: GpuModel | None = None, generation: int = 1,
 ) -> dict[str, Any]:
     """The ResourceSlice a driver would publish for one node: one pool named after it."""
@@ -125,8 +127,8 @@ def _apply(client: pykube.HTTPClient, kind: str, manifest: dict[str, Any]) -> No
 
 
 def publish(
-    client: pykube.HTTPClient, nodes: Sequence[str], *, per_node: int = 8, clique_nodes: int = 0,
-    model: GpuModel | None = None,
+    client: pykube.HTTPClient, nodes: Sequence[str], *, per_node: int = PER_NODE,
+    clique_nodes: int = 0, model: GpuModel | None = None,
 ) -> None:
     """The DeviceClass, and every node's slice; slices of other nodes of this driver go."""
     _apply(client, "DeviceClass", device_class_manifest())

@@ -64,6 +64,13 @@ def install_volcano_crds(cluster: LocalCluster, bin_dir: Path) -> None:
     cluster.kubectl("apply", "-f", "-", input=json.dumps(VOLCANO_QUEUE))
 
 
+def install(name: str, cluster: LocalCluster, bin_dir: Path | None = None) -> None:
+    """What peer ``name`` needs in the API before its gang objects can be made, as its
+    starter makes it (YuniKorn needs nothing); making it again changes nothing."""
+    if name == "volcano":
+        install_volcano_crds(cluster, bin_dir or ensure_peer_binaries())
+
+
 def _volcano(cluster: LocalCluster, bin_dir: Path, logs: Path
              ) -> list[subprocess.Popen[bytes]]:
     install_volcano_crds(cluster, bin_dir)

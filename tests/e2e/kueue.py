@@ -32,6 +32,7 @@ from typing import Any
 import pykube
 import yaml
 
+from devcluster import fakedriver
 from devcluster.build import built
 from devcluster.controlplane import LocalCluster, free_port
 from tests.e2e.operators import OperatorProcess, _spawn
@@ -74,6 +75,9 @@ def _configuration(namespace: str, cert_dir: Path) -> dict[str, Any]:
         "internalCertManagement": {"enable": True},
         "visibilityServer": {"bindAddress": "127.0.0.1", "bindPort": free_port()},
         "integrations": {"frameworks": ["batch/job", "pod"]},
+        # Kueue refuses a workload claiming devices of a class it has no quota name for.
+        "resources": {"deviceClassMappings": [{"name": fakedriver.DEVICE_CLASS,
+                                               "deviceClassNames": [fakedriver.DEVICE_CLASS]}]},
     }
 
 
