@@ -150,7 +150,8 @@ def run_contender(contender: Contender, scenarios: Sequence[type[Scenario]], bin
                 if contender.peer:
                     live.update(f"starting {contender.title}…")
                 if contender.peer == "kueue":
-                    stack.enter_context(kueue(cluster, Path(workdir)))
+                    stack.enter_context(kueue(cluster, Path(workdir),
+                                              ready_timeout_s=contender.ready_timeout_s))
                     stack.callback(shutil.copy, Path(workdir) / "kueue.log",
                                    logs / f"{contender.key}-kueue.log")
                 elif contender.peer:

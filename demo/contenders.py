@@ -61,6 +61,9 @@ class Contender:
     (Kueue's plain-pod groups: labels, a total-count annotation, its admission gate)."""
     peer: str = ""
     """The peer scheduler started beside the control plane (:mod:`devcluster.peers`)."""
+    ready_timeout_s: float | None = None
+    """Kueue's ``waitForPodsReady`` timeout: admit the next workload only once the admitted
+    one's pods are all Ready (None: admit by quota alone)."""
 
     def podgroup(self, namespace: str, gang: Gang,
                  one_domain: tuple[str, str] | None = None) -> Manifest | None:
@@ -164,7 +167,11 @@ def kueue_quota(nodes: int, shape: NodeShape) -> dict[str, str]:
 
 KUEUE = Contender("kueue", "Kueue + kube-scheduler", "default-scheduler", groups="kueue",
                   peer="kueue")
-PEERS = (VOLCANO, YUNIKORN, KUEUE)
+KUEUE_READY = Contender("kueue-ready", "Kueue + waitForPodsReady", "default-scheduler",
+                        groups="kueue", peer="kueue", ready_timeout_s=60.0)
+PEERS = (VOLCANO, YUNIKORN, KUEUE, KUEUE_READY)
 """Peer schedulers built from the module proxy (``cluster/build.sh peers``); only
 ``make demo-peers`` runs them, so ``make demo`` needs no peer built. Kueue admits by
-quota, a ClusterQueue sized to each scenario's nodes, and kube-scheduler places."""
+quota, a ClusterQueue sized to each scenario's nodes, and kube-scheduler places; with
+``waitForPodsReady`` it admits one workload at a time, each once the last one's pods are
+Ready (Kueue's own cure for the deadlock, by trickling)."""

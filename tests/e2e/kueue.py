@@ -64,8 +64,14 @@ def _crds(crd_dir: Path, namespace: str) -> list[dict[str, Any]]:
     return crds
 
 
-def _configuration(namespace: str, cert_dir: Path) -> dict[str, Any]:
-    return {
+def _configuration(namespace: str, cert_dir: Path, ready_timeout_s: float | None
+                   ) -> dict[str, Any]:
+    """Kueue's manager configuration; with ``ready_timeout_s``, ``waitForPodsReady``: no
+    other workload is admitted until the admitted one's pods are all Ready, and one whose
+    pods are not Ready in time is evicted and queued again."""
+    ready = {} if ready_timeout_s is None else {"waitForPodsReady": {
+        "timeout": f"{ready_timeout_s:g}s", "blockAdmission": True}}
+    return {**ready,
         "apiVersion": "config.kueue.x-k8s.io/v1beta2", "kind": "Configuration",
         "namespace": namespace,
         "health": {"healthProbeBindAddress": f"127.0.0.1:{free_port()}"},
@@ -82,8 +88,10 @@ def _configuration(namespace: str, cert_dir: Path) -> dict[str, Any]:
 
 
 @contextmanager
-def kueue(cluster: LocalCluster, workdir: Path) -> Iterator[OperatorProcess]:
-    """Kueue's manager for Jobs and plain pods, until the block ends."""
+def kueue(cluster: LocalCluster, workdir: Path, *, ready_timeout_s: float | None = None
+          ) -> Iterator[OperatorProcess]:
+    """Kueue's manager for Jobs and plain pods, until the block ends (with
+    ``waitForPodsReady`` when ``ready_timeout_s`` is given)."""
     bin_dir = kueue_bin()
     namespace = f"kueue-{uuid.uuid4().hex[:6]}"
     pykube.Namespace(cluster.client, {"apiVersion": "v1", "kind": "Namespace",
@@ -100,7 +108,7 @@ def kueue(cluster: LocalCluster, workdir: Path) -> Iterator[OperatorProcess]:
     cert_dir = workdir / "kueue-certs"
     cert_dir.mkdir(parents=True, exist_ok=True)
     config = workdir / "kueue-config.yaml"
-    config.write_text(yaml.safe_dump(_configuration(namespace, cert_dir)))
+    config.write_text(yaml.safe_dump(_configuration(namespace, cert_dir, ready_timeout_s)))
     secret = (f"{cluster.bin_dir / 'kubectl'} --kubeconfig={cluster.kubeconfig} "
               f"-n {namespace} get secret {SECRET} -o")
     mount_secret = f"""
