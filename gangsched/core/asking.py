@@ -232,7 +232,7 @@ def nodes_coming(
                 continue
             taken.add(name)
             nodes.append(name)
-            room = room + snapshot.free(name)
+            room = room + _room_left(snapshot, name)
         if nodes:
             coming[key] = Coming(tuple(nodes), room)
     return coming
@@ -246,10 +246,17 @@ def bought_holds(coming: Mapping[GangKey, Coming], snapshot: Snapshot,
     """The free room of every node made for a gang, held for it on that node until the
     gang stops asking (see :attr:`Hold.bought`)."""
     return tuple(
-        Hold(gang, "", Pod(PodKey(f"{node}#made-for"), snapshot.free(node),
+        Hold(gang, "", Pod(PodKey(f"{node}#made-for"), _room_left(snapshot, node),
                            PodPlacementRules(tolerations=TOLERATES_ALL), node_name=node),
              asked[gang].since + limits.node_hold_s, bought=True)
         for gang, came in coming.items() for node in came.nodes)
+
+
+def _room_left(snapshot: Snapshot, node: NodeName) -> Resources:
+    """The node's free room, an overcommitted resource counted as none rather than as a
+    debt that holding would turn into room."""
+    return Resources.of({name: amount for name, amount in snapshot.free(node).items()
+                         if amount > 0})
 
 
 def _left(pool: NodePool) -> Resources:
