@@ -27,6 +27,12 @@ The same trace runs for each contender in turn on the same control plane
    takes one key, always required (its TopologyPlacement plugin reads the first
    key only) and it has no sub-groups: each gang asks its tightest level (the
    preferred one, else the required one) as that key.
+3. ``volcano``: Volcano 1.15.1's vc-scheduler and vc-controller-manager
+   (``cluster/build.sh peers``), the ``network-topology-aware`` plugin on, the racks
+   and blocks as ``HyperNode`` objects of tiers 1 and 2, the gangs as Volcano
+   PodGroups whose ``networkTopology`` says what the gang asks
+   (:func:`volcano_topology`) and whose ``subGroupPolicy`` keeps each sub-group in
+   a rack.
 
 Figures per contender: the share of gangs placed whole in their tightest asked
 domain (and, for sub-group gangs, every sub-group in its own); gangs placed and
@@ -41,11 +47,12 @@ lines).
 from __future__ import annotations
 
 import argparse
+import json
 import random
 import statistics
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -71,7 +78,9 @@ from bench.harness import (
     work_directory,
     write_report,
 )
+from demo.contenders import VOLCANO_GROUP_ANNOTATION
 from devcluster.controlplane import ClusterOptions, LocalCluster, NodeShape, running_cluster
+from devcluster.peers import ensure_peer_binaries, install_volcano_crds, peer
 from gangsched.core.kubeobjects.podgroups import SUB_GROUP_LABEL
 
 RESULTS = Path(__file__).parent / "results" / "topology.json"
@@ -170,6 +179,41 @@ def native_manifests(namespace: str, gang: TraceGang) -> list[dict[str, Any]]:
     return [group, *pods_of(namespace, gang, "default-scheduler", native=True)]
 
 
+VOLCANO_PODGROUP_VERSION = "scheduling.volcano.sh/v1beta1"
+VOLCANO_TIERS = {RACK: 1, BLOCK: 2}
+"""The HyperNode tier of each level (:func:`hypernodes`)."""
+
+
+def volcano_topology(required: str | None) -> dict[str, Any]:
+    """A gang's levels as Volcano's ``networkTopology``: ``hard`` with
+    ``highestTierAllowed`` the required level's tier (vc-scheduler tries the tightest
+    tier first, a rack before the block, so a rack preferred inside a required block is
+    said by the block alone); with nothing required, ``soft`` (Volcano's preference:
+    members kept near the first one, no tier searched)."""
+    if required is not None:
+        return {"mode": "hard", "highestTierAllowed": VOLCANO_TIERS[required]}
+    return {"mode": "soft"}
+
+
+def volcano_manifests(namespace: str, gang: TraceGang) -> list[dict[str, Any]]:
+    """The gang as Volcano 1.15.1 says it: a PodGroup with a ``networkTopology``, and a
+    ``subGroupPolicy`` grouping the members by their sub-group label, each group of its
+    size in one domain of its own level."""
+    spec: dict[str, Any] = {"minMember": gang.pods,
+                            "networkTopology": volcano_topology(gang.required)}
+    if gang.sub_groups:
+        sub = gang.sub_groups[0]  # the trace's sub-groups are alike: one policy says them
+        spec["subGroupPolicy"] = [{
+            "name": "sub-group", "subGroupSize": sub.pods, "matchLabelKeys": [SUB_GROUP_LABEL],
+            "networkTopology": volcano_topology(sub.required)}]
+    group = {"apiVersion": VOLCANO_PODGROUP_VERSION, "kind": "PodGroup",
+             "metadata": {"name": gang.name, "namespace": namespace}, "spec": spec}
+    pods = pods_of(namespace, gang, "volcano", native=False)
+    for pod in pods:
+        pod["metadata"]["annotations"][VOLCANO_GROUP_ANNOTATION] = gang.name
+    return [group, *pods]
+
+
 def pods_of(namespace: str, gang: TraceGang, scheduler: str,
             native: bool) -> list[dict[str, Any]]:
     pods = []
@@ -207,6 +251,48 @@ class Fabric:
 
     def nodes(self) -> list[str]:
         return [f"topo-{rack}-{i}" for rack in self.rack_names() for i in range(self.rack_nodes)]
+
+
+def hypernodes(fabric: Fabric) -> list[dict[str, Any]]:
+    """The fabric as Volcano's HyperNodes: each rack of tier 1 holding its nodes (by their
+    rack label), each block of tier 2 holding its racks."""
+    def hypernode(name: str, tier: int, members: list[dict[str, Any]]) -> dict[str, Any]:
+        return {"apiVersion": "topology.volcano.sh/v1alpha1", "kind": "HyperNode",
+                "metadata": {"name": name}, "spec": {"tier": tier, "members": members}}
+
+    racks = fabric.rack_names()
+    blocks = {fabric.block_of(rack): None for rack in racks}
+    return [*(hypernode(rack, VOLCANO_TIERS[RACK], [
+                  {"type": "Node", "selector": {"labelMatch": {"matchLabels": {RACK: rack}}}}])
+              for rack in racks),
+            *(hypernode(block, VOLCANO_TIERS[BLOCK], [
+                  {"type": "HyperNode", "selector": {"exactMatch": {"name": rack}}}
+                  for rack in racks if fabric.block_of(rack) == block])
+              for block in blocks)]
+
+
+VOLCANO_CONFIGURATION = """\
+actions: "enqueue, allocate, backfill"
+tiers:
+- plugins:
+  - name: priority
+  - name: gang
+  - name: conformance
+- plugins:
+  - name: overcommit
+  - name: drf
+  - name: predicates
+  - name: proportion
+  - name: nodeorder
+  - name: network-topology-aware
+    arguments:
+      weight: 10
+      hypernode.binpack.resources: nvidia.com/gpu
+      hypernode.binpack.resources.nvidia.com/gpu: 2
+"""
+"""vc-scheduler's default configuration with the ``network-topology-aware`` plugin
+added as Volcano's guide to network-topology-aware scheduling does, its HyperNode bin
+packing counting GPUs."""
 
 
 def in_target(gang: TraceGang, nodes: Sequence[str], fabric: Fabric) -> bool:
@@ -270,10 +356,13 @@ class FragmentationSampler:
 
 
 # ---- one run of the trace --------------------------------------------------------------------
-def replay(clients: Clients, namespace: str, gangs: Sequence[TraceGang], native: bool,
+Manifests = Callable[[str, TraceGang], list[dict[str, Any]]]
+"""How a contender's API says a gang: its group object, then its pods."""
+
+
+def replay(clients: Clients, namespace: str, gangs: Sequence[TraceGang], make: Manifests,
            workers: int) -> float:
     """Create each gang (its PodGroup, then its pods) at its arrival time; the start."""
-    make = native_manifests if native else gangsched_manifests
     started = time.monotonic()
 
     def arrive(gang: TraceGang) -> None:
@@ -289,7 +378,7 @@ def replay(clients: Clients, namespace: str, gangs: Sequence[TraceGang], native:
 
 def run_trace(cluster: LocalCluster, clients: Clients, gangs: Sequence[TraceGang],
               fabric: Fabric, args: argparse.Namespace, name: str,
-              gangsched: Gangsched | None) -> dict[str, Any]:
+              gangsched: Gangsched | None, make: Manifests) -> dict[str, Any]:
     """The trace for one contender, already running; its figures."""
     namespace = f"topo-{name.replace('_', '-')}"
     create_namespace(clients.get(), namespace)
@@ -298,7 +387,7 @@ def run_trace(cluster: LocalCluster, clients: Clients, gangs: Sequence[TraceGang
     sampler = FragmentationSampler(clients, namespace, fabric, args.sample_seconds)
     pods = sum(g.pods for g in gangs)
     try:
-        started = replay(clients, namespace, gangs, gangsched is None, args.workers)
+        started = replay(clients, namespace, gangs, make, args.workers)
         all_bound = watch.wait_bound(pods, args.timeout)
     finally:
         sampler.stop()
@@ -362,7 +451,7 @@ def fragmentation(samples: Sequence[Mapping[str, float]], window_s: float) -> di
 
 
 # ---- main ---------------------------------------------------------------------------------
-CONTENDERS = ("gangsched", "native_gang")
+CONTENDERS = ("gangsched", "native_gang", "volcano")
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -440,7 +529,7 @@ def main(argv: Sequence[str] | None = None) -> None:
             scheduler.start()
             try:
                 report["gangsched"] = run_trace(cluster, clients, gangs, fabric, args,
-                                                "gangsched", scheduler)
+                                                "gangsched", scheduler, gangsched_manifests)
             finally:
                 scheduler.stop()
             say(f"gangsched: {summary(report['gangsched'])}")
@@ -448,13 +537,34 @@ def main(argv: Sequence[str] | None = None) -> None:
             cluster.restart_kube_scheduler(native_gang=True, qps=args.kube_qps)
             try:
                 report["native_gang"] = run_trace(cluster, clients, gangs, fabric, args,
-                                                  "native_gang", None)
+                                                  "native_gang", None, native_manifests)
             finally:
                 cluster.stop_kube_scheduler()
             say(f"native_gang: {summary(report['native_gang'])}")
+        if "volcano" in args.contenders:
+            cluster.stop_kube_scheduler()
+            report["volcano"] = run_volcano(cluster, clients, gangs, fabric, args, workdir)
+            say(f"volcano: {summary(report['volcano'])}")
     report["ratios"] = ratios(report)
     report["total_run_s"] = round(time.monotonic() - started, 1)
     write_report(args.output, report)
+
+
+def run_volcano(cluster: LocalCluster, clients: Clients, gangs: Sequence[TraceGang],
+                fabric: Fabric, args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
+    """The trace under vc-scheduler and vc-controller-manager, the fabric's HyperNodes made
+    before they start; vc-scheduler's client limits those kube-scheduler runs with."""
+    bin_dir = ensure_peer_binaries()
+    install_volcano_crds(cluster, bin_dir)
+    cluster.kubectl("apply", "-f", "-", input=json.dumps(
+        {"apiVersion": "v1", "kind": "List", "items": hypernodes(fabric)}))
+    configuration = workdir / "volcano-scheduler.conf"
+    configuration.write_text(VOLCANO_CONFIGURATION)
+    with peer("volcano", cluster, workdir, bin_dir, scheduler_args=[
+            f"--scheduler-conf={configuration}", f"--kube-api-qps={args.kube_qps}",
+            f"--kube-api-burst={args.kube_qps}"]):
+        return run_trace(cluster, clients, gangs, fabric, args, "volcano", None,
+                         volcano_manifests)
 
 
 def summary(run: Mapping[str, Any]) -> str:
@@ -464,15 +574,17 @@ def summary(run: Mapping[str, Any]) -> str:
 
 
 def ratios(report: Mapping[str, Any]) -> dict[str, float | None]:
-    """gangsched's figures over the native scheduler's, same trace and run."""
-    ours, theirs = report.get("gangsched"), report.get("native_gang")
-    if ours is None or theirs is None:
-        return {}
+    """gangsched's figures over each other contender's, same trace and run."""
+    ours = report.get("gangsched")
     found: dict[str, float | None] = {}
-    for figure in ("share_in_target_domain", "pods_per_s"):
-        mine, other = ours.get(figure), theirs.get(figure)
-        found[f"{figure}_gangsched_over_native_gang"] = (
-            round(mine / other, 2) if mine and other else None)
+    for contender in CONTENDERS[1:]:
+        theirs = report.get(contender)
+        if ours is None or theirs is None:
+            continue
+        for figure in ("share_in_target_domain", "pods_per_s"):
+            mine, other = ours.get(figure), theirs.get(figure)
+            found[f"{figure}_gangsched_over_{contender}"] = (
+                round(mine / other, 2) if mine and other else None)
     return found
 
 

@@ -13,11 +13,13 @@ from bench.topology import (
     TraceGang,
     fragmentation,
     gangsched_manifests,
+    hypernodes,
     in_target,
     largest_free,
     native_manifests,
     trace,
     trace_figures,
+    volcano_manifests,
 )
 
 FABRIC = Fabric(racks=4, rack_nodes=2, block_racks=2)
@@ -48,6 +50,40 @@ def test_each_api_asks_what_the_gang_asks() -> None:
     assert native[0]["spec"]["schedulingConstraints"] == {"topology": [{"key": RACK}]}
     assert native[1]["spec"]["schedulingGroup"] == {"podGroupName": "p"}
     assert native[1]["metadata"]["annotations"] == {"kwok.gangsched.io/run-for": "30s"}
+
+
+def test_volcano_is_asked_each_kind_as_its_api_can_say_it() -> None:
+    kinds = {
+        "rack_preferred": TraceGang("p", "rack_preferred", 0, 30, 3, 8, BLOCK, RACK),
+        "rack_required": TraceGang("r", "rack_required", 0, 30, 3, 4, RACK, None),
+        "block_preferred": TraceGang("b", "block_preferred", 0, 30, 16, 8, None, BLOCK),
+    }
+    asked = {kind: volcano_manifests("ns", gang)[0]["spec"] for kind, gang in kinds.items()}
+    assert asked["rack_preferred"]["networkTopology"] == {"mode": "hard",
+                                                          "highestTierAllowed": 2}
+    assert asked["rack_required"]["networkTopology"] == {"mode": "hard",
+                                                         "highestTierAllowed": 1}
+    assert asked["block_preferred"]["networkTopology"] == {"mode": "soft"}
+    subs = volcano_manifests("ns", TraceGang("tp", "sub_groups", 0, 30, 8, 8, BLOCK, None,
+                                             (SubGroup("s0", 4, RACK), SubGroup("s1", 4, RACK))))
+    assert subs[0]["spec"] == {
+        "minMember": 8, "networkTopology": {"mode": "hard", "highestTierAllowed": 2},
+        "subGroupPolicy": [{"name": "sub-group", "subGroupSize": 4,
+                            "matchLabelKeys": ["scheduling.gangsched.io/sub-group"],
+                            "networkTopology": {"mode": "hard", "highestTierAllowed": 1}}]}
+    assert {p["metadata"]["annotations"]["scheduling.k8s.io/group-name"]
+            for p in subs[1:]} == {"tp"}
+    assert {p["spec"]["schedulerName"] for p in subs[1:]} == {"volcano"}
+
+
+def test_volcano_sees_racks_of_nodes_inside_blocks_of_racks() -> None:
+    found = {h["metadata"]["name"]: h["spec"] for h in hypernodes(FABRIC)}
+    assert found["r2"] == {"tier": 1, "members": [
+        {"type": "Node", "selector": {"labelMatch": {"matchLabels": {RACK: "r2"}}}}]}
+    assert found["b1"] == {"tier": 2, "members": [
+        {"type": "HyperNode", "selector": {"exactMatch": {"name": "r2"}}},
+        {"type": "HyperNode", "selector": {"exactMatch": {"name": "r3"}}}]}
+    assert sorted(found) == ["b0", "b1", "r0", "r1", "r2", "r3"]
 
 
 def test_a_gang_counts_in_its_domain_only_whole_in_its_tightest_level() -> None:
