@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 from bench.topology import (
     BLOCK,
     HOST,
@@ -17,6 +20,7 @@ from bench.topology import (
     in_target,
     largest_free,
     native_manifests,
+    ratios,
     trace,
     trace_figures,
     volcano_manifests,
@@ -129,3 +133,37 @@ def test_fragmentation_averages_the_arrivals_window_alone() -> None:
     assert (figures["samples"], figures["rack_whole_free_nodes_mean"],
             figures["block_whole_free_nodes_mean"]) == (2, 1.0, 3.0)
     assert len(figures["series"]) == 3
+
+
+def test_gangsched_is_set_against_every_contender_that_ran() -> None:
+    report = {"gangsched": {"share_in_target_domain": 0.9, "pods_per_s": 6.0},
+              "native_gang": {"share_in_target_domain": 0.6, "pods_per_s": 12.0},
+              "volcano": {"share_in_target_domain": 0.75, "pods_per_s": None}}
+    assert ratios(report) == {
+        "share_in_target_domain_gangsched_over_native_gang": 1.5,
+        "pods_per_s_gangsched_over_native_gang": 0.5,
+        "share_in_target_domain_gangsched_over_volcano": 1.2,
+        "pods_per_s_gangsched_over_volcano": None}
+    assert ratios({"volcano": report["volcano"]}) == {}
+
+
+def test_the_comparison_quotes_the_measured_run() -> None:
+    root = Path(__file__).parents[2]
+    report = json.loads((root / "bench" / "results" / "topology.json").read_text())
+    table = (root / "docs" / "comparison.md").read_text().split(
+        "## Topology in levels, measured")[1].split("\n\n")[2].splitlines()
+    share = next(row for row in table if row.startswith("| gangs in their tightest"))
+    rate = next(row for row in table if row.startswith("| pods bound per second"))
+    contenders = ("gangsched", "native_gang", "volcano")
+    cells = zip(share.split("|")[2:5], rate.split("|")[2:5], contenders, strict=True)
+    for cell_share, cell_rate, contender in cells:
+        figures = report[contender]
+        assert cell_share.split()[0] == f"{figures['share_in_target_domain'] * 100:.1f}"
+        assert cell_rate.split()[0] == str(figures["pods_per_s"])
+        if contender != "gangsched":
+            ratios = report["ratios"]
+            times = "\N{MULTIPLICATION SIGN}"
+            share_ratio = ratios[f"share_in_target_domain_gangsched_over_{contender}"]
+            assert f"({share_ratio:.2f}{times} for gangsched)" in cell_share
+            rate_ratio = ratios[f"pods_per_s_gangsched_over_{contender}"]
+            assert f"({rate_ratio:.2f}{times} for gangsched)" in cell_rate
