@@ -169,8 +169,8 @@ bench-scale: $(VENV)/.installed binaries
 	$(BIN)/python -m bench.scale
 
 ## Not part of `bench`: a seeded trace of topology gangs on 1,024 nodes in blocks and racks,
-## gangsched, kube-scheduler's native gangs and Volcano with HyperNodes (cluster/build.sh peers)
-## in turn; `NODES=256` for a quick look.
+## gangsched, kube-scheduler's native gangs, Volcano with HyperNodes and Kueue's TAS
+## (cluster/build.sh peers) in turn; `NODES=256` for a quick look.
 bench-topology: $(VENV)/.installed binaries
 	@bash cluster/build.sh peers >/dev/null
 	$(BIN)/python -m bench.topology $(if $(NODES),--nodes $(NODES))

@@ -33,6 +33,10 @@ The same trace runs for each contender in turn on the same control plane
    PodGroups whose ``networkTopology`` says what the gang asks
    (:func:`volcano_topology`) and whose ``subGroupPolicy`` keeps each sub-group in
    a rack.
+4. ``kueue``: Kueue 0.19.2's topology-aware scheduling (``cluster/build.sh peers kueue``)
+   with kube-scheduler placing the pods it ungates: a Kueue ``Topology`` of the same
+   levels, a ResourceFlavor naming it, a ClusterQueue as large as the cluster, the gangs
+   as Kueue pod groups asking their level by annotation (:func:`kueue_manifests`).
 
 Figures per contender: the share of gangs placed whole in their tightest asked
 domain (and, for sub-group gangs, every sub-group in its own); gangs placed and
@@ -79,9 +83,16 @@ from bench.harness import (
     write_report,
 )
 from demo.contenders import VOLCANO_GROUP_ANNOTATION
-from devcluster.controlplane import ClusterOptions, LocalCluster, NodeShape, running_cluster
+from devcluster.controlplane import (
+    KWOK_LABEL,
+    ClusterOptions,
+    LocalCluster,
+    NodeShape,
+    running_cluster,
+)
 from devcluster.peers import ensure_peer_binaries, install_volcano_crds, peer
 from gangsched.core.kubeobjects.podgroups import SUB_GROUP_LABEL
+from tests.e2e.kueue import KUEUE_API, kueue
 
 RESULTS = Path(__file__).parent / "results" / "topology.json"
 BLOCK, RACK, HOST = ("topology.example.com/block", "topology.example.com/rack",
@@ -212,6 +223,40 @@ def volcano_manifests(namespace: str, gang: TraceGang) -> list[dict[str, Any]]:
     for pod in pods:
         pod["metadata"]["annotations"][VOLCANO_GROUP_ANNOTATION] = gang.name
     return [group, *pods]
+
+
+KUEUE_TOPOLOGY = {"required": "kueue.x-k8s.io/podset-required-topology",
+                  "preferred": "kueue.x-k8s.io/podset-preferred-topology"}
+KUEUE_INDEX = "kueue.x-k8s.io/pod-group-pod-index"
+
+
+def kueue_manifests(namespace: str, gang: TraceGang) -> list[dict[str, Any]]:
+    """The gang as a Kueue pod group its webhook would have left: managed, in the
+    namespace's LocalQueue, gated for admission and for its topology, each pod's index a
+    label and their one role named (the webhook's hash of the spec, which Kueue would
+    otherwise take again from a spec its admission has changed). A pod set asks one level,
+    required or preferred (the tightest asked); sub-groups are slices of their size
+    required in their level."""
+    pods = pods_of(namespace, gang, "default-scheduler", native=False)
+    level = ("preferred", gang.preferred) if gang.preferred else ("required", gang.required)
+    for index, pod in enumerate(pods):
+        pod["spec"]["restartPolicy"] = "Never"
+        pod["spec"]["schedulingGates"] = [{"name": "kueue.x-k8s.io/admission"},
+                                          {"name": "kueue.x-k8s.io/topology"}]
+        pod["metadata"]["labels"].update({
+            "kueue.x-k8s.io/managed": "true", "kueue.x-k8s.io/queue-name": "jobs",
+            "kueue.x-k8s.io/pod-group-name": gang.name, KUEUE_INDEX: str(index)})
+        annotations = pod["metadata"]["annotations"]
+        annotations.update({"kueue.x-k8s.io/pod-group-total-count": str(gang.pods),
+                            "kueue.x-k8s.io/pod-group-pod-index-label": KUEUE_INDEX,
+                            "kueue.x-k8s.io/role-hash": "workers"})
+        if level[1] is not None:
+            annotations[KUEUE_TOPOLOGY[level[0]]] = level[1]
+        if gang.sub_groups:
+            annotations["kueue.x-k8s.io/podset-slice-required-topology"] = (
+                gang.sub_groups[0].required)
+            annotations["kueue.x-k8s.io/podset-slice-size"] = str(gang.sub_groups[0].pods)
+    return pods
 
 
 def pods_of(namespace: str, gang: TraceGang, scheduler: str,
@@ -378,10 +423,14 @@ def replay(clients: Clients, namespace: str, gangs: Sequence[TraceGang], make: M
 
 def run_trace(cluster: LocalCluster, clients: Clients, gangs: Sequence[TraceGang],
               fabric: Fabric, args: argparse.Namespace, name: str,
-              gangsched: Gangsched | None, make: Manifests) -> dict[str, Any]:
-    """The trace for one contender, already running; its figures."""
+              gangsched: Gangsched | None, make: Manifests,
+              prepare: Callable[[str], None] | None = None) -> dict[str, Any]:
+    """The trace for one contender, already running (``prepare`` makes what it needs in
+    the trace's namespace); its figures."""
     namespace = f"topo-{name.replace('_', '-')}"
     create_namespace(clients.get(), namespace)
+    if prepare is not None:
+        prepare(namespace)
     watch = PodWatch(clients, namespace)
     watch.start()
     sampler = FragmentationSampler(clients, namespace, fabric, args.sample_seconds)
@@ -451,7 +500,7 @@ def fragmentation(samples: Sequence[Mapping[str, float]], window_s: float) -> di
 
 
 # ---- main ---------------------------------------------------------------------------------
-CONTENDERS = ("gangsched", "native_gang", "volcano")
+CONTENDERS = ("gangsched", "native_gang", "volcano", "kueue")
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -545,6 +594,13 @@ def main(argv: Sequence[str] | None = None) -> None:
             cluster.stop_kube_scheduler()
             report["volcano"] = run_volcano(cluster, clients, gangs, fabric, args, workdir)
             say(f"volcano: {summary(report['volcano'])}")
+        if "kueue" in args.contenders:
+            cluster.restart_kube_scheduler(native_gang=False, qps=args.kube_qps)
+            try:
+                report["kueue"] = run_kueue(cluster, clients, gangs, fabric, args, workdir)
+            finally:
+                cluster.stop_kube_scheduler()
+            say(f"kueue: {summary(report['kueue'])}")
     report["ratios"] = ratios(report)
     report["total_run_s"] = round(time.monotonic() - started, 1)
     write_report(args.output, report)
@@ -565,6 +621,39 @@ def run_volcano(cluster: LocalCluster, clients: Clients, gangs: Sequence[TraceGa
             f"--kube-api-burst={args.kube_qps}"]):
         return run_trace(cluster, clients, gangs, fabric, args, "volcano", None,
                          volcano_manifests)
+
+
+def run_kueue(cluster: LocalCluster, clients: Clients, gangs: Sequence[TraceGang],
+               fabric: Fabric, args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
+    """The trace under Kueue's topology-aware scheduling, kube-scheduler placing the pods
+    it ungates: a Topology of the fabric's levels, a ResourceFlavor naming it, a
+    ClusterQueue as large as the cluster."""
+    nodes = fabric.racks * fabric.rack_nodes
+    quota = {"cpu": str(nodes * 64), "memory": f"{nodes * 512}Gi",
+             "nvidia.com/gpu": str(nodes * NODE_GPUS)}
+
+    def queues(namespace: str) -> None:
+        cluster.kubectl("apply", "--server-side", "-f", "-", input=json.dumps(
+            {"apiVersion": "v1", "kind": "List", "items": [
+                {"apiVersion": KUEUE_API, "kind": "Topology", "metadata": {"name": TOPOLOGY},
+                 "spec": {"levels": [{"nodeLabel": BLOCK}, {"nodeLabel": RACK},
+                                     {"nodeLabel": HOST}]}},
+                {"apiVersion": KUEUE_API, "kind": "ResourceFlavor",
+                 "metadata": {"name": "fabric"},
+                 "spec": {"topologyName": TOPOLOGY, "nodeLabels": dict([KWOK_LABEL])}},
+                {"apiVersion": KUEUE_API, "kind": "ClusterQueue", "metadata": {"name": "fabric"},
+                 "spec": {"namespaceSelector": {}, "resourceGroups": [{
+                     "coveredResources": sorted(quota), "flavors": [{
+                         "name": "fabric", "resources": [
+                             {"name": r, "nominalQuota": q}
+                             for r, q in sorted(quota.items())]}]}]}},
+                {"apiVersion": KUEUE_API, "kind": "LocalQueue",
+                 "metadata": {"name": "jobs", "namespace": namespace},
+                 "spec": {"clusterQueue": "fabric"}}]}))
+
+    with kueue(cluster, workdir):
+        return run_trace(cluster, clients, gangs, fabric, args, "kueue", None,
+                         kueue_manifests, queues)
 
 
 def summary(run: Mapping[str, Any]) -> str:

@@ -18,6 +18,7 @@ from bench.topology import (
     gangsched_manifests,
     hypernodes,
     in_target,
+    kueue_manifests,
     largest_free,
     native_manifests,
     ratios,
@@ -90,6 +91,28 @@ def test_volcano_sees_racks_of_nodes_inside_blocks_of_racks() -> None:
     assert sorted(found) == ["b0", "b1", "r0", "r1", "r2", "r3"]
 
 
+def test_kueue_is_asked_one_level_per_pod_set_and_sub_groups_as_slices() -> None:
+    def annotations(gang: TraceGang) -> list[dict[str, str]]:
+        return [p["metadata"]["annotations"] for p in kueue_manifests("ns", gang)]
+
+    prefer = annotations(TraceGang("p", "rack_preferred", 0, 30, 3, 8, BLOCK, RACK))
+    assert {a.get("kueue.x-k8s.io/podset-preferred-topology") for a in prefer} == {RACK}
+    assert not any("kueue.x-k8s.io/podset-required-topology" in a for a in prefer)
+    subs = kueue_manifests("ns", TraceGang("tp", "sub_groups", 0, 30, 8, 8, BLOCK, None,
+                                           (SubGroup("s0", 4, RACK), SubGroup("s1", 4, RACK))))
+    first = subs[0]["metadata"]
+    assert (first["annotations"]["kueue.x-k8s.io/podset-required-topology"],
+            first["annotations"]["kueue.x-k8s.io/podset-slice-required-topology"],
+            first["annotations"]["kueue.x-k8s.io/podset-slice-size"]) == (BLOCK, RACK, "4")
+    assert [p["metadata"]["labels"]["kueue.x-k8s.io/pod-group-pod-index"]
+            for p in subs] == [str(i) for i in range(8)], "slices follow the sub-groups"
+    assert {p["metadata"]["annotations"]["kueue.x-k8s.io/role-hash"] for p in subs} == {
+        "workers"}, "one role, whatever Kueue's admission adds to the spec"
+    assert all(p["spec"]["schedulingGates"] == [{"name": "kueue.x-k8s.io/admission"},
+                                                {"name": "kueue.x-k8s.io/topology"}]
+               for p in subs)
+
+
 def test_a_gang_counts_in_its_domain_only_whole_in_its_tightest_level() -> None:
     prefer_rack = TraceGang("a", "rack_preferred", 0, 30, 2, 8, BLOCK, RACK)
     assert in_target(prefer_rack, ["topo-r0-0", "topo-r0-1"], FABRIC)
@@ -154,8 +177,8 @@ def test_the_comparison_quotes_the_measured_run() -> None:
         "## Topology in levels, measured")[1].split("\n\n")[2].splitlines()
     share = next(row for row in table if row.startswith("| gangs in their tightest"))
     rate = next(row for row in table if row.startswith("| pods bound per second"))
-    contenders = ("gangsched", "native_gang", "volcano")
-    cells = zip(share.split("|")[2:5], rate.split("|")[2:5], contenders, strict=True)
+    contenders = ("gangsched", "native_gang", "volcano", "kueue")
+    cells = zip(share.split("|")[2:6], rate.split("|")[2:6], contenders, strict=True)
     for cell_share, cell_rate, contender in cells:
         figures = report[contender]
         assert cell_share.split()[0] == f"{figures['share_in_target_domain'] * 100:.1f}"
