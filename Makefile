@@ -177,8 +177,10 @@ bench-scale: $(VENV)/.installed binaries
 	$(BIN)/python -m bench.scale
 
 ## Not part of `bench`: a seeded trace of topology gangs on 1,024 nodes in blocks and racks,
-## gangsched and kube-scheduler's native gangs in turn; `NODES=128` for a quick look.
+## gangsched, kube-scheduler's native gangs, Volcano with HyperNodes and Kueue's TAS
+## (cluster/build.sh peers) in turn; `NODES=256` for a quick look.
 bench-topology: $(VENV)/.installed binaries
+	@bash cluster/build.sh peers >/dev/null
 	$(BIN)/python -m bench.topology $(if $(NODES),--nodes $(NODES))
 
 ## Not part of `bench`: gangs replaced at a steady rate for SOAK_MINUTES (30), memory and

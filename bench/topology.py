@@ -27,6 +27,16 @@ The same trace runs for each contender in turn on the same control plane
    takes one key, always required (its TopologyPlacement plugin reads the first
    key only) and it has no sub-groups: each gang asks its tightest level (the
    preferred one, else the required one) as that key.
+3. ``volcano``: Volcano 1.15.1's vc-scheduler and vc-controller-manager
+   (``cluster/build.sh peers``), the ``network-topology-aware`` plugin on, the racks
+   and blocks as ``HyperNode`` objects of tiers 1 and 2, the gangs as Volcano
+   PodGroups whose ``networkTopology`` says what the gang asks
+   (:func:`volcano_topology`) and whose ``subGroupPolicy`` keeps each sub-group in
+   a rack.
+4. ``kueue``: Kueue 0.19.2's topology-aware scheduling (``cluster/build.sh peers kueue``)
+   with kube-scheduler placing the pods it ungates: a Kueue ``Topology`` of the same
+   levels, a ResourceFlavor naming it, a ClusterQueue as large as the cluster, the gangs
+   as Kueue pod groups asking their level by annotation (:func:`kueue_manifests`).
 
 Figures per contender: the share of gangs placed whole in their tightest asked
 domain (and, for sub-group gangs, every sub-group in its own); gangs placed and
@@ -41,11 +51,12 @@ lines).
 from __future__ import annotations
 
 import argparse
+import json
 import random
 import statistics
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -71,8 +82,17 @@ from bench.harness import (
     work_directory,
     write_report,
 )
-from devcluster.controlplane import ClusterOptions, LocalCluster, NodeShape, running_cluster
+from demo.contenders import VOLCANO_GROUP_ANNOTATION
+from devcluster.controlplane import (
+    KWOK_LABEL,
+    ClusterOptions,
+    LocalCluster,
+    NodeShape,
+    running_cluster,
+)
+from devcluster.peers import ensure_peer_binaries, install_volcano_crds, peer
 from gangsched.core.kubeobjects.podgroups import SUB_GROUP_LABEL
+from tests.e2e.kueue import KUEUE_API, kueue
 
 RESULTS = Path(__file__).parent / "results" / "topology.json"
 BLOCK, RACK, HOST = ("topology.example.com/block", "topology.example.com/rack",
@@ -170,6 +190,75 @@ def native_manifests(namespace: str, gang: TraceGang) -> list[dict[str, Any]]:
     return [group, *pods_of(namespace, gang, "default-scheduler", native=True)]
 
 
+VOLCANO_PODGROUP_VERSION = "scheduling.volcano.sh/v1beta1"
+VOLCANO_TIERS = {RACK: 1, BLOCK: 2}
+"""The HyperNode tier of each level (:func:`hypernodes`)."""
+
+
+def volcano_topology(required: str | None) -> dict[str, Any]:
+    """A gang's levels as Volcano's ``networkTopology``: ``hard`` with
+    ``highestTierAllowed`` the required level's tier (vc-scheduler tries the tightest
+    tier first, a rack before the block, so a rack preferred inside a required block is
+    said by the block alone); with nothing required, ``soft`` (Volcano's preference:
+    members kept near the first one, no tier searched)."""
+    if required is not None:
+        return {"mode": "hard", "highestTierAllowed": VOLCANO_TIERS[required]}
+    return {"mode": "soft"}
+
+
+def volcano_manifests(namespace: str, gang: TraceGang) -> list[dict[str, Any]]:
+    """The gang as Volcano 1.15.1 says it: a PodGroup with a ``networkTopology``, and a
+    ``subGroupPolicy`` grouping the members by their sub-group label, each group of its
+    size in one domain of its own level."""
+    spec: dict[str, Any] = {"minMember": gang.pods,
+                            "networkTopology": volcano_topology(gang.required)}
+    if gang.sub_groups:
+        sub = gang.sub_groups[0]  # the trace's sub-groups are alike: one policy says them
+        spec["subGroupPolicy"] = [{
+            "name": "sub-group", "subGroupSize": sub.pods, "matchLabelKeys": [SUB_GROUP_LABEL],
+            "networkTopology": volcano_topology(sub.required)}]
+    group = {"apiVersion": VOLCANO_PODGROUP_VERSION, "kind": "PodGroup",
+             "metadata": {"name": gang.name, "namespace": namespace}, "spec": spec}
+    pods = pods_of(namespace, gang, "volcano", native=False)
+    for pod in pods:
+        pod["metadata"]["annotations"][VOLCANO_GROUP_ANNOTATION] = gang.name
+    return [group, *pods]
+
+
+KUEUE_TOPOLOGY = {"required": "kueue.x-k8s.io/podset-required-topology",
+                  "preferred": "kueue.x-k8s.io/podset-preferred-topology"}
+KUEUE_INDEX = "kueue.x-k8s.io/pod-group-pod-index"
+
+
+def kueue_manifests(namespace: str, gang: TraceGang) -> list[dict[str, Any]]:
+    """The gang as a Kueue pod group its webhook would have left: managed, in the
+    namespace's LocalQueue, gated for admission and for its topology, each pod's index a
+    label and their one role named (the webhook's hash of the spec, which Kueue would
+    otherwise take again from a spec its admission has changed). A pod set asks one level,
+    required or preferred (the tightest asked); sub-groups are slices of their size
+    required in their level."""
+    pods = pods_of(namespace, gang, "default-scheduler", native=False)
+    level = ("preferred", gang.preferred) if gang.preferred else ("required", gang.required)
+    for index, pod in enumerate(pods):
+        pod["spec"]["restartPolicy"] = "Never"
+        pod["spec"]["schedulingGates"] = [{"name": "kueue.x-k8s.io/admission"},
+                                          {"name": "kueue.x-k8s.io/topology"}]
+        pod["metadata"]["labels"].update({
+            "kueue.x-k8s.io/managed": "true", "kueue.x-k8s.io/queue-name": "jobs",
+            "kueue.x-k8s.io/pod-group-name": gang.name, KUEUE_INDEX: str(index)})
+        annotations = pod["metadata"]["annotations"]
+        annotations.update({"kueue.x-k8s.io/pod-group-total-count": str(gang.pods),
+                            "kueue.x-k8s.io/pod-group-pod-index-label": KUEUE_INDEX,
+                            "kueue.x-k8s.io/role-hash": "workers"})
+        if level[1] is not None:
+            annotations[KUEUE_TOPOLOGY[level[0]]] = level[1]
+        if gang.sub_groups:
+            annotations["kueue.x-k8s.io/podset-slice-required-topology"] = (
+                gang.sub_groups[0].required)
+            annotations["kueue.x-k8s.io/podset-slice-size"] = str(gang.sub_groups[0].pods)
+    return pods
+
+
 def pods_of(namespace: str, gang: TraceGang, scheduler: str,
             native: bool) -> list[dict[str, Any]]:
     pods = []
@@ -207,6 +296,48 @@ class Fabric:
 
     def nodes(self) -> list[str]:
         return [f"topo-{rack}-{i}" for rack in self.rack_names() for i in range(self.rack_nodes)]
+
+
+def hypernodes(fabric: Fabric) -> list[dict[str, Any]]:
+    """The fabric as Volcano's HyperNodes: each rack of tier 1 holding its nodes (by their
+    rack label), each block of tier 2 holding its racks."""
+    def hypernode(name: str, tier: int, members: list[dict[str, Any]]) -> dict[str, Any]:
+        return {"apiVersion": "topology.volcano.sh/v1alpha1", "kind": "HyperNode",
+                "metadata": {"name": name}, "spec": {"tier": tier, "members": members}}
+
+    racks = fabric.rack_names()
+    blocks = {fabric.block_of(rack): None for rack in racks}
+    return [*(hypernode(rack, VOLCANO_TIERS[RACK], [
+                  {"type": "Node", "selector": {"labelMatch": {"matchLabels": {RACK: rack}}}}])
+              for rack in racks),
+            *(hypernode(block, VOLCANO_TIERS[BLOCK], [
+                  {"type": "HyperNode", "selector": {"exactMatch": {"name": rack}}}
+                  for rack in racks if fabric.block_of(rack) == block])
+              for block in blocks)]
+
+
+VOLCANO_CONFIGURATION = """\
+actions: "enqueue, allocate, backfill"
+tiers:
+- plugins:
+  - name: priority
+  - name: gang
+  - name: conformance
+- plugins:
+  - name: overcommit
+  - name: drf
+  - name: predicates
+  - name: proportion
+  - name: nodeorder
+  - name: network-topology-aware
+    arguments:
+      weight: 10
+      hypernode.binpack.resources: nvidia.com/gpu
+      hypernode.binpack.resources.nvidia.com/gpu: 2
+"""
+"""vc-scheduler's default configuration with the ``network-topology-aware`` plugin
+added as Volcano's guide to network-topology-aware scheduling does, its HyperNode bin
+packing counting GPUs."""
 
 
 def in_target(gang: TraceGang, nodes: Sequence[str], fabric: Fabric) -> bool:
@@ -270,10 +401,13 @@ class FragmentationSampler:
 
 
 # ---- one run of the trace --------------------------------------------------------------------
-def replay(clients: Clients, namespace: str, gangs: Sequence[TraceGang], native: bool,
+Manifests = Callable[[str, TraceGang], list[dict[str, Any]]]
+"""How a contender's API says a gang: its group object, then its pods."""
+
+
+def replay(clients: Clients, namespace: str, gangs: Sequence[TraceGang], make: Manifests,
            workers: int) -> float:
     """Create each gang (its PodGroup, then its pods) at its arrival time; the start."""
-    make = native_manifests if native else gangsched_manifests
     started = time.monotonic()
 
     def arrive(gang: TraceGang) -> None:
@@ -289,16 +423,20 @@ def replay(clients: Clients, namespace: str, gangs: Sequence[TraceGang], native:
 
 def run_trace(cluster: LocalCluster, clients: Clients, gangs: Sequence[TraceGang],
               fabric: Fabric, args: argparse.Namespace, name: str,
-              gangsched: Gangsched | None) -> dict[str, Any]:
-    """The trace for one contender, already running; its figures."""
+              gangsched: Gangsched | None, make: Manifests,
+              prepare: Callable[[str], None] | None = None) -> dict[str, Any]:
+    """The trace for one contender, already running (``prepare`` makes what it needs in
+    the trace's namespace); its figures."""
     namespace = f"topo-{name.replace('_', '-')}"
     create_namespace(clients.get(), namespace)
+    if prepare is not None:
+        prepare(namespace)
     watch = PodWatch(clients, namespace)
     watch.start()
     sampler = FragmentationSampler(clients, namespace, fabric, args.sample_seconds)
     pods = sum(g.pods for g in gangs)
     try:
-        started = replay(clients, namespace, gangs, gangsched is None, args.workers)
+        started = replay(clients, namespace, gangs, make, args.workers)
         all_bound = watch.wait_bound(pods, args.timeout)
     finally:
         sampler.stop()
@@ -362,7 +500,7 @@ def fragmentation(samples: Sequence[Mapping[str, float]], window_s: float) -> di
 
 
 # ---- main ---------------------------------------------------------------------------------
-CONTENDERS = ("gangsched", "native_gang")
+CONTENDERS = ("gangsched", "native_gang", "volcano", "kueue")
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -440,7 +578,7 @@ def main(argv: Sequence[str] | None = None) -> None:
             scheduler.start()
             try:
                 report["gangsched"] = run_trace(cluster, clients, gangs, fabric, args,
-                                                "gangsched", scheduler)
+                                                "gangsched", scheduler, gangsched_manifests)
             finally:
                 scheduler.stop()
             say(f"gangsched: {summary(report['gangsched'])}")
@@ -448,13 +586,74 @@ def main(argv: Sequence[str] | None = None) -> None:
             cluster.restart_kube_scheduler(native_gang=True, qps=args.kube_qps)
             try:
                 report["native_gang"] = run_trace(cluster, clients, gangs, fabric, args,
-                                                  "native_gang", None)
+                                                  "native_gang", None, native_manifests)
             finally:
                 cluster.stop_kube_scheduler()
             say(f"native_gang: {summary(report['native_gang'])}")
+        if "volcano" in args.contenders:
+            cluster.stop_kube_scheduler()
+            report["volcano"] = run_volcano(cluster, clients, gangs, fabric, args, workdir)
+            say(f"volcano: {summary(report['volcano'])}")
+        if "kueue" in args.contenders:
+            cluster.restart_kube_scheduler(native_gang=False, qps=args.kube_qps)
+            try:
+                report["kueue"] = run_kueue(cluster, clients, gangs, fabric, args, workdir)
+            finally:
+                cluster.stop_kube_scheduler()
+            say(f"kueue: {summary(report['kueue'])}")
     report["ratios"] = ratios(report)
     report["total_run_s"] = round(time.monotonic() - started, 1)
     write_report(args.output, report)
+
+
+def run_volcano(cluster: LocalCluster, clients: Clients, gangs: Sequence[TraceGang],
+                fabric: Fabric, args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
+    """The trace under vc-scheduler and vc-controller-manager, the fabric's HyperNodes made
+    before they start; vc-scheduler's client limits those kube-scheduler runs with."""
+    bin_dir = ensure_peer_binaries()
+    install_volcano_crds(cluster, bin_dir)
+    cluster.kubectl("apply", "-f", "-", input=json.dumps(
+        {"apiVersion": "v1", "kind": "List", "items": hypernodes(fabric)}))
+    configuration = workdir / "volcano-scheduler.conf"
+    configuration.write_text(VOLCANO_CONFIGURATION)
+    with peer("volcano", cluster, workdir, bin_dir, scheduler_args=[
+            f"--scheduler-conf={configuration}", f"--kube-api-qps={args.kube_qps}",
+            f"--kube-api-burst={args.kube_qps}"]):
+        return run_trace(cluster, clients, gangs, fabric, args, "volcano", None,
+                         volcano_manifests)
+
+
+def run_kueue(cluster: LocalCluster, clients: Clients, gangs: Sequence[TraceGang],
+               fabric: Fabric, args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
+    """The trace under Kueue's topology-aware scheduling, kube-scheduler placing the pods
+    it ungates: a Topology of the fabric's levels, a ResourceFlavor naming it, a
+    ClusterQueue as large as the cluster."""
+    nodes = fabric.racks * fabric.rack_nodes
+    quota = {"cpu": str(nodes * 64), "memory": f"{nodes * 512}Gi",
+             "nvidia.com/gpu": str(nodes * NODE_GPUS)}
+
+    def queues(namespace: str) -> None:
+        cluster.kubectl("apply", "--server-side", "-f", "-", input=json.dumps(
+            {"apiVersion": "v1", "kind": "List", "items": [
+                {"apiVersion": KUEUE_API, "kind": "Topology", "metadata": {"name": TOPOLOGY},
+                 "spec": {"levels": [{"nodeLabel": BLOCK}, {"nodeLabel": RACK},
+                                     {"nodeLabel": HOST}]}},
+                {"apiVersion": KUEUE_API, "kind": "ResourceFlavor",
+                 "metadata": {"name": "fabric"},
+                 "spec": {"topologyName": TOPOLOGY, "nodeLabels": dict([KWOK_LABEL])}},
+                {"apiVersion": KUEUE_API, "kind": "ClusterQueue", "metadata": {"name": "fabric"},
+                 "spec": {"namespaceSelector": {}, "resourceGroups": [{
+                     "coveredResources": sorted(quota), "flavors": [{
+                         "name": "fabric", "resources": [
+                             {"name": r, "nominalQuota": q}
+                             for r, q in sorted(quota.items())]}]}]}},
+                {"apiVersion": KUEUE_API, "kind": "LocalQueue",
+                 "metadata": {"name": "jobs", "namespace": namespace},
+                 "spec": {"clusterQueue": "fabric"}}]}))
+
+    with kueue(cluster, workdir):
+        return run_trace(cluster, clients, gangs, fabric, args, "kueue", None,
+                         kueue_manifests, queues)
 
 
 def summary(run: Mapping[str, Any]) -> str:
@@ -464,15 +663,17 @@ def summary(run: Mapping[str, Any]) -> str:
 
 
 def ratios(report: Mapping[str, Any]) -> dict[str, float | None]:
-    """gangsched's figures over the native scheduler's, same trace and run."""
-    ours, theirs = report.get("gangsched"), report.get("native_gang")
-    if ours is None or theirs is None:
-        return {}
+    """gangsched's figures over each other contender's, same trace and run."""
+    ours = report.get("gangsched")
     found: dict[str, float | None] = {}
-    for figure in ("share_in_target_domain", "pods_per_s"):
-        mine, other = ours.get(figure), theirs.get(figure)
-        found[f"{figure}_gangsched_over_native_gang"] = (
-            round(mine / other, 2) if mine and other else None)
+    for contender in CONTENDERS[1:]:
+        theirs = report.get(contender)
+        if ours is None or theirs is None:
+            continue
+        for figure in ("share_in_target_domain", "pods_per_s"):
+            mine, other = ours.get(figure), theirs.get(figure)
+            found[f"{figure}_gangsched_over_{contender}"] = (
+                round(mine / other, 2) if mine and other else None)
     return found
 
 

@@ -71,21 +71,23 @@ def install(name: str, cluster: LocalCluster, bin_dir: Path | None = None) -> No
         install_volcano_crds(cluster, bin_dir or ensure_peer_binaries())
 
 
-def _volcano(cluster: LocalCluster, bin_dir: Path, logs: Path
-             ) -> list[subprocess.Popen[bytes]]:
+def _volcano(cluster: LocalCluster, bin_dir: Path, logs: Path,
+             scheduler_args: Sequence[str] = ()) -> list[subprocess.Popen[bytes]]:
     install_volcano_crds(cluster, bin_dir)
     common = [f"--kubeconfig={cluster.kubeconfig}", "--leader-elect=false",
               f"--listen-address=127.0.0.1:{free_port()}",
               f"--healthz-address=127.0.0.1:{free_port()}"]
     return [
         _spawn(bin_dir / "vc-controller-manager", common, logs / "vc-controller-manager.log"),
-        _spawn(bin_dir / "vc-scheduler", [*common, "--v=2"], logs / "vc-scheduler.log"),
+        _spawn(bin_dir / "vc-scheduler", [*common, "--v=2", *scheduler_args],
+               logs / "vc-scheduler.log"),
     ]
 
 
-def _yunikorn(cluster: LocalCluster, bin_dir: Path, logs: Path
-              ) -> list[subprocess.Popen[bytes]]:
-    return [_spawn(bin_dir / "yunikorn-scheduler", [], logs / "yunikorn-scheduler.log",
+def _yunikorn(cluster: LocalCluster, bin_dir: Path, logs: Path,
+              scheduler_args: Sequence[str] = ()) -> list[subprocess.Popen[bytes]]:
+    return [_spawn(bin_dir / "yunikorn-scheduler", scheduler_args,
+                   logs / "yunikorn-scheduler.log",
                    env={"KUBECONFIG": str(cluster.kubeconfig)})]
 
 
@@ -94,11 +96,12 @@ STARTERS = {"volcano": _volcano, "yunikorn": _yunikorn}
 
 @contextlib.contextmanager
 def peer(name: str, cluster: LocalCluster, logs: Path,
-         bin_dir: Path | None = None) -> Iterator[None]:
+         bin_dir: Path | None = None, scheduler_args: Sequence[str] = ()) -> Iterator[None]:
     """The peer ``name`` running against ``cluster`` until the block ends; its
-    processes write ``<logs>/<binary>.log``."""
+    processes write ``<logs>/<binary>.log``; ``scheduler_args`` go to its scheduler
+    (a configuration of its own, client limits)."""
     bin_dir = bin_dir or ensure_peer_binaries()
-    procs = STARTERS[name](cluster, bin_dir, logs)
+    procs = STARTERS[name](cluster, bin_dir, logs, scheduler_args)
     try:
         deadline = time.monotonic() + 60
         log, line = STARTED[name]

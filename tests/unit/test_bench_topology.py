@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 from bench.topology import (
     BLOCK,
     HOST,
@@ -13,11 +16,15 @@ from bench.topology import (
     TraceGang,
     fragmentation,
     gangsched_manifests,
+    hypernodes,
     in_target,
+    kueue_manifests,
     largest_free,
     native_manifests,
+    ratios,
     trace,
     trace_figures,
+    volcano_manifests,
 )
 
 FABRIC = Fabric(racks=4, rack_nodes=2, block_racks=2)
@@ -48,6 +55,62 @@ def test_each_api_asks_what_the_gang_asks() -> None:
     assert native[0]["spec"]["schedulingConstraints"] == {"topology": [{"key": RACK}]}
     assert native[1]["spec"]["schedulingGroup"] == {"podGroupName": "p"}
     assert native[1]["metadata"]["annotations"] == {"kwok.gangsched.io/run-for": "30s"}
+
+
+def test_volcano_is_asked_each_kind_as_its_api_can_say_it() -> None:
+    kinds = {
+        "rack_preferred": TraceGang("p", "rack_preferred", 0, 30, 3, 8, BLOCK, RACK),
+        "rack_required": TraceGang("r", "rack_required", 0, 30, 3, 4, RACK, None),
+        "block_preferred": TraceGang("b", "block_preferred", 0, 30, 16, 8, None, BLOCK),
+    }
+    asked = {kind: volcano_manifests("ns", gang)[0]["spec"] for kind, gang in kinds.items()}
+    assert asked["rack_preferred"]["networkTopology"] == {"mode": "hard",
+                                                          "highestTierAllowed": 2}
+    assert asked["rack_required"]["networkTopology"] == {"mode": "hard",
+                                                         "highestTierAllowed": 1}
+    assert asked["block_preferred"]["networkTopology"] == {"mode": "soft"}
+    subs = volcano_manifests("ns", TraceGang("tp", "sub_groups", 0, 30, 8, 8, BLOCK, None,
+                                             (SubGroup("s0", 4, RACK), SubGroup("s1", 4, RACK))))
+    assert subs[0]["spec"] == {
+        "minMember": 8, "networkTopology": {"mode": "hard", "highestTierAllowed": 2},
+        "subGroupPolicy": [{"name": "sub-group", "subGroupSize": 4,
+                            "matchLabelKeys": ["scheduling.gangsched.io/sub-group"],
+                            "networkTopology": {"mode": "hard", "highestTierAllowed": 1}}]}
+    assert {p["metadata"]["annotations"]["scheduling.k8s.io/group-name"]
+            for p in subs[1:]} == {"tp"}
+    assert {p["spec"]["schedulerName"] for p in subs[1:]} == {"volcano"}
+
+
+def test_volcano_sees_racks_of_nodes_inside_blocks_of_racks() -> None:
+    found = {h["metadata"]["name"]: h["spec"] for h in hypernodes(FABRIC)}
+    assert found["r2"] == {"tier": 1, "members": [
+        {"type": "Node", "selector": {"labelMatch": {"matchLabels": {RACK: "r2"}}}}]}
+    assert found["b1"] == {"tier": 2, "members": [
+        {"type": "HyperNode", "selector": {"exactMatch": {"name": "r2"}}},
+        {"type": "HyperNode", "selector": {"exactMatch": {"name": "r3"}}}]}
+    assert sorted(found) == ["b0", "b1", "r0", "r1", "r2", "r3"]
+
+
+def test_kueue_is_asked_one_level_per_pod_set_and_sub_groups_as_slices() -> None:
+    def annotations(gang: TraceGang) -> list[dict[str, str]]:
+        return [p["metadata"]["annotations"] for p in kueue_manifests("ns", gang)]
+
+    prefer = annotations(TraceGang("p", "rack_preferred", 0, 30, 3, 8, BLOCK, RACK))
+    assert {a.get("kueue.x-k8s.io/podset-preferred-topology") for a in prefer} == {RACK}
+    assert not any("kueue.x-k8s.io/podset-required-topology" in a for a in prefer)
+    subs = kueue_manifests("ns", TraceGang("tp", "sub_groups", 0, 30, 8, 8, BLOCK, None,
+                                           (SubGroup("s0", 4, RACK), SubGroup("s1", 4, RACK))))
+    first = subs[0]["metadata"]
+    assert (first["annotations"]["kueue.x-k8s.io/podset-required-topology"],
+            first["annotations"]["kueue.x-k8s.io/podset-slice-required-topology"],
+            first["annotations"]["kueue.x-k8s.io/podset-slice-size"]) == (BLOCK, RACK, "4")
+    assert [p["metadata"]["labels"]["kueue.x-k8s.io/pod-group-pod-index"]
+            for p in subs] == [str(i) for i in range(8)], "slices follow the sub-groups"
+    assert {p["metadata"]["annotations"]["kueue.x-k8s.io/role-hash"] for p in subs} == {
+        "workers"}, "one role, whatever Kueue's admission adds to the spec"
+    assert all(p["spec"]["schedulingGates"] == [{"name": "kueue.x-k8s.io/admission"},
+                                                {"name": "kueue.x-k8s.io/topology"}]
+               for p in subs)
 
 
 def test_a_gang_counts_in_its_domain_only_whole_in_its_tightest_level() -> None:
@@ -93,3 +156,37 @@ def test_fragmentation_averages_the_arrivals_window_alone() -> None:
     assert (figures["samples"], figures["rack_whole_free_nodes_mean"],
             figures["block_whole_free_nodes_mean"]) == (2, 1.0, 3.0)
     assert len(figures["series"]) == 3
+
+
+def test_gangsched_is_set_against_every_contender_that_ran() -> None:
+    report = {"gangsched": {"share_in_target_domain": 0.9, "pods_per_s": 6.0},
+              "native_gang": {"share_in_target_domain": 0.6, "pods_per_s": 12.0},
+              "volcano": {"share_in_target_domain": 0.75, "pods_per_s": None}}
+    assert ratios(report) == {
+        "share_in_target_domain_gangsched_over_native_gang": 1.5,
+        "pods_per_s_gangsched_over_native_gang": 0.5,
+        "share_in_target_domain_gangsched_over_volcano": 1.2,
+        "pods_per_s_gangsched_over_volcano": None}
+    assert ratios({"volcano": report["volcano"]}) == {}
+
+
+def test_the_comparison_quotes_the_measured_run() -> None:
+    root = Path(__file__).parents[2]
+    report = json.loads((root / "bench" / "results" / "topology.json").read_text())
+    table = (root / "docs" / "comparison.md").read_text().split(
+        "## Topology in levels, measured")[1].split("\n\n")[2].splitlines()
+    share = next(row for row in table if row.startswith("| gangs in their tightest"))
+    rate = next(row for row in table if row.startswith("| pods bound per second"))
+    contenders = ("gangsched", "native_gang", "volcano", "kueue")
+    cells = zip(share.split("|")[2:6], rate.split("|")[2:6], contenders, strict=True)
+    for cell_share, cell_rate, contender in cells:
+        figures = report[contender]
+        assert cell_share.split()[0] == f"{figures['share_in_target_domain'] * 100:.1f}"
+        assert cell_rate.split()[0] == str(figures["pods_per_s"])
+        if contender != "gangsched":
+            ratios = report["ratios"]
+            times = "\N{MULTIPLICATION SIGN}"
+            share_ratio = ratios[f"share_in_target_domain_gangsched_over_{contender}"]
+            assert f"({share_ratio:.2f}{times} for gangsched)" in cell_share
+            rate_ratio = ratios[f"pods_per_s_gangsched_over_{contender}"]
+            assert f"({rate_ratio:.2f}{times} for gangsched)" in cell_rate
