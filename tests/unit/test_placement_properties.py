@@ -199,17 +199,23 @@ def test_a_pass_of_places_and_releases_agrees_with_a_fresh_snapshot(
     current = snapshot
     for number, (step, release) in enumerate(steps):
         member = renamed(step, f"g{number}")
-        decision = capacity.place(member)
-        if not isinstance(decision, Placement):
-            continue
-        if release:
-            capacity.release(decision)
-        else:
-            current = apply(current, decision, member.pending)
+        current = kept_or_given_back(capacity, current, member, capacity.place(member), release)
     assert {name: capacity.free(name) for name in snapshot.nodes} == {
         name: current.free(name) for name in snapshot.nodes
     }
     assert capacity.place(probe) == Capacity.from_snapshot(current).place(probe)
+
+
+def kept_or_given_back(capacity: Capacity, current: Snapshot, member: Gang,
+                       decision: Placement | Unplaceable, release: bool) -> Snapshot:
+    """A placement given back to ``capacity`` (``release``) or kept: the snapshot of the room
+    left, as ``current`` becomes when it is kept."""
+    if not isinstance(decision, Placement):
+        return current
+    if release:
+        capacity.release(decision)
+        return current
+    return apply(current, decision, member.pending)
 
 
 @st.composite
@@ -247,12 +253,7 @@ def test_a_gang_given_back_leaves_the_next_one_where_it_would_have_gone(
         member = data.draw(alike_gangs(f"g{number}"))
         decision = capacity.place(member)
         assert decision == Capacity.from_snapshot(current).place(member)
-        if not isinstance(decision, Placement):
-            continue
-        if release:
-            capacity.release(decision)
-        else:
-            current = apply(current, decision, member.pending)
+        current = kept_or_given_back(capacity, current, member, decision, release)
     probe = data.draw(alike_gangs("probe"))
     assert capacity.place(probe) == Capacity.from_snapshot(current).place(probe)
 
