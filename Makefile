@@ -39,8 +39,8 @@ docs: $(VENV)/.installed
 
 ## Build (or reuse from ~/.cache/gangsched) the pinned control-plane binaries, promtool and
 ## the peers and clients the suite runs (Kueue and vc-controller-manager alone of the peers,
-## ray-operator, Trainer's and JobSet's controller managers, Karpenter's KWOK provider: the
-## autoscaler of the end-to-end suite).
+## ray-operator, Trainer's, JobSet's and LeaderWorkerSet's controller managers, Karpenter's
+## KWOK provider: the autoscaler of the end-to-end suite).
 binaries:
 	@bash cluster/build.sh >/dev/null
 	@bash cluster/build.sh promtool >/dev/null
@@ -48,6 +48,7 @@ binaries:
 	@bash cluster/build.sh volcano-controller >/dev/null
 	@bash cluster/build.sh kuberay >/dev/null
 	@bash cluster/build.sh trainer >/dev/null
+	@bash cluster/build.sh lws >/dev/null
 	@bash cluster/build.sh karpenter >/dev/null
 
 ## The whole suite: lint and types, unit tests, end-to-end tests on a real control plane.

@@ -10,6 +10,7 @@
 # and copies their CRDs from their modules into the directory beside bin/;
 # `build.sh kuberay` does the same for KubeRay's ray-operator;
 # `build.sh trainer` for Kubeflow Trainer v2's controller manager and JobSet's;
+# `build.sh lws` for LeaderWorkerSet's controller manager;
 # `build.sh promtool` for Prometheus's promtool, which tests the chart's alerts.
 # `build.sh peers` builds the peer schedulers the comparisons run (Volcano's
 # vc-scheduler and vc-controller-manager, YuniKorn's scheduler, Kueue) from
@@ -58,6 +59,9 @@ if [ "${1:-}" = kuberay ]; then
 fi
 if [ "${1:-}" = trainer ]; then
   key="trainer-${TRAINER_VERSION}_jobset-${JOBSET_VERSION}"
+fi
+if [ "${1:-}" = lws ]; then
+  key="lws-${LWS_VERSION}"
 fi
 if [ "${1:-}" = promtool ]; then
   key="promtool-${PROMETHEUS_VERSION}"
@@ -264,6 +268,22 @@ if [ "${1:-}" = trainer ]; then
     cp "$(module_dir "github.com/kubeflow/trainer/v2@${TRAINER_VERSION}")"/manifests/base/crds/trainer.kubeflow.org_*.yaml \
       "$(module_dir "sigs.k8s.io/jobset@${JOBSET_VERSION}")"/config/components/crd/bases/jobset.x-k8s.io_jobsets.yaml \
       "$cache/$key/crds/"
+    chmod u+w "$cache/$key/crds"/*.yaml
+  fi
+  [ $((SECONDS - started)) -gt 1 ] && say "done in $((SECONDS - started)) s"
+  echo "$bin"
+  exit 0
+fi
+
+if [ "${1:-}" = lws ]; then
+  if [ ! -x "$bin/lws-controller-manager" ]; then
+    say "building lws-controller-manager ${LWS_VERSION}"
+    (cd "$here/go/lws" && go build -trimpath -ldflags "-s -w" -o "$bin/lws-controller-manager" \
+      sigs.k8s.io/lws/cmd)
+  fi
+  if [ ! -f "$cache/$key/crds/leaderworkerset.x-k8s.io_leaderworkersets.yaml" ]; then
+    mkdir -p "$cache/$key/crds"
+    cp "$(module_dir "sigs.k8s.io/lws@${LWS_VERSION}")"/config/crd/bases/*.yaml "$cache/$key/crds/"
     chmod u+w "$cache/$key/crds"/*.yaml
   fi
   [ $((SECONDS - started)) -gt 1 ] && say "done in $((SECONDS - started)) s"

@@ -87,6 +87,8 @@ KCM_CONTROLLERS = (
     "job-controller", "namespace-controller", "garbage-collector-controller",
     "serviceaccount-controller", "replicaset-controller", "deployment-controller",
     "pod-garbage-collector-controller", "disruption-controller",
+    # LeaderWorkerSet's groups are StatefulSets.
+    "statefulset-controller",
     # Claims: binding to volumes, generic ephemeral volumes, deletion protection.
     "persistentvolume-binder-controller", "ephemeral-volume-controller",
     "persistentvolumeclaim-protection-controller", "persistentvolume-protection-controller",

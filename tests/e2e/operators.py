@@ -38,10 +38,18 @@ that server finds no certificate: both are given the cluster's serving pair for
 looks). Their webhooks are not registered, so the API server never calls them:
 JobSets get no defaults from JobSet's webhook (the runtimes write them), and
 TrainJobs and runtimes are not validated beyond their CRDs' schemas.
+
+LeaderWorkerSet's controller manager (``cluster/build.sh lws``) cannot do without its
+webhooks: the pod webhook labels each leader with its group's index (no worker
+StatefulSet is made without it) and, with the Volcano gang option, writes the group's
+PodGroup name on every pod. It serves them on 127.0.0.1 with the cluster's serving
+pair, and a MutatingWebhookConfiguration naming that address (``url``, the cluster's CA)
+sends it LeaderWorkerSets and their pods alone, for as long as it runs.
 """
 
 from __future__ import annotations
 
+import base64
 import fcntl
 import os
 import shutil
@@ -53,7 +61,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 import pykube
 import yaml
@@ -276,6 +284,28 @@ def _serving_pair(cluster: LocalCluster, cert_dir: Path) -> None:
 
 
 @contextmanager
+def _mutating_webhooks(cluster: LocalCluster, name: str, port: int,
+                       webhooks: list[dict[str, Any]]) -> Iterator[None]:
+    """``webhooks`` (each ``url`` a path on the out-of-cluster server at ``port``)
+    registered until the caller's ``with`` block ends, however it ends: a configuration
+    left behind would refuse what it matches once the server is gone."""
+    ca = base64.b64encode(cluster.certs.ca_cert.read_bytes()).decode()
+    for hook in webhooks:
+        hook["clientConfig"] = {"url": f"https://127.0.0.1:{port}{hook.pop('url')}",
+                                "caBundle": ca}
+        hook.update(admissionReviewVersions=["v1"], sideEffects="None", failurePolicy="Fail")
+    kind = pykube.object_factory(cluster.client, "admissionregistration.k8s.io/v1",
+                                 "MutatingWebhookConfiguration")
+    kind(cluster.client, {"apiVersion": "admissionregistration.k8s.io/v1",
+                          "kind": "MutatingWebhookConfiguration",
+                          "metadata": {"name": name}, "webhooks": webhooks}).create()
+    try:
+        yield
+    finally:
+        kind.objects(cluster.client).get(name=name).delete()
+
+
+@contextmanager
 def jobset_controller(cluster: LocalCluster, home: Path, workdir: Path
                       ) -> Iterator[OperatorProcess]:
     """JobSet's controller manager, creating each JobSet's Jobs (and restarting them)."""
@@ -314,3 +344,49 @@ def trainer_controller(cluster: LocalCluster, home: Path, workdir: Path
     running = _spawn("trainer-controller-manager", args, workdir / "trainer.log",
                      {"KUBECONFIG": str(cluster.kubeconfig), "TMPDIR": str(workdir)})
     yield from _started(running, "Starting workers")
+
+
+def lws_dir() -> Path:
+    """Build or reuse LeaderWorkerSet's controller manager; returns the directory holding
+    bin/ and crds/."""
+    return built("lws").parent
+
+
+LWS_WEBHOOKS = "gangsched-e2e-lws"
+LWS_NAME_LABEL = "leaderworkerset.sigs.k8s.io/name"
+
+
+@contextmanager
+def lws_controller(cluster: LocalCluster, home: Path, workdir: Path
+                   ) -> Iterator[OperatorProcess]:
+    """LeaderWorkerSet's controller manager with its Volcano gang option: a Volcano
+    PodGroup per group (minMember: the group's size), its name on each pod."""
+    cert_dir = workdir / "lws-certs"
+    _serving_pair(cluster, cert_dir)
+    port = free_port()
+    config = workdir / "lws-config.yaml"
+    config.write_text(yaml.safe_dump({
+        "apiVersion": "config.lws.x-k8s.io/v1alpha1", "kind": "Configuration",
+        "webhook": {"port": port, "host": "127.0.0.1", "certDir": str(cert_dir)},
+        "health": {"healthProbeBindAddress": f"127.0.0.1:{free_port()}"},
+        "leaderElection": {"leaderElect": False},
+        "internalCertManagement": {"enable": False},
+        "gangSchedulingManagement": {"schedulerProvider": "volcano"},
+    }))
+    args = [str(home / "bin" / "lws-controller-manager"), f"--config={config}",
+            "--metrics-bind-address=0", "--leader-elect=false"]
+    webhooks: list[dict[str, Any]] = [
+        {"name": "mleaderworkerset.lws.gangsched.io",
+         "url": "/mutate-leaderworkerset-x-k8s-io-v1-leaderworkerset",
+         "rules": [{"apiGroups": ["leaderworkerset.x-k8s.io"], "apiVersions": ["v1"],
+                    "operations": ["CREATE", "UPDATE"], "resources": ["leaderworkersets"]}]},
+        {"name": "mpod.lws.gangsched.io", "url": "/mutate--v1-pod",
+         "objectSelector": {"matchExpressions": [{"key": LWS_NAME_LABEL,
+                                                  "operator": "Exists"}]},
+         "rules": [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"],
+                    "resources": ["pods"]}]},
+    ]
+    running = _spawn("lws-controller-manager", args, workdir / "lws.log",
+                     {"KUBECONFIG": str(cluster.kubeconfig)})
+    with _mutating_webhooks(cluster, LWS_WEBHOOKS, port, webhooks):
+        yield from _started(running, "Starting workers", count=2)
