@@ -134,8 +134,9 @@ bench-scenarios: $(VENV)/.installed binaries
 bench-scheduler: $(VENV)/.installed binaries
 	$(BIN)/python -m bench.scheduler
 
-## Not part of `bench`: the backlog of bench-scheduler drained by gangsched, Volcano and YuniKorn
-## (cluster/build.sh peers), each on a fresh control plane: bench/results/peers-throughput.json.
+## Not part of `bench`: the backlog of bench-scheduler drained by gangsched, Volcano, YuniKorn and
+## Kueue with kube-scheduler (cluster/build.sh peers), each on a fresh control plane:
+## bench/results/peers-throughput.json.
 bench-peers: $(VENV)/.installed binaries
 	@bash cluster/build.sh peers >/dev/null
 	$(BIN)/python -m bench.peers

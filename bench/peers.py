@@ -1,15 +1,19 @@
 """``make bench-peers``: the throughput backlog of ``make bench-scheduler`` (1,000 KWOK
-nodes of 8 GPUs, 5,000 one-GPU pods in gangs of 8) drained by gangsched, Volcano and
-YuniKorn in one run; writes bench/results/peers-throughput.json and the table
-docs/benchmarks.md and docs/comparison.md quote from it.
+nodes of 8 GPUs, 5,000 one-GPU pods in gangs of 8) drained by gangsched, Volcano,
+YuniKorn and Kueue (admitting for kube-scheduler) in one run; writes
+bench/results/peers-throughput.json and the table docs/benchmarks.md and
+docs/comparison.md quote from it.
 
 Each contender gets a fresh control plane of the same build and shape (no
 kube-scheduler), so none inherits another's objects or has to wait for them to go,
 and each declares its gangs its own way, as in ``make demo-peers``: gangsched
-PodGroups, Volcano PodGroups, YuniKorn task groups. The backlog is created while no
-scheduler runs, and timed from the scheduler's start, start-up included (gangsched's
-process; a peer's processes, with Volcano's CRDs and queue applied once more, which
-changes nothing) until its last pod is bound. YuniKorn's placeholder pods do not count.
+PodGroups, Volcano PodGroups, YuniKorn task groups, Kueue's pod groups (its labels and
+admission gate, a ClusterQueue as large as the cluster, kube-scheduler placing what it
+admits, with its default client limits). The backlog is created while no scheduler
+runs (Kueue is started once before, to make its queues, and stopped), and timed from
+the scheduler's start, start-up included (gangsched's process; a peer's processes,
+with Volcano's CRDs and queue applied once more, which changes nothing) until its last
+pod is bound. YuniKorn's placeholder pods do not count.
 
 A contender that does not bind every pod within ``--timeout`` is stopped and reported
 with what it bound: gangsched's rate over its is then at least gangsched's rate times
@@ -47,18 +51,17 @@ from bench.harness import (
 )
 from bench.scheduler import Batch, bind_figures, gang_batch, gang_spread, run_backlog
 from demo.comparison import splice
-from demo.contenders import GANGSCHED, VOLCANO, YUNIKORN, Contender, Gang
+from demo.contenders import GANGSCHED, KUEUE, VOLCANO, YUNIKORN, Contender, Gang, kueue_quota
 from devcluster.controlplane import ClusterOptions, LocalCluster, running_cluster
 from devcluster.peers import ensure_peer_binaries, install, peer
+from tests.e2e.kueue import flavor_and_queues, kueue
 
 REPO = Path(__file__).resolve().parent.parent
 RESULTS = REPO / "bench" / "results" / "peers-throughput.json"
 QUOTED_IN = (REPO / "docs" / "benchmarks.md", REPO / "docs" / "comparison.md")
 TABLE_START = "<!-- peers-throughput: make bench-peers -->"
 TABLE_END = "<!-- end of peers-throughput -->"
-CONTENDERS = (GANGSCHED, VOLCANO, YUNIKORN)
-"""Kueue is not one: it admits by quota and leaves placing to kube-scheduler, whose
-throughput ``make bench-scheduler`` measures."""
+CONTENDERS = (GANGSCHED, VOLCANO, YUNIKORN, KUEUE)
 
 
 def peer_batch(contender: Contender, namespace: str, gangs: int, size: int) -> Batch:
@@ -78,13 +81,19 @@ def run_peer(cluster: LocalCluster, clients: Clients, contender: Contender, batc
     pod is bound or ``args.timeout`` has passed."""
     install(contender.peer, cluster)
     create_namespace(clients.get(), batch.namespace)
+    if contender.peer == "kueue":
+        with kueue(cluster, cluster.logs):
+            flavor_and_queues(cluster, batch.namespace,
+                              kueue_quota(args.nodes, node_shape(args.node_gpus)))
     create_all(clients, batch.podgroups, args.workers)
     creation_s = create_all(clients, batch.pods, args.workers)
     names = {pod["metadata"]["name"] for pod in batch.pods}
     watch = PodWatch(clients, batch.namespace)
     watch.start()
     started = time.monotonic()
-    with peer(contender.peer, cluster, cluster.logs):
+    running = kueue(cluster, cluster.logs) if contender.peer == "kueue" \
+        else peer(contender.peer, cluster, cluster.logs)
+    with running:
         while not (finished := names <= watch.bound_at.keys()):
             if time.monotonic() - started > args.timeout:
                 break
@@ -112,7 +121,8 @@ def measure(contender: Contender, args: argparse.Namespace, workdir: Path,
     """One contender on a control plane of its own; its figures go into ``report``, and
     to ``args.output``, before the control plane is torn down."""
     shape = node_shape(args.node_gpus)
-    with running_cluster(workdir / contender.key, ClusterOptions(nodes=0)) as cluster:
+    options = ClusterOptions(nodes=0, with_kube_scheduler=contender is KUEUE)
+    with running_cluster(workdir / contender.key, options) as cluster:
         cluster.apply_crds()
         cluster.ensure_nodes(args.nodes, shape, prefix="bench")
         clients = Clients(cluster.kubeconfig)
