@@ -135,8 +135,8 @@ bench-scheduler: $(VENV)/.installed binaries
 	$(BIN)/python -m bench.scheduler
 
 ## Not part of `bench`: the backlog of bench-scheduler drained by gangsched, Volcano, YuniKorn and
-## Kueue with kube-scheduler (cluster/build.sh peers), each on a fresh control plane:
-## bench/results/peers-throughput.json.
+## Kueue with kube-scheduler, with and without waitForPodsReady (cluster/build.sh peers), each on
+## a fresh control plane: bench/results/peers-throughput.json.
 bench-peers: $(VENV)/.installed binaries
 	@bash cluster/build.sh peers >/dev/null
 	$(BIN)/python -m bench.peers

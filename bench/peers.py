@@ -1,6 +1,7 @@
 """``make bench-peers``: the throughput backlog of ``make bench-scheduler`` (1,000 KWOK
 nodes of 8 GPUs, 5,000 one-GPU pods in gangs of 8) drained by gangsched, Volcano,
-YuniKorn and Kueue (admitting for kube-scheduler) in one run; writes
+YuniKorn and Kueue (admitting for kube-scheduler, by quota alone and with
+``waitForPodsReady``) in one run; writes
 bench/results/peers-throughput.json and the table docs/benchmarks.md and
 docs/comparison.md quote from it.
 
@@ -51,7 +52,16 @@ from bench.harness import (
 )
 from bench.scheduler import Batch, bind_figures, gang_batch, gang_spread, run_backlog
 from demo.comparison import splice
-from demo.contenders import GANGSCHED, KUEUE, VOLCANO, YUNIKORN, Contender, Gang, kueue_quota
+from demo.contenders import (
+    GANGSCHED,
+    KUEUE,
+    KUEUE_READY,
+    VOLCANO,
+    YUNIKORN,
+    Contender,
+    Gang,
+    kueue_quota,
+)
 from devcluster.controlplane import ClusterOptions, LocalCluster, running_cluster
 from devcluster.peers import ensure_peer_binaries, install, peer
 from tests.e2e.kueue import flavor_and_queues, kueue
@@ -61,7 +71,7 @@ RESULTS = REPO / "bench" / "results" / "peers-throughput.json"
 QUOTED_IN = (REPO / "docs" / "benchmarks.md", REPO / "docs" / "comparison.md")
 TABLE_START = "<!-- peers-throughput: make bench-peers -->"
 TABLE_END = "<!-- end of peers-throughput -->"
-CONTENDERS = (GANGSCHED, VOLCANO, YUNIKORN, KUEUE)
+CONTENDERS = (GANGSCHED, VOLCANO, YUNIKORN, KUEUE, KUEUE_READY)
 
 
 def peer_batch(contender: Contender, namespace: str, gangs: int, size: int) -> Batch:
@@ -91,8 +101,8 @@ def run_peer(cluster: LocalCluster, clients: Clients, contender: Contender, batc
     watch = PodWatch(clients, batch.namespace)
     watch.start()
     started = time.monotonic()
-    running = kueue(cluster, cluster.logs) if contender.peer == "kueue" \
-        else peer(contender.peer, cluster, cluster.logs)
+    running = kueue(cluster, cluster.logs, ready_timeout_s=contender.ready_timeout_s) \
+        if contender.peer == "kueue" else peer(contender.peer, cluster, cluster.logs)
     with running:
         while not (finished := names <= watch.bound_at.keys()):
             if time.monotonic() - started > args.timeout:
@@ -121,7 +131,7 @@ def measure(contender: Contender, args: argparse.Namespace, workdir: Path,
     """One contender on a control plane of its own; its figures go into ``report``, and
     to ``args.output``, before the control plane is torn down."""
     shape = node_shape(args.node_gpus)
-    options = ClusterOptions(nodes=0, with_kube_scheduler=contender is KUEUE)
+    options = ClusterOptions(nodes=0, with_kube_scheduler=contender.peer == "kueue")
     with running_cluster(workdir / contender.key, options) as cluster:
         cluster.apply_crds()
         cluster.ensure_nodes(args.nodes, shape, prefix="bench")
