@@ -45,13 +45,7 @@ def one_group_of_room(cluster: LocalCluster, ws: Workspace) -> Iterator[None]:
     """Two nodes of four CPUs; afterwards the LeaderWorkerSets go first, or pods come back."""
     only_nodes(cluster, 2, NodeShape(cpu="4"))
     yield
-    delete_leaderworkersets(ws)
-
-
-def delete_leaderworkersets(ws: Workspace) -> None:
-    for found in pykube.object_factory(ws.api, LWS_API, "LeaderWorkerSet").objects(
-            ws.api, namespace=ws.name):
-        found.delete()
+    ws.delete_all(LWS_API, "LeaderWorkerSet")
 
 
 def leaderworkerset(ws: Workspace, name: str, replicas: int) -> dict[str, Any]:
@@ -136,6 +130,6 @@ def test_a_leaderworkerset_group_waits_whole_while_another_runs_and_runs_whole_o
     wait_for(lambda: sorted(g.get("status", {}).get("phase") for g in volcano_groups(ws))
              == ["Running", "Running"], timeout=15, what="both PodGroups to say Running")
 
-    delete_leaderworkersets(ws)
+    ws.delete_all(LWS_API, "LeaderWorkerSet")
     wait_for(lambda: not left(ws), timeout=60,
              what="no pod, StatefulSet or PodGroup left after the LeaderWorkerSet is deleted")

@@ -79,13 +79,7 @@ def eight_gpus(cluster: LocalCluster, ws: Workspace) -> Iterator[None]:
     """Two nodes of four GPUs; afterwards the TrainJobs go first, or pods come back."""
     only_nodes(cluster, 2, GPU_NODES)
     yield
-    delete_trainjobs(ws)
-
-
-def delete_trainjobs(ws: Workspace) -> None:
-    for found in pykube.object_factory(ws.api, TRAINER_API, "TrainJob").objects(
-            ws.api, namespace=ws.name):
-        found.delete()
+    ws.delete_all(TRAINER_API, "TrainJob")
 
 
 def trainjob(ws: Workspace, name: str) -> dict[str, Any]:
@@ -159,7 +153,7 @@ def test_a_trainjob_waits_whole_while_another_runs_and_runs_whole_once_it_ends(
              and group_says(ws, "second", phase="Running", running=NODES), timeout=15,
              what="the PodGroups to say the first finished and the second runs")
 
-    delete_trainjobs(ws)
+    ws.delete_all(TRAINER_API, "TrainJob")
     wait_for(lambda: not left(ws), timeout=60,
              what="no pod, JobSet or PodGroup left after the TrainJobs are deleted")
 
@@ -182,6 +176,6 @@ def test_a_trainjob_whose_node_fails_is_restarted_whole(ws: Workspace) -> None:
     wait_for(lambda: group_says(ws, "job", phase="Running", running=NODES, failed=0),
              timeout=15, what="the PodGroup to count the restarted pods alone, running")
 
-    delete_trainjobs(ws)
+    ws.delete_all(TRAINER_API, "TrainJob")
     wait_for(lambda: not left(ws), timeout=60,
              what="no pod, JobSet or PodGroup left after the TrainJob is deleted")

@@ -177,6 +177,13 @@ class Workspace:
         if found is not None:
             found.delete()
 
+    def delete_all(self, api_version: str, kind: str) -> None:
+        """Every object of ``kind`` in the workspace's namespace, asked to go (a client's
+        jobs, before the nodes under them: their controllers would make pods again)."""
+        cls = pykube.object_factory(self.api, api_version, kind)
+        for found in cls.objects(self.api, namespace=self.name):
+            found.delete()
+
     def finish_pod(self, name: str, phase: str = "Succeeded") -> None:
         """Play the kubelet of a finished container: mark the pod Succeeded or Failed."""
         self.api.raise_for_status(self.api.patch(
