@@ -323,10 +323,12 @@ def threshold_moments(
                    for wait in (config.pacing.change_gap_s, config.pacing.figures_hold_s))
     for gang, since in state.waiting_since.items():
         group = view.cluster.groups.get(gang)
-        if group is not None and group.spec is not None and (
-            group.spec.timeout_seconds is not None
-        ):
-            moments.append(since + group.spec.timeout_seconds)
+        spec = group.spec if group is not None else None
+        if spec is not None and spec.timeout_seconds is not None:
+            moments.append(since + spec.timeout_seconds)
+        if spec is not None and spec.topology is not None and spec.topology.preferred_wait_s:
+            # A gang waiting for its preferred level takes a wider one once its wait ends.
+            moments.append(since + spec.topology.preferred_wait_s)
     moments.extend(hold.until for hold in state.holds)
     if state.forecast_stale and state.forecast_at is not None:
         # A forecast put off by its minimum interval is made once the interval ends.

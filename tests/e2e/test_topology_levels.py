@@ -36,7 +36,7 @@ def fabric(cluster: LocalCluster) -> Iterator[str]:
         yield name
 
 
-def gang(ws: Workspace, name: str, topology: dict[str, str]) -> None:
+def gang(ws: Workspace, name: str, topology: dict[str, Any]) -> None:
     """A PodGroup of four 4-GPU workers (16 GPUs) with ``topology``, and its pods."""
     group = ws.podgroup(name, min_member=4)
     group["spec"]["topology"] = topology
@@ -94,6 +94,33 @@ def test_a_gang_requiring_a_rack_waits_whole_rather_than_spread(
     assert domains_of(ws, "tight-") == {"r2"}
 
 
+def test_a_gang_patient_for_a_rack_waits_for_one_and_lands_in_it(
+    ws: Workspace, fabric: str,
+) -> None:
+    # 12 GPUs free in each rack, 24 in each block: no rack holds the 16-GPU gang, a block does.
+    take_gpus(ws, 4, "r0-0", "r1-0", "r2-0", "r3-0")
+    gang(ws, "patient", {"name": fabric, "preferred": RACK, "preferredWaitSeconds": 600})
+
+    def waiting() -> dict[str, Any] | None:
+        status = ws.podgroup_obj("patient").get("status") or {}
+        return next((c for c in status.get("conditions") or []
+                     if c["type"] == "Scheduled" and c["status"] == "False"
+                     and "before taking one block" in c["message"]), None)
+
+    wait_for(waiting, timeout=30, what="the gang to wait for a rack")
+    time.sleep(1)
+    assert bound(named(ws, "patient-")) == [], "nothing binds while it waits for a rack"
+    reasons = {c.get("reason") for p in named(ws, "patient-")
+               for c in (p.get("status") or {}).get("conditions") or []
+               if c["type"] == "PodScheduled"}
+    assert reasons == {"GangWaiting"}, reasons
+
+    ws.delete_pod("fill-r3-0")
+    wait_for(lambda: len(bound(named(ws, "patient-"))) == 4, timeout=30,
+             what="the gang to bind once rack r3 holds it")
+    assert domains_of(ws, "patient-") == {"r3"}
+
+
 def test_a_gang_naming_a_missing_topology_waits_saying_so(ws: Workspace, fabric: str) -> None:
     gang(ws, "lost", {"name": f"{fabric}-missing", "preferred": RACK})
 
@@ -131,6 +158,9 @@ def test_the_example_job_lands_in_one_rack(
     ({"kind": "PodGroup", "metadata": {"name": "aimless"},
       "spec": {"topology": {"name": "fabric"}}},
      "topology names a required level, a preferred level or sub-groups"),
+    ({"kind": "PodGroup", "metadata": {"name": "impatient"},
+      "spec": {"topology": {"name": "fabric", "required": RACK, "preferredWaitSeconds": 30}}},
+     "preferredWaitSeconds needs a preferred level to wait for"),
 ])
 def test_the_api_server_refuses_a_topology_request_that_says_nothing(
     cluster: LocalCluster, ws: Workspace, body: dict[str, Any], refusal: str,

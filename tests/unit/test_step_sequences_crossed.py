@@ -114,6 +114,8 @@ LEAVES = ("a", "z", "c", "default")
 BLOCK, RACK = "example.com/block", "example.com/rack"
 RACKS = {"n1": ("b0", "r1"), "n2": ("b0", "r2"), "n3": ("b1", "r3")}
 """Each node's block and rack: a Topology ``fabric`` names both levels."""
+PATIENT_S = 3
+"""The ``preferredWaitSeconds`` of a gang patient for a rack: three steps."""
 LAUNCHED = ("b1", "r4")
 """The block and rack of every node Karpenter launches."""
 POOL_CPU = (None, 2, 6, 100)
@@ -136,7 +138,8 @@ class CrossedSpec(Spec):
     device_class: str = H100
     runtime: int | None = None
     level: str = "none"
-    """``required`` or ``preferred``: how its PodGroup asks for one rack; or ``none``."""
+    """``required`` or ``preferred``: how its PodGroup asks for one rack; ``patient``:
+    preferred, waiting ``PATIENT_S`` for one before a wider level; or ``none``."""
     sub: str = "none"
     """``racks``: its pods in turn in sub-groups s0 and s1, each required in one rack;
     ``unknown``: its first pod names a sub-group its PodGroup does not list; or ``none``."""
@@ -248,7 +251,9 @@ def topology_of(spec: CrossedSpec) -> dict[str, Any] | None:
     if spec.level == "none" and spec.sub == "none":
         return None
     topology: dict[str, Any] = {"name": "fabric"}
-    if spec.level != "none":
+    if spec.level == "patient":
+        topology.update(preferred=RACK, preferredWaitSeconds=PATIENT_S)
+    elif spec.level != "none":
         topology[spec.level] = RACK
     if spec.sub != "none":
         topology["subGroups"] = [{"name": f"s{k}", "minMember": 1, "required": RACK}
@@ -335,7 +340,7 @@ def crossed_specs(draw: st.DrawFn) -> dict[str, CrossedSpec]:
                                         "admin"])),
             gpus=draw(st.integers(1, 4)), device_class=draw(st.sampled_from([H100, H100, ANY])),
             runtime=draw(st.sampled_from([None, 2, 20])),
-            level=draw(st.sampled_from(["none", "none", "required", "preferred"])),
+            level=draw(st.sampled_from(["none", "none", "required", "preferred", "patient"])),
             sub="none" if lone else draw(st.sampled_from(["none", "none", "racks", "unknown"])),
             kueue=not lone and draw(st.integers(0, 2)) == 0)
     return out
@@ -649,6 +654,7 @@ def _crossed_step(world: CrossedWorld) -> None:
     asked_before = world.state.asked
     coming = nodes_coming(asked_before, list(gangs.values()), before.snapshot, world.now,
                           CONFIG.asking) if pools else {}
+    waiting_since = dict(world.state.waiting_since)
     stepped = step(world.state, StepView(before, nodepools=pools), world.now, CONFIG)
     world.state = stepped.state
     _check_asking(world, stepped, pools, asked_before)
@@ -660,6 +666,7 @@ def _crossed_step(world: CrossedWorld) -> None:
     _check_whole(world, binds)
     _check_made_for(coming, binds)
     _check_one_rack(world, binds)
+    _check_patient(world, binds, waiting_since)
     _check_sub_groups(world, before.members, binds)
     kept = [placement for placement in binds if _hand_out(world, placement)]
     _check_rooms(world)
@@ -723,6 +730,23 @@ def _check_one_rack(world: CrossedWorld, binds: list[Placement]) -> None:
         racks = {RACKS.get(str(name), LAUNCHED)[1]
                  for name in held | {n for _, n in placement.assignments} if name is not None}
         assert len(racks) == 1, f"{placement.gang} requires one rack, placed in {racks}"
+
+
+def _check_patient(world: CrossedWorld, binds: list[Placement],
+                   waiting_since: dict[GangKey, float]) -> None:
+    """A gang patient for a rack is handed out in a wider level only once it has waited
+    its ``preferredWaitSeconds``."""
+    for placement in binds:
+        if not placement.assignments:
+            continue
+        spec = world.spec_of(placement.assignments[0][0])
+        if spec.lone or spec.level != "patient":
+            continue
+        if placement.level is not None and placement.level.level == RACK:
+            continue
+        since = waiting_since.get(placement.gang)
+        assert since is not None and world.now - since >= PATIENT_S, (
+            f"{placement.gang} taken across racks after waiting since {since}, now {world.now}")
 
 
 def _check_sub_groups(world: CrossedWorld, members: Iterable[Member],

@@ -8,7 +8,7 @@ a rack lands in one or waits, naming the racks that came closest.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
 import pytest
@@ -195,17 +195,12 @@ def test_a_topology_lists_its_levels_widest_first() -> None:
     assert topology_levels_from_api(body) == LEVELS
 
 
-@pytest.mark.parametrize(("topologies", "expected"), [
-    ({}, TopologyUnknown("fabric")),
-    ({"fabric": (BLOCK, HOST)}, TopologyUnknown("fabric", RACK, (BLOCK, HOST))),
-])
-def test_a_gang_naming_a_missing_topology_or_level_waits_saying_which(
-    topologies: dict[str, tuple[str, ...]], expected: TopologyUnknown,
-) -> None:
-    spec = group_from_api(podgroup({"name": "fabric", "preferred": RACK}), Flavor.GANGSCHED)
+def two_workers(topology: Mapping[str, object], snapshot: Snapshot,
+                topologies: Mapping[str, tuple[str, ...]]) -> Cluster:
+    """A PodGroup of two 8-GPU workers asking ``topology``, on ``snapshot``."""
+    spec = group_from_api(podgroup(topology), Flavor.GANGSCHED)
     pods = [replace(pod(f"ml/w-{i}", gpu=8), gang=spec.key) for i in range(2)]
-    snapshot = fabric()
-    cluster = Cluster(
+    return Cluster(
         snapshot=snapshot,
         members=tuple(Member(p, spec.key) for p in pods),
         groups={spec.key: Group(spec.key, Flavor.GANGSCHED, "u1", spec)},
@@ -213,6 +208,16 @@ def test_a_gang_naming_a_missing_topology_or_level_waits_saying_which(
         pods={p.key: Record(p, f"uid-{p.key}") for p in pods},
         topologies=topologies,
     )
+
+
+@pytest.mark.parametrize(("topologies", "expected"), [
+    ({}, TopologyUnknown("fabric")),
+    ({"fabric": (BLOCK, HOST)}, TopologyUnknown("fabric", RACK, (BLOCK, HOST))),
+])
+def test_a_gang_naming_a_missing_topology_or_level_waits_saying_which(
+    topologies: dict[str, tuple[str, ...]], expected: TopologyUnknown,
+) -> None:
+    cluster = two_workers({"name": "fabric", "preferred": RACK}, fabric(), topologies)
     stepped = step(State(), StepView(cluster), 100.0, CONFIG)
     (waiting,) = stepped.result.unplaceable
     assert waiting.reason == expected

@@ -184,9 +184,17 @@ def _level_request(raw: object, key: GangKey) -> LevelRequest | None:
     subs = raw.get("subGroups") or []
     if not isinstance(subs, list):
         raise ObjectError(f"podgroup {key}: topology.subGroups must be a list")
+    wait = raw.get("preferredWaitSeconds", 0)
+    if not isinstance(wait, int) or isinstance(wait, bool) or wait < 0:
+        raise ObjectError(f"podgroup {key}: topology.preferredWaitSeconds {wait!r} "
+                          "is not a whole number ≥ 0")
+    if wait and preferred is None:
+        raise ObjectError(f"podgroup {key}: topology.preferredWaitSeconds needs a "
+                          "preferred level to wait for")
     return LevelRequest(raw["name"], required, preferred,
                         sub_groups=tuple(_sub_group(sub, key, index)
-                                         for index, sub in enumerate(subs)))
+                                         for index, sub in enumerate(subs)),
+                        preferred_wait_s=wait)
 
 
 def _levels_asked(raw: Mapping[str, Any], where: str) -> tuple[str | None, str | None]:

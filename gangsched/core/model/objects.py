@@ -578,6 +578,9 @@ class LevelRequest:
     """The named Topology's levels, widest first, as the cycle found them; None: no such
     Topology (or not looked up yet)."""
     sub_groups: tuple[SubGroup, ...] = ()
+    preferred_wait_s: int = 0
+    """Seconds the gang, once it began waiting, keeps waiting for one domain of its
+    preferred level rather than take a wider one that holds it now."""
 
 
 @dataclass(frozen=True, slots=True)

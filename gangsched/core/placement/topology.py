@@ -56,6 +56,7 @@ from gangsched.core.reasons import (
     SubGroupHeld,
     SubGroupUnknown,
     TopologyUnknown,
+    WaitsForPreferred,
 )
 
 __all__ = [
@@ -311,29 +312,50 @@ def place_in_levels(
     gang: Gang,
     policy: Policy,
     domains_for: Callable[[tuple[str, ...]], Mapping[Domain, tuple[NodeName, ...]]],
+    patient: bool = False,
 ) -> Decision:
     """Place a gang with Topology levels in the tightest level that holds it, from its
     preferred level out to its required one (or anywhere), best fit within each; the
-    placement says where it landed."""
+    placement says where it landed. A ``patient`` gang (one still inside its
+    ``preferredWaitSeconds``) takes nothing wider than its preferred level: it is told
+    which wider level would hold it, and waits."""
     request = gang.levels
     preferred = "" if request is None else request.preferred or ""
     closest: list[DomainRoom] = []
+    refusal: Unplaceable | None = None
     for keys in (*(preferred_keys(request) if request else ()), gang.topology_keys):
         if not keys:
             continue
         held = _in_best_domain(capacity, gang, policy, domains_for(keys), keys)
         if isinstance(held, tuple):
             placement, domain = held
-            return replace(placement, level=LevelHeld(keys[-1], domain[-1][1], preferred,
-                                                      _sub_groups_held(placement)))
+            return _unless_patient(capacity, replace(placement, level=LevelHeld(
+                keys[-1], domain[-1][1], preferred, _sub_groups_held(placement))),
+                refusal if patient else None, request)
         closest.extend(_closest_of(held))
+        refusal = refusal or _with_closest(held, closest)
         if keys == gang.topology_keys:
             return _with_closest(held, closest)
     everywhere = next(iter(domains_for(()).values()), ())
     spread = _place_inside(capacity, gang, policy, (), everywhere)
     if isinstance(spread, Placement) and request is not None:
-        return replace(spread, level=LevelHeld("", "", preferred, _sub_groups_held(spread)))
+        return _unless_patient(capacity, replace(spread, level=LevelHeld(
+            "", "", preferred, _sub_groups_held(spread))), refusal if patient else None, request)
     return spread
+
+
+def _unless_patient(
+    capacity: Capacity, placement: Placement, refusal: Unplaceable | None,
+    request: LevelRequest | None,
+) -> Decision:
+    """The placement, or, for a gang patient for its preferred level (``refusal`` is that
+    level's), the placement given back and the gang told it waits for that level."""
+    if refusal is None or request is None or request.preferred is None:
+        return placement
+    capacity.release(placement)
+    wider = placement.level.level if placement.level is not None else ""
+    return Unplaceable(placement.gang, WaitsForPreferred(
+        request.preferred, request.preferred_wait_s, wider, refusal.reason))
 
 
 # ---- sub-groups -------------------------------------------------------------------------

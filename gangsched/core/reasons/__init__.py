@@ -51,6 +51,7 @@ from gangsched.core.reasons.domains import (
     SubGroupHeld,
     SubGroupUnknown,
     TopologyUnknown,
+    WaitsForPreferred,
 )
 from gangsched.core.reasons.groups import GroupInvalid, GroupMissing
 from gangsched.core.reasons.holding import (
@@ -155,6 +156,7 @@ __all__ = [
     "Urgency",
     "VolumeBlocked",
     "VolumeLimitBound",
+    "WaitsForPreferred",
     "causes",
     "code_of",
     "describe_request",
@@ -165,6 +167,7 @@ __all__ = [
 Reason = (
     NoNodes | DoesNotFit
     | NoDomainLabel | BoundAcrossDomains | NoDomainHolds | InDomain | TopologyUnknown
+    | WaitsForPreferred
     | InSubGroup | SubGroupUnknown
     | MembersMissing | ShortOfMembers | Gated | BindBackoff
     | SuspendedByKueue | GatedByKueue
@@ -192,7 +195,8 @@ def causes(reason: Reason) -> Iterator[Reason]:
     yield reason
     match reason:
         case (Starving() | TooBigToHold() | Preempting() | AwaitingVictims() | InDomain()
-              | InSubGroup() | ProtectedByBudget() | NotReclaimable() | ProtectedByShare()
+              | InSubGroup() | WaitsForPreferred() | ProtectedByBudget() | NotReclaimable()
+              | ProtectedByShare()
               | AskingForNodes() | NodesComing() | NodePoolLimit() | AskingPaused()):
             yield from causes(reason.cause)
         case NoDomainHolds():

@@ -91,6 +91,26 @@ class NoDomainHolds:
 
 
 @dataclass(frozen=True, slots=True)
+class WaitsForPreferred:
+    """No domain of the gang's preferred level holds it (``cause`` says why) and a wider
+    level's would (``wider``, the node label; empty: spread across domains), but the gang
+    has waited less than its ``preferredWaitSeconds`` (``wait_s``): it keeps waiting for
+    one domain of its preferred level to free."""
+
+    code: ClassVar[str] = "WaitsForPreferred"
+    preferred: str
+    wait_s: int
+    wider: str
+    cause: Reason
+
+    def text(self) -> str:
+        wider = f"one {_level_word(self.wider)}" if self.wider else "spread across domains"
+        return (f"waiting up to {self.wait_s}s for one {_level_word(self.preferred)} to hold "
+                f"the whole gang before taking {wider}, which holds it now: "
+                f"{self.cause.text()}")
+
+
+@dataclass(frozen=True, slots=True)
 class TopologyUnknown:
     """The PodGroup's ``spec.topology`` names a Topology that does not exist (``levels``
     empty), or a level, by node label, that the Topology does not have."""

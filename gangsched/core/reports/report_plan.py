@@ -56,6 +56,7 @@ from gangsched.core.reasons import (
     ShortOfMembers,
     Starving,
     TooBigToHold,
+    WaitsForPreferred,
     code_of,
     render,
 )
@@ -410,6 +411,8 @@ def _steady(reason: Reason) -> object | None:
                     tuple((shape.requests, shape.wanted) for shape in reason.shapes))
         case NoDomainHolds():
             return (reason.label, reason.domains)
+        case WaitsForPreferred():
+            return (reason.preferred, reason.wait_s, reason.wider, _steady(reason.cause))
         case ShortOfMembers():
             return (reason.gang, reason.needs)
         case BindBackoff():

@@ -64,10 +64,21 @@ def decide(session: Session, gang: Gang) -> Placement | Unplaceable:
 def _decision(session: Session, gang: Gang) -> Placement | Unplaceable:
     policy = session.inp.policy
     if gang.levels is not None:
-        return place_in_levels(session.capacity, gang, policy, session.domains_for)
+        return place_in_levels(session.capacity, gang, policy, session.domains_for,
+                               patient=_patient(session, gang))
     if not gang.topology_keys:
         return session.capacity.place(gang, policy)
     return place_in_one_domain(session.capacity, gang, policy, session.domains_of(gang))
+
+
+def _patient(session: Session, gang: Gang) -> bool:
+    """Whether the gang still waits for one domain of its preferred level rather than take
+    a wider one: it has waited less than its ``preferredWaitSeconds`` since it began."""
+    wait = gang.levels.preferred_wait_s if gang.levels is not None else 0
+    if not wait:
+        return False
+    since = session.inp.waiting_since.get(gang.key, session.inp.now)
+    return session.inp.now - since < wait
 
 
 def _keep(
