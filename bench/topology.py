@@ -59,6 +59,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -166,12 +167,15 @@ def trace(seed: int, gangs: int, seconds: float, runtime_s: tuple[int, int]) -> 
     return found
 
 
-def gangsched_manifests(namespace: str, gang: TraceGang) -> list[dict[str, Any]]:
+def gangsched_manifests(namespace: str, gang: TraceGang,
+                        preferred_wait_s: int = 0) -> list[dict[str, Any]]:
     topology: dict[str, Any] = {"name": TOPOLOGY}
     if gang.required:
         topology["required"] = gang.required
     if gang.preferred:
         topology["preferred"] = gang.preferred
+        if preferred_wait_s:
+            topology["preferredWaitSeconds"] = preferred_wait_s
     if gang.sub_groups:
         topology["subGroups"] = [{"name": s.name, "minMember": s.pods, "required": s.required}
                                  for s in gang.sub_groups]
@@ -500,7 +504,10 @@ def fragmentation(samples: Sequence[Mapping[str, float]], window_s: float) -> di
 
 
 # ---- main ---------------------------------------------------------------------------------
-CONTENDERS = ("gangsched", "native_gang", "volcano", "kueue")
+CONTENDERS = ("gangsched", "gangsched_patient", "native_gang", "volcano", "kueue")
+PATIENT_WAIT_S = 30
+"""``gangsched_patient``'s ``preferredWaitSeconds``: how long its preferring gangs wait for
+their preferred level before they take a wider one."""
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -512,7 +519,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--block-racks", type=int, default=4)
     parser.add_argument("--gangs", type=int, default=None,
                         help="gangs in the trace (default: one per four nodes)")
-    parser.add_argument("--seconds", type=float, default=120, help="the arrivals' span")
+    parser.add_argument("--seconds", type=float, default=60, help="the arrivals' span")
     parser.add_argument("--runtime", type=int, nargs=2, default=(20, 60), metavar=("MIN", "MAX"),
                         help="seconds a gang's pods run once started")
     parser.add_argument("--seed", type=int, default=30)
@@ -582,6 +589,17 @@ def main(argv: Sequence[str] | None = None) -> None:
             finally:
                 scheduler.stop()
             say(f"gangsched: {summary(report['gangsched'])}")
+        if "gangsched_patient" in args.contenders:
+            cluster.stop_kube_scheduler()
+            scheduler = Gangsched(cluster, workdir / "gangsched-patient.log", log_level="debug")
+            scheduler.start()
+            try:
+                report["gangsched_patient"] = run_trace(
+                    cluster, clients, gangs, fabric, args, "gangsched_patient", scheduler,
+                    partial(gangsched_manifests, preferred_wait_s=PATIENT_WAIT_S))
+            finally:
+                scheduler.stop()
+            say(f"gangsched_patient: {summary(report['gangsched_patient'])}")
         if "native_gang" in args.contenders:
             cluster.restart_kube_scheduler(native_gang=True, qps=args.kube_qps)
             try:
@@ -664,16 +682,17 @@ def summary(run: Mapping[str, Any]) -> str:
 
 def ratios(report: Mapping[str, Any]) -> dict[str, float | None]:
     """gangsched's figures over each other contender's, same trace and run."""
-    ours = report.get("gangsched")
     found: dict[str, float | None] = {}
-    for contender in CONTENDERS[1:]:
-        theirs = report.get(contender)
-        if ours is None or theirs is None:
-            continue
-        for figure in ("share_in_target_domain", "pods_per_s"):
-            mine, other = ours.get(figure), theirs.get(figure)
-            found[f"{figure}_gangsched_over_{contender}"] = (
-                round(mine / other, 2) if mine and other else None)
+    for name in CONTENDERS[:2]:
+        ours = report.get(name)
+        for contender in CONTENDERS[2:]:
+            theirs = report.get(contender)
+            if ours is None or theirs is None:
+                continue
+            for figure in ("share_in_target_domain", "pods_per_s"):
+                mine, other = ours.get(figure), theirs.get(figure)
+                found[f"{figure}_{name}_over_{contender}"] = (
+                    round(mine / other, 2) if mine and other else None)
     return found
 
 
