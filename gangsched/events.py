@@ -113,15 +113,15 @@ class Events:
                 record = pods.get(pod)
                 if record is not None:
                     self.on_pod(record, "Preempted", message)
-            group = groups.get(victim)
-            if group is not None:
+            for group in _told(groups, victim):
                 self.on_group(group, "Preempted", message)
         message = (f"Reclaiming room queue {reclaim_for} deserves: evicting {len(victims)} "
                    f"gang(s) of queues above their deserved share: {names}" if reclaim_for else
                    f"Preempting {len(victims)} gang(s) of lower priority to make room: {names}")
-        group = groups.get(preemptor)
-        if group is not None:
+        told = _told(groups, preemptor)
+        for group in told:
             self.on_group(group, "Preempting", message)
+        if told:
             return
         for pod in preemptor_pods:
             record = pods.get(pod)
@@ -141,3 +141,12 @@ class Events:
                    "uid": group.uid}, kind="PodGroup", reason=reason, message=message,
                   type_=type_)
 
+
+def _told(groups: Mapping[GangKey, GroupRecord], gang: GangKey) -> list[GroupRecord]:
+    """The PodGroups an Event about ``gang`` goes on: its own, or, for a CompositePodGroup's
+    gang, which has none, each child PodGroup it places."""
+    group = groups.get(gang)
+    if group is None:
+        return []
+    parts = group.spec.parts if group.spec is not None else ()
+    return [groups[part] for part in parts if part in groups] if parts else [group]

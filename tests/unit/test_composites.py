@@ -7,6 +7,7 @@ from collections.abc import Iterable
 from typing import Any
 
 import pytest
+from kubernetes_asyncio import client
 
 from gangsched.core.actions import Bind, MarkGroupInvalid, WriteGroupStatus
 from gangsched.core.kubeobjects.composites import composite_gang_key, composite_record_from_api
@@ -15,8 +16,10 @@ from gangsched.core.reasons import InSubGroup, NoDomainHolds, ShortOfMembers
 from gangsched.core.state import State
 from gangsched.core.step import StepConfig, Stepped, step
 from gangsched.core.view import StepView
+from gangsched.events import Events
 from gangsched.feed import Feed
 from gangsched.mirror import Mirror
+from tests.unit.test_reporting import RecordingDispatcher
 
 NS = "ml"
 BLOCK, RACK, GPU = "example.com/block", "example.com/rack", "nvidia.com/gpu"
@@ -193,3 +196,17 @@ def test_composite_read_never_raises() -> None:
     assert (good.composite.min_groups, good.composite.topology_key) == (3, BLOCK)
     bad = composite_record_from_api(composite(gang=0))
     assert bad.composite is None and bad.error is not None
+
+
+async def test_a_preempted_composite_gang_is_told_on_its_child_pod_groups() -> None:
+    """The gang has no PodGroup of its own: an Event on one would name no object."""
+    mirror = Mirror(scheduler_names=frozenset({"gang"}))
+    feed = Feed(mirror)
+    feed.replace("compositepodgroups", [composite()])
+    for group in (child("a"), child("b")):
+        feed.upsert_group(Flavor.NATIVE, group)
+    dispatcher = RecordingDispatcher()
+    events = Events(client.CoreV1Api(client.ApiClient(client.Configuration())), dispatcher)
+    events.preempted(GangKey(f"{NS}/other"), {JOB: ()}, mirror.view().groups, {}, ())
+    assert [call.key for call in dispatcher.calls] == [
+        ("uid-a", "event/Preempted"), ("uid-b", "event/Preempted")]
