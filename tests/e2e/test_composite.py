@@ -21,6 +21,7 @@ import pytest
 from devcluster.controlplane import COMPOSITE_API, LocalCluster, NodeShape
 from tests.e2e.scenario import domains_of, named, take_gpus
 from tests.e2e.scenario import fabric as topology_fabric
+from tests.e2e.test_explain_status import as_json
 from tests.e2e.workspace import Workspace, bound, wait_for
 
 BLOCK, RACK = "topology.example.com/block", "topology.example.com/rack"
@@ -77,7 +78,7 @@ def test_each_child_lands_in_one_rack_and_both_in_one_block(ws: Workspace) -> No
 
 @pytest.mark.usefixtures("blocks")
 def test_a_block_with_room_for_one_child_binds_nothing_until_one_holds_both(
-    ws: Workspace,
+    cluster: LocalCluster, ws: Workspace,
 ) -> None:
     # One rack of each block half taken: 24 GPUs free in each block, room for one child
     # in a rack of its own but not for the 32-GPU gang in one block.
@@ -95,6 +96,10 @@ def test_a_block_with_room_for_one_child_binds_nothing_until_one_holds_both(
     assert condition["reason"] == "Unschedulable"
     time.sleep(1)
     assert bound(named(ws, "held-")) == [], "no child binds while no block holds both"
+    answer = as_json(cluster, "explain", "podgroup/held-a", "-n", ws.name, expect=3)
+    closest = {(d["nodeLabel"], d["value"]): (d["free"], d["asked"])
+               for d in answer["closestDomains"]}
+    assert closest[(BLOCK, "b1")] == closest[(BLOCK, "b2")] == ("24", "32"), closest
 
     ws.delete_pod("fill-r2-0")  # block b1 now has both racks free
     wait_for(lambda: len(bound(named(ws, "held-"))) == 4, timeout=30,
