@@ -20,6 +20,7 @@ from typing import Any
 from kubernetes_asyncio import client
 
 from gangsched.binder import FIELD_MANAGER
+from gangsched.core.kubeobjects.composites import COMPOSITE_API, COMPOSITE_PREFIX
 from gangsched.core.kubeobjects.status_bodies import EVENT_MESSAGE_LIMIT
 from gangsched.core.model.objects import GangKey, PodKey, QueueName
 from gangsched.dispatcher import Answer, Call, Dispatcher, ObjectId, Rank, answer_of
@@ -113,15 +114,15 @@ class Events:
                 record = pods.get(pod)
                 if record is not None:
                     self.on_pod(record, "Preempted", message)
-            for group in _told(groups, victim):
+            group = groups.get(victim)
+            if group is not None:
                 self.on_group(group, "Preempted", message)
         message = (f"Reclaiming room queue {reclaim_for} deserves: evicting {len(victims)} "
                    f"gang(s) of queues above their deserved share: {names}" if reclaim_for else
                    f"Preempting {len(victims)} gang(s) of lower priority to make room: {names}")
-        told = _told(groups, preemptor)
-        for group in told:
+        group = groups.get(preemptor)
+        if group is not None:
             self.on_group(group, "Preempting", message)
-        if told:
             return
         for pod in preemptor_pods:
             record = pods.get(pod)
@@ -136,17 +137,12 @@ class Events:
 
     def on_group(self, group: GroupRecord, reason: str, message: str,
                  type_: str = "Normal") -> None:
+        """An Event on the group's object; a CompositePodGroup's gang has no PodGroup of its
+        own, and its Events go on the CompositePodGroup."""
         namespace, name = group.key.split("/", 1)
-        self.post({"apiVersion": group.flavor.value, "namespace": namespace, "name": name,
-                   "uid": group.uid}, kind="PodGroup", reason=reason, message=message,
-                  type_=type_)
-
-
-def _told(groups: Mapping[GangKey, GroupRecord], gang: GangKey) -> list[GroupRecord]:
-    """The PodGroups an Event about ``gang`` goes on: its own, or, for a CompositePodGroup's
-    gang, which has none, each child PodGroup it places."""
-    group = groups.get(gang)
-    if group is None:
-        return []
-    parts = group.spec.parts if group.spec is not None else ()
-    return [groups[part] for part in parts if part in groups] if parts else [group]
+        api_version, kind = group.flavor.value, "PodGroup"
+        if group.spec is not None and group.spec.parts:
+            api_version, kind = COMPOSITE_API, "CompositePodGroup"
+            name = name.removeprefix(COMPOSITE_PREFIX)
+        self.post({"apiVersion": api_version, "namespace": namespace, "name": name,
+                   "uid": group.uid}, kind=kind, reason=reason, message=message, type_=type_)

@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 from devcluster.controlplane import COMPOSITE_API, LocalCluster, NodeShape
+from gangsched.core.reasons import LevelHeld, SubGroupHeld
 from tests.e2e.scenario import domains_of, named, take_gpus
 from tests.e2e.scenario import fabric as topology_fabric
 from tests.e2e.test_explain_status import as_json
@@ -70,6 +71,15 @@ def test_each_child_lands_in_one_rack_and_both_in_one_block(ws: Workspace) -> No
     a, b = domains_of(ws, "train-a-"), domains_of(ws, "train-b-")
     assert len(a) == 1 and len(b) == 1 and a != b, (a, b)
     assert len({RACKS[rack] for rack in a | b}) == 1, (a, b)
+    # The gang's Scheduled Event goes on the CompositePodGroup, naming where each child went.
+    (rack_a,), (rack_b,) = a, b
+    held = LevelHeld(BLOCK, RACKS[rack_a], "", (SubGroupHeld("train-a", RACK, rack_a),
+                                                SubGroupHeld("train-b", RACK, rack_b)))
+    said = wait_for(lambda: [e["message"] for e in ws.events("train")
+                             if e["reason"] == "Scheduled"
+                             and e["involvedObject"]["kind"] == "CompositePodGroup"],
+                    timeout=20, what="the Scheduled Event on the CompositePodGroup")
+    assert any(held.text() in message for message in said), (held.text(), said)
     for child in ("train-a", "train-b"):
         condition = wait_for(partial(initially_scheduled, ws, child), timeout=20,
                              what=f"{child} initially scheduled")

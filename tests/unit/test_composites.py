@@ -198,7 +198,7 @@ def test_composite_read_never_raises() -> None:
     assert bad.composite is None and bad.error is not None
 
 
-async def test_a_preempted_composite_gang_is_told_on_its_child_pod_groups() -> None:
+async def test_events_about_a_composite_gang_go_on_the_composite_pod_group() -> None:
     """The gang has no PodGroup of its own: an Event on one would name no object."""
     mirror = Mirror(scheduler_names=frozenset({"gang"}))
     feed = Feed(mirror)
@@ -208,5 +208,5 @@ async def test_a_preempted_composite_gang_is_told_on_its_child_pod_groups() -> N
     dispatcher = RecordingDispatcher()
     events = Events(client.CoreV1Api(client.ApiClient(client.Configuration())), dispatcher)
     events.preempted(GangKey(f"{NS}/other"), {JOB: ()}, mirror.view().groups, {}, ())
-    assert [call.key for call in dispatcher.calls] == [
-        ("uid-a", "event/Preempted"), ("uid-b", "event/Preempted")]
+    assert [(call.key, call.what) for call in dispatcher.calls] == [
+        (("uid-job", "event/Preempted"), f"event Preempted {NS}/job")]

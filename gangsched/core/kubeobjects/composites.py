@@ -51,6 +51,7 @@ from gangsched.core.model.resources import Resources
 
 __all__ = [
     "COMPOSITE_API",
+    "COMPOSITE_PREFIX",
     "Composite",
     "CompositeRecord",
     "Folded",
