@@ -55,13 +55,15 @@ def composite(name: str = "job", *, gang: int | None = 2, key: str | None = BLOC
                          "creationTimestamp": CREATED}, "spec": spec}
 
 
-def child(name: str, parent: str = "job", min_count: int = 2) -> dict[str, Any]:
+def child(name: str, parent: str = "job", min_count: int = 2,
+          key: str | None = RACK) -> dict[str, Any]:
+    spec: dict[str, Any] = {"parentCompositePodGroupName": parent, "workloadRef": {"name": "w"},
+                            "schedulingPolicy": {"gang": {"minCount": min_count}}}
+    if key:
+        spec["schedulingConstraints"] = {"topology": [{"key": key}]}
     return {"apiVersion": "scheduling.k8s.io/v1beta1", "kind": "PodGroup",
             "metadata": {"name": name, "namespace": NS, "uid": f"uid-{name}",
-                         "creationTimestamp": CREATED},
-            "spec": {"parentCompositePodGroupName": parent, "workloadRef": {"name": "w"},
-                     "schedulingPolicy": {"gang": {"minCount": min_count}},
-                     "schedulingConstraints": {"topology": [{"key": RACK}]}}}
+                         "creationTimestamp": CREATED}, "spec": spec}
 
 
 def pods(group: str, count: int = 2, gpus: int = 8) -> list[dict[str, Any]]:
@@ -145,8 +147,11 @@ def test_without_the_composite_each_child_would_bind_alone() -> None:
     assert len(placed(result)) == 2
 
 
-def test_a_child_short_of_its_min_count_keeps_the_whole_gang_waiting() -> None:
-    result = stepped([composite()], [child("a"), child("b")], [*pods("a"), *pods("b", 1)])
+@pytest.mark.parametrize("key", [RACK, None])
+def test_a_child_short_of_its_min_count_keeps_the_whole_gang_waiting(key: str | None) -> None:
+    """Though its sibling has a pod more than it needs: each child's minCount holds."""
+    result = stepped([composite(key=key and BLOCK)], [child("a", key=key), child("b", key=key)],
+                     [*pods("a", 3), *pods("b", 1)])
     assert placed(result) == {}
     (waiting,) = [u for u in result.result.unplaceable if u.gang == JOB]
     assert waiting.reason == InSubGroup("b", ShortOfMembers(JOB, 1, 2))

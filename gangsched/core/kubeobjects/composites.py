@@ -248,8 +248,9 @@ def _gang_record(composite: Composite, children: list[GroupRecord]) -> GroupReco
             queue=composite.queue or specs[0].queue,
             created=composite.created, generation=composite.generation,
             priority_class=composite.priority_class, priority=composite.priority,
+            # Sub-groups even with no level: each child's minCount holds on its own.
             topology=LevelRequest(f"CompositePodGroup {name}", composite.topology_key,
-                                  levels=levels, sub_groups=subs) if levels else None,
+                                  levels=levels, sub_groups=subs),
             preempts=composite.preempts and all(spec.preempts for spec in specs),
             preemptible=all(spec.preemptible for spec in specs),
             resource_claims=tuple(c for spec in specs for c in spec.resource_claims),
