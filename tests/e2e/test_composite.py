@@ -117,7 +117,7 @@ def test_a_block_with_room_for_one_child_binds_nothing_until_one_holds_both(
     assert domains_of(ws, "held-") == {"r1", "r2"}
 
 
-def test_a_child_naming_a_missing_composite_waits_saying_so(
+def test_a_child_naming_a_missing_composite_waits_saying_so_until_it_exists(
     ws: Workspace, blocks: None,
 ) -> None:
     group = ws.native_podgroup("orphan", min_count=1)
@@ -130,4 +130,14 @@ def test_a_child_naming_a_missing_composite_waits_saying_so(
 
     condition = wait_for(said, timeout=30, what="the child to name its missing composite")
     assert (condition["status"], condition["reason"]) == ("False", "SchedulerError")
+    wait_for(lambda: any(e["reason"] == "FailedScheduling" and "nowhere" in e["message"]
+                         for e in ws.events("orphan-0")), timeout=30,
+             what="an Event on the pod naming the missing composite")
     assert bound(named(ws, "orphan-")) == []
+
+    ws.create({"apiVersion": COMPOSITE_API, "kind": "CompositePodGroup",
+               "metadata": {"name": "nowhere", "namespace": ws.name},
+               "spec": {"workloadRef": WORKLOAD,
+                        "schedulingPolicy": {"gang": {"minGroupCount": 1}}}})
+    wait_for(lambda: len(bound(named(ws, "orphan-"))) == 1, timeout=30,
+             what="the child to bind once its composite exists")
