@@ -71,14 +71,19 @@ READY_TIMEOUT_S = 60.0
 STOP_GRACE_S = 5.0
 """How long a component may take to exit on SIGTERM before it is killed."""
 NATIVE_API_GATES = ("GenericWorkload=true,TopologyAwareWorkloadScheduling=true,"
-                    "WorkloadWithJob=true,DRAWorkloadResourceClaims=true")
-"""Feature gates the API server always runs with: the 1.37 native gang API, whole, and
-PodGroups' ``spec.resourceClaims`` (beta, off by default). ``resource.k8s.io/v1`` is GA and
-served without asking."""
+                    "WorkloadWithJob=true,DRAWorkloadResourceClaims=true,CompositePodGroup=true")
+"""Feature gates the API server always runs with: the 1.37 native gang API, whole,
+PodGroups' ``spec.resourceClaims`` (beta, off by default) and CompositePodGroups (alpha,
+served at :data:`COMPOSITE_API` on 1.37). ``resource.k8s.io/v1`` is GA and served without
+asking."""
 NATIVE_SCHEDULER_GATES = ("GenericWorkload=true,TopologyAwareWorkloadScheduling=true,"
-                          "DRAWorkloadResourceClaims=true")
-"""kube-scheduler's native gang scheduling: the GangScheduling and topology plugins, and
-claims a PodGroup owns (DynamicResources itself is on by default)."""
+                          "DRAWorkloadResourceClaims=true,CompositePodGroup=true")
+"""kube-scheduler's native gang scheduling: the GangScheduling and topology plugins,
+claims a PodGroup owns (DynamicResources itself is on by default) and CompositePodGroups."""
+COMPOSITE_API = "scheduling.k8s.io/v1alpha3"
+COMPOSITE_RELEASE = (1, 37)
+"""The release serving CompositePodGroups at :data:`COMPOSITE_API`: asked for there alone,
+as a version a release does not serve would stop its API server at start."""
 NATIVE_CONTROLLER_GATES = "GenericWorkload=true,WorkloadWithJob=true,DRAWorkloadResourceClaims=true"
 """The Job controller creates a Workload and a PodGroup for every Job; the resource-claim
 controller makes a PodGroup's claims from its templates."""
@@ -355,6 +360,8 @@ class LocalCluster:
             "--disable-admission-plugins=ServiceAccount,TaintNodesByCondition",
             *gates_flag(self.bin_dir / "kube-apiserver", NATIVE_API_GATES),
             "--runtime-config=" + ",".join(["scheduling.k8s.io/v1beta1=true", *(
+                [f"{COMPOSITE_API}=true"]
+                if release_of(self.bin_dir / "kube-apiserver") == COMPOSITE_RELEASE else []), *(
                 f"{api}=false" for api in self.options.without_apis)]),
             "--allow-privileged=true",
             "--profiling=false",

@@ -349,7 +349,7 @@ class Actuator:
             GANGS_PLACED.inc()
         if not failed and first_created is not None:
             GANG_WAIT_SECONDS.labels(queue=queue).observe(max(0.0, self.clock() - first_created))
-        group = self.mirror.groups_and_queues.groups.get(placement.gang)
+        group = self.mirror.groups_and_queues.group_of(placement.gang)
         per_gang = self.scheduled_events is ScheduledEvents.GANG and group is not None
         for outcome in outcomes:
             record = self.mirror.pods.get(outcome.pod)

@@ -18,20 +18,21 @@ import json
 import re
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
 
 from gangsched import __version__
-from gangsched.core.model.objects import Policy
+from gangsched.core.model.objects import GangKey, Policy
 
 if TYPE_CHECKING:
     import pykube
     from rich.console import Console
 
     from gangsched.clusterobjects import ClusterObjects
+    from gangsched.core.kubeobjects.podgroups import GroupRecord
     from gangsched.core.step import StepConfig, Stepped
     from gangsched.mirror import View
 
@@ -403,6 +404,15 @@ def _cell(value: object) -> str:
     return str(value)
 
 
+def _placed_as(groups: Mapping[GangKey, GroupRecord], key: GangKey) -> GangKey:
+    """The gang that places group ``key``: a native PodGroup under a CompositePodGroup
+    waits as the composite's gang, with its siblings."""
+    group = groups.get(key)
+    if group is None or group.spec is None or group.spec.composite is None:
+        return key
+    return group.spec.composite
+
+
 @main.command()
 @click.argument("target")
 @click.option("-n", "--namespace", default=None,
@@ -465,6 +475,7 @@ def explain(target: str, namespace: str | None, kubeconfig: str | None, context:
                 click.echo(f"{what} is bound to node {record.pod.node_name}")
             return
         key = record.group or solo_gang_key(pod_key)
+    key = _placed_as(view.groups, key)
     orphans = decision.gathered.orphans
     if key in orphans:
         if output in ("json", "yaml"):

@@ -22,6 +22,7 @@ import pykube
 import requests
 import yaml
 
+from gangsched.core.kubeobjects.composites import COMPOSITE_API
 from gangsched.core.kubeobjects.fields import object_ref
 from gangsched.core.kubeobjects.queues import KUEUE_API
 from gangsched.core.model.objects import Flavor
@@ -71,6 +72,8 @@ class ClusterObjects:
     """Native Workloads: their queue annotation is their PodGroups' queue."""
     kueue_workloads: list[Document] = field(default_factory=list)
     """Kueue's Workloads: a PodGroup of a job Kueue has not admitted waits for it."""
+    composites: list[Document] = field(default_factory=list)
+    """Native CompositePodGroups: their child PodGroups are one gang."""
     priority_classes: list[Document] = field(default_factory=list)
     budgets: list[Document] = field(default_factory=list)
     """PodDisruptionBudgets: the gangs preemption may not evict."""
@@ -107,6 +110,8 @@ class ClusterObjects:
             self.workloads.append(obj)
         elif kind == "Workload" and api_version == KUEUE_API:
             self.kueue_workloads.append(obj)
+        elif kind == "CompositePodGroup" and api_version == COMPOSITE_API:
+            self.composites.append(obj)
         elif kind == "PriorityClass":
             self.priority_classes.append(obj)
         elif kind == "PodDisruptionBudget":
@@ -129,6 +134,7 @@ class ClusterObjects:
         self.topologies += other.topologies
         self.workloads += other.workloads
         self.kueue_workloads += other.kueue_workloads
+        self.composites += other.composites
         self.priority_classes += other.priority_classes
         self.budgets += other.budgets
         self.nodepools += other.nodepools
@@ -159,6 +165,7 @@ class ClusterObjects:
         for body in self.workloads:
             feed.upsert_workload(body)
         feed.replace("kueueworkloads", list(self.kueue_workloads))
+        feed.replace("compositepodgroups", list(self.composites))
         return mirror
 
 
@@ -369,5 +376,6 @@ def from_cluster(api: pykube.HTTPClient, namespace: str | None = None) -> Cluste
                                                          "podgroups", namespace)]
     objects.workloads = _readable(objects, api, WORKLOAD_API, "workloads", namespace)
     objects.kueue_workloads = _readable(objects, api, KUEUE_API, "workloads", namespace)
+    objects.composites = _readable(objects, api, COMPOSITE_API, "compositepodgroups", namespace)
     return objects
 

@@ -24,6 +24,7 @@ from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 from prometheus_client import Gauge
 
+from gangsched.core.kubeobjects.composites import COMPOSITE_API
 from gangsched.core.kubeobjects.queues import KUEUE_API
 from gangsched.reflector import raise_for_status
 
@@ -66,6 +67,7 @@ NEEDED: Mapping[str, Api] = {
     "resourceclaims": Api(DEVICES, "resourceclaims", "dynamic resource allocation"),
     "workloads": Api(NATIVE, "workloads", "native PodGroups"),
     "podgroups.scheduling.k8s.io": Api(NATIVE, "podgroups", "native PodGroups"),
+    "compositepodgroups": Api(COMPOSITE_API, "compositepodgroups", "CompositePodGroups"),
     "nodepools": Api("karpenter.sh/v1", "nodepools", "asking Karpenter for nodes"),
     "kueueworkloads": Api(KUEUE_API, "workloads", "waiting for Kueue's admission"),
 }

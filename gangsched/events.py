@@ -20,6 +20,7 @@ from typing import Any
 from kubernetes_asyncio import client
 
 from gangsched.binder import FIELD_MANAGER
+from gangsched.core.kubeobjects.composites import COMPOSITE_API, COMPOSITE_PREFIX
 from gangsched.core.kubeobjects.status_bodies import EVENT_MESSAGE_LIMIT
 from gangsched.core.model.objects import GangKey, PodKey, QueueName
 from gangsched.dispatcher import Answer, Call, Dispatcher, ObjectId, Rank, answer_of
@@ -136,8 +137,12 @@ class Events:
 
     def on_group(self, group: GroupRecord, reason: str, message: str,
                  type_: str = "Normal") -> None:
+        """An Event on the group's object; a CompositePodGroup's gang has no PodGroup of its
+        own, and its Events go on the CompositePodGroup."""
         namespace, name = group.key.split("/", 1)
-        self.post({"apiVersion": group.flavor.value, "namespace": namespace, "name": name,
-                   "uid": group.uid}, kind="PodGroup", reason=reason, message=message,
-                  type_=type_)
-
+        api_version, kind = group.flavor.value, "PodGroup"
+        if group.spec is not None and group.spec.parts:
+            api_version, kind = COMPOSITE_API, "CompositePodGroup"
+            name = name.removeprefix(COMPOSITE_PREFIX)
+        self.post({"apiVersion": api_version, "namespace": namespace, "name": name,
+                   "uid": group.uid}, kind=kind, reason=reason, message=message, type_=type_)

@@ -23,6 +23,7 @@ from gangsched.core.dra.parse import (
     resource_claim_from_api,
     slice_from_api,
 )
+from gangsched.core.kubeobjects.composites import composite_record_from_api
 from gangsched.core.kubeobjects.fields import ObjectError, RawObject, object_name, object_ref
 from gangsched.core.kubeobjects.nodepools import nodepool_from_api
 from gangsched.core.kubeobjects.nodes import namespace_from_api, node_from_api
@@ -342,6 +343,15 @@ KINDS: dict[str, Kind] = {
         delete=lambda mirror, obj: mirror.groups_and_queues.remove_workload(object_ref(obj).key),
         keep=lambda mirror, seen: mirror.groups_and_queues.keep_workloads(seen),
     ),
+    # Native CompositePodGroups, where the API server serves them: a gang of PodGroups.
+    "compositepodgroups": Kind(
+        key=_ref_key,
+        upsert=lambda mirror, obj: mirror.in_scope(object_ref(obj).namespace) and (
+            mirror.groups_and_queues.set_composite(composite_record_from_api(obj))),
+        delete=lambda mirror, obj: mirror.groups_and_queues.remove_composite(
+            object_ref(obj).key),
+        keep=lambda mirror, seen: mirror.groups_and_queues.keep_composites(seen),
+    ),
     "kueueworkloads": Kind(
         key=_ref_key,
         upsert=_upsert_kueue_workload,
@@ -358,6 +368,7 @@ CUSTOM_KINDS: dict[str, tuple[str, str, str]] = {
     "queues": ("scheduling.gangsched.io", "v1alpha1", "queues"),
     "topologies": ("scheduling.gangsched.io", "v1alpha1", "topologies"),
     "workloads": ("scheduling.k8s.io", "v1beta1", "workloads"),
+    "compositepodgroups": ("scheduling.k8s.io", "v1alpha3", "compositepodgroups"),
     "nodepools": ("karpenter.sh", "v1", "nodepools"),
     "kueueworkloads": ("kueue.x-k8s.io", "v1beta2", "workloads"),
 }

@@ -30,6 +30,11 @@ import structlog
 
 from gangsched.core.fit.namespaces import resolve_pod, selects_by_labels
 from gangsched.core.fit.volumes import Storage
+from gangsched.core.kubeobjects.composites import (
+    COMPOSITE_PREFIX,
+    CompositeRecord,
+    fold_composites,
+)
 from gangsched.core.kubeobjects.podgroups import GroupRecord
 from gangsched.core.kubeobjects.queues import (
     KueueWorkload,
@@ -63,7 +68,7 @@ from gangsched.core.model.objects import (
 from gangsched.core.model.resources import Resources
 from gangsched.core.placement.capacity import Placement, Snapshot
 from gangsched.core.placement.snapshot import NodeUsage
-from gangsched.core.stages.gangs import Member
+from gangsched.core.stages.gangs import Member, fold_members
 from gangsched.core.view import seated_pods
 from gangsched.devicecache import DeviceCache
 
@@ -164,6 +169,9 @@ class GroupsAndQueues(Versioned):
     queue when a PodGroup names none itself."""
     topologies: dict[str, tuple[str, ...]] = field(default_factory=dict)
     """Each Topology's levels (node labels, widest first) by name."""
+    composites: dict[str, CompositeRecord] = field(default_factory=dict)
+    """Native CompositePodGroups by ``namespace/name``: their children are placed as one
+    gang (core.kubeobjects.composites)."""
     kueue_workloads: dict[str, KueueWorkload] = field(default_factory=dict)
     """Kueue's Workloads by ``namespace/name``: whether Kueue admitted each job."""
     kueue_waiting: dict[str, str] = field(default_factory=dict)
@@ -294,6 +302,25 @@ class GroupsAndQueues(Versioned):
     def keep_topologies(self, names: set[str]) -> None:
         for name in [n for n in self.topologies if n not in names]:
             self.remove_topology(name)
+
+    def set_composite(self, record: CompositeRecord) -> bool:
+        return self._changed(_put(self.composites, record.key, record))
+
+    def remove_composite(self, key: str) -> bool:
+        return self._changed(self.composites.pop(key, None) is not None)
+
+    def keep_composites(self, keys: set[str]) -> None:
+        for key in [k for k in self.composites if k not in keys]:
+            self.remove_composite(key)
+
+    def group_of(self, key: GangKey) -> GroupRecord | None:
+        """A gang's group: its PodGroup, or the gang a CompositePodGroup folds its child
+        PodGroups into (core.kubeobjects.composites), folded again."""
+        found = self.groups.get(key)
+        if found is None and self.composites and key.split("/", 1)[-1].startswith(
+                COMPOSITE_PREFIX):
+            found = fold_composites(self.groups, self.composites).groups.get(key)
+        return found
 
     def with_workloads(self, record: GroupRecord) -> GroupRecord:
         """The group with what Workloads say of it: a native Workload's queue, and the
@@ -624,14 +651,16 @@ class Mirror(Versioned):
         scheduling, index = self.groups_and_queues, self.index
         queues = dict(scheduling.queues)
         queues.setdefault(DEFAULT_QUEUE, QueueSpec(name=DEFAULT_QUEUE))
-        members, pods = tuple(index.members.values()), dict(self.pods)
+        folded = fold_composites({key: scheduling.with_workloads(g)
+                                  for key, g in scheduling.groups.items()},
+                                 scheduling.composites)
+        members, pods = fold_members(index.members.values(), folded.parts), dict(self.pods)
         return View(
             snapshot=Snapshot(index.usage, seated=partial(seated_pods, members, pods),
                               devices=self.devices.inventory(),
                               anti_affinity_terms=tuple(index.holder_terms)),
             members=members,
-            groups={key: scheduling.with_workloads(g)
-                    for key, g in scheduling.groups.items()},
+            groups=folded.groups,
             queues=queues,
             pods=pods,
             storage=self.budgets_and_storage.storage(),

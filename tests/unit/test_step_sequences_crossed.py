@@ -7,7 +7,8 @@ capped queue tree whose queues close and open again, priorities (a gang with
 one tiny high-priority pod among low ones), preemption and reclaim, backfill
 (expected runtimes), starvation holds and replacement holds, a Topology of
 blocks and racks that gangs require or prefer a rack of, and whose sub-groups
-each require one (or whose pod names a sub-group not listed), Karpenter: a
+each require one (or whose pod names a sub-group not listed), native
+CompositePodGroups whose child PodGroups are such sub-groups, Karpenter: a
 NodePool appears or changes its cpu limit, and launches nodes that use it
 up, and jobs whose admission Kueue decides (their PodGroup, with minResources,
 owned by a job whose Kueue Workload is admitted or not, and turns). Between steps
@@ -71,6 +72,7 @@ from gangsched.core.asking import (
 )
 from gangsched.core.dra.parse import allocation_to_api
 from gangsched.core.dra.placing import ClaimWrite
+from gangsched.core.kubeobjects.composites import composite_gang_key
 from gangsched.core.kubeobjects.podgroups import QUEUE_ANNOTATION, SUB_GROUP_LABEL
 from gangsched.core.model.objects import Flavor, Gang, GangKey, NodeName, NodePool, PodKey
 from gangsched.core.model.resources import CPU, DEVICE_CLASS_PREFIX, Resources
@@ -146,11 +148,17 @@ class CrossedSpec(Spec):
     kueue: bool = False
     """Its PodGroup, asking its whole job's cpu as minResources, is owned by a job whose
     admission Kueue decides: its Workload starts not admitted."""
+    native: bool = False
+    """With ``racks``: a native CompositePodGroup instead of a PodGroup, requiring a rack
+    (``required``) or a block, its sub-groups two native child PodGroups each requiring a
+    rack, whose pods name their child by ``spec.schedulingGroup``."""
 
     def gang_of(self, pod: PodKey) -> GangKey:
         """The gang a pod of this spec is in: its PodGroup, or itself alone."""
         if self.lone:
             return GangKey(f"{NAMESPACE}/pod:{pod.split('/', 1)[1]}")
+        if self.native:
+            return composite_gang_key(NAMESPACE, self.name)
         return GangKey(f"{NAMESPACE}/{self.name}")
 
     def devices_of(self, pod: PodKey) -> int:
@@ -209,12 +217,14 @@ class CrossedWorld(World):
         raw: dict[str, Any] = {
             "metadata": {"name": name, "namespace": NAMESPACE,
                          "uid": f"{name}-{self.generation}", "annotations": annotations,
-                         "labels": {} if spec.lone else {GROUP_LABEL: spec.name,
-                                                         **sub_group_label(spec, index)},
+                         "labels": {} if spec.lone or spec.native else {
+                             GROUP_LABEL: spec.name, **sub_group_label(spec, index)},
                          "creationTimestamp": "2026-01-01T00:00:00Z"},
             "spec": {"schedulerName": "gang", "priority": PRIORITIES[priority],
                      "priorityClassName": priority, "containers": [container]},
             "status": {"phase": "Pending"}}
+        if spec.native:
+            raw["spec"]["schedulingGroup"] = {"podGroupName": f"{spec.name}s{index % 2}"}
         if spec.claim != "none" and not tiny:
             container["resources"]["claims"] = [{"name": "gpus"}]
             if spec.claim == "shared":
@@ -259,6 +269,25 @@ def topology_of(spec: CrossedSpec) -> dict[str, Any] | None:
         topology["subGroups"] = [{"name": f"s{k}", "minMember": 1, "required": RACK}
                                  for k in range(2)]
     return topology
+
+
+def composite_of(spec: CrossedSpec) -> list[dict[str, Any]]:
+    """A native spec's CompositePodGroup and its two child PodGroups, whose minCounts add
+    up to the spec's minMember (each at least 1)."""
+    meta = {"namespace": NAMESPACE, "creationTimestamp": "2026-01-01T00:00:00Z"}
+    ref = {"workloadName": spec.name, "templateName": spec.name}
+    counts = (max(1, (spec.min_member + 1) // 2), max(1, spec.min_member // 2))
+    return [
+        {"metadata": {**meta, "name": spec.name, "uid": f"uid-{spec.name}",
+                      "annotations": {QUEUE_ANNOTATION: spec.queue}},
+         "spec": {"workloadRef": ref, "schedulingPolicy": {"gang": {"minGroupCount": 2}},
+                  "schedulingConstraints": {"topology": [
+                      {"key": RACK if spec.level == "required" else BLOCK}]}}},
+        *({"metadata": {**meta, "name": f"{spec.name}s{k}", "uid": f"uid-{spec.name}s{k}"},
+           "spec": {"parentCompositePodGroupName": spec.name, "workloadRef": ref,
+                    "schedulingPolicy": {"gang": {"minCount": count}},
+                    "schedulingConstraints": {"topology": [{"key": RACK}]}}}
+          for k, count in enumerate(counts))]
 
 
 def claim(name: str, spec: CrossedSpec, owner: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -331,6 +360,9 @@ def crossed_specs(draw: st.DrawFn) -> dict[str, CrossedSpec]:
         min_member = 1 if lone else draw(st.integers(1, 3))
         pods = draw(st.integers(1, 2)) if lone else draw(
             st.integers(max(1, min_member - 1), min_member + 1))
+        sub = "none" if lone else draw(st.sampled_from(["none", "none", "racks", "unknown"]))
+        kueue = not lone and draw(st.integers(0, 2)) == 0
+        native = sub == "racks" and not kueue and draw(st.booleans())
         out[f"g{i}"] = CrossedSpec(
             f"g{i}", min_member, pods, draw(st.integers(1, 4)), lone=lone,
             queue=draw(st.sampled_from([*LEAVES, "a"])),
@@ -339,10 +371,9 @@ def crossed_specs(draw: st.DrawFn) -> dict[str, CrossedSpec]:
             claim=draw(st.sampled_from(["none", "template", "template", "template", "shared",
                                         "admin"])),
             gpus=draw(st.integers(1, 4)), device_class=draw(st.sampled_from([H100, H100, ANY])),
-            runtime=draw(st.sampled_from([None, 2, 20])),
+            runtime=None if native else draw(st.sampled_from([None, 2, 20])),
             level=draw(st.sampled_from(["none", "none", "required", "preferred", "patient"])),
-            sub="none" if lone else draw(st.sampled_from(["none", "none", "racks", "unknown"])),
-            kueue=not lone and draw(st.integers(0, 2)) == 0)
+            sub=sub, kueue=kueue, native=native)
     return out
 
 
@@ -415,6 +446,11 @@ SEEN = {
               CrossedSpec("g1", 1, 1, 1, queue="a", priority="high"),
               caps={"c": {CPU: "1", f"{DEVICE_CLASS_PREFIX}{ANY}": "2"}}),
         [([], []), ([("refuse", 0)], []), ([], [])]),
+    "native CompositePodGroups keep their children in racks as members come and go": (shape(
+        CrossedSpec("g0", 2, 2, 1, queue="a", level="required", sub="racks", native=True),
+        CrossedSpec("g1", 3, 4, 1, queue="c", sub="racks", native=True, claim="template")),
+        [([], []), ([BIND] * 4, []), ([("terminate", 0)], []), ([("gone", 0)], []),
+         ([("again", 0)], []), ([BIND] * 2, []), ([], [])]),
 }
 """Shapes the scheduler was seen to break promises in, tried before the random ones."""
 
@@ -462,7 +498,12 @@ def test_every_policy_keeps_its_promises_with_devices_lone_pods_and_queues_cross
         world.queues[body["metadata"]["name"]] = body
         feed.upsert_queue(body)
     for spec in specs.values():
-        if not spec.lone:
+        if spec.native:
+            composite, *children = composite_of(spec)
+            feed.upsert("compositepodgroups", composite)
+            for body in children:
+                feed.upsert_group(Flavor.NATIVE, body)
+        elif not spec.lone:
             body = group(spec.name, spec.min_member)
             body["spec"]["queue"] = spec.queue
             if spec.runtime is not None:
@@ -740,7 +781,7 @@ def _check_patient(world: CrossedWorld, binds: list[Placement],
         if not placement.assignments:
             continue
         spec = world.spec_of(placement.assignments[0][0])
-        if spec.lone or spec.level != "patient":
+        if spec.lone or spec.native or spec.level != "patient":
             continue
         if placement.level is not None and placement.level.level == RACK:
             continue

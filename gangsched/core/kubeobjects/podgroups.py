@@ -281,7 +281,16 @@ def _native_group(
         uid=str(meta.get("uid") or ""),
         expected_runtime=runtime,
         runtime_problem=runtime_problem,
+        parent=_parent_name(spec, where),
     )
+
+
+def _parent_name(spec: Mapping[str, Any], where: str) -> str | None:
+    """``spec.parentCompositePodGroupName``, where the CompositePodGroup API names one."""
+    parent = spec.get("parentCompositePodGroupName")
+    if parent is None:
+        return None
+    return str_at(parent, where, "spec.parentCompositePodGroupName")
 
 
 def _group_claims(spec: Mapping[str, Any], where: str) -> tuple[GroupClaim, ...]:

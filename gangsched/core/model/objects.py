@@ -696,6 +696,15 @@ class GroupSpec:
     kueue_workload: str | None = None
     """The Kueue Workload of one of its owners while Kueue has not admitted it
     (``namespace/name``), set by the mirror from the Workloads it watches."""
+    parent: str | None = None
+    """A native PodGroup's ``spec.parentCompositePodGroupName``: the CompositePodGroup, in
+    its namespace, that may place it together with its siblings."""
+    composite: GangKey | None = None
+    """The gang of its gang-policy CompositePodGroup that places it whole with its siblings
+    (core.kubeobjects.composites): its status is that gang's."""
+    parts: tuple[GangKey, ...] = ()
+    """Of a CompositePodGroup's gang: the child PodGroups it places, whose status it writes
+    (it has no PodGroup of its own)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -300,10 +300,12 @@ def preferred_keys(request: LevelRequest) -> tuple[tuple[str, ...], ...]:
 
 
 def with_levels(gang: Gang, topologies: Mapping[str, tuple[str, ...]]) -> Gang:
-    """The gang with its Topology's levels looked up, and its required level as its keys."""
+    """The gang with its Topology's levels looked up, and its required level as its keys; a
+    native CompositePodGroup's gang brings its levels with it."""
     if gang.levels is None:
         return gang
-    request = replace(gang.levels, levels=topologies.get(gang.levels.topology))
+    request = replace(gang.levels, levels=topologies.get(gang.levels.topology,
+                                                         gang.levels.levels))
     return replace(gang, levels=request, topology_keys=required_keys(request))
 
 

@@ -248,24 +248,28 @@ def group_statuses(
         if key in gathered.invalid:
             actions.append(MarkGroupInvalid(key, gathered.invalid[key]))
             continue
-        counts = gathered.counts.get(key)
-        if counts is None and key in gathered.finished:
+        # A PodGroup folded into a CompositePodGroup's gang says what that gang does.
+        gang = group.spec.composite or key
+        judged = view.groups[gang].spec if gang in view.groups else None
+        counts = gathered.counts.get(gang)
+        if counts is None and gang in gathered.finished:
             continue  # its pods are gone: the status it ended with stays
         if counts is None and group.flavor is Flavor.NATIVE:
             continue  # none of its pods is ours: kube-scheduler's group, not ours
         status = group_status(
-            group.spec,
+            judged or group.spec,
             counts or MemberCounts(),
-            admitted=key in result.admitted,
-            waiting_reason=group_reasons.get(key),
-            waited_seconds=now - waiting_since.get(key, now),
-            binding=key in placed,
-            holding=result.holding.get(key),
-            estimated_start=_estimate_text((estimates or {}).get(key)),
-            runtime_problem=group.spec.runtime_problem or problems.get(key),
+            admitted=gang in result.admitted,
+            waiting_reason=group_reasons.get(gang),
+            waited_seconds=now - waiting_since.get(gang, now),
+            binding=gang in placed,
+            holding=result.holding.get(gang),
+            estimated_start=_estimate_text((estimates or {}).get(gang)),
+            runtime_problem=group.spec.runtime_problem or problems.get(gang),
         )
         statuses[key] = status
-        actions.append(WriteGroupStatus(key, status, group.spec.generation))
+        if not group.spec.parts:  # a composite's gang: its children's statuses say it
+            actions.append(WriteGroupStatus(key, status, group.spec.generation))
     return statuses, actions
 
 

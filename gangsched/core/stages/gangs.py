@@ -62,6 +62,19 @@ class Gathered:
     groups, which get no gang, no status and no count from this one."""
 
 
+def fold_members(members: Iterable[Member], parts: Mapping[GangKey, GangKey]
+                 ) -> tuple[Member, ...]:
+    """The members with each child PodGroup folded into a CompositePodGroup's gang
+    (``parts``, core.kubeobjects.composites) in that gang, in the child's sub-group."""
+    if not parts:
+        return tuple(members)
+    return tuple(
+        member if member.group is None or (gang := parts.get(member.group)) is None
+        else replace(member, group=gang,
+                     pod=replace(member.pod, sub_group=member.group.split("/", 1)[1]))
+        for member in members)
+
+
 def gather(
     members: Iterable[Member],
     groups: Mapping[GangKey, GroupSpec],
