@@ -79,7 +79,8 @@ class Clients:
 
 def create(clients: Clients, manifest: Mapping[str, Any]) -> None:
     api = clients.get()
-    url = "pods" if manifest["kind"] == "Pod" else "podgroups"
+    url = {"Pod": "pods", "CompositePodGroup": "compositepodgroups"}.get(
+        manifest["kind"], "podgroups")
     response = api.post(version=manifest["apiVersion"], url=url,
                         namespace=manifest["metadata"]["namespace"], json=manifest)
     api.raise_for_status(response)

@@ -85,6 +85,7 @@ from bench.harness import (
 )
 from demo.contenders import VOLCANO_GROUP_ANNOTATION
 from devcluster.controlplane import (
+    COMPOSITE_API,
     KWOK_LABEL,
     ClusterOptions,
     LocalCluster,
@@ -167,12 +168,17 @@ def trace(seed: int, gangs: int, seconds: float, runtime_s: tuple[int, int]) -> 
     return found
 
 
-def gangsched_manifests(namespace: str, gang: TraceGang,
-                        preferred_wait_s: int = 0) -> list[dict[str, Any]]:
+def gangsched_manifests(namespace: str, gang: TraceGang, preferred_wait_s: int = 0,
+                        tightest: bool = False) -> list[dict[str, Any]]:
+    """The gang as a gangsched PodGroup: its levels as the trace asks them, its preferring
+    gangs waiting ``preferred_wait_s`` for their preferred level, or (``tightest``) its
+    tightest level required, as :func:`native_manifests` must ask it."""
     topology: dict[str, Any] = {"name": TOPOLOGY}
-    if gang.required:
+    if tightest:
+        topology["required"] = gang.target
+    elif gang.required:
         topology["required"] = gang.required
-    if gang.preferred:
+    if gang.preferred and not tightest:
         topology["preferred"] = gang.preferred
         if preferred_wait_s:
             topology["preferredWaitSeconds"] = preferred_wait_s
@@ -186,12 +192,38 @@ def gangsched_manifests(namespace: str, gang: TraceGang,
 
 
 def native_manifests(namespace: str, gang: TraceGang) -> list[dict[str, Any]]:
-    """The gang as Kubernetes 1.37 says it: one required key, the tightest asked level."""
+    """The gang as Kubernetes 1.37 says it: one required key, the tightest asked level; a
+    gang of sub-groups as a CompositePodGroup requiring its level, each sub-group a
+    child PodGroup requiring its own (:func:`native_composite`)."""
+    if gang.sub_groups:
+        return native_composite(namespace, gang)
     group = {"apiVersion": NATIVE_VERSION, "kind": "PodGroup",
              "metadata": {"name": gang.name, "namespace": namespace},
              "spec": {"schedulingPolicy": {"gang": {"minCount": gang.pods}},
                       "schedulingConstraints": {"topology": [{"key": gang.target}]}}}
     return [group, *pods_of(namespace, gang, "default-scheduler", native=True)]
+
+
+def native_composite(namespace: str, gang: TraceGang) -> list[dict[str, Any]]:
+    """A sub-group gang as a ``CompositePodGroup`` (alpha in 1.37) requiring the gang's
+    level, all its children at once (``minGroupCount``), and a child PodGroup per
+    sub-group requiring the sub-group's level; each pod names its sub-group's child."""
+    ref = {"workloadName": gang.name, "templateName": gang.name}
+    composite = {"apiVersion": COMPOSITE_API, "kind": "CompositePodGroup",
+                 "metadata": {"name": gang.name, "namespace": namespace},
+                 "spec": {"workloadRef": ref,
+                          "schedulingPolicy": {"gang": {"minGroupCount": len(gang.sub_groups)}},
+                          "schedulingConstraints": {"topology": [{"key": gang.target}]}}}
+    children = [{"apiVersion": NATIVE_VERSION, "kind": "PodGroup",
+                 "metadata": {"name": f"{gang.name}-{sub.name}", "namespace": namespace},
+                 "spec": {"parentCompositePodGroupName": gang.name, "workloadRef": ref,
+                          "schedulingPolicy": {"gang": {"minCount": sub.pods}},
+                          "schedulingConstraints": {"topology": [{"key": sub.required}]}}}
+                for sub in gang.sub_groups]
+    pods = pods_of(namespace, gang, "default-scheduler", native=True)
+    for index, pod in enumerate(pods):
+        pod["spec"]["schedulingGroup"]["podGroupName"] = f"{gang.name}-{gang.sub_group_of(index)}"
+    return [composite, *children, *pods]
 
 
 VOLCANO_PODGROUP_VERSION = "scheduling.volcano.sh/v1beta1"
@@ -504,10 +536,22 @@ def fragmentation(samples: Sequence[Mapping[str, float]], window_s: float) -> di
 
 
 # ---- main ---------------------------------------------------------------------------------
-CONTENDERS = ("gangsched", "gangsched_patient", "native_gang", "volcano", "kueue")
+CONTENDERS = ("gangsched", "gangsched_patient", "gangsched_tightest", "native_gang", "volcano",
+              "kueue")
+OURS = 3
+"""The first contenders are gangsched, asked the trace three ways (:func:`gangsched_variants`)."""
 PATIENT_WAIT_S = 30
 """``gangsched_patient``'s ``preferredWaitSeconds``: how long its preferring gangs wait for
 their preferred level before they take a wider one."""
+
+
+def gangsched_variants() -> dict[str, Manifests]:
+    """gangsched's runs: the trace as asked; with its preferring gangs waiting
+    ``PATIENT_WAIT_S`` for their preferred level; and each gang requiring its tightest
+    level, as the native API must ask it."""
+    return {"gangsched": gangsched_manifests,
+            "gangsched_patient": partial(gangsched_manifests, preferred_wait_s=PATIENT_WAIT_S),
+            "gangsched_tightest": partial(gangsched_manifests, tightest=True)}
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -579,27 +623,19 @@ def main(argv: Sequence[str] | None = None) -> None:
         say(f"{nodes} nodes in {fabric.racks} racks ready in {report['setup_s']}s; "
             f"{len(gangs)} gangs, {report['sizes']['pods']} pods")
         clients = Clients(cluster.kubeconfig)
-        if "gangsched" in args.contenders:
+        for name, manifests in gangsched_variants().items():
+            if name not in args.contenders:
+                continue
             cluster.stop_kube_scheduler()
-            scheduler = Gangsched(cluster, workdir / "gangsched.log", log_level="debug")
+            log = workdir / f"{name.replace('_', '-')}.log"
+            scheduler = Gangsched(cluster, log, log_level="debug")
             scheduler.start()
             try:
-                report["gangsched"] = run_trace(cluster, clients, gangs, fabric, args,
-                                                "gangsched", scheduler, gangsched_manifests)
+                report[name] = run_trace(cluster, clients, gangs, fabric, args, name,
+                                         scheduler, manifests)
             finally:
                 scheduler.stop()
-            say(f"gangsched: {summary(report['gangsched'])}")
-        if "gangsched_patient" in args.contenders:
-            cluster.stop_kube_scheduler()
-            scheduler = Gangsched(cluster, workdir / "gangsched-patient.log", log_level="debug")
-            scheduler.start()
-            try:
-                report["gangsched_patient"] = run_trace(
-                    cluster, clients, gangs, fabric, args, "gangsched_patient", scheduler,
-                    partial(gangsched_manifests, preferred_wait_s=PATIENT_WAIT_S))
-            finally:
-                scheduler.stop()
-            say(f"gangsched_patient: {summary(report['gangsched_patient'])}")
+            say(f"{name}: {summary(report[name])}")
         if "native_gang" in args.contenders:
             cluster.restart_kube_scheduler(native_gang=True, qps=args.kube_qps)
             try:
@@ -683,9 +719,9 @@ def summary(run: Mapping[str, Any]) -> str:
 def ratios(report: Mapping[str, Any]) -> dict[str, float | None]:
     """gangsched's figures over each other contender's, same trace and run."""
     found: dict[str, float | None] = {}
-    for name in CONTENDERS[:2]:
+    for name in CONTENDERS[:OURS]:
         ours = report.get(name)
-        for contender in CONTENDERS[2:]:
+        for contender in CONTENDERS[OURS:]:
             theirs = report.get(contender)
             if ours is None or theirs is None:
                 continue
