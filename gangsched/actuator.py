@@ -52,7 +52,7 @@ from gangsched.core.state import (
 )
 from gangsched.dispatcher import Answer
 from gangsched.evictor import Evictor
-from gangsched.mirror import Mirror, View
+from gangsched.mirror import GroupRecord, Mirror, View
 from gangsched.reporting import Reporter
 
 log = structlog.get_logger(__name__)
@@ -181,7 +181,8 @@ class Actuator:
         for action in actions:
             match action:
                 case Bind():
-                    self._place(action, now, decisions.bind(cycle_ms=cycle_ms))
+                    self._place(action, now, decisions.bind(cycle_ms=cycle_ms),
+                                view.groups.get(action.placement.gang))
                 case Evict():
                     self._track(asyncio.create_task(
                         self._evict(action, view, now),
@@ -232,8 +233,11 @@ class Actuator:
                 self.queue_figures.retain(view.queues)
 
     def _place(self, action: Bind, now: float,
-               decisions: structlog.typing.FilteringBoundLogger) -> None:
-        """Assume the gang whole before awaiting any bind, so the next cycle sees its room taken."""
+               decisions: structlog.typing.FilteringBoundLogger,
+               group: GroupRecord | None) -> None:
+        """Assume the gang whole before awaiting any bind, so the next cycle sees its room
+        taken; ``group`` is the gang's group as the cycle saw it (a CompositePodGroup's gang
+        has no PodGroup of its own in the mirror)."""
         placement = action.placement
         self.mirror.assume(placement, now)
         for pod, _ in placement.assignments:
@@ -249,7 +253,7 @@ class Actuator:
         uids = {pod: self.mirror.pods[pod].uid for pod, _ in placement.assignments
                 if pod in self.mirror.pods}
         self._track(asyncio.create_task(
-            self._bind(placement, action.first_created, action.queue, uids),
+            self._bind(placement, action.first_created, action.queue, uids, group),
             name=f"bind-{placement.gang}"))
 
     # ---- tasks under way --------------------------------------------------------
@@ -338,7 +342,8 @@ class Actuator:
 
     # ---- binds --------------------------------------------------------------------
     async def _bind(self, placement: Placement, first_created: float | None,
-                    queue: QueueName, uids: Mapping[PodKey, str]) -> None:
+                    queue: QueueName, uids: Mapping[PodKey, str],
+                    group: GroupRecord | None) -> None:
         if placement.claims and not await self._allocate(placement):
             return
         outcomes = await self.binder.bind_gang(placement, uids=uids)
@@ -349,7 +354,6 @@ class Actuator:
             GANGS_PLACED.inc()
         if not failed and first_created is not None:
             GANG_WAIT_SECONDS.labels(queue=queue).observe(max(0.0, self.clock() - first_created))
-        group = self.mirror.groups_and_queues.group_of(placement.gang)
         per_gang = self.scheduled_events is ScheduledEvents.GANG and group is not None
         for outcome in outcomes:
             record = self.mirror.pods.get(outcome.pod)

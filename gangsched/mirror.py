@@ -31,7 +31,6 @@ import structlog
 from gangsched.core.fit.namespaces import resolve_pod, selects_by_labels
 from gangsched.core.fit.volumes import Storage
 from gangsched.core.kubeobjects.composites import (
-    COMPOSITE_PREFIX,
     CompositeRecord,
     fold_composites,
 )
@@ -312,15 +311,6 @@ class GroupsAndQueues(Versioned):
     def keep_composites(self, keys: set[str]) -> None:
         for key in [k for k in self.composites if k not in keys]:
             self.remove_composite(key)
-
-    def group_of(self, key: GangKey) -> GroupRecord | None:
-        """A gang's group: its PodGroup, or the gang a CompositePodGroup folds its child
-        PodGroups into (core.kubeobjects.composites), folded again."""
-        found = self.groups.get(key)
-        if found is None and self.composites and key.split("/", 1)[-1].startswith(
-                COMPOSITE_PREFIX):
-            found = fold_composites(self.groups, self.composites).groups.get(key)
-        return found
 
     def with_workloads(self, record: GroupRecord) -> GroupRecord:
         """The group with what Workloads say of it: a native Workload's queue, and the
