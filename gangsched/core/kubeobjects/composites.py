@@ -31,12 +31,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
-from gangsched.core.kubeobjects.fields import ObjectError, RawObject, str_at, timestamp
+from gangsched.core.kubeobjects.fields import ObjectError, RawObject, timestamp
 from gangsched.core.kubeobjects.podgroups import (
     QUEUE_ANNOTATION,
     GroupRecord,
     annotations_of,
     group_key_of,
+    native_priority,
+    native_topology_keys,
+    parent_name,
 )
 from gangsched.core.model.objects import (
     Flavor,
@@ -124,32 +127,21 @@ def _composite(key: str, body: RawObject) -> Composite:
             raise ObjectError(f"{where}: schedulingPolicy.gang.minGroupCount {count!r} "
                               "is not a whole number ≥ 1")
         min_groups = count
-    constraints = spec.get("schedulingConstraints") or {}
-    entries = constraints.get("topology") if isinstance(constraints, Mapping) else None
-    labels = [entry.get("key") if isinstance(entry, Mapping) else None
-              for entry in entries or ()]
-    if any(not isinstance(label, str) or not label for label in labels):
-        raise ObjectError(f"{where}: schedulingConstraints.topology[].key "
-                          "must be a node label name")
+    labels = native_topology_keys(spec, where)
     if len(labels) > 1:
         raise ObjectError(f"{where}: schedulingConstraints.topology holds one key, "
                           f"not {len(labels)}")
-    parent = spec.get("parentCompositePodGroupName")
-    priority = spec.get("priority")
-    if priority is not None and (not isinstance(priority, int) or isinstance(priority, bool)):
-        raise ObjectError(f"{where}: priority {priority!r} is not an integer")
     queue = annotations_of(meta).get(QUEUE_ANNOTATION)
     return Composite(
         key=key, uid=str(meta.get("uid") or ""),
         created=timestamp(meta.get("creationTimestamp"), where, "metadata.creationTimestamp"),
         generation=int(meta.get("generation") or 0),
-        parent=None if parent is None else str_at(parent, where,
-                                                  "spec.parentCompositePodGroupName"),
+        parent=parent_name(spec, where),
         min_groups=min_groups,
-        topology_key=str(labels[0]) if labels else None,
+        topology_key=labels[0] if labels else None,
         queue=QueueName(str(queue)) if queue else None,
         priority_class=str(spec.get("priorityClassName") or "") or None,
-        priority=priority,
+        priority=native_priority(spec, where),
         preempts=spec.get("preemptionPolicy") != "Never",
     )
 
@@ -178,12 +170,12 @@ def fold_composites(
         if spec is None or spec.parent is None:
             continue
         namespace = key.split("/", 1)[0]
-        parent = composites.get(f"{namespace}/{spec.parent}")
         problem = _problem(namespace, spec.parent, composites)
         if problem is not None:
             folded[key] = replace(record, spec=None, error=f"podgroup {key}: {problem}")
-        elif parent is not None and parent.composite is not None \
-                and parent.composite.min_groups is not None:
+            continue
+        parent = composites[f"{namespace}/{spec.parent}"]  # found and read: no problem
+        if parent.composite is not None and parent.composite.min_groups is not None:
             children.setdefault(parent.key, []).append(record)
         # a basic composite leaves its children gangs of their own
     parts: dict[GangKey, GangKey] = {}

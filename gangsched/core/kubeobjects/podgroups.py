@@ -49,6 +49,9 @@ __all__ = [
     "group_name_of",
     "group_record_from_api",
     "native_group_name",
+    "native_priority",
+    "native_topology_keys",
+    "parent_name",
 ]
 
 
@@ -242,18 +245,8 @@ def _native_group(
             raise ObjectError(f"{where}: schedulingPolicy.gang.minCount {count!r} "
                               "is not a whole number ≥ 1")
         min_member = count
-    constraints = spec.get("schedulingConstraints") or {}
-    topology = constraints.get("topology") if isinstance(constraints, Mapping) else None
-    keys: list[str] = []
-    for index, entry in enumerate(topology or ()):
-        label = entry.get("key") if isinstance(entry, Mapping) else None
-        if not isinstance(label, str) or not label:
-            raise ObjectError(f"{where}: schedulingConstraints.topology[{index}].key "
-                              "must be a node label name")
-        keys.append(label)
-    priority = spec.get("priority")
-    if priority is not None and (not isinstance(priority, int) or isinstance(priority, bool)):
-        raise ObjectError(f"{where}: priority {priority!r} is not an integer")
+    keys = native_topology_keys(spec, where)
+    priority = native_priority(spec, where)
     annotations = annotations_of(meta)
     queue = annotations.get(QUEUE_ANNOTATION) or annotations.get(VOLCANO_QUEUE_ANNOTATION)
     workload_ref = spec.get("workloadRef")
@@ -273,7 +266,7 @@ def _native_group(
         priority_class=str(priority_class) if priority_class else None,
         priority=priority,
         basic=gang is None,
-        topology_keys=tuple(keys),
+        topology_keys=keys,
         workload=workload,
         preempts=spec.get("preemptionPolicy") != "Never",
         preemptible=_preemptible(meta),
@@ -281,11 +274,33 @@ def _native_group(
         uid=str(meta.get("uid") or ""),
         expected_runtime=runtime,
         runtime_problem=runtime_problem,
-        parent=_parent_name(spec, where),
+        parent=parent_name(spec, where),
     )
 
 
-def _parent_name(spec: Mapping[str, Any], where: str) -> str | None:
+def native_topology_keys(spec: Mapping[str, Any], where: str) -> tuple[str, ...]:
+    """The node labels of a native group's ``schedulingConstraints.topology``."""
+    constraints = spec.get("schedulingConstraints") or {}
+    topology = constraints.get("topology") if isinstance(constraints, Mapping) else None
+    keys: list[str] = []
+    for index, entry in enumerate(topology or ()):
+        label = entry.get("key") if isinstance(entry, Mapping) else None
+        if not isinstance(label, str) or not label:
+            raise ObjectError(f"{where}: schedulingConstraints.topology[{index}].key "
+                              "must be a node label name")
+        keys.append(label)
+    return tuple(keys)
+
+
+def native_priority(spec: Mapping[str, Any], where: str) -> int | None:
+    """A native group's ``spec.priority``, which the priority admission plugin fills in."""
+    priority = spec.get("priority")
+    if priority is not None and (not isinstance(priority, int) or isinstance(priority, bool)):
+        raise ObjectError(f"{where}: priority {priority!r} is not an integer")
+    return priority
+
+
+def parent_name(spec: Mapping[str, Any], where: str) -> str | None:
     """``spec.parentCompositePodGroupName``, where the CompositePodGroup API names one."""
     parent = spec.get("parentCompositePodGroupName")
     if parent is None:
