@@ -59,15 +59,21 @@ def busy_pod(name: str) -> dict:
             "status": {"phase": "Running"}}
 
 
-def moment(args: argparse.Namespace) -> StepView:
-    fabric = Fabric(args.nodes // 16, 16, 4)
+def fabric_feed(fabric: Fabric) -> tuple[Mirror, Feed]:
+    """A mirror holding the fabric's nodes and its Topology, and the feed into it."""
     mirror = Mirror(scheduler_names=frozenset({"gang"}))
     feed = Feed(mirror)
-    names = fabric.nodes()
-    feed.replace("nodes", [node(n, fabric) for n in names])
+    feed.replace("nodes", [node(n, fabric) for n in fabric.nodes()])
     feed.replace("topologies", [{
         "apiVersion": PODGROUP_VERSION, "kind": "Topology", "metadata": {"name": TOPOLOGY},
         "spec": {"levels": [{"nodeLabel": BLOCK}, {"nodeLabel": RACK}, {"nodeLabel": HOST}]}}])
+    return mirror, feed
+
+
+def moment(args: argparse.Namespace) -> StepView:
+    fabric = Fabric(args.nodes // 16, 16, 4)
+    mirror, feed = fabric_feed(fabric)
+    names = fabric.nodes()
     busy = int(len(names) * args.busy)
     step_of = max(1, len(names) // busy) if busy else 0
     pods = [busy_pod(n) for n in names[::step_of][:busy]] if busy else []

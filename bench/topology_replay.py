@@ -25,33 +25,31 @@ from datetime import UTC, datetime, timedelta
 sys.path.insert(0, ".")
 
 from bench.topology import (
-    BLOCK,
-    HOST,
     KINDS,
     NODE_GPUS,
-    PODGROUP_VERSION,
     RACK,
-    TOPOLOGY,
     Fabric,
     gangsched_manifests,
     in_target,
     largest_free,
     trace,
 )
-from bench.topology_core import node
+from bench.topology_core import fabric_feed
 from gangsched.core.actions import Bind
 from gangsched.core.model.objects import Flavor
 from gangsched.core.state import State
 from gangsched.core.step import StepConfig, step
 from gangsched.core.view import StepView
-from gangsched.feed import Feed
-from gangsched.mirror import Mirror
 
 EPOCH = datetime(2026, 1, 1, tzinfo=UTC)
 
 
 def stamp(seconds: float) -> str:
     return (EPOCH + timedelta(seconds=int(seconds))).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def gpus_of(pod: dict) -> int:
+    return int(pod["spec"]["containers"][0]["resources"]["requests"]["nvidia.com/gpu"])
 
 
 def diagnose(action, gangs, free, fabric, now) -> None:
@@ -86,12 +84,7 @@ def main() -> None:
     args = parser.parse_args()
     fabric = Fabric(args.racks, args.rack_nodes, args.block_racks)
     gangs = trace(args.seed, args.gangs, args.seconds, (20, 60))
-    mirror = Mirror(scheduler_names=frozenset({"gang"}))
-    feed = Feed(mirror)
-    feed.replace("nodes", [node(n, fabric) for n in fabric.nodes()])
-    feed.replace("topologies", [{
-        "apiVersion": PODGROUP_VERSION, "kind": "Topology", "metadata": {"name": TOPOLOGY},
-        "spec": {"levels": [{"nodeLabel": BLOCK}, {"nodeLabel": RACK}, {"nodeLabel": HOST}]}}])
+    mirror, feed = fabric_feed(fabric)
     base = EPOCH.timestamp()
     waiting = list(gangs)
     pods: dict[str, dict] = {}
@@ -118,8 +111,7 @@ def main() -> None:
                 feed.upsert("pods", member)
         for name in [n for n, end in ends.items() if end <= now]:
             del ends[name]
-            free[nodes[name]] += int(pods[name]["spec"]["containers"][0]["resources"]
-                                     ["requests"]["nvidia.com/gpu"])
+            free[nodes[name]] += gpus_of(pods[name])
             feed.delete("pods", pods[name])
         view = StepView(mirror.view(), priority_classes=mirror.groups_and_queues.priority_classes)
         started = time.process_time()
@@ -140,8 +132,7 @@ def main() -> None:
                 feed.upsert("pods", pod)
                 bound_at[name], nodes[name] = now, node_name
                 ends[name] = now + runtime[name]
-                free[node_name] -= int(pod["spec"]["containers"][0]["resources"]
-                                       ["requests"]["nvidia.com/gpu"])
+                free[node_name] -= gpus_of(pod)
         if abs(now - round(now)) < args.tick / 2 and now <= args.seconds:
             samples.append(largest_free(free, fabric, RACK))
         now += args.tick

@@ -333,16 +333,17 @@ def place_in_levels(
             placement, domain = held
             return _unless_patient(capacity, replace(placement, level=LevelHeld(
                 keys[-1], domain[-1][1], preferred, _sub_groups_held(placement))),
-                refusal if patient else None, request)
+                refusal, request)
         closest.extend(_closest_of(held))
-        refusal = refusal or _with_closest(held, closest)
+        if patient and refusal is None:
+            refusal = held  # the preferred level's: what the gang waits to see change
         if keys == gang.topology_keys:
             return _with_closest(held, closest)
     everywhere = next(iter(domains_for(()).values()), ())
     spread = _place_inside(capacity, gang, policy, (), everywhere)
     if isinstance(spread, Placement) and request is not None:
         return _unless_patient(capacity, replace(spread, level=LevelHeld(
-            "", "", preferred, _sub_groups_held(spread))), refusal if patient else None, request)
+            "", "", preferred, _sub_groups_held(spread))), refusal, request)
     return spread
 
 
