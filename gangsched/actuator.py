@@ -181,8 +181,7 @@ class Actuator:
         for action in actions:
             match action:
                 case Bind():
-                    self._place(action, now, decisions.bind(cycle_ms=cycle_ms),
-                                view.groups.get(action.placement.gang))
+                    self._place(action, view, now, decisions.bind(cycle_ms=cycle_ms))
                 case Evict():
                     self._track(asyncio.create_task(
                         self._evict(action, view, now),
@@ -232,12 +231,9 @@ class Actuator:
                 self.reporter.retain(view.groups, view.pods)
                 self.queue_figures.retain(view.queues)
 
-    def _place(self, action: Bind, now: float,
-               decisions: structlog.typing.FilteringBoundLogger,
-               group: GroupRecord | None) -> None:
-        """Assume the gang whole before awaiting any bind, so the next cycle sees its room
-        taken; ``group`` is the gang's group as the cycle saw it (a CompositePodGroup's gang
-        has no PodGroup of its own in the mirror)."""
+    def _place(self, action: Bind, view: View, now: float,
+               decisions: structlog.typing.FilteringBoundLogger) -> None:
+        """Assume the gang whole before awaiting any bind, so the next cycle sees its room taken."""
         placement = action.placement
         self.mirror.assume(placement, now)
         for pod, _ in placement.assignments:
@@ -253,7 +249,8 @@ class Actuator:
         uids = {pod: self.mirror.pods[pod].uid for pod, _ in placement.assignments
                 if pod in self.mirror.pods}
         self._track(asyncio.create_task(
-            self._bind(placement, action.first_created, action.queue, uids, group),
+            self._bind(placement, action.first_created, action.queue, uids,
+                       view.groups.get(placement.gang)),
             name=f"bind-{placement.gang}"))
 
     # ---- tasks under way --------------------------------------------------------
@@ -341,9 +338,8 @@ class Actuator:
                     events.on_pod(record, "PreemptionStopped", message)
 
     # ---- binds --------------------------------------------------------------------
-    async def _bind(self, placement: Placement, first_created: float | None,
-                    queue: QueueName, uids: Mapping[PodKey, str],
-                    group: GroupRecord | None) -> None:
+    async def _bind(self, placement: Placement, first_created: float | None, queue: QueueName,
+                    uids: Mapping[PodKey, str], group: GroupRecord | None) -> None:
         if placement.claims and not await self._allocate(placement):
             return
         outcomes = await self.binder.bind_gang(placement, uids=uids)
